@@ -1,0 +1,8 @@
+//! Checks for the firewall concern (pure functions of facts).
+
+use crate::CheckContext;
+use crate::model::{Finding, NodeFacts};
+
+pub fn check(_facts: &NodeFacts, _ctx: &CheckContext) -> Vec<Finding> {
+    Vec::new()
+}

@@ -1,0 +1,546 @@
+//! The data model: facts a node reports, findings the checks make, and the report (JSON contract v1).
+//!
+//! Everything here is plain serde data. Field names are a public contract
+//! (`preflight.report.v1`): add fields freely, never rename or drop one.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// Schema name written into every report.
+pub const SCHEMA: &str = "preflight.report.v1";
+
+/// The outcome of one check. Ordered from best to worst, so `max` is the worst.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Not applicable here (no InfiniBand, no GPUs expected).
+    Skip,
+    Pass,
+    Warn,
+    Fail,
+    /// The check itself could not run.
+    Error,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Skip => "skip",
+            Status::Pass => "pass",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How to fix a finding: a sentence and the exact commands.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Fix {
+    pub hint: String,
+    pub commands: Vec<String>,
+}
+
+impl Fix {
+    pub fn new(hint: impl Into<String>) -> Self {
+        Fix {
+            hint: hint.into(),
+            commands: Vec::new(),
+        }
+    }
+
+    pub fn command(mut self, cmd: impl Into<String>) -> Self {
+        self.commands.push(cmd.into());
+        self
+    }
+}
+
+/// One judgment about one subject on one node (or the whole cluster when `node` is null).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// Stable id, `area.name` (see the README's list).
+    pub id: String,
+    pub status: Status,
+    /// Rank of the node, or null for a cluster-wide finding.
+    pub node: Option<u32>,
+    /// What the finding is about: "29500", "mlx5_0/1", "eth0", "0->2 data0".
+    pub subject: String,
+    pub summary: String,
+    /// Observed values the judgment rests on.
+    pub evidence: Map<String, Value>,
+    pub fix: Option<Fix>,
+}
+
+impl Finding {
+    pub fn new(
+        id: &str,
+        status: Status,
+        subject: impl Into<String>,
+        summary: impl Into<String>,
+    ) -> Self {
+        Finding {
+            id: id.to_string(),
+            status,
+            node: None,
+            subject: subject.into(),
+            summary: summary.into(),
+            evidence: Map::new(),
+            fix: None,
+        }
+    }
+
+    /// Adds one evidence value.
+    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
+        let v = serde_json::to_value(value).unwrap_or(Value::Null);
+        self.evidence.insert(key.to_string(), v);
+        self
+    }
+
+    pub fn fix(mut self, fix: Fix) -> Self {
+        self.fix = Some(fix);
+        self
+    }
+
+    pub fn on_node(mut self, rank: Option<u32>) -> Self {
+        self.node = rank;
+        self
+    }
+}
+
+/// Everything one node knows about itself. Written by `preflight facts`, read by `--facts`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct NodeFacts {
+    pub hostname: String,
+    /// NCCL's idea of the host: `NCCL_HOSTID`, else hostname + boot id.
+    pub host_id: String,
+    pub boot_id: Option<String>,
+    pub kernel: Option<String>,
+    pub net: NetFacts,
+    pub ib: IbFacts,
+    pub gpu: GpuFacts,
+    pub nccl: NcclFacts,
+    pub ports: PortFacts,
+    pub firewall: FirewallFacts,
+    pub sys: SysFacts,
+    /// The environment variables that matter to a torchrun/NCCL job (NCCL_*, GLOO_*, CUDA_*, MASTER_*, ranks).
+    pub env: BTreeMap<String, String>,
+}
+
+/// Network interfaces, sorted by index.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct NetFacts {
+    pub interfaces: Vec<Interface>,
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum IfKind {
+    Physical,
+    Bond,
+    Bridge,
+    Vlan,
+    Veth,
+    Docker,
+    Loopback,
+    Ipoib,
+    #[default]
+    Other,
+}
+
+impl IfKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IfKind::Physical => "physical",
+            IfKind::Bond => "bond",
+            IfKind::Bridge => "bridge",
+            IfKind::Vlan => "vlan",
+            IfKind::Veth => "veth",
+            IfKind::Docker => "docker",
+            IfKind::Loopback => "loopback",
+            IfKind::Ipoib => "ipoib",
+            IfKind::Other => "other",
+        }
+    }
+}
+
+/// An address with its prefix length.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IfAddr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl std::fmt::Display for IfAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct Interface {
+    pub name: String,
+    pub index: u32,
+    pub kind: IfKind,
+    /// `operstate` from sysfs: "up", "down", "unknown", ...
+    pub oper_state: String,
+    /// Administratively up and carrier present (or operstate up/unknown with carrier).
+    pub up: bool,
+    pub mtu: Option<u32>,
+    /// Rated speed in Mbit/s, when the driver reports one.
+    pub speed_mbps: Option<u64>,
+    pub mac: Option<String>,
+    pub ipv4: Vec<IfAddr>,
+    pub ipv6: Vec<IfAddr>,
+    /// This interface carries the default route.
+    pub default_route: bool,
+    pub gateway: Option<IpAddr>,
+    /// Bond or bridge this interface is enslaved to.
+    pub master: Option<String>,
+    /// Kernel driver (`mlx5_core`, `virtio_net`, ...), when known.
+    pub driver: Option<String>,
+}
+
+impl Interface {
+    /// Virtual by the names and kinds NCCL users get bitten by.
+    pub fn is_virtual(&self) -> bool {
+        matches!(
+            self.kind,
+            IfKind::Veth | IfKind::Docker | IfKind::Loopback | IfKind::Bridge
+        ) || crate::net::is_virtual_name(&self.name)
+    }
+
+    /// Non-loopback IPv4 or global IPv6 addresses.
+    pub fn usable_addrs(&self) -> Vec<IfAddr> {
+        self.ipv4
+            .iter()
+            .chain(self.ipv6.iter())
+            .filter(|a| crate::net::is_usable_addr(&a.addr))
+            .copied()
+            .collect()
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct IbFacts {
+    pub devices: Vec<IbDevice>,
+    /// Path of libibverbs when installed.
+    pub verbs_library: Option<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct IbDevice {
+    pub name: String,
+    pub hca_type: Option<String>,
+    pub fw_ver: Option<String>,
+    pub ports: Vec<IbPort>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct IbPort {
+    pub port: u32,
+    /// "ACTIVE", "DOWN", "INIT", "ARMED" (sysfs `state` without the number).
+    pub state: String,
+    /// "LinkUp", "Disabled", "Polling" (sysfs `phys_state` without the number).
+    pub phys_state: String,
+    pub rate: Option<String>,
+    pub rate_gbps: Option<f64>,
+    /// "InfiniBand" or "Ethernet" (RoCE).
+    pub link_layer: String,
+    /// The net device this port maps to (ib0, ens1f0np0), if any.
+    pub netdev: Option<String>,
+}
+
+impl IbPort {
+    pub fn is_active(&self) -> bool {
+        self.state.eq_ignore_ascii_case("ACTIVE")
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct GpuFacts {
+    /// Why NVML could not be used (no driver, library missing); None when it loaded.
+    pub nvml_error: Option<String>,
+    pub driver_version: Option<String>,
+    /// CUDA version the driver supports, "12.8".
+    pub cuda_driver_version: Option<String>,
+    pub gpus: Vec<Gpu>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct Gpu {
+    pub index: u32,
+    pub name: String,
+    pub uuid: String,
+    pub pci_bus_id: String,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_total_bytes: Option<u64>,
+    pub processes: Vec<GpuProcess>,
+    pub mig_enabled: Option<bool>,
+    /// Why some fields are missing, when a per-GPU query failed.
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct GpuProcess {
+    pub pid: u32,
+    pub used_bytes: Option<u64>,
+    pub command: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct NcclFacts {
+    /// The libnccl a PyTorch job here would load.
+    pub library: Option<String>,
+    /// "2.21.5"
+    pub version: Option<String>,
+    /// Where it was found: "python:/path/to/venv", "ld.so.cache", "LD_LIBRARY_PATH".
+    pub source: Option<String>,
+    /// torch version in the same Python environment, when found.
+    pub torch_version: Option<String>,
+    /// Every libnccl found, in search order.
+    pub candidates: Vec<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum BindStatus {
+    Free,
+    InUse,
+    Denied,
+    /// The address family is not available (no IPv6).
+    Unsupported,
+    #[default]
+    Error,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct BindResult {
+    pub status: BindStatus,
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct PortFacts {
+    pub port: u16,
+    /// Binding 0.0.0.0:port.
+    pub ipv4: BindResult,
+    /// Binding [::]:port (what torchrun does).
+    pub ipv6: BindResult,
+    /// Processes with a socket listening on the port.
+    pub holders: Vec<PortHolder>,
+    /// A nearby port that was verified bindable on both families.
+    pub suggested_free: Option<u16>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct PortHolder {
+    pub pid: Option<u32>,
+    pub command: Option<String>,
+    pub local_address: String,
+    pub inode: u64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct FirewallFacts {
+    /// "nftables" or "iptables" when rules were read.
+    pub backend: Option<String>,
+    /// Why the rules could not be read (not root, tool missing).
+    pub read_error: Option<String>,
+    /// The INPUT hook chain(s) in evaluation order, flattened.
+    pub input: Option<InputChain>,
+    /// `ufw status` first line ("active"/"inactive") when ufw is installed.
+    pub ufw: Option<String>,
+    /// firewalld state ("running"/"not running") when installed.
+    pub firewalld: Option<String>,
+}
+
+/// A simplified view of the input path: the policy and the rules that can decide a TCP packet.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct InputChain {
+    /// "accept" or "drop".
+    pub policy: String,
+    pub rules: Vec<FwRule>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum FwAction {
+    Accept,
+    Drop,
+    Reject,
+    #[default]
+    Other,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct FwRule {
+    pub action: FwAction,
+    /// "tcp", "udp", or None for any protocol.
+    pub protocol: Option<String>,
+    /// Destination port ranges (inclusive); empty means any port.
+    pub dports: Vec<(u16, u16)>,
+    /// Input interface match, if any ("lo", "eth0").
+    pub in_interface: Option<String>,
+    /// Source match, if any.
+    pub source: Option<String>,
+    /// Connection-tracking states matched ("ESTABLISHED,RELATED"), if any.
+    pub ct_state: Option<String>,
+    /// The rule as the tool printed it.
+    pub text: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct SysFacts {
+    /// Size of /dev/shm in bytes.
+    pub shm_bytes: Option<u64>,
+    pub shm_error: Option<String>,
+    /// RLIMIT_MEMLOCK soft limit in bytes; None means unlimited.
+    pub memlock_soft: Option<u64>,
+    pub memlock_hard: Option<u64>,
+    pub memlock_error: Option<String>,
+    /// What this host's name resolves to, in resolver order.
+    pub hostname_addrs: Vec<IpAddr>,
+    pub hostname_error: Option<String>,
+}
+
+// ----- cluster-level data (filled by `preflight cluster`) -----
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkOutcome {
+    Ok,
+    Refused,
+    Timeout,
+    Unreachable,
+    #[default]
+    Error,
+}
+
+/// One ordered pair's measurement on one address.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct LinkResult {
+    pub from: u32,
+    pub to: u32,
+    /// Interface of `to` that owns `address`.
+    pub interface: String,
+    pub address: String,
+    pub port: u16,
+    pub result: LinkOutcome,
+    pub rtt_us: Option<f64>,
+    pub rtt_p99_us: Option<f64>,
+    pub throughput_gbit_s: Option<f64>,
+    pub mtu: Option<u32>,
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct CollectiveRow {
+    pub bytes: u64,
+    pub time_us: f64,
+    pub algbw_gb_s: f64,
+    pub busbw_gb_s: f64,
+    pub wrong: u64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct CollectiveResult {
+    pub op: String,
+    pub transport: String,
+    pub ranks: u32,
+    pub env: BTreeMap<String, String>,
+    pub net: Option<String>,
+    pub rows: Vec<CollectiveRow>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct LaunchCommand {
+    pub node_rank: u32,
+    pub command: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct Recommendation {
+    pub env: BTreeMap<String, String>,
+    /// Per-node values, keyed by rank, only where a node needs its own.
+    pub node_env: BTreeMap<String, BTreeMap<String, String>>,
+    pub master_addr: Option<String>,
+    pub master_port: u16,
+    pub launch: Vec<LaunchCommand>,
+    pub reasons: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct NodeEntry {
+    pub rank: u32,
+    pub hostname: String,
+    pub facts: NodeFacts,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Node,
+    Cluster,
+}
+
+/// The whole report. Renderers read only this.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Report {
+    pub schema: String,
+    pub tool: Tool,
+    pub mode: Mode,
+    pub status: Status,
+    pub nodes: Vec<NodeEntry>,
+    pub findings: Vec<Finding>,
+    pub links: Vec<LinkResult>,
+    pub collectives: Vec<CollectiveResult>,
+    pub recommendation: Option<Recommendation>,
+}
+
+/// Worst status of the findings, with `skip` counting as `pass`.
+pub fn overall_status(findings: &[Finding]) -> Status {
+    findings
+        .iter()
+        .map(|f| f.status)
+        .max()
+        .map(|s| if s == Status::Skip { Status::Pass } else { s })
+        .unwrap_or(Status::Pass)
+}

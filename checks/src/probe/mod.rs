@@ -1,0 +1,53 @@
+//! Probes: the only code that touches the OS. Each returns plain facts and never panics.
+
+pub mod env;
+pub mod firewall;
+pub mod gpu;
+pub mod ib;
+pub mod nccl;
+pub mod net;
+pub mod ports;
+pub mod sys;
+
+use crate::model::NodeFacts;
+use crate::root::Root;
+use std::collections::BTreeMap;
+
+/// What the probes need from the caller.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeOptions {
+    /// The master port to test for binding.
+    pub master_port: u16,
+    /// The process environment (all variables), for the probes that read it.
+    pub env: BTreeMap<String, String>,
+    /// Skip NVML entirely (tests, `--no-gpu`).
+    pub skip_gpu: bool,
+}
+
+/// Collects every fact about this node.
+pub fn collect(root: &Root, opts: &ProbeOptions) -> NodeFacts {
+    let (hostname, boot_id, kernel) = env::identity(root);
+    let host_id = env::host_id(&opts.env, &hostname, boot_id.as_deref());
+    let gpu = if opts.skip_gpu {
+        crate::model::GpuFacts {
+            nvml_error: Some("GPU probe skipped (--no-gpu)".into()),
+            ..Default::default()
+        }
+    } else {
+        gpu::probe()
+    };
+    NodeFacts {
+        sys: sys::probe(root, &hostname),
+        hostname,
+        host_id,
+        boot_id,
+        kernel,
+        net: net::probe(root),
+        ib: ib::probe(root),
+        gpu,
+        nccl: nccl::probe(root, &opts.env),
+        ports: ports::probe(root, opts.master_port),
+        firewall: firewall::probe(root),
+        env: env::relevant(&opts.env),
+    }
+}
