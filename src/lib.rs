@@ -1,1 +1,8 @@
+//! preflight: the binary's library half (CLI, node and cluster runs, advice, renderers).
 
+pub mod advise;
+pub mod app;
+pub mod cli;
+pub mod node;
+pub mod output;
+pub mod render;

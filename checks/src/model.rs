@@ -499,6 +499,8 @@ pub struct Recommendation {
     pub master_port: u16,
     pub launch: Vec<LaunchCommand>,
     pub reasons: Vec<String>,
+    /// Single-node command (`torchrun --standalone ...`), in node mode.
+    pub standalone: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

@@ -27,3 +27,12 @@ pub fn is_usable_addr(addr: &IpAddr) -> bool {
 pub fn check(_facts: &NodeFacts, _ctx: &CheckContext) -> Vec<Finding> {
     Vec::new()
 }
+
+/// Placeholder until the ranking lands.
+pub fn candidate_interfaces(facts: &crate::model::NetFacts) -> Vec<&crate::model::Interface> {
+    facts
+        .interfaces
+        .iter()
+        .filter(|i| i.up && !i.usable_addrs().is_empty())
+        .collect()
+}

@@ -1,0 +1,356 @@
+//! Facts + findings -> Recommendation: the NCCL/Gloo environment, the master address and port, and torchrun commands.
+//!
+//! The rules are DESIGN.md's "How the advice is made"; every reason cites its evidence.
+
+use preflight_checks::model::{
+    BindStatus, IfKind, Interface, LaunchCommand, NodeFacts, Recommendation,
+};
+use preflight_checks::net::candidate_interfaces;
+use std::collections::BTreeMap;
+
+/// What the advice needs beyond the facts.
+#[derive(Clone, Debug, Default)]
+pub struct AdviceInput {
+    pub master_port: u16,
+    /// `--nproc-per-node` when given; else the visible GPU count.
+    pub nproc_per_node: Option<u32>,
+    /// The user's script and its arguments (`train.py` when empty).
+    pub script: Vec<String>,
+}
+
+/// The value for NCCL_SOCKET_IFNAME that selects exactly `name` among `all_names`:
+/// the plain name when no other name starts with it, `=name` when one does.
+pub fn nccl_ifname_value<'a>(name: &str, all_names: impl IntoIterator<Item = &'a str>) -> String {
+    let shadowed = all_names
+        .into_iter()
+        .any(|other| other != name && other.starts_with(name));
+    if shadowed {
+        format!("={name}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// The InfiniBand decision for a set of nodes: `(NCCL_IB_DISABLE, NCCL_IB_HCA, reason)`.
+pub fn ib_decision(nodes: &[&NodeFacts]) -> (String, Option<String>, String) {
+    let active: Vec<Vec<String>> = nodes.iter().map(|f| active_ib_ports(f)).collect();
+    let with_ib = active.iter().filter(|a| !a.is_empty()).count();
+    let any_devices = nodes.iter().any(|f| !f.ib.devices.is_empty());
+    if with_ib == nodes.len() && !nodes.is_empty() {
+        // Only list ports that are ACTIVE on every node.
+        let mut common: Vec<String> = active[0].clone();
+        common.retain(|p| active.iter().all(|a| a.contains(p)));
+        let list = if common.is_empty() {
+            active[0].clone()
+        } else {
+            common
+        };
+        let device_names: Vec<String> = nodes
+            .iter()
+            .flat_map(|f| f.ib.devices.iter().map(|d| d.name.clone()))
+            .collect();
+        let exact = list.iter().any(|p| {
+            let dev = p.split(':').next().unwrap_or(p);
+            device_names.iter().any(|d| d != dev && d.starts_with(dev))
+        });
+        let hca = format!("{}{}", if exact { "=" } else { "" }, list.join(","));
+        let reason = format!(
+            "NCCL_IB_DISABLE=0: every node has an ACTIVE InfiniBand/RoCE port ({}); NCCL_IB_HCA lists only ACTIVE ports",
+            list.join(", ")
+        );
+        ("0".into(), Some(hca), reason)
+    } else if with_ib > 0 {
+        let reason = format!(
+            "NCCL_IB_DISABLE=1: only {with_ib} of {} nodes have an ACTIVE InfiniBand/RoCE port; NCCL would hang mixing IB and sockets",
+            nodes.len()
+        );
+        ("1".into(), None, reason)
+    } else if any_devices {
+        ("1".into(), None, "NCCL_IB_DISABLE=1: InfiniBand/RoCE devices exist but no port is ACTIVE (see ib.port-down)".into())
+    } else {
+        (
+            "1".into(),
+            None,
+            "NCCL_IB_DISABLE=1: no InfiniBand/RoCE device found (/sys/class/infiniband is empty)"
+                .into(),
+        )
+    }
+}
+
+/// `mlx5_0:1`-style names of the ACTIVE ports on one node.
+fn active_ib_ports(f: &NodeFacts) -> Vec<String> {
+    f.ib.devices
+        .iter()
+        .flat_map(|d| {
+            d.ports
+                .iter()
+                .filter(|p| p.is_active())
+                .map(move |p| format!("{}:{}", d.name, p.port))
+        })
+        .collect()
+}
+
+/// Quotes one word for a POSIX shell when it needs it.
+pub fn shell_quote(word: &str) -> String {
+    let safe = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c));
+    if safe {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// `KEY=value KEY2=value2` in a stable order (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_DISABLE, then the rest).
+pub fn env_prefix(env: &BTreeMap<String, String>) -> String {
+    const FIRST: [&str; 3] = [
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "NCCL_IB_DISABLE",
+    ];
+    let mut parts: Vec<String> = FIRST
+        .iter()
+        .filter_map(|k| env.get(*k).map(|v| format!("{k}={}", shell_quote(v))))
+        .collect();
+    parts.extend(
+        env.iter()
+            .filter(|(k, _)| !FIRST.contains(&k.as_str()))
+            .map(|(k, v)| format!("{k}={}", shell_quote(v))),
+    );
+    parts.join(" ")
+}
+
+/// The script words for torchrun, quoted.
+fn script_words(script: &[String]) -> String {
+    if script.is_empty() {
+        "train.py".to_string()
+    } else {
+        script
+            .iter()
+            .map(|w| shell_quote(w))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// A full torchrun command line for one node.
+pub fn torchrun_command(
+    env: &BTreeMap<String, String>,
+    nnodes: &str,
+    nproc: u32,
+    node_rank: &str,
+    master_addr: &str,
+    master_port: u16,
+    script: &[String],
+) -> String {
+    let prefix = env_prefix(env);
+    let sep = if prefix.is_empty() { "" } else { " " };
+    format!(
+        "{prefix}{sep}torchrun --nnodes={nnodes} --nproc-per-node={nproc} --node-rank={node_rank} --master-addr={master_addr} --master-port={master_port} {}",
+        script_words(script)
+    )
+}
+
+/// The first IPv4 address (else global IPv6) of an interface.
+pub fn primary_addr(iface: &Interface) -> Option<String> {
+    iface
+        .usable_addrs()
+        .into_iter()
+        .min_by_key(|a| a.addr.is_ipv6())
+        .map(|a| a.addr.to_string())
+}
+
+/// Why this interface was picked, citing what was observed.
+fn interface_reason(chosen: &Interface, all: &[&Interface]) -> String {
+    let speed = chosen
+        .speed_mbps
+        .map(|s| format!("{} Gb/s rated", s as f64 / 1000.0))
+        .unwrap_or_else(|| "no rated speed reported".into());
+    let others: Vec<String> = all
+        .iter()
+        .filter(|i| i.name != chosen.name)
+        .map(|i| {
+            let why = if i.is_virtual() {
+                "virtual".to_string()
+            } else {
+                match i.speed_mbps {
+                    Some(s) => format!("{} Gb/s", s as f64 / 1000.0),
+                    None => "no rated speed".into(),
+                }
+            };
+            format!("{} ({why})", i.name)
+        })
+        .collect();
+    let kind = if chosen.kind == IfKind::Physical {
+        "physical".to_string()
+    } else {
+        chosen.kind.as_str().to_string()
+    };
+    let mut s = format!(
+        "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME: {} is up with {} ({kind}, {speed}, mtu {})",
+        chosen.name,
+        chosen
+            .usable_addrs()
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        chosen
+            .mtu
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "?".into())
+    );
+    if !others.is_empty() {
+        s.push_str(&format!(
+            "; other candidates ranked lower: {}",
+            others.join(", ")
+        ));
+    }
+    s
+}
+
+/// Visible GPUs on a node: the count torchrun's --nproc-per-node should default to.
+pub fn visible_gpu_count(facts: &NodeFacts) -> u32 {
+    let cvd = facts.env.get("CUDA_VISIBLE_DEVICES").map(|s| s.as_str());
+    preflight_checks::visible_devices::resolve(cvd, &facts.gpu.gpus)
+        .visible
+        .len() as u32
+}
+
+/// The master port to recommend: the requested one when it is free, else the verified free alternative.
+fn master_port_for(facts: &NodeFacts, requested: u16, reasons: &mut Vec<String>) -> u16 {
+    let p = &facts.ports;
+    let in_use = p.ipv4.status == BindStatus::InUse || p.ipv6.status == BindStatus::InUse;
+    if in_use {
+        if let Some(free) = p.suggested_free {
+            reasons.push(format!(
+                "master_port {free}: {requested} is held on this node (see port.in-use); {free} was bound successfully on IPv4 and IPv6"
+            ));
+            return free;
+        }
+    } else if p.port == requested && p.ipv4.status == BindStatus::Free {
+        reasons.push(format!(
+            "master_port {requested}: bound successfully on 0.0.0.0 and [::] just now"
+        ));
+    }
+    requested
+}
+
+/// Advice for one node, acting as rank 0 of a job of unknown size.
+pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
+    let mut reasons = Vec::new();
+    let mut env = BTreeMap::new();
+    let ranked = candidate_interfaces(&facts.net);
+    let chosen = ranked.first().copied();
+    let names: Vec<&str> = facts
+        .net
+        .interfaces
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect();
+    let mut master_addr = None;
+    match chosen {
+        Some(iface) => {
+            env.insert("NCCL_SOCKET_IFNAME".to_string(), nccl_ifname_value(&iface.name, names.iter().copied()));
+            env.insert("GLOO_SOCKET_IFNAME".to_string(), iface.name.clone());
+            reasons.push(interface_reason(iface, &ranked));
+            if env["NCCL_SOCKET_IFNAME"].starts_with('=') {
+                let shadowed: Vec<&str> =
+                    names.iter().copied().filter(|n| *n != iface.name && n.starts_with(&iface.name)).collect();
+                reasons.push(format!(
+                    "NCCL_SOCKET_IFNAME uses '=' because the prefix '{}' would also match {}",
+                    iface.name,
+                    shadowed.join(", ")
+                ));
+            }
+            master_addr = primary_addr(iface);
+        }
+        None => reasons.push(
+            "no NCCL_SOCKET_IFNAME: no interface is up with a usable address (see net.no-interface)".into(),
+        ),
+    }
+    let (ib_disable, hca, ib_reason) = ib_decision(&[facts]);
+    env.insert("NCCL_IB_DISABLE".to_string(), ib_disable);
+    if let Some(hca) = hca {
+        env.insert("NCCL_IB_HCA".to_string(), hca);
+    }
+    reasons.push(ib_reason);
+    let master_port = master_port_for(facts, input.master_port, &mut reasons);
+    let gpus = visible_gpu_count(facts);
+    let nproc = input.nproc_per_node.unwrap_or(gpus.max(1));
+    if input.nproc_per_node.is_none() {
+        reasons.push(if gpus > 0 {
+            format!("--nproc-per-node={nproc}: {gpus} GPUs visible on this node")
+        } else {
+            "--nproc-per-node=1: no GPU visible on this node (CPU/gloo only)".to_string()
+        });
+    }
+    let addr = master_addr
+        .clone()
+        .unwrap_or_else(|| "<rank-0-address>".into());
+    let launch = vec![LaunchCommand {
+        node_rank: 0,
+        command: torchrun_command(
+            &env,
+            "$NNODES",
+            nproc,
+            "0",
+            &addr,
+            master_port,
+            &input.script,
+        ),
+    }];
+    let standalone = format!(
+        "{} torchrun --standalone --nproc-per-node={nproc} {}",
+        env_prefix(&env),
+        script_words(&input.script)
+    );
+    Recommendation {
+        env,
+        node_env: BTreeMap::new(),
+        master_addr,
+        master_port,
+        launch,
+        reasons,
+        standalone: Some(standalone),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ifname_value_uses_equals_only_when_a_prefix_collides() {
+        assert_eq!(
+            nccl_ifname_value("bond0", ["lo", "bond0", "bond0.100"]),
+            "=bond0"
+        );
+        assert_eq!(nccl_ifname_value("eth0", ["lo", "eth0", "docker0"]), "eth0");
+        assert_eq!(nccl_ifname_value("eth1", ["eth1", "eth10"]), "=eth1");
+    }
+
+    #[test]
+    fn shell_quote_leaves_plain_words_and_quotes_the_rest() {
+        assert_eq!(shell_quote("train.py"), "train.py");
+        assert_eq!(shell_quote("--lr=0.1"), "--lr=0.1");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn env_prefix_puts_the_three_main_variables_first() {
+        let mut env = BTreeMap::new();
+        env.insert("NCCL_IB_HCA".to_string(), "mlx5_0:1".to_string());
+        env.insert("NCCL_IB_DISABLE".to_string(), "0".to_string());
+        env.insert("NCCL_SOCKET_IFNAME".to_string(), "=bond0".to_string());
+        env.insert("GLOO_SOCKET_IFNAME".to_string(), "bond0".to_string());
+        assert_eq!(
+            env_prefix(&env),
+            "NCCL_SOCKET_IFNAME==bond0 GLOO_SOCKET_IFNAME=bond0 NCCL_IB_DISABLE=0 NCCL_IB_HCA=mlx5_0:1"
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! Command-line interface (clap derive). Produces a validated [`Config`] and nothing else.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Exit codes, as documented in the README and `--help`.
+pub mod exit {
+    /// Nothing failed (with `--strict`: nothing warned either).
+    pub const OK: u8 = 0;
+    /// At least one finding is `fail` or `error` (or `warn` with `--strict`).
+    pub const FINDINGS: u8 = 1;
+    /// The tool could not run: bad arguments, unreadable `--facts`, cannot bind or reach anything.
+    pub const CANNOT_RUN: u8 = 2;
+}
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  nothing is fail or error (with --strict: nothing is warn either)
+  1  at least one finding is fail or error (or warn with --strict)
+  2  the tool could not run (bad arguments, unreadable --facts file, ...)
+
+Flags take torchrun's spellings; --master-port and --master_port are the same flag.";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "preflight",
+    version,
+    about = "Find what would make a multi-node PyTorch (torchrun + NCCL) job hang or crawl, before you launch it",
+    after_help = AFTER_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check this node: interfaces, InfiniBand, firewall and ports, GPUs, NCCL, limits; print findings and the NCCL environment to use.
+    #[command(after_help = AFTER_HELP)]
+    Check(CheckArgs),
+    /// Print this node's facts as JSON (judge them later with `preflight check --facts FILE`).
+    #[command(after_help = AFTER_HELP)]
+    Facts(FactsArgs),
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// Flags shared by the commands that probe this node.
+#[derive(Args, Debug, Clone)]
+pub struct ProbeArgs {
+    /// The port torchrun's rendezvous (the master) will listen on.
+    #[arg(long, alias = "master_port", default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..))]
+    pub master_port: u16,
+    /// Do not load NVML (the GPU checks then report what they can).
+    #[arg(long, alias = "no_gpu")]
+    pub no_gpu: bool,
+    /// Read /sys, /proc and /etc under this directory instead of / (fixture trees).
+    #[arg(long, hide = true, env = "PREFLIGHT_ROOT", default_value = "/")]
+    pub root: PathBuf,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+    /// Processes per node the job will start (default: the number of visible GPUs).
+    #[arg(long, alias = "nproc_per_node", value_parser = clap::value_parser!(u32).range(1..))]
+    pub nproc_per_node: Option<u32>,
+    /// GPUs this node must have; fewer is a failure.
+    #[arg(long, alias = "expect_gpus", value_parser = clap::value_parser!(u32).range(0..))]
+    pub expect_gpus: Option<u32>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write the JSON report to this file.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Count warnings as failures in the exit code.
+    #[arg(long)]
+    pub strict: bool,
+    /// Judge a saved facts file (from `preflight facts`) instead of probing this node.
+    #[arg(long)]
+    pub facts: Option<PathBuf>,
+    /// Your training script and its arguments, placed into the suggested torchrun commands.
+    #[arg(last = true, value_name = "SCRIPT_AND_ARGS")]
+    pub script: Vec<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FactsArgs {
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+    /// Write the facts to this file instead of stdout.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+}
+
+/// Parses argv; on bad flags clap prints the error and exits with code 2.
+pub fn parse() -> Cli {
+    Cli::parse()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn underscore_and_dash_spellings_are_the_same_flag() {
+        let a = Cli::try_parse_from([
+            "preflight",
+            "check",
+            "--master_port",
+            "29600",
+            "--nproc_per_node=4",
+        ])
+        .unwrap();
+        let Command::Check(c) = a.command else {
+            panic!("not check")
+        };
+        assert_eq!(c.probe.master_port, 29600);
+        assert_eq!(c.nproc_per_node, Some(4));
+    }
+
+    #[test]
+    fn rejects_port_zero_and_out_of_range() {
+        assert!(Cli::try_parse_from(["preflight", "check", "--master-port=0"]).is_err());
+        assert!(Cli::try_parse_from(["preflight", "check", "--master-port=70000"]).is_err());
+        assert!(Cli::try_parse_from(["preflight", "check", "--nproc-per-node=0"]).is_err());
+    }
+
+    #[test]
+    fn script_after_double_dash() {
+        let a =
+            Cli::try_parse_from(["preflight", "check", "--", "train.py", "--epochs", "5"]).unwrap();
+        let Command::Check(c) = a.command else {
+            panic!("not check")
+        };
+        assert_eq!(c.script, vec!["train.py", "--epochs", "5"]);
+    }
+}
