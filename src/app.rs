@@ -12,6 +12,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Check(args) => check(args),
         Command::Facts(args) => facts(args),
+        Command::Cluster(args) => crate::cluster::run(args),
     }
 }
 

@@ -42,6 +42,9 @@ pub enum Command {
     /// Print this node's facts as JSON (judge them later with `preflight check --facts FILE`).
     #[command(after_help = AFTER_HELP)]
     Facts(FactsArgs),
+    /// Run on every node at once: rendezvous on the master port, measure every pair, print one verdict and the launch command per node.
+    #[command(after_help = AFTER_HELP)]
+    Cluster(ClusterArgs),
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -87,6 +90,61 @@ pub struct CheckArgs {
     #[arg(long)]
     pub facts: Option<PathBuf>,
     /// Your training script and its arguments, placed into the suggested torchrun commands.
+    #[arg(last = true, value_name = "SCRIPT_AND_ARGS")]
+    pub script: Vec<String>,
+}
+
+/// `preflight cluster`: torchrun's own flags, or --hosts, or Slurm/torchrun/Kubernetes environment.
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+    /// Number of nodes (torchrun's --nnodes).
+    #[arg(long, alias = "nnodes", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub nnodes: Option<u32>,
+    /// This node's rank, 0..nnodes-1 (torchrun's --node-rank).
+    #[arg(long, alias = "node_rank")]
+    pub node_rank: Option<u32>,
+    /// Address of rank 0 (torchrun's --master-addr).
+    #[arg(long, alias = "master_addr")]
+    pub master_addr: Option<String>,
+    /// HOST:PORT of rank 0, in place of --master-addr/--master-port (torchrun's --rdzv-endpoint).
+    #[arg(long, alias = "rdzv_endpoint")]
+    pub rdzv_endpoint: Option<String>,
+    /// Job id; the shared secret is derived from it unless --token is given (torchrun's --rdzv-id).
+    #[arg(long, alias = "rdzv_id")]
+    pub rdzv_id: Option<String>,
+    /// Every node, in rank order (Slurm hostlist syntax: node[1-3],gpu07). Each node finds its own rank.
+    #[arg(long)]
+    pub hosts: Option<String>,
+    /// Shared secret every node must know (or PREFLIGHT_TOKEN).
+    #[arg(long, env = "PREFLIGHT_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Seconds to wait for every node to join; also bounds each phase.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+    /// Shorter measurements (about 0.2 s per link).
+    #[arg(long, conflicts_with = "thorough")]
+    pub quick: bool,
+    /// Longer measurements (about 3 s per link).
+    #[arg(long)]
+    pub thorough: bool,
+    /// Processes per node the job will start (default: the number of visible GPUs).
+    #[arg(long, alias = "nproc_per_node", value_parser = clap::value_parser!(u32).range(1..))]
+    pub nproc_per_node: Option<u32>,
+    /// GPUs every node must have; fewer is a failure.
+    #[arg(long, alias = "expect_gpus")]
+    pub expect_gpus: Option<u32>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write the JSON report to this file.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Count warnings as failures in the exit code.
+    #[arg(long)]
+    pub strict: bool,
+    /// Your training script and its arguments, placed into the launch commands.
     #[arg(last = true, value_name = "SCRIPT_AND_ARGS")]
     pub script: Vec<String>,
 }

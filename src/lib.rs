@@ -3,6 +3,7 @@
 pub mod advise;
 pub mod app;
 pub mod cli;
+pub mod cluster;
 pub mod node;
 pub mod output;
 pub mod render;

@@ -1,0 +1,1 @@
+//! Cluster-wide checks over every node's facts and the pairwise link results (pure functions).
