@@ -21,12 +21,12 @@ fn check(args: CheckArgs) -> anyhow::Result<u8> {
         Some(path) => load_facts(path)?,
         None => probe_facts(
             &Root::at(&args.probe.root),
-            args.probe.master_port,
+            args.master_port,
             args.probe.no_gpu,
         ),
     };
     let run = NodeRun {
-        master_port: args.probe.master_port,
+        master_port: args.master_port,
         nproc_per_node: args.nproc_per_node,
         expect_gpus: args.expect_gpus,
         script: args.script.clone(),
@@ -39,7 +39,7 @@ fn check(args: CheckArgs) -> anyhow::Result<u8> {
 fn facts(args: FactsArgs) -> anyhow::Result<u8> {
     let facts = probe_facts(
         &Root::at(&args.probe.root),
-        args.probe.master_port,
+        args.master_port,
         args.probe.no_gpu,
     );
     let mut text = serde_json::to_string_pretty(&facts)?;

@@ -56,9 +56,6 @@ pub enum Format {
 /// Flags shared by the commands that probe this node.
 #[derive(Args, Debug, Clone)]
 pub struct ProbeArgs {
-    /// The port torchrun's rendezvous (the master) will listen on.
-    #[arg(long, alias = "master_port", default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..))]
-    pub master_port: u16,
     /// Do not load NVML (the GPU checks then report what they can).
     #[arg(long, alias = "no_gpu")]
     pub no_gpu: bool,
@@ -71,6 +68,9 @@ pub struct ProbeArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     pub probe: ProbeArgs,
+    /// The port torchrun's rendezvous (the master) will listen on.
+    #[arg(long, alias = "master_port", default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..))]
+    pub master_port: u16,
     /// Processes per node the job will start (default: the number of visible GPUs).
     #[arg(long, alias = "nproc_per_node", value_parser = clap::value_parser!(u32).range(1..))]
     pub nproc_per_node: Option<u32>,
@@ -105,6 +105,9 @@ pub struct ClusterArgs {
     /// This node's rank, 0..nnodes-1 (torchrun's --node-rank).
     #[arg(long, alias = "node_rank")]
     pub node_rank: Option<u32>,
+    /// Port of rank 0's rendezvous; preflight's coordinator listens on it (default: MASTER_PORT, else 29500).
+    #[arg(long, alias = "master_port", value_parser = clap::value_parser!(u16).range(1..))]
+    pub master_port: Option<u16>,
     /// Address of rank 0 (torchrun's --master-addr).
     #[arg(long, alias = "master_addr")]
     pub master_addr: Option<String>,
@@ -153,6 +156,9 @@ pub struct ClusterArgs {
 pub struct FactsArgs {
     #[command(flatten)]
     pub probe: ProbeArgs,
+    /// The port torchrun's rendezvous (the master) will listen on.
+    #[arg(long, alias = "master_port", default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..))]
+    pub master_port: u16,
     /// Write the facts to this file instead of stdout.
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
@@ -186,7 +192,7 @@ mod tests {
         let Command::Check(c) = a.command else {
             panic!("not check")
         };
-        assert_eq!(c.probe.master_port, 29600);
+        assert_eq!(c.master_port, 29600);
         assert_eq!(c.nproc_per_node, Some(4));
     }
 
