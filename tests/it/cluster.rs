@@ -1,0 +1,1 @@
+//! Multi-node scenarios: real `preflight cluster` processes in network namespaces.

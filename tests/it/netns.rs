@@ -1,0 +1,1 @@
+//! Test hosts as network namespaces joined by bridges (root only; see DESIGN.md safety rules).
