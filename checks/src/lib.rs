@@ -13,6 +13,7 @@ pub mod ifname;
 pub mod model;
 pub mod nccl;
 pub mod net;
+pub mod networks;
 pub mod ports;
 pub mod probe;
 pub mod root;
