@@ -1,0 +1,239 @@
+//! Mutual HMAC challenge: both ends prove they know the job's secret before anything else is served.
+//!
+//! The server (coordinator or data listener) sends a nonce; the client answers with
+//! HMAC(secret, server nonce) and its own nonce; the server answers with
+//! HMAC(secret, client nonce). Neither side serves or sends data before the proof checks out.
+
+use super::wire::{MAGIC, Msg, PROTO, WireError, read_msg, write_msg};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::net::TcpStream;
+use std::time::Duration;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// How long each handshake step may take.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The job's shared secret.
+#[derive(Clone)]
+pub struct Secret(Vec<u8>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// `--token`/`PREFLIGHT_TOKEN` when given, else derived from the job id and the master endpoint.
+    pub fn derive(token: Option<&str>, job_id: Option<&str>, master: &str, port: u16) -> Secret {
+        match token {
+            Some(t) => Secret(format!("token:{t}").into_bytes()),
+            None => Secret(format!("job:{}|{master}:{port}", job_id.unwrap_or("")).into_bytes()),
+        }
+    }
+
+    fn mac(&self, role: &str, nonce: &str, rank: u32) -> String {
+        let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        m.update(format!("preflight/{PROTO}|{role}|{nonce}|{rank}").as_bytes());
+        hex(&m.finalize().into_bytes())
+    }
+
+    fn verify(&self, role: &str, nonce: &str, rank: u32, mac_hex: &str) -> bool {
+        let Some(bytes) = unhex(mac_hex) else { return false };
+        let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        m.update(format!("preflight/{PROTO}|{role}|{nonce}|{rank}").as_bytes());
+        m.verify_slice(&bytes).is_ok()
+    }
+
+    /// A short tag for UDP echo datagrams (not a per-message MAC: it only keeps strangers from using the echo).
+    pub fn udp_tag(&self) -> [u8; 16] {
+        let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        m.update(b"preflight/udp-echo");
+        let full = m.finalize().into_bytes();
+        let mut tag = [0u8; 16];
+        tag.copy_from_slice(&full[..16]);
+        tag
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 || s.len() > 256 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// 16 random bytes, hex.
+pub fn nonce() -> String {
+    let mut b = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_ok();
+    if !ok {
+        // Fall back to time and pid; still unique per connection.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        b[..8].copy_from_slice(&(t as u64).to_le_bytes());
+        b[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    hex(&b)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("the peer is not preflight (no valid challenge): {0}")]
+    NotPreflight(String),
+    #[error("protocol version {theirs} differs from ours ({PROTO}); run the same preflight version on every node")]
+    Version { theirs: u32 },
+    #[error("the peer does not know the job secret (check --token / PREFLIGHT_TOKEN / --rdzv-id on every node)")]
+    BadProof,
+    #[error("rejected by the peer: {0}")]
+    Rejected(String),
+    #[error("expected rank {expected}, reached rank {got}")]
+    WrongPeer { expected: u32, got: u32 },
+    #[error("{0}")]
+    Wire(#[from] WireError),
+}
+
+/// What the server learned about an authenticated client.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientInfo {
+    pub rank: u32,
+    pub nnodes: u32,
+}
+
+/// Server side: challenge, check the proof, prove ourselves. On failure the peer gets a `Reject` and nothing else.
+pub fn accept(stream: &mut TcpStream, secret: &Secret, my_rank: u32) -> Result<ClientInfo, AuthError> {
+    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
+    stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
+    let server_nonce = nonce();
+    write_msg(stream, &Msg::Challenge { magic: MAGIC.into(), proto: PROTO, nonce: server_nonce.clone() })?;
+    let hello: Msg = read_msg(stream)?;
+    let Msg::Hello { proto, rank, nnodes, nonce: client_nonce, mac } = hello else {
+        let _ = write_msg(stream, &Msg::Reject { reason: "expected hello".into() });
+        return Err(AuthError::NotPreflight("first message was not a hello".into()));
+    };
+    if proto != PROTO {
+        let _ = write_msg(stream, &Msg::Reject { reason: format!("protocol {proto} != {PROTO}") });
+        return Err(AuthError::Version { theirs: proto });
+    }
+    if !secret.verify("client", &server_nonce, rank, &mac) {
+        let _ = write_msg(stream, &Msg::Reject { reason: "bad proof of the job secret".into() });
+        return Err(AuthError::BadProof);
+    }
+    let proof = secret.mac("server", &client_nonce, my_rank);
+    write_msg(stream, &Msg::Welcome { rank: my_rank, mac: proof })?;
+    Ok(ClientInfo { rank, nnodes })
+}
+
+/// Client side: answer the challenge, check the server's proof (and its rank when `expect` is given).
+pub fn connect(
+    stream: &mut TcpStream,
+    secret: &Secret,
+    my_rank: u32,
+    nnodes: u32,
+    expect: Option<u32>,
+) -> Result<u32, AuthError> {
+    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
+    stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
+    let first: Msg = read_msg(stream).map_err(|e| match e {
+        WireError::Timeout => AuthError::NotPreflight("it accepted the connection but sent nothing".into()),
+        WireError::Malformed(m) => AuthError::NotPreflight(format!("it sent something else ({m})")),
+        WireError::TooLarge(_) => AuthError::NotPreflight("it sent something else".into()),
+        other => AuthError::Wire(other),
+    })?;
+    let Msg::Challenge { magic, proto, nonce: server_nonce } = first else {
+        return Err(AuthError::NotPreflight("first message was not a challenge".into()));
+    };
+    if magic != MAGIC {
+        return Err(AuthError::NotPreflight(format!("magic {magic:?}")));
+    }
+    if proto != PROTO {
+        return Err(AuthError::Version { theirs: proto });
+    }
+    let client_nonce = nonce();
+    let mac = secret.mac("client", &server_nonce, my_rank);
+    write_msg(stream, &Msg::Hello { proto: PROTO, rank: my_rank, nnodes, nonce: client_nonce.clone(), mac })?;
+    match read_msg(stream)? {
+        Msg::Welcome { rank, mac } => {
+            if !secret.verify("server", &client_nonce, rank, &mac) {
+                return Err(AuthError::BadProof);
+            }
+            if let Some(e) = expect.filter(|e| *e != rank) {
+                return Err(AuthError::WrongPeer { expected: e, got: rank });
+            }
+            Ok(rank)
+        }
+        Msg::Reject { reason } => Err(AuthError::Rejected(reason)),
+        _ => Err(AuthError::NotPreflight("unexpected answer to hello".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn pair(server_secret: Secret, client_secret: Secret) -> (Result<ClientInfo, AuthError>, Result<u32, AuthError>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            accept(&mut s, &server_secret, 0)
+        });
+        let mut c = TcpStream::connect(addr).unwrap();
+        let client = connect(&mut c, &client_secret, 2, 3, Some(0));
+        (h.join().unwrap(), client)
+    }
+
+    #[test]
+    fn same_secret_authenticates_both_ways() {
+        let s = Secret::derive(Some("t"), None, "m", 1);
+        let (srv, cli) = pair(s.clone(), s);
+        assert_eq!(srv.unwrap().rank, 2);
+        assert_eq!(cli.unwrap(), 0);
+    }
+
+    #[test]
+    fn wrong_secret_is_rejected_by_the_server() {
+        let (srv, cli) = pair(Secret::derive(Some("a"), None, "m", 1), Secret::derive(Some("b"), None, "m", 1));
+        assert!(matches!(srv, Err(AuthError::BadProof)));
+        assert!(matches!(cli, Err(AuthError::Rejected(_))));
+    }
+
+    #[test]
+    fn garbage_client_is_dropped() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            accept(&mut s, &Secret::derive(Some("t"), None, "m", 1), 0)
+        });
+        let mut c = TcpStream::connect(addr).unwrap();
+        std::io::Write::write_all(&mut c, b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        assert!(h.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn silent_server_is_not_preflight() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut c = TcpStream::connect(addr).unwrap();
+        let _keep = l.accept().unwrap();
+        let t = std::time::Instant::now();
+        let r = connect(&mut c, &Secret::derive(Some("t"), None, "m", 1), 1, 2, Some(0));
+        assert!(matches!(r, Err(AuthError::NotPreflight(_))));
+        assert!(t.elapsed() < HANDSHAKE_TIMEOUT + Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,145 @@
+//! The wire protocol: length-prefixed JSON frames with a hard size cap, and the messages they carry.
+//!
+//! The protocol carries data, never commands to run.
+
+use preflight_checks::model::{LinkResult, NodeFacts, Report};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use std::io::{self, Read, Write};
+
+/// Protocol version; both ends must agree.
+pub const PROTO: u32 = 1;
+/// Magic string in every challenge, so a wrong service is told apart from a wrong secret.
+pub const MAGIC: &str = "preflight";
+/// Largest frame accepted (facts of a big node are ~100 KiB; reports of 64 nodes a few MiB).
+pub const MAX_FRAME: usize = 32 << 20;
+
+/// A data listener one node offers to its peers: one per candidate address.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Listener {
+    pub interface: String,
+    pub address: String,
+    pub port: u16,
+}
+
+/// A peer to measure: its rank and its listeners.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Peer {
+    pub rank: u32,
+    pub listeners: Vec<Listener>,
+}
+
+/// One bulk or MTU measurement to make: towards `rank` at `listener`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Target {
+    pub rank: u32,
+    pub listener: Listener,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Msg {
+    // --- handshake (control and data connections alike) ---
+    Challenge { magic: String, proto: u32, nonce: String },
+    Hello { proto: u32, rank: u32, nnodes: u32, nonce: String, mac: String },
+    Welcome { rank: u32, mac: String },
+    Reject { reason: String },
+    // --- control: agent <-> coordinator ---
+    Join { facts: Box<NodeFacts>, listeners: Vec<Listener> },
+    Probe { peers: Vec<Peer>, pings: u32, connect_timeout_ms: u64 },
+    ProbeDone { links: Vec<LinkResult> },
+    Bulk { targets: Vec<Target>, duration_ms: u64 },
+    BulkDone { links: Vec<LinkResult> },
+    Mtu { targets: Vec<Target> },
+    MtuDone { links: Vec<LinkResult> },
+    Report { report: Box<Report> },
+    // --- data: prober -> peer listener ---
+    PingReq { count: u32 },
+    BulkReq { duration_ms: u64 },
+    BulkResult { bytes: u64, elapsed_us: u64 },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("connection closed by peer")]
+    Closed,
+    #[error("timed out waiting for the peer")]
+    Timeout,
+    #[error("frame of {0} bytes exceeds the {MAX_FRAME}-byte cap")]
+    TooLarge(usize),
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    #[error("{0}")]
+    Io(io::Error),
+}
+
+impl From<io::Error> for WireError {
+    fn from(e: io::Error) -> Self {
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => WireError::Timeout,
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => WireError::Closed,
+            _ => WireError::Io(e),
+        }
+    }
+}
+
+/// Writes one frame: u32 big-endian length, then JSON.
+pub fn write_msg<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), WireError> {
+    let body = serde_json::to_vec(msg).map_err(|e| WireError::Malformed(e.to_string()))?;
+    if body.len() > MAX_FRAME {
+        return Err(WireError::TooLarge(body.len()));
+    }
+    let mut buf = Vec::with_capacity(body.len() + 4);
+    buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    buf.extend_from_slice(&body);
+    w.write_all(&buf)?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads one frame; the caller sets the read timeout on the stream.
+pub fn read_msg<R: Read, T: DeserializeOwned>(r: &mut R) -> Result<T, WireError> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(WireError::TooLarge(len));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    serde_json::from_slice(&body).map_err(|e| WireError::Malformed(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_a_message() {
+        let mut buf = Vec::new();
+        write_msg(&mut buf, &Msg::PingReq { count: 7 }).unwrap();
+        let back: Msg = read_msg(&mut buf.as_slice()).unwrap();
+        assert_eq!(back, Msg::PingReq { count: 7 });
+    }
+
+    #[test]
+    fn rejects_oversized_length_without_allocating() {
+        let mut buf = (u32::MAX).to_be_bytes().to_vec();
+        buf.extend_from_slice(b"xx");
+        let r: Result<Msg, _> = read_msg(&mut buf.as_slice());
+        assert!(matches!(r, Err(WireError::TooLarge(_))));
+    }
+
+    #[test]
+    fn garbage_is_malformed_and_truncation_is_closed() {
+        let mut buf = 5u32.to_be_bytes().to_vec();
+        buf.extend_from_slice(b"hello");
+        let r: Result<Msg, _> = read_msg(&mut buf.as_slice());
+        assert!(matches!(r, Err(WireError::Malformed(_))));
+        let short = 50u32.to_be_bytes().to_vec();
+        let r: Result<Msg, _> = read_msg(&mut short.as_slice());
+        assert!(matches!(r, Err(WireError::Closed)));
+    }
+}
