@@ -16,17 +16,20 @@ pub trait GpuSource {
     fn snapshot(&self) -> GpuFacts;
 }
 
+/// A per-field query result: None when not asked, Err with the reason when it failed.
+pub type Field<T> = Option<Result<T, String>>;
+
 /// One GPU as a backend reads it; each field fails on its own.
 #[derive(Debug, Default)]
 pub struct DeviceReading {
-    pub name: Option<Result<String, String>>,
-    pub uuid: Option<Result<String, String>>,
-    pub pci_bus_id: Option<Result<String, String>>,
+    pub name: Field<String>,
+    pub uuid: Field<String>,
+    pub pci_bus_id: Field<String>,
     /// (used, total) bytes.
-    pub memory: Option<Result<(u64, u64), String>>,
+    pub memory: Field<(u64, u64)>,
     /// (pid, used bytes) of compute processes.
-    pub processes: Option<Result<Vec<(u32, Option<u64>)>, String>>,
-    pub mig_enabled: Option<Result<bool, String>>,
+    pub processes: Field<Vec<(u32, Option<u64>)>>,
+    pub mig_enabled: Field<bool>,
     pub mig_devices: Vec<String>,
 }
 
@@ -154,7 +157,7 @@ fn read_gpu(backend: &dyn GpuBackend, root: &Root, index: u32) -> Gpu {
         }
     };
     let mut errors = Vec::new();
-    let mut take = |field: &str, v: Option<Result<String, String>>| match v {
+    let mut take = |field: &str, v: Field<String>| match v {
         Some(Ok(s)) => s,
         Some(Err(e)) => {
             errors.push(format!("{field}: {e}"));
@@ -187,10 +190,9 @@ fn read_gpu(backend: &dyn GpuBackend, root: &Root, index: u32) -> Gpu {
         Some(Err(e)) => errors.push(format!("processes: {e}")),
         None => {}
     }
-    match r.mig_enabled {
-        Some(Ok(m)) => gpu.mig_enabled = Some(m),
-        // Most GPUs do not support MIG at all: that is not an error.
-        Some(Err(_)) | None => {}
+    // Most GPUs do not support MIG at all: a failed query is not an error.
+    if let Some(Ok(m)) = r.mig_enabled {
+        gpu.mig_enabled = Some(m);
     }
     gpu.mig_devices = r.mig_devices;
     if !errors.is_empty() {
