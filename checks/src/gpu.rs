@@ -55,21 +55,52 @@ pub fn check_nvml(facts: &NodeFacts, ctx: &CheckContext) -> Finding {
         .with("error", reason)
         .with("expected", n)
         .fix(nvml_fix()),
-        (None, _) => Finding::new(
-            "gpu.nvml",
-            Status::Pass,
-            "nvml",
-            format!(
-                "NVIDIA driver {}, CUDA {} supported, {} GPU(s)",
-                g.driver_version.as_deref().unwrap_or("(unknown)"),
-                g.cuda_driver_version.as_deref().unwrap_or("(unknown)"),
-                g.gpus.len()
-            ),
-        )
-        .with("driver_version", &g.driver_version)
-        .with("cuda_driver_version", &g.cuda_driver_version)
-        .with("gpus", g.gpus.len()),
+        (None, _) => nvml_loaded(facts),
     }
+}
+
+/// NVML loaded: pass with the versions, or warn about GPUs NVML could not read fully.
+fn nvml_loaded(facts: &NodeFacts) -> Finding {
+    let g = &facts.gpu;
+    let versions = format!(
+        "NVIDIA driver {}, CUDA {} supported, {} GPU(s)",
+        g.driver_version.as_deref().unwrap_or("(unknown)"),
+        g.cuda_driver_version.as_deref().unwrap_or("(unknown)"),
+        g.gpus.len()
+    );
+    let broken: Vec<&Gpu> = g.gpus.iter().filter(|x| x.error.is_some()).collect();
+    let base = |status, summary: String| {
+        Finding::new("gpu.nvml", status, "nvml", summary)
+            .with("driver_version", &g.driver_version)
+            .with("cuda_driver_version", &g.cuda_driver_version)
+            .with("gpus", g.gpus.len())
+    };
+    if broken.is_empty() {
+        return base(Status::Pass, versions);
+    }
+    let errors: Vec<String> = broken
+        .iter()
+        .map(|x| {
+            format!(
+                "GPU {}: {}",
+                x.index,
+                x.error.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    let mut fix = Fix::new(
+        "Inspect the GPUs NVML could not read; a GPU that fell off the bus needs a reset or a \
+         reboot",
+    );
+    for x in &broken {
+        fix = fix.command(format!("nvidia-smi -q -i {}", x.index));
+    }
+    base(
+        Status::Warn,
+        format!("{versions}; NVML could not read: {}", errors.join("; ")),
+    )
+    .with("gpu_errors", &errors)
+    .fix(fix)
 }
 
 fn visible(facts: &NodeFacts) -> Visible {
@@ -130,14 +161,23 @@ pub fn check_count(facts: &NodeFacts, ctx: &CheckContext) -> Finding {
 }
 
 fn count_fix(visible: usize, found: usize, needed: u32, cvd_set: bool) -> Fix {
-    let mut fix = Fix::new(format!(
-        "Start one process per visible GPU (--nproc-per-node={visible}), or make enough GPUs \
-         visible"
-    ))
-    .command(format!("torchrun --nproc-per-node={visible} ..."));
-    if cvd_set && found >= needed as usize {
+    let enough_here = found >= needed as usize;
+    let mut fix = Fix::new(match (enough_here, cvd_set) {
+        (true, true) => format!(
+            "This node has {found} GPUs but CUDA_VISIBLE_DEVICES hides some: list {needed} of \
+             them, or start one process per visible GPU"
+        ),
+        _ => format!(
+            "This node has only {found} GPU(s): start one process per visible GPU, or run on a \
+             node with {needed}"
+        ),
+    });
+    if enough_here && cvd_set {
         let list: Vec<String> = (0..needed).map(|i| i.to_string()).collect();
         fix = fix.command(format!("export CUDA_VISIBLE_DEVICES={}", list.join(",")));
+    }
+    if visible > 0 {
+        fix = fix.command(format!("torchrun --nproc-per-node={visible} ..."));
     }
     fix
 }
@@ -455,6 +495,23 @@ mod tests {
     }
 
     #[test]
+    fn nvml_warns_about_gpus_it_could_not_read() {
+        let mut f = node(2);
+        f.gpu.gpus[1].error = Some("memory: GPU is lost".into());
+        let w = check_nvml(&f, &ctx(None));
+        assert_eq!(w.status, Status::Warn);
+        assert!(
+            w.summary.contains("GPU 1: memory: GPU is lost"),
+            "{}",
+            w.summary
+        );
+        assert_eq!(
+            w.fix.map(|x| x.commands).unwrap_or_default(),
+            vec!["nvidia-smi -q -i 1".to_string()]
+        );
+    }
+
+    #[test]
     fn count_fails_when_fewer_visible_than_needed() {
         let f = with_cvd(node(8), "0,1,2,3");
         let out = check(&f, &ctx(Some(8)));
@@ -474,7 +531,22 @@ mod tests {
         );
         assert!(cmds.contains(&"export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7".to_string()));
         let few = check(&node(2), &ctx(Some(8)));
-        assert_eq!(one(&few, "gpu.count").status, Status::Fail);
+        let c = one(&few, "gpu.count");
+        assert_eq!(c.status, Status::Fail);
+        let fix = c.fix.clone().unwrap_or_default();
+        assert!(fix.hint.contains("only 2 GPU(s)"), "{}", fix.hint);
+        assert_eq!(
+            fix.commands,
+            vec!["torchrun --nproc-per-node=2 ...".to_string()]
+        );
+        // Every GPU hidden: no "--nproc-per-node=0" advice.
+        let hidden = check(&with_cvd(node(8), "-1"), &ctx(Some(8)));
+        let cmds = one(&hidden, "gpu.count")
+            .fix
+            .clone()
+            .unwrap_or_default()
+            .commands;
+        assert!(cmds.iter().all(|c| !c.contains("=0 ")), "{cmds:?}");
     }
 
     #[test]
