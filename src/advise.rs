@@ -214,9 +214,7 @@ fn interface_reason(chosen: &Interface, all: &[&Interface]) -> String {
 /// Visible GPUs on a node: the count torchrun's --nproc-per-node should default to.
 pub fn visible_gpu_count(facts: &NodeFacts) -> u32 {
     let cvd = facts.env.get("CUDA_VISIBLE_DEVICES").map(|s| s.as_str());
-    preflight_checks::visible_devices::resolve(cvd, &facts.gpu.gpus)
-        .visible
-        .len() as u32
+    preflight_checks::visible_devices::resolve(cvd, &facts.gpu.gpus).count() as u32
 }
 
 /// The master port to recommend: the requested one when it is free, else the verified free alternative.

@@ -294,6 +294,8 @@ pub struct Gpu {
     pub memory_total_bytes: Option<u64>,
     pub processes: Vec<GpuProcess>,
     pub mig_enabled: Option<bool>,
+    /// UUIDs of this GPU's MIG devices ("MIG-..."), when MIG is enabled.
+    pub mig_devices: Vec<String>,
     /// Why some fields are missing, when a per-GPU query failed.
     pub error: Option<String>,
 }
@@ -319,6 +321,26 @@ pub struct NcclFacts {
     pub torch_version: Option<String>,
     /// Every libnccl found, in search order.
     pub candidates: Vec<String>,
+    pub error: Option<String>,
+    /// How `version` was read: "ncclGetVersion", "file name" or "dist-info".
+    pub version_source: Option<String>,
+    /// Every libnccl found, in search order, with what is known about each.
+    pub found: Vec<NcclCandidate>,
+}
+
+/// One libnccl found on the search path.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct NcclCandidate {
+    pub path: String,
+    /// Where it was found: "python:/venv", "LD_LIBRARY_PATH", "ld.so.cache", "system".
+    pub source: String,
+    pub version: Option<String>,
+    /// "ncclGetVersion", "file name" or "dist-info".
+    pub version_source: Option<String>,
+    /// torch version in the same Python environment, when there is one.
+    pub torch_version: Option<String>,
+    /// Why ncclGetVersion could not be called, when it was tried and failed.
     pub error: Option<String>,
 }
 
