@@ -352,3 +352,165 @@ mod tests {
         );
     }
 }
+
+/// What the cluster advice needs beyond the facts.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterAdviceInput {
+    pub nnodes: u32,
+    pub master_port: u16,
+    pub nproc_per_node: Option<u32>,
+    pub script: Vec<String>,
+}
+
+/// Advice for the whole cluster from every node's facts and the evaluated networks (best first).
+pub fn advise_cluster(
+    nodes: &[(u32, &NodeFacts)],
+    evals: &[preflight_checks::networks::NetworkEval],
+    input: &ClusterAdviceInput,
+) -> Recommendation {
+    let mut reasons = Vec::new();
+    let mut env = BTreeMap::new();
+    let mut per_rank: BTreeMap<u32, BTreeMap<String, String>> = BTreeMap::new();
+    let chosen = preflight_checks::networks::choose(evals);
+    let all_names: Vec<&str> = nodes
+        .iter()
+        .flat_map(|(_, f)| f.net.interfaces.iter().map(|i| i.name.as_str()))
+        .collect();
+    let mut master_addr = None;
+    match chosen {
+        Some(net) => {
+            for (rank, m) in &net.network.members {
+                let e = per_rank.entry(*rank).or_default();
+                e.insert("NCCL_SOCKET_IFNAME".into(), nccl_ifname_value(&m.interface, all_names.iter().copied()));
+                e.insert("GLOO_SOCKET_IFNAME".into(), m.interface.clone());
+            }
+            master_addr = net.network.members.get(&0).map(|m| m.address.to_string());
+            reasons.push(network_reason(net));
+            for other in evals.iter().filter(|e| e.network.id != net.network.id) {
+                reasons.push(rejected_reason(other, net));
+            }
+            let shadowed: Vec<String> = net
+                .network
+                .members
+                .values()
+                .filter(|m| all_names.iter().any(|n| *n != m.interface && n.starts_with(&m.interface)))
+                .map(|m| m.interface.clone())
+                .collect();
+            if !shadowed.is_empty() {
+                reasons.push(format!(
+                    "NCCL_SOCKET_IFNAME uses '=' for {} because the prefix would also match another interface on some node",
+                    shadowed.join(", ")
+                ));
+            }
+        }
+        None => reasons.push(match evals.first() {
+            Some(best) => format!(
+                "no network reaches every node: the best, {}, connected {} of {} ordered pairs (see link.unreachable); no NCCL_SOCKET_IFNAME can work until that is fixed",
+                best.network.id, best.pairs_ok, best.pairs_total
+            ),
+            None => "no network found: no node has an up interface with an IPv4 address".into(),
+        }),
+    }
+    // Hoist values every node shares into `env`; keep the rest per node.
+    for key in ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"] {
+        let values: Vec<Option<&String>> = nodes.iter().map(|(r, _)| per_rank.get(r).and_then(|e| e.get(key))).collect();
+        if let Some(Some(first)) = values.first()
+            && values.iter().all(|v| *v == Some(*first))
+        {
+            env.insert(key.to_string(), (*first).clone());
+            for e in per_rank.values_mut() {
+                e.remove(key);
+            }
+        }
+    }
+    if !per_rank.values().all(|e| e.is_empty()) {
+        reasons.push("interface names differ across nodes: each node gets its own NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME in node_env rather than a list that could match a wrong interface somewhere".into());
+    }
+    let facts: Vec<&NodeFacts> = nodes.iter().map(|(_, f)| *f).collect();
+    let (ib_disable, hca, ib_reason) = ib_decision(&facts);
+    env.insert("NCCL_IB_DISABLE".into(), ib_disable);
+    if let Some(h) = hca {
+        env.insert("NCCL_IB_HCA".into(), h);
+    }
+    reasons.push(ib_reason);
+    reasons.push(format!(
+        "master_port {}: preflight's coordinator listened on it on rank 0 and every joined node reached it",
+        input.master_port
+    ));
+    let addr = master_addr.clone().unwrap_or_else(|| "<rank-0-address>".into());
+    let min_gpus = nodes.iter().map(|(_, f)| visible_gpu_count(f)).min().unwrap_or(0);
+    let nproc = input.nproc_per_node.unwrap_or(min_gpus.max(1));
+    let launch = nodes
+        .iter()
+        .map(|(rank, _)| {
+            let mut e = env.clone();
+            if let Some(own) = per_rank.get(rank) {
+                e.extend(own.clone());
+            }
+            LaunchCommand {
+                node_rank: *rank,
+                command: torchrun_command(
+                    &e,
+                    &input.nnodes.to_string(),
+                    nproc,
+                    &rank.to_string(),
+                    &addr,
+                    input.master_port,
+                    &input.script,
+                ),
+            }
+        })
+        .collect();
+    Recommendation {
+        env,
+        node_env: per_rank
+            .into_iter()
+            .filter(|(_, e)| !e.is_empty())
+            .map(|(r, e)| (r.to_string(), e))
+            .collect(),
+        master_addr,
+        master_port: input.master_port,
+        launch,
+        reasons,
+        standalone: None,
+    }
+}
+
+fn describe_speed(e: &preflight_checks::networks::NetworkEval) -> String {
+    match (e.min_throughput_gbit_s, e.min_rated_mbps) {
+        (Some(t), _) => format!("slowest pair measured {t:.2} Gbit/s"),
+        (None, Some(r)) => format!("rated {} Gb/s (not measured)", r as f64 / 1000.0),
+        (None, None) => "speed unknown".into(),
+    }
+}
+
+fn network_reason(net: &preflight_checks::networks::NetworkEval) -> String {
+    let names: Vec<String> = net
+        .network
+        .members
+        .iter()
+        .map(|(r, m)| format!("rank {r} {} {}", m.interface, m.address))
+        .collect();
+    format!(
+        "network {} chosen: all {} ordered pairs connected, {}, {}; interfaces: {}",
+        net.network.id,
+        net.pairs_total,
+        describe_speed(net),
+        if net.all_physical { "physical on every node" } else { "virtual on some node" },
+        names.join(", ")
+    )
+}
+
+fn rejected_reason(other: &preflight_checks::networks::NetworkEval, chosen: &preflight_checks::networks::NetworkEval) -> String {
+    let why = if !other.fully_connected {
+        format!("only {} of {} ordered pairs connected", other.pairs_ok, other.pairs_total.max(other.pairs_ok))
+    } else if let (Some(a), Some(b)) = (other.min_throughput_gbit_s, chosen.min_throughput_gbit_s) {
+        format!("slower: {a:.2} Gbit/s vs {b:.2} Gbit/s")
+    } else if !other.all_physical {
+        "virtual interfaces".to_string()
+    } else {
+        describe_speed(other)
+    };
+    let names: Vec<&str> = other.network.members.values().map(|m| m.interface.as_str()).collect();
+    format!("network {} ({}) not chosen: {why}", other.network.id, names.join("/"))
+}

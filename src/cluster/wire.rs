@@ -49,7 +49,7 @@ pub enum Msg {
     ProbeDone { links: Vec<LinkResult> },
     Bulk { targets: Vec<Target>, duration_ms: u64 },
     BulkDone { links: Vec<LinkResult> },
-    Mtu { targets: Vec<Target> },
+    Mtu { targets: Vec<Target>, max_mtu: u32 },
     MtuDone { links: Vec<LinkResult> },
     Report { report: Box<Report> },
     // --- data: prober -> peer listener ---

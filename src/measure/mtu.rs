@@ -1,0 +1,161 @@
+//! Path MTU between two nodes: don't-fragment UDP probes to the peer's echo, largest size that comes back.
+//!
+//! Unprivileged: `IP_MTU_DISCOVER = IP_PMTUDISC_DO` sets DF, and the peer echoes a short
+//! acknowledgement (never the whole datagram) only for datagrams tagged with the job secret.
+
+use crate::cluster::auth::Secret;
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const MAGIC: &[u8; 8] = b"pfmtu\0\0\x01";
+/// IPv4 + UDP headers.
+const HEADERS: usize = 28;
+/// Smallest MTU IPv4 guarantees.
+const MIN_MTU: u32 = 576;
+
+/// Echo server on a UDP port: answers tagged probes with their received length.
+pub struct EchoServer {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EchoServer {
+    /// Binds UDP on `ip:port` (the same port as the TCP data listener).
+    pub fn start(ip: IpAddr, port: u16, secret: &Secret) -> io::Result<EchoServer> {
+        let sock = UdpSocket::bind(SocketAddr::new(ip, port))?;
+        sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let addr = sock.local_addr()?;
+        let tag = secret.udp_tag();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new().name(format!("mtu-{addr}")).spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            while !stop2.load(Ordering::SeqCst) {
+                if let Ok((n, from)) = sock.recv_from(&mut buf)
+                    && n >= 28
+                    && &buf[..8] == MAGIC
+                    && buf[8..24] == tag
+                {
+                    let mut ack = [0u8; 32];
+                    ack[..28].copy_from_slice(&buf[..28]);
+                    ack[28..32].copy_from_slice(&(n as u32).to_be_bytes());
+                    let _ = sock.send_to(&ack, from);
+                }
+            }
+        })?;
+        Ok(EchoServer { addr, stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn set_dont_fragment(sock: &UdpSocket) -> io::Result<()> {
+    let val: libc::c_int = libc::IP_PMTUDISC_DO;
+    // SAFETY: setsockopt with a valid fd and a pointer to a c_int of the stated size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            &val as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Whether a DF datagram of `mtu` bytes on the wire reaches the peer (two tries).
+fn probe(sock: &UdpSocket, tag: &[u8; 16], mtu: u32, seq: u32) -> io::Result<bool> {
+    let size = (mtu as usize).saturating_sub(HEADERS).max(28);
+    let mut pkt = vec![0u8; size];
+    pkt[..8].copy_from_slice(MAGIC);
+    pkt[8..24].copy_from_slice(tag);
+    let mut ack = [0u8; 64];
+    for attempt in 0..2u32 {
+        let id = seq * 2 + attempt;
+        pkt[24..28].copy_from_slice(&id.to_be_bytes());
+        match sock.send(&pkt) {
+            Ok(_) => {}
+            // The local route already knows the path is smaller.
+            Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        let deadline = std::time::Instant::now() + Duration::from_millis(150);
+        while std::time::Instant::now() < deadline {
+            match sock.recv(&mut ack) {
+                Ok(n) if n >= 32 && ack[24..28] == id.to_be_bytes() => {
+                    let got = u32::from_be_bytes([ack[28], ack[29], ack[30], ack[31]]);
+                    return Ok(got as usize == size);
+                }
+                Ok(_) => continue,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => break,
+                // ICMP errors surface on the next recv of a connected socket.
+                Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => return Ok(false),
+                Err(_) => break,
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// The largest MTU (bytes on the wire, IP header included) that reaches `peer` from `local`,
+/// searched between 576 and `max_mtu`. None when not even the smallest probe is echoed.
+pub fn path_mtu(local: IpAddr, peer: SocketAddr, max_mtu: u32, secret: &Secret) -> io::Result<Option<u32>> {
+    let sock = UdpSocket::bind(SocketAddr::new(local, 0))?;
+    sock.connect(peer)?;
+    sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+    set_dont_fragment(&sock)?;
+    let tag = secret.udp_tag();
+    let mut seq = 0;
+    let mut next = || {
+        seq += 1;
+        seq
+    };
+    if probe(&sock, &tag, max_mtu, next())? {
+        return Ok(Some(max_mtu));
+    }
+    if !probe(&sock, &tag, MIN_MTU, next())? {
+        return Ok(None);
+    }
+    // Binary search: lo passes, hi fails. At most ~14 probes.
+    let (mut lo, mut hi) = (MIN_MTU, max_mtu);
+    while hi - lo > 8 {
+        let mid = lo + (hi - lo) / 2;
+        if probe(&sock, &tag, mid, next())? { lo = mid } else { hi = mid }
+    }
+    Ok(Some(lo))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_path_mtu_reaches_the_requested_size() {
+        let secret = Secret::derive(Some("t"), None, "m", 1);
+        let echo = EchoServer::start("127.0.0.1".parse().unwrap(), 0, &secret).unwrap();
+        let mtu = path_mtu("127.0.0.1".parse().unwrap(), echo.addr, 9000, &secret).unwrap();
+        assert_eq!(mtu, Some(9000));
+    }
+
+    #[test]
+    fn untagged_datagrams_get_no_answer() {
+        let secret = Secret::derive(Some("t"), None, "m", 1);
+        let echo = EchoServer::start("127.0.0.1".parse().unwrap(), 0, &secret).unwrap();
+        let other = Secret::derive(Some("other"), None, "m", 1);
+        let mtu = path_mtu("127.0.0.1".parse().unwrap(), echo.addr, 1500, &other).unwrap();
+        assert_eq!(mtu, None);
+    }
+}

@@ -1,0 +1,203 @@
+//! TCP between nodes: classified connects, ping-pong RTT, bulk throughput, and the listener that serves them.
+
+use crate::cluster::auth::{self, Secret};
+use crate::cluster::wire::{Msg, read_msg, write_msg};
+use preflight_checks::model::LinkOutcome;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Size of each write in a bulk transfer.
+const CHUNK: usize = 1 << 20;
+/// Longest bulk transfer a listener accepts.
+const MAX_BULK: Duration = Duration::from_secs(30);
+/// Most ping-pong rounds a listener serves per request.
+const MAX_PINGS: u32 = 10_000;
+
+/// Connects within `timeout` and tells refused / timeout / unreachable / error apart.
+pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, (LinkOutcome, String)> {
+    match TcpStream::connect_timeout(&addr, timeout) {
+        Ok(s) => {
+            s.set_nodelay(true).ok();
+            Ok(s)
+        }
+        Err(e) => Err((classify(&e), e.to_string())),
+    }
+}
+
+/// Maps a connect error to the link outcome a user can act on.
+pub fn classify(e: &io::Error) -> LinkOutcome {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset => LinkOutcome::Refused,
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => LinkOutcome::Timeout,
+        io::ErrorKind::HostUnreachable | io::ErrorKind::NetworkUnreachable => LinkOutcome::Unreachable,
+        _ => match e.raw_os_error() {
+            Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) | Some(libc::EADDRNOTAVAIL) => LinkOutcome::Unreachable,
+            Some(libc::ETIMEDOUT) => LinkOutcome::Timeout,
+            Some(libc::ECONNREFUSED) => LinkOutcome::Refused,
+            _ => LinkOutcome::Error,
+        },
+    }
+}
+
+/// Client side of a ping-pong: `count` one-byte round trips; returns each RTT in microseconds.
+pub fn ping(stream: &mut TcpStream, count: u32, timeout: Duration) -> io::Result<Vec<f64>> {
+    stream.set_read_timeout(Some(timeout))?;
+    write_msg(stream, &Msg::PingReq { count }).map_err(io::Error::other)?;
+    let mut rtts = Vec::with_capacity(count as usize);
+    let mut b = [0u8; 1];
+    for i in 0..count {
+        let t = Instant::now();
+        stream.write_all(&[i as u8])?;
+        stream.read_exact(&mut b)?;
+        rtts.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(rtts)
+}
+
+/// Client side of a bulk transfer: send for `duration`, then read what the receiver counted.
+/// Returns Gbit/s as measured by the receiver (first byte to end of stream).
+pub fn bulk(stream: &mut TcpStream, duration: Duration, timeout: Duration) -> io::Result<f64> {
+    stream.set_write_timeout(Some(timeout))?;
+    stream.set_read_timeout(Some(timeout))?;
+    write_msg(stream, &Msg::BulkReq { duration_ms: duration.as_millis() as u64 }).map_err(io::Error::other)?;
+    let buf = vec![0x5au8; CHUNK];
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        stream.write_all(&buf)?;
+    }
+    stream.shutdown(Shutdown::Write)?;
+    match read_msg(stream) {
+        Ok(Msg::BulkResult { bytes, elapsed_us }) if elapsed_us > 0 => {
+            Ok(bytes as f64 * 8.0 / (elapsed_us as f64 * 1e3))
+        }
+        Ok(_) => Err(io::Error::other("peer sent no bulk result")),
+        Err(e) => Err(io::Error::other(e.to_string())),
+    }
+}
+
+/// A data listener: accepts authenticated peers and serves ping and bulk requests until stopped.
+pub struct DataServer {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DataServer {
+    /// Binds `ip:0` (a random high port, as NCCL does) and serves in the background.
+    pub fn start(ip: std::net::IpAddr, secret: Secret, my_rank: u32) -> io::Result<DataServer> {
+        let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("data-{addr}"))
+            .spawn(move || accept_loop(listener, secret, my_rank, stop2))?;
+        Ok(DataServer { addr, stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for DataServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, secret: Secret, my_rank: u32, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let secret = secret.clone();
+                let _ = std::thread::Builder::new().name("data-conn".into()).spawn(move || {
+                    if let Err(e) = serve(stream, &secret, my_rank) {
+                        crate::cluster::log(&format!("data connection from {peer}: {e}"));
+                    }
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// Serves one connection: authenticate, then one request.
+fn serve(mut stream: TcpStream, secret: &Secret, my_rank: u32) -> Result<(), String> {
+    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+    stream.set_nodelay(true).ok();
+    auth::accept(&mut stream, secret, my_rank).map_err(|e| format!("dropped: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    match read_msg::<_, Msg>(&mut stream).map_err(|e| e.to_string())? {
+        Msg::PingReq { count } => {
+            let mut b = [0u8; 1];
+            for _ in 0..count.min(MAX_PINGS) {
+                stream.read_exact(&mut b).map_err(|e| e.to_string())?;
+                stream.write_all(&b).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+        Msg::BulkReq { duration_ms } => {
+            let limit = Duration::from_millis(duration_ms).min(MAX_BULK) + Duration::from_secs(5);
+            stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+            let mut buf = vec![0u8; CHUNK];
+            let mut bytes = 0u64;
+            let mut first: Option<Instant> = None;
+            loop {
+                let n = stream.read(&mut buf).map_err(|e| e.to_string())?;
+                if n == 0 {
+                    break;
+                }
+                let t0 = *first.get_or_insert_with(Instant::now);
+                bytes += n as u64;
+                if t0.elapsed() > limit {
+                    return Err("bulk sender exceeded its announced duration".into());
+                }
+            }
+            let elapsed_us = first.map(|t| t.elapsed().as_micros() as u64).unwrap_or(0);
+            write_msg(&mut stream, &Msg::BulkResult { bytes, elapsed_us }).map_err(|e| e.to_string())
+        }
+        other => Err(format!("unexpected request {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_is_told_apart() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let e = connect(addr, Duration::from_secs(1)).unwrap_err();
+        assert_eq!(e.0, LinkOutcome::Refused);
+    }
+
+    #[test]
+    fn ping_and_bulk_through_an_authenticated_listener() {
+        let secret = Secret::derive(Some("t"), None, "m", 1);
+        let srv = DataServer::start("127.0.0.1".parse().unwrap(), secret.clone(), 1).unwrap();
+        let mut s = connect(srv.addr, Duration::from_secs(1)).unwrap();
+        assert_eq!(auth::connect(&mut s, &secret, 0, 2, Some(1)).unwrap(), 1);
+        let rtts = ping(&mut s, 20, Duration::from_secs(2)).unwrap();
+        assert_eq!(rtts.len(), 20);
+        let mut s = connect(srv.addr, Duration::from_secs(1)).unwrap();
+        auth::connect(&mut s, &secret, 0, 2, Some(1)).unwrap();
+        let gbit = bulk(&mut s, Duration::from_millis(100), Duration::from_secs(5)).unwrap();
+        assert!(gbit > 0.01, "loopback throughput {gbit} Gbit/s");
+    }
+
+    #[test]
+    fn wrong_rank_on_the_listener_is_detected() {
+        let secret = Secret::derive(Some("t"), None, "m", 1);
+        let srv = DataServer::start("127.0.0.1".parse().unwrap(), secret.clone(), 3).unwrap();
+        let mut s = connect(srv.addr, Duration::from_secs(1)).unwrap();
+        let r = auth::connect(&mut s, &secret, 0, 4, Some(1));
+        assert!(matches!(r, Err(auth::AuthError::WrongPeer { expected: 1, got: 3 })));
+    }
+}
