@@ -320,7 +320,11 @@ mod tests {
         ];
         let amb = IfnameSpec::parse("bond0").ambiguous_prefixes(&ifs);
         assert_eq!(amb, vec![("bond0".to_string(), vec!["bond0", "bond0.100"])]);
-        assert!(IfnameSpec::parse("=bond0").ambiguous_prefixes(&ifs).is_empty());
+        assert!(
+            IfnameSpec::parse("=bond0")
+                .ambiguous_prefixes(&ifs)
+                .is_empty()
+        );
         assert_eq!(IfnameSpec::parse("bond0").select(&ifs).len(), 2);
         assert_eq!(suggest_nccl_value("bond0", &ifs), "=bond0");
         assert_eq!(suggest_nccl_value("bond0.100", &ifs), "bond0.100");

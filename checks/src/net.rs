@@ -193,11 +193,18 @@ mod tests {
 
     #[test]
     fn passes_and_lists_usable_interfaces_on_ib_node() {
-        let f = check(&facts_with(fixture_net("ib-node")), &CheckContext::default());
+        let f = check(
+            &facts_with(fixture_net("ib-node")),
+            &CheckContext::default(),
+        );
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].id, "net.no-interface");
         assert_eq!(f[0].status, Status::Pass);
-        assert!(f[0].summary.contains("ib0 (192.168.100.11/24)"), "{}", f[0].summary);
+        assert!(
+            f[0].summary.contains("ib0 (192.168.100.11/24)"),
+            "{}",
+            f[0].summary
+        );
         assert!(!f[0].summary.contains("docker0"), "docker0 is down");
         assert!(f[0].fix.is_none());
         let ifaces = f[0].evidence["interfaces"].as_array().map_or(0, Vec::len);

@@ -223,7 +223,11 @@ fn parse_hex_u32(s: &str) -> Option<u32> {
 
 /// Rated speed; -1 (SPEED_UNKNOWN), 0 and garbage mean "not reported".
 pub fn parse_speed(s: &str) -> Option<u64> {
-    s.trim().parse::<i64>().ok().filter(|v| *v > 0).map(|v| v as u64)
+    s.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|v| *v > 0)
+        .map(|v| v as u64)
 }
 
 fn is_zero_mac(m: &str) -> bool {
@@ -661,7 +665,10 @@ mod tests {
     #[test]
     fn route_hex_is_little_endian() {
         assert_eq!(hex_le_ipv4("0100010A"), Some(Ipv4Addr::new(10, 1, 0, 1)));
-        assert_eq!(hex_le_ipv4("00FFFFFF"), Some(Ipv4Addr::new(255, 255, 255, 0)));
+        assert_eq!(
+            hex_le_ipv4("00FFFFFF"),
+            Some(Ipv4Addr::new(255, 255, 255, 0))
+        );
         assert_eq!(hex_le_ipv4("nothex"), None);
         let routes = parse_route(
             "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
@@ -678,7 +685,10 @@ mod tests {
         let trie = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n\
                     \x20    +-- 127.0.0.0/8 2 0 2\n        +-- 127.0.0.0/31 1 0 0\n           |-- 127.0.0.0\n              /8 host LOCAL\n\
                     \x20          |-- 127.0.0.1\n              /32 host LOCAL\n        |-- 127.255.255.255\n           /32 link BROADCAST\n";
-        assert_eq!(parse_fib_trie_locals(trie), vec![Ipv4Addr::new(127, 0, 0, 1)]);
+        assert_eq!(
+            parse_fib_trie_locals(trie),
+            vec![Ipv4Addr::new(127, 0, 0, 1)]
+        );
     }
 
     /// On this machine, netdev (netlink) and the procfs fallback must agree on IPv4 and the default route.
