@@ -248,6 +248,88 @@ mod tests {
         }
     }
 
+    /// NCCL's C logic (ncclOsFindInterfaces + parseStringList + matchIfList), ported byte by byte.
+    fn nccl_reference(env: &str, name: &str) -> Option<bool> {
+        if env.len() <= 1 {
+            return None;
+        }
+        let b = env.as_bytes();
+        let at = |p: usize| b.get(p).copied().unwrap_or(0);
+        let mut p = 0;
+        let not = at(p) == b'^';
+        if not {
+            p += 1;
+        }
+        let exact = at(p) == b'=';
+        if exact {
+            p += 1;
+        }
+        if at(p) == b'^' || at(p) == b'=' {
+            p += 1;
+        }
+        let mut list: Vec<Vec<u8>> = Vec::new();
+        let mut cur = Vec::new();
+        loop {
+            let mut c = at(p);
+            if c == b':' {
+                if !cur.is_empty() {
+                    list.push(std::mem::take(&mut cur));
+                }
+                while c != b',' && c != 0 {
+                    p += 1;
+                    c = at(p);
+                }
+            } else if c == b',' || c == 0 {
+                if !cur.is_empty() {
+                    list.push(std::mem::take(&mut cur));
+                }
+            } else {
+                cur.push(c);
+            }
+            p += 1;
+            if !(list.len() < NCCL_MAX_IFS && c != 0) {
+                break;
+            }
+        }
+        let n = name.as_bytes();
+        let listed = list.is_empty()
+            || list.iter().any(|r| {
+                if exact {
+                    n == r.as_slice()
+                } else {
+                    n.starts_with(r)
+                }
+            });
+        Some(listed != not)
+    }
+
+    /// Every value up to 5 characters over NCCL's special characters agrees with the C logic.
+    #[test]
+    fn matches_nccl_reference_exhaustively() {
+        let alphabet = ['^', '=', ',', ':', 'e', 'b', '0', ' '];
+        let names = ["e", "e0", "e1", "eb", "b0", "b", "0e", "ee0", "e 0"];
+        let mut values = vec![String::new()];
+        let mut frontier = vec![String::new()];
+        for _ in 0..5 {
+            frontier = frontier
+                .iter()
+                .flat_map(|v| alphabet.iter().map(move |c| format!("{v}{c}")))
+                .collect();
+            values.extend(frontier.iter().cloned());
+        }
+        let many = vec!["b"; 20].join(",") + ",e";
+        values.push(many);
+        for v in &values {
+            let spec = IfnameSpec::parse(v);
+            for n in names {
+                match nccl_reference(v, n) {
+                    None => assert!(spec.ignored, "{v:?} should be ignored"),
+                    Some(want) => assert_eq!(spec.matches(n), want, "value {v:?} name {n:?}"),
+                }
+            }
+        }
+    }
+
     #[test]
     fn prefix_list_matches_prefixes() {
         let s = IfnameSpec::parse("eth,ib");
