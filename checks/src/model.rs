@@ -210,6 +210,8 @@ pub struct Interface {
     pub master: Option<String>,
     /// Kernel driver (`mlx5_core`, `virtio_net`, ...), when known.
     pub driver: Option<String>,
+    /// For a VLAN: the device it sits on (`bond0` for `bond0.100`).
+    pub parent: Option<String>,
 }
 
 impl Interface {
