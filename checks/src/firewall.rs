@@ -1,8 +1,749 @@
-//! Checks for the firewall concern (pure functions of facts).
+//! `firewall.rules`: would the local firewall let a remote node reach the master port and NCCL's high ports?
+//!
+//! The input path is evaluated for a new TCP connection from another host (not
+//! loopback): rules in order, first applicable unconditional verdict wins, else
+//! the chain policy; a packet accepted by one nftables base chain must still pass
+//! the later ones ([`InputChain::then`]).
 
 use crate::CheckContext;
-use crate::model::{Finding, NodeFacts};
+use crate::model::{
+    Finding, FirewallFacts, Fix, FwAction, FwRule, IfAddr, InputChain, NodeFacts, Status,
+};
+use std::net::{IpAddr, Ipv4Addr};
 
-pub fn check(_facts: &NodeFacts, _ctx: &CheckContext) -> Vec<Finding> {
-    Vec::new()
+pub const ID: &str = "firewall.rules";
+
+/// Linux's default ephemeral port range (`net.ipv4.ip_local_port_range`): NCCL's
+/// bootstrap and socket transport listen on random ports from it.
+pub const NCCL_PORTS: (u16, u16) = (32768, 60999);
+
+const DEFAULT_MASTER_PORT: u16 = 29500;
+const SUBNET_PLACEHOLDER: &str = "<cluster-subnet>";
+
+/// Whether a rule decides a new remote TCP connection to one port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applies {
+    No,
+    Yes,
+    /// Only for some sources or interfaces, or with matches we cannot judge.
+    Conditional,
+}
+
+/// The outcome for one port.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub accepted: bool,
+    /// The rule that decided, None when a chain policy did.
+    pub rule: Option<FwRule>,
+    /// The base chain that decided (the one that dropped, or the first one when accepted).
+    pub chain: Option<String>,
+}
+
+pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
+    let port = master_port(facts, ctx);
+    let fw = &facts.firewall;
+    let finding = match &fw.input {
+        Some(input) => judge(fw, input, port, &subnet_of(facts)),
+        None => unreadable(fw, port, &subnet_of(facts)),
+    };
+    vec![finding]
+}
+
+fn master_port(facts: &NodeFacts, ctx: &CheckContext) -> u16 {
+    [ctx.master_port, facts.ports.port]
+        .into_iter()
+        .find(|p| *p != 0)
+        .unwrap_or(DEFAULT_MASTER_PORT)
+}
+
+/// Does the rule decide a new TCP connection from a remote host to `port`?
+pub fn applies(rule: &FwRule, port: u16) -> Applies {
+    if rule.protocol.as_deref().is_some_and(|p| p != "tcp") {
+        return Applies::No;
+    }
+    if !rule.dports.is_empty() && !rule.dports.iter().any(|(a, b)| *a <= port && port <= *b) {
+        return Applies::No;
+    }
+    if rule.in_interface.as_deref().is_some_and(is_loopback) {
+        return Applies::No;
+    }
+    if rule.ct_state.as_deref().is_some_and(|s| !includes_new(s)) {
+        return Applies::No;
+    }
+    let conditional = rule.in_interface.is_some()
+        || rule.source.as_deref().is_some_and(|s| !is_any_address(s))
+        || rule
+            .destination
+            .as_deref()
+            .is_some_and(|d| !is_any_address(d))
+        || !rule.conditions.is_empty();
+    if conditional {
+        Applies::Conditional
+    } else {
+        Applies::Yes
+    }
+}
+
+fn is_loopback(iface: &str) -> bool {
+    matches!(iface.trim_matches('"'), "lo" | "lo+")
+}
+
+fn includes_new(states: &str) -> bool {
+    states
+        .split(|c: char| c == ',' || c == '{' || c == '}' || c.is_whitespace())
+        .any(|s| s.eq_ignore_ascii_case("new"))
+}
+
+fn is_any_address(a: &str) -> bool {
+    matches!(a, "0.0.0.0/0" | "::/0")
+}
+
+fn is_verdict(rule: &FwRule) -> bool {
+    matches!(
+        rule.action,
+        FwAction::Accept | FwAction::Drop | FwAction::Reject
+    )
+}
+
+fn chains(input: &InputChain) -> impl Iterator<Item = &InputChain> {
+    std::iter::once(input).chain(input.then.iter())
+}
+
+fn policy_drops(chain: &InputChain) -> bool {
+    matches!(chain.policy.as_str(), "drop" | "reject")
+}
+
+/// One base chain: first applicable unconditional verdict, else the policy.
+fn decide_chain(chain: &InputChain, port: u16) -> (bool, Option<FwRule>) {
+    chain
+        .rules
+        .iter()
+        .find(|r| is_verdict(r) && applies(r, port) == Applies::Yes)
+        .map(|r| (r.action == FwAction::Accept, Some(r.clone())))
+        .unwrap_or((!policy_drops(chain), None))
+}
+
+/// The whole input path for one port.
+pub fn decide(input: &InputChain, port: u16) -> Verdict {
+    let mut first_accept: Option<Verdict> = None;
+    for chain in chains(input) {
+        let (accepted, rule) = decide_chain(chain, port);
+        let verdict = Verdict {
+            accepted,
+            rule,
+            chain: chain.name.clone(),
+        };
+        if !accepted {
+            return verdict;
+        }
+        let better = first_accept
+            .as_ref()
+            .is_none_or(|v| v.rule.is_none() && verdict.rule.is_some());
+        if better {
+            first_accept = Some(verdict);
+        }
+    }
+    first_accept.unwrap_or(Verdict {
+        accepted: true,
+        rule: None,
+        chain: None,
+    })
+}
+
+/// True when anything filters input: a drop policy or any drop/reject rule.
+pub fn is_filtered(input: &InputChain) -> bool {
+    chains(input).any(|c| {
+        policy_drops(c)
+            || c.rules
+                .iter()
+                .any(|r| matches!(r.action, FwAction::Drop | FwAction::Reject))
+    })
+}
+
+/// Every port in lo..=hi is accepted. Verdicts only change at rule port-range
+/// edges, so checking each edge inside the range is exact.
+pub fn range_open(input: &InputChain, lo: u16, hi: u16) -> bool {
+    let mut points = vec![lo];
+    for rule in chains(input).flat_map(|c| c.rules.iter()) {
+        for (a, b) in &rule.dports {
+            points.push(*a);
+            points.push(b.saturating_add(1));
+        }
+    }
+    points
+        .into_iter()
+        .filter(|p| (lo..=hi).contains(p))
+        .all(|p| decide(input, p).accepted)
+}
+
+/// Accept rules that would let the port in only for some sources or interfaces.
+fn conditional_allows(input: &InputChain, port: u16) -> Vec<String> {
+    chains(input)
+        .flat_map(|c| c.rules.iter())
+        .filter(|r| r.action == FwAction::Accept && applies(r, port) == Applies::Conditional)
+        .map(|r| r.text.clone())
+        .collect()
+}
+
+fn judge(fw: &FirewallFacts, input: &InputChain, port: u16, subnet: &str) -> Finding {
+    let master = decide(input, port);
+    let high_open = range_open(input, NCCL_PORTS.0, NCCL_PORTS.1);
+    let finding = if !is_filtered(input) {
+        Finding::new(
+            ID,
+            Status::Pass,
+            port.to_string(),
+            format!(
+                "the local firewall does not filter input ({} policy accept, no drop or reject rules)",
+                backend_name(fw)
+            ),
+        )
+    } else if master.accepted && high_open {
+        Finding::new(
+            ID,
+            Status::Pass,
+            port.to_string(),
+            format!(
+                "the {} rules allow port {port}/tcp and NCCL's ports {}-{}",
+                backend_name(fw),
+                NCCL_PORTS.0,
+                NCCL_PORTS.1
+            ),
+        )
+    } else {
+        blocked(fw, input, port, subnet, &master, high_open)
+    };
+    finding
+        .with("backend", &fw.backend)
+        .with("policy", &input.policy)
+        .with("chain", &input.name)
+        .with("master_port", port)
+        .with("master_port_allowed", master.accepted)
+        .with("deciding_rule", deciding_text(&master))
+        .with("deciding_chain", &master.chain)
+        .with("nccl_ports", format!("{}-{}", NCCL_PORTS.0, NCCL_PORTS.1))
+        .with("nccl_ports_allowed", high_open)
+        .with("ufw", &fw.ufw)
+        .with("firewalld", &fw.firewalld)
+}
+
+fn deciding_text(v: &Verdict) -> String {
+    match &v.rule {
+        Some(r) => r.text.clone(),
+        None if v.accepted => "policy accept".into(),
+        None => "policy drop".into(),
+    }
+}
+
+fn backend_name(fw: &FirewallFacts) -> &str {
+    fw.backend.as_deref().unwrap_or("firewall")
+}
+
+fn blocked(
+    fw: &FirewallFacts,
+    input: &InputChain,
+    port: u16,
+    subnet: &str,
+    master: &Verdict,
+    high_open: bool,
+) -> Finding {
+    let mut problems = Vec::new();
+    if !master.accepted {
+        let conditional = conditional_allows(input, port);
+        let only = if conditional.is_empty() {
+            String::new()
+        } else {
+            format!(" (allowed only conditionally: {})", conditional.join("; "))
+        };
+        problems.push(format!(
+            "drops new connections to master port {port}/tcp from other nodes (decided by `{}`){only}; the rendezvous would time out after 900 s",
+            deciding_text(master)
+        ));
+    }
+    if !high_open {
+        problems.push(format!(
+            "does not plainly allow NCCL's random high ports ({}-{}), so NCCL's connections between nodes would time out",
+            NCCL_PORTS.0, NCCL_PORTS.1
+        ));
+    }
+    let summary = format!(
+        "the {} firewall {}",
+        backend_name(fw),
+        problems.join("; and it ")
+    );
+    let tool = FixTool::pick(fw, master.chain.as_deref().or(input.name.as_deref()));
+    Finding::new(ID, Status::Warn, port.to_string(), summary).fix(tool.fix(
+        port,
+        subnet,
+        !master.accepted,
+        !high_open,
+    ))
+}
+
+/// Rules unreadable: warn when a firewall manager is known to be active, else skip.
+fn unreadable(fw: &FirewallFacts, port: u16, subnet: &str) -> Finding {
+    let why = fw
+        .read_error
+        .clone()
+        .unwrap_or_else(|| "no firewall facts were collected".into());
+    let active = active_manager(fw);
+    let finding = match active {
+        Some(manager) => Finding::new(
+            ID,
+            Status::Warn,
+            port.to_string(),
+            format!(
+                "{manager} is active but its rules could not be read ({why}); by default it drops incoming connections, including port {port}/tcp and NCCL's high ports"
+            ),
+        )
+        .fix(FixTool::pick(fw, None).fix(port, subnet, true, true)),
+        None => Finding::new(
+            ID,
+            Status::Skip,
+            port.to_string(),
+            format!("firewall rules could not be read: {why}"),
+        ),
+    };
+    finding
+        .with("read_error", &fw.read_error)
+        .with("master_port", port)
+        .with("ufw", &fw.ufw)
+        .with("firewalld", &fw.firewalld)
+}
+
+fn active_manager(fw: &FirewallFacts) -> Option<&'static str> {
+    if fw.ufw.as_deref() == Some("active") {
+        Some("ufw")
+    } else if fw.firewalld.as_deref() == Some("running") {
+        Some("firewalld")
+    } else {
+        None
+    }
+}
+
+/// Which tool the fix commands are written for.
+#[derive(Clone, Debug, PartialEq)]
+enum FixTool {
+    Ufw,
+    Firewalld,
+    /// "family table chain" to insert into.
+    Nft(String),
+    Iptables,
+}
+
+impl FixTool {
+    fn pick(fw: &FirewallFacts, chain: Option<&str>) -> FixTool {
+        match active_manager(fw) {
+            Some("ufw") => FixTool::Ufw,
+            Some(_) => FixTool::Firewalld,
+            None if fw.backend.as_deref() == Some("nftables") => FixTool::Nft(
+                chain
+                    .filter(|c| c.split_whitespace().count() == 3)
+                    .unwrap_or("inet filter input")
+                    .to_string(),
+            ),
+            None => FixTool::Iptables,
+        }
+    }
+
+    fn fix(&self, port: u16, subnet: &str, master: bool, high: bool) -> Fix {
+        let hint = format!(
+            "Allow port {port}/tcp{} from the other nodes; NCCL listens on random high ports, so allow the whole cluster subnet ({subnet}: the network your nodes share).",
+            if master { "" } else { " (already allowed)" }
+        );
+        let mut fix = Fix::new(hint);
+        let mut commands = Vec::new();
+        if master {
+            commands.push(self.allow_port(port));
+        }
+        if high {
+            commands.push(self.allow_subnet(subnet));
+        }
+        if matches!(self, FixTool::Nft(_) | FixTool::Iptables) {
+            commands.push(self.persist());
+        }
+        for c in commands {
+            fix = fix.command(c);
+        }
+        fix
+    }
+
+    fn allow_port(&self, port: u16) -> String {
+        match self {
+            FixTool::Ufw => format!("ufw allow {port}/tcp"),
+            FixTool::Firewalld => {
+                format!("firewall-cmd --permanent --add-port={port}/tcp && firewall-cmd --reload")
+            }
+            FixTool::Nft(chain) => format!("nft insert rule {chain} tcp dport {port} accept"),
+            FixTool::Iptables => format!("iptables -I INPUT -p tcp --dport {port} -j ACCEPT"),
+        }
+    }
+
+    fn allow_subnet(&self, subnet: &str) -> String {
+        match self {
+            FixTool::Ufw => format!("ufw allow from {subnet}"),
+            FixTool::Firewalld => format!(
+                "firewall-cmd --permanent --zone=trusted --add-source={subnet} && firewall-cmd --reload"
+            ),
+            FixTool::Nft(chain) => format!("nft insert rule {chain} ip saddr {subnet} accept"),
+            FixTool::Iptables => format!("iptables -I INPUT -s {subnet} -j ACCEPT"),
+        }
+    }
+
+    fn persist(&self) -> String {
+        match self {
+            FixTool::Nft(_) => "nft list ruleset > /etc/nftables.conf".into(),
+            _ => "iptables-save > /etc/iptables/rules.v4".into(),
+        }
+    }
+}
+
+/// This node's IPv4 network on its default-route interface (else the first physical
+/// one with an address), as "10.1.0.0/16".
+fn subnet_of(facts: &NodeFacts) -> String {
+    let ifaces = &facts.net.interfaces;
+    let with_v4 = |i: &&crate::model::Interface| {
+        !i.is_virtual() && i.ipv4.iter().any(|a| crate::net::is_usable_addr(&a.addr))
+    };
+    ifaces
+        .iter()
+        .filter(with_v4)
+        .find(|i| i.default_route)
+        .or_else(|| ifaces.iter().find(with_v4))
+        .and_then(|i| i.ipv4.first())
+        .and_then(network_of)
+        .unwrap_or_else(|| SUBNET_PLACEHOLDER.to_string())
+}
+
+fn network_of(a: &IfAddr) -> Option<String> {
+    let IpAddr::V4(v4) = a.addr else {
+        return None;
+    };
+    let prefix = u32::from(a.prefix.min(32));
+    let mask = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
+    Some(format!(
+        "{}/{}",
+        Ipv4Addr::from(u32::from(v4) & mask),
+        prefix
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{IfKind, Interface};
+    use crate::probe::firewall::{parse_iptables_save, parse_nft_json};
+
+    fn fixture(name: &str) -> String {
+        let path = format!(
+            "{}/../tests/fixtures/firewall/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn iptables(name: &str) -> FirewallFacts {
+        FirewallFacts {
+            backend: Some("iptables".into()),
+            input: parse_iptables_save(&fixture(name)),
+            ..Default::default()
+        }
+    }
+
+    fn nft(name: &str) -> FirewallFacts {
+        FirewallFacts {
+            backend: Some("nftables".into()),
+            input: parse_nft_json(&fixture(name)).ok(),
+            ..Default::default()
+        }
+    }
+
+    fn node(fw: FirewallFacts) -> NodeFacts {
+        NodeFacts {
+            firewall: fw,
+            net: crate::model::NetFacts {
+                interfaces: vec![Interface {
+                    name: "eno1".into(),
+                    kind: IfKind::Physical,
+                    up: true,
+                    ipv4: vec![IfAddr {
+                        addr: "10.1.0.11".parse().expect("ip"),
+                        prefix: 16,
+                    }],
+                    default_route: true,
+                    ..Default::default()
+                }],
+                error: None,
+            },
+            ..Default::default()
+        }
+    }
+
+    fn run(fw: FirewallFacts) -> Finding {
+        let ctx = CheckContext {
+            master_port: 29500,
+            ..Default::default()
+        };
+        let out = check(&node(fw), &ctx);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].id, ID);
+        out[0].clone()
+    }
+
+    #[test]
+    fn empty_rulesets_pass() {
+        for fw in [iptables("iptables-empty.txt"), nft("nft-empty.json")] {
+            let f = run(fw);
+            assert_eq!(f.status, Status::Pass, "{}", f.summary);
+            assert!(f.fix.is_none());
+            assert_eq!(f.subject, "29500");
+        }
+    }
+
+    #[test]
+    fn drop_policy_with_only_ssh_warns_with_iptables_fix() {
+        let f = run(iptables("iptables-drop-ssh.txt"));
+        assert_eq!(f.status, Status::Warn);
+        assert!(f.summary.contains("29500/tcp"), "{}", f.summary);
+        assert!(f.summary.contains("high ports"));
+        assert_eq!(f.evidence["deciding_rule"], "policy drop");
+        assert_eq!(f.evidence["policy"], "drop");
+        assert_eq!(f.evidence["backend"], "iptables");
+        let fix = f.fix.expect("fix");
+        assert_eq!(
+            fix.commands,
+            vec![
+                "iptables -I INPUT -p tcp --dport 29500 -j ACCEPT",
+                "iptables -I INPUT -s 10.1.0.0/16 -j ACCEPT",
+                "iptables-save > /etc/iptables/rules.v4",
+            ]
+        );
+    }
+
+    #[test]
+    fn allowing_the_master_port_still_warns_about_nccl_ports() {
+        let f = run(iptables("iptables-allow-29500.txt"));
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.evidence["master_port_allowed"], true);
+        assert_eq!(
+            f.evidence["deciding_rule"],
+            "-A INPUT -p tcp -m tcp --dport 29500 -j ACCEPT"
+        );
+        assert!(!f.summary.contains("master port 29500/tcp"));
+        let fix = f.fix.expect("fix");
+        assert_eq!(
+            fix.commands[0],
+            "iptables -I INPUT -s 10.1.0.0/16 -j ACCEPT"
+        );
+    }
+
+    #[test]
+    fn a_range_allows_the_master_port_and_source_allows_are_conditional() {
+        let fw = iptables("iptables-range.txt");
+        let input = fw.input.clone().expect("chain");
+        assert!(decide(&input, 29500).accepted);
+        assert!(decide(&input, 29600).accepted);
+        assert!(!decide(&input, 29601).accepted);
+        let f = run(fw);
+        // High ports are open only from 10.1.0.0/16: not plainly allowed.
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.evidence["nccl_ports_allowed"], false);
+        assert_eq!(
+            f.evidence["deciding_rule"],
+            "-A INPUT -p tcp -m multiport --dports 29400:29600 -j ACCEPT"
+        );
+    }
+
+    #[test]
+    fn master_port_allowed_only_from_a_source_is_named() {
+        let mut fw = iptables("iptables-range.txt");
+        let f = {
+            let ctx = CheckContext {
+                master_port: 40000,
+                ..Default::default()
+            };
+            check(&node(fw.clone()), &ctx).remove(0)
+        };
+        assert_eq!(f.status, Status::Warn);
+        assert!(f.summary.contains("only conditionally"), "{}", f.summary);
+        assert!(f.summary.contains("-s 10.1.0.0/16"));
+        // With the subnet rule unconditional everything passes.
+        if let Some(input) = fw.input.as_mut() {
+            input.rules[4].source = None;
+        }
+        assert_eq!(run(fw).status, Status::Pass);
+    }
+
+    #[test]
+    fn rhel_style_reject_warns() {
+        let f = run(iptables("iptables-reject.txt"));
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(
+            f.evidence["deciding_rule"],
+            "-A INPUT -j REJECT --reject-with icmp-host-prohibited"
+        );
+    }
+
+    #[test]
+    fn ufw_default_deny_warns_with_ufw_commands_and_allow_passes() {
+        let mut fw = iptables("iptables-ufw.txt");
+        fw.ufw = Some("active".into());
+        let f = run(fw.clone());
+        assert_eq!(f.status, Status::Warn);
+        let fix = f.fix.expect("fix");
+        assert_eq!(
+            fix.commands,
+            vec!["ufw allow 29500/tcp", "ufw allow from 10.1.0.0/16"]
+        );
+        // `ufw allow from 10.1.0.0/16` style rule and `ufw allow 29500/tcp`, unconditional here.
+        let text = fixture("iptables-ufw.txt").replace(
+            "-A ufw-user-input -p tcp -m tcp --dport 22 -j ACCEPT",
+            "-A ufw-user-input -p tcp -m tcp --dport 22 -j ACCEPT\n-A ufw-user-input -p tcp -m tcp --dport 29500 -j ACCEPT\n-A ufw-user-input -p tcp -m multiport --dports 1024:65535 -j ACCEPT",
+        );
+        fw.input = parse_iptables_save(&text);
+        let f = run(fw);
+        assert_eq!(f.status, Status::Pass, "{}", f.summary);
+    }
+
+    #[test]
+    fn firewalld_rules_warn_with_firewall_cmd() {
+        let mut fw = nft("nft-firewalld.json");
+        fw.firewalld = Some("running".into());
+        let f = run(fw);
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.evidence["deciding_rule"], "reject");
+        assert_eq!(f.evidence["chain"], "inet firewalld filter_INPUT");
+        let fix = f.fix.expect("fix");
+        assert_eq!(
+            fix.commands[0],
+            "firewall-cmd --permanent --add-port=29500/tcp && firewall-cmd --reload"
+        );
+        assert!(fix.commands[1].contains("--zone=trusted --add-source=10.1.0.0/16"));
+    }
+
+    #[test]
+    fn nft_ruleset_allowing_the_port_uses_nft_commands() {
+        let f = run(nft("nft-allow.json"));
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.evidence["master_port_allowed"], true);
+        assert_eq!(
+            f.evidence["deciding_rule"],
+            "tcp dport { 22, 29500 } accept"
+        );
+        let fix = f.fix.expect("fix");
+        assert_eq!(
+            fix.commands[0],
+            "nft insert rule inet filter input ip saddr 10.1.0.0/16 accept"
+        );
+        let blocked = {
+            let ctx = CheckContext {
+                master_port: 29700,
+                ..Default::default()
+            };
+            check(&node(nft("nft-allow.json")), &ctx).remove(0)
+        };
+        assert_eq!(
+            blocked.fix.expect("fix").commands[0],
+            "nft insert rule inet filter input tcp dport 29700 accept"
+        );
+    }
+
+    #[test]
+    fn a_drop_in_a_later_base_chain_is_final() {
+        let accept_all = InputChain {
+            policy: "accept".into(),
+            name: Some("ip a INPUT".into()),
+            ..Default::default()
+        };
+        let later_drop = InputChain {
+            policy: "drop".into(),
+            name: Some("inet b input".into()),
+            ..Default::default()
+        };
+        let input = InputChain {
+            then: vec![later_drop],
+            ..accept_all
+        };
+        let v = decide(&input, 29500);
+        assert!(!v.accepted);
+        assert_eq!(v.chain.as_deref(), Some("inet b input"));
+    }
+
+    #[test]
+    fn applicability_rules() {
+        let tcp = |f: fn(&mut FwRule)| {
+            let mut r = FwRule {
+                action: FwAction::Accept,
+                protocol: Some("tcp".into()),
+                ..Default::default()
+            };
+            f(&mut r);
+            applies(&r, 29500)
+        };
+        assert_eq!(tcp(|_| {}), Applies::Yes);
+        assert_eq!(tcp(|r| r.protocol = Some("udp".into())), Applies::No);
+        assert_eq!(tcp(|r| r.in_interface = Some("lo".into())), Applies::No);
+        assert_eq!(
+            tcp(|r| r.in_interface = Some("eth0".into())),
+            Applies::Conditional
+        );
+        assert_eq!(
+            tcp(|r| r.ct_state = Some("RELATED,ESTABLISHED".into())),
+            Applies::No
+        );
+        assert_eq!(
+            tcp(|r| r.ct_state = Some("{ new, untracked }".into())),
+            Applies::Yes
+        );
+        assert_eq!(tcp(|r| r.dports = vec![(1, 29499)]), Applies::No);
+        assert_eq!(tcp(|r| r.source = Some("0.0.0.0/0".into())), Applies::Yes);
+        assert_eq!(
+            tcp(|r| r.conditions = vec!["-m limit".into()]),
+            Applies::Conditional
+        );
+    }
+
+    #[test]
+    fn unreadable_rules_warn_only_when_a_manager_is_active() {
+        let fw = FirewallFacts {
+            read_error: Some("not root: iptables-save was denied (Permission denied (you must be root)); run as root to read the firewall rules".into()),
+            ..Default::default()
+        };
+        let f = run(fw.clone());
+        assert_eq!(f.status, Status::Skip);
+        assert!(f.summary.contains("not root"));
+        assert!(f.fix.is_none());
+        let f = run(FirewallFacts {
+            ufw: Some("active".into()),
+            ..fw.clone()
+        });
+        assert_eq!(f.status, Status::Warn);
+        assert!(f.summary.contains("ufw is active"));
+        assert_eq!(f.fix.expect("fix").commands[0], "ufw allow 29500/tcp");
+        let f = run(FirewallFacts {
+            firewalld: Some("running".into()),
+            ..fw
+        });
+        assert_eq!(f.status, Status::Warn);
+        // No facts at all (old facts file): skip, not a panic.
+        assert_eq!(
+            check(&NodeFacts::default(), &CheckContext::default())[0].status,
+            Status::Skip
+        );
+    }
+
+    #[test]
+    fn subnet_falls_back_to_a_placeholder() {
+        assert_eq!(subnet_of(&NodeFacts::default()), SUBNET_PLACEHOLDER);
+        let a = IfAddr {
+            addr: "192.168.100.11".parse().expect("ip"),
+            prefix: 24,
+        };
+        assert_eq!(network_of(&a).as_deref(), Some("192.168.100.0/24"));
+        let zero = IfAddr {
+            addr: "10.0.0.1".parse().expect("ip"),
+            prefix: 0,
+        };
+        assert_eq!(network_of(&zero).as_deref(), Some("0.0.0.0/0"));
+    }
 }

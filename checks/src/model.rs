@@ -410,6 +410,11 @@ pub struct InputChain {
     /// "accept" or "drop".
     pub policy: String,
     pub rules: Vec<FwRule>,
+    /// The base chain as the tool names it: "filter INPUT" (iptables), "inet filter input" (nftables).
+    pub name: Option<String>,
+    /// Further input-hook base chains (other nftables tables, later priority). A packet this
+    /// chain accepts must still pass each of them; a drop anywhere is final.
+    pub then: Vec<InputChain>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -436,8 +441,15 @@ pub struct FwRule {
     pub source: Option<String>,
     /// Connection-tracking states matched ("ESTABLISHED,RELATED"), if any.
     pub ct_state: Option<String>,
-    /// The rule as the tool printed it.
+    /// The rule as the tool printed it (nftables: rebuilt from `nft -j` in nft syntax).
     pub text: String,
+    /// Destination address match, if any.
+    pub destination: Option<String>,
+    /// Other matches the checker cannot judge (`-m limit`, `--sport 67`, negations,
+    /// `xt match conntrack`): a rule with any of them is conditional.
+    pub conditions: Vec<String>,
+    /// The user chain this rule was flattened from (`ufw-user-input`), None for the base chain.
+    pub chain: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
