@@ -413,7 +413,10 @@ pub fn advise_cluster(
     }
     // Hoist values every node shares into `env`; keep the rest per node.
     for key in ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"] {
-        let values: Vec<Option<&String>> = nodes.iter().map(|(r, _)| per_rank.get(r).and_then(|e| e.get(key))).collect();
+        let values: Vec<Option<&String>> = nodes
+            .iter()
+            .map(|(r, _)| per_rank.get(r).and_then(|e| e.get(key)))
+            .collect();
         if let Some(Some(first)) = values.first()
             && values.iter().all(|v| *v == Some(*first))
         {
@@ -437,8 +440,14 @@ pub fn advise_cluster(
         "master_port {}: preflight's coordinator listened on it on rank 0 and every joined node reached it",
         input.master_port
     ));
-    let addr = master_addr.clone().unwrap_or_else(|| "<rank-0-address>".into());
-    let min_gpus = nodes.iter().map(|(_, f)| visible_gpu_count(f)).min().unwrap_or(0);
+    let addr = master_addr
+        .clone()
+        .unwrap_or_else(|| "<rank-0-address>".into());
+    let min_gpus = nodes
+        .iter()
+        .map(|(_, f)| visible_gpu_count(f))
+        .min()
+        .unwrap_or(0);
     let nproc = input.nproc_per_node.unwrap_or(min_gpus.max(1));
     let launch = nodes
         .iter()
@@ -496,14 +505,25 @@ fn network_reason(net: &preflight_checks::networks::NetworkEval) -> String {
         net.network.id,
         net.pairs_total,
         describe_speed(net),
-        if net.all_physical { "physical on every node" } else { "virtual on some node" },
+        if net.all_physical {
+            "physical on every node"
+        } else {
+            "virtual on some node"
+        },
         names.join(", ")
     )
 }
 
-fn rejected_reason(other: &preflight_checks::networks::NetworkEval, chosen: &preflight_checks::networks::NetworkEval) -> String {
+fn rejected_reason(
+    other: &preflight_checks::networks::NetworkEval,
+    chosen: &preflight_checks::networks::NetworkEval,
+) -> String {
     let why = if !other.fully_connected {
-        format!("only {} of {} ordered pairs connected", other.pairs_ok, other.pairs_total.max(other.pairs_ok))
+        format!(
+            "only {} of {} ordered pairs connected",
+            other.pairs_ok,
+            other.pairs_total.max(other.pairs_ok)
+        )
     } else if let (Some(a), Some(b)) = (other.min_throughput_gbit_s, chosen.min_throughput_gbit_s) {
         format!("slower: {a:.2} Gbit/s vs {b:.2} Gbit/s")
     } else if !other.all_physical {
@@ -511,6 +531,15 @@ fn rejected_reason(other: &preflight_checks::networks::NetworkEval, chosen: &pre
     } else {
         describe_speed(other)
     };
-    let names: Vec<&str> = other.network.members.values().map(|m| m.interface.as_str()).collect();
-    format!("network {} ({}) not chosen: {why}", other.network.id, names.join("/"))
+    let names: Vec<&str> = other
+        .network
+        .members
+        .values()
+        .map(|m| m.interface.as_str())
+        .collect();
+    format!(
+        "network {} ({}) not chosen: {why}",
+        other.network.id,
+        names.join("/")
+    )
 }

@@ -66,6 +66,26 @@ pub fn emit(report: &Report, format: Format, file: Option<&std::path::Path>) -> 
     Ok(())
 }
 
+/// Cluster output: JSON is the whole report on every node; the table is whole on rank 0 and
+/// this node's own findings and command elsewhere.
+pub fn emit_cluster(
+    report: &Report,
+    format: Format,
+    file: Option<&std::path::Path>,
+    rank: u32,
+) -> anyhow::Result<()> {
+    if let Some(path) = file {
+        output::file(path, &render::json::render(report))
+            .map_err(|e| anyhow::anyhow!("cannot write report to {}: {e}", path.display()))?;
+    }
+    let text = match format {
+        Format::Json => render::json::render(report),
+        Format::Table => render::table::render_for_rank(report, Style::detect(), rank),
+    };
+    output::stdout(&text)?;
+    Ok(())
+}
+
 /// 0 when nothing failed (and, with `strict`, nothing warned); 1 otherwise.
 pub fn exit_code(report: &Report, strict: bool) -> u8 {
     let bad = report.findings.iter().any(|f| {

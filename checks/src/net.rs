@@ -316,12 +316,3 @@ mod tests {
         assert!(is_virtual_name("docker0") && !is_virtual_name("eno1"));
     }
 }
-
-/// Placeholder until the ranking lands.
-pub fn candidate_interfaces(facts: &crate::model::NetFacts) -> Vec<&crate::model::Interface> {
-    facts
-        .interfaces
-        .iter()
-        .filter(|i| i.up && !i.usable_addrs().is_empty())
-        .collect()
-}

@@ -41,7 +41,9 @@ impl Secret {
     }
 
     fn verify(&self, role: &str, nonce: &str, rank: u32, mac_hex: &str) -> bool {
-        let Some(bytes) = unhex(mac_hex) else { return false };
+        let Some(bytes) = unhex(mac_hex) else {
+            return false;
+        };
         let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length");
         m.update(format!("preflight/{PROTO}|{role}|{nonce}|{rank}").as_bytes());
         m.verify_slice(&bytes).is_ok()
@@ -94,9 +96,13 @@ pub fn nonce() -> String {
 pub enum AuthError {
     #[error("the peer is not preflight (no valid challenge): {0}")]
     NotPreflight(String),
-    #[error("protocol version {theirs} differs from ours ({PROTO}); run the same preflight version on every node")]
+    #[error(
+        "protocol version {theirs} differs from ours ({PROTO}); run the same preflight version on every node"
+    )]
     Version { theirs: u32 },
-    #[error("the peer does not know the job secret (check --token / PREFLIGHT_TOKEN / --rdzv-id on every node)")]
+    #[error(
+        "the peer does not know the job secret (check --token / PREFLIGHT_TOKEN / --rdzv-id on every node)"
+    )]
     BadProof,
     #[error("rejected by the peer: {0}")]
     Rejected(String),
@@ -114,26 +120,67 @@ pub struct ClientInfo {
 }
 
 /// Server side: challenge, check the proof, prove ourselves. On failure the peer gets a `Reject` and nothing else.
-pub fn accept(stream: &mut TcpStream, secret: &Secret, my_rank: u32) -> Result<ClientInfo, AuthError> {
+pub fn accept(
+    stream: &mut TcpStream,
+    secret: &Secret,
+    my_rank: u32,
+) -> Result<ClientInfo, AuthError> {
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
     stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
     let server_nonce = nonce();
-    write_msg(stream, &Msg::Challenge { magic: MAGIC.into(), proto: PROTO, nonce: server_nonce.clone() })?;
+    write_msg(
+        stream,
+        &Msg::Challenge {
+            magic: MAGIC.into(),
+            proto: PROTO,
+            nonce: server_nonce.clone(),
+        },
+    )?;
     let hello: Msg = read_msg(stream)?;
-    let Msg::Hello { proto, rank, nnodes, nonce: client_nonce, mac } = hello else {
-        let _ = write_msg(stream, &Msg::Reject { reason: "expected hello".into() });
-        return Err(AuthError::NotPreflight("first message was not a hello".into()));
+    let Msg::Hello {
+        proto,
+        rank,
+        nnodes,
+        nonce: client_nonce,
+        mac,
+    } = hello
+    else {
+        let _ = write_msg(
+            stream,
+            &Msg::Reject {
+                reason: "expected hello".into(),
+            },
+        );
+        return Err(AuthError::NotPreflight(
+            "first message was not a hello".into(),
+        ));
     };
     if proto != PROTO {
-        let _ = write_msg(stream, &Msg::Reject { reason: format!("protocol {proto} != {PROTO}") });
+        let _ = write_msg(
+            stream,
+            &Msg::Reject {
+                reason: format!("protocol {proto} != {PROTO}"),
+            },
+        );
         return Err(AuthError::Version { theirs: proto });
     }
     if !secret.verify("client", &server_nonce, rank, &mac) {
-        let _ = write_msg(stream, &Msg::Reject { reason: "bad proof of the job secret".into() });
+        let _ = write_msg(
+            stream,
+            &Msg::Reject {
+                reason: "bad proof of the job secret".into(),
+            },
+        );
         return Err(AuthError::BadProof);
     }
     let proof = secret.mac("server", &client_nonce, my_rank);
-    write_msg(stream, &Msg::Welcome { rank: my_rank, mac: proof })?;
+    write_msg(
+        stream,
+        &Msg::Welcome {
+            rank: my_rank,
+            mac: proof,
+        },
+    )?;
     Ok(ClientInfo { rank, nnodes })
 }
 
@@ -148,13 +195,22 @@ pub fn connect(
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
     stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
     let first: Msg = read_msg(stream).map_err(|e| match e {
-        WireError::Timeout => AuthError::NotPreflight("it accepted the connection but sent nothing".into()),
+        WireError::Timeout => {
+            AuthError::NotPreflight("it accepted the connection but sent nothing".into())
+        }
         WireError::Malformed(m) => AuthError::NotPreflight(format!("it sent something else ({m})")),
         WireError::TooLarge(_) => AuthError::NotPreflight("it sent something else".into()),
         other => AuthError::Wire(other),
     })?;
-    let Msg::Challenge { magic, proto, nonce: server_nonce } = first else {
-        return Err(AuthError::NotPreflight("first message was not a challenge".into()));
+    let Msg::Challenge {
+        magic,
+        proto,
+        nonce: server_nonce,
+    } = first
+    else {
+        return Err(AuthError::NotPreflight(
+            "first message was not a challenge".into(),
+        ));
     };
     if magic != MAGIC {
         return Err(AuthError::NotPreflight(format!("magic {magic:?}")));
@@ -164,14 +220,26 @@ pub fn connect(
     }
     let client_nonce = nonce();
     let mac = secret.mac("client", &server_nonce, my_rank);
-    write_msg(stream, &Msg::Hello { proto: PROTO, rank: my_rank, nnodes, nonce: client_nonce.clone(), mac })?;
+    write_msg(
+        stream,
+        &Msg::Hello {
+            proto: PROTO,
+            rank: my_rank,
+            nnodes,
+            nonce: client_nonce.clone(),
+            mac,
+        },
+    )?;
     match read_msg(stream)? {
         Msg::Welcome { rank, mac } => {
             if !secret.verify("server", &client_nonce, rank, &mac) {
                 return Err(AuthError::BadProof);
             }
             if let Some(e) = expect.filter(|e| *e != rank) {
-                return Err(AuthError::WrongPeer { expected: e, got: rank });
+                return Err(AuthError::WrongPeer {
+                    expected: e,
+                    got: rank,
+                });
             }
             Ok(rank)
         }
@@ -185,7 +253,10 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
-    fn pair(server_secret: Secret, client_secret: Secret) -> (Result<ClientInfo, AuthError>, Result<u32, AuthError>) {
+    fn pair(
+        server_secret: Secret,
+        client_secret: Secret,
+    ) -> (Result<ClientInfo, AuthError>, Result<u32, AuthError>) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let h = std::thread::spawn(move || {
@@ -207,7 +278,10 @@ mod tests {
 
     #[test]
     fn wrong_secret_is_rejected_by_the_server() {
-        let (srv, cli) = pair(Secret::derive(Some("a"), None, "m", 1), Secret::derive(Some("b"), None, "m", 1));
+        let (srv, cli) = pair(
+            Secret::derive(Some("a"), None, "m", 1),
+            Secret::derive(Some("b"), None, "m", 1),
+        );
         assert!(matches!(srv, Err(AuthError::BadProof)));
         assert!(matches!(cli, Err(AuthError::Rejected(_))));
     }
@@ -232,7 +306,13 @@ mod tests {
         let mut c = TcpStream::connect(addr).unwrap();
         let _keep = l.accept().unwrap();
         let t = std::time::Instant::now();
-        let r = connect(&mut c, &Secret::derive(Some("t"), None, "m", 1), 1, 2, Some(0));
+        let r = connect(
+            &mut c,
+            &Secret::derive(Some("t"), None, "m", 1),
+            1,
+            2,
+            Some(0),
+        );
         assert!(matches!(r, Err(AuthError::NotPreflight(_))));
         assert!(t.elapsed() < HANDSHAKE_TIMEOUT + Duration::from_secs(2));
     }

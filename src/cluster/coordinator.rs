@@ -47,15 +47,30 @@ struct Joined {
 pub fn run(listener: TcpListener, cfg: CoordConfig) -> Report {
     let mut members = admit(listener, &cfg);
     let ranks: Vec<u32> = members.iter().map(|m| m.rank).collect();
-    log(&format!("coordinator: {} of {} nodes joined (ranks {:?})", ranks.len(), cfg.nnodes, ranks));
+    log(&format!(
+        "coordinator: {} of {} nodes joined (ranks {:?})",
+        ranks.len(),
+        cfg.nnodes,
+        ranks
+    ));
     let mut links = probe_phase(&mut members, &cfg);
     bulk_phase(&mut members, &cfg, &mut links);
     mtu_phase(&mut members, &cfg, &mut links);
     let report = build_report(&members, &links, &cfg);
     for m in members.iter_mut().filter(|m| m.alive) {
-        m.stream.set_write_timeout(Some(Duration::from_secs(10))).ok();
-        if let Err(e) = write_msg(&mut m.stream, &Msg::Report { report: Box::new(report.clone()) }) {
-            log(&format!("coordinator: could not send the report to rank {}: {e}", m.rank));
+        m.stream
+            .set_write_timeout(Some(Duration::from_secs(10)))
+            .ok();
+        if let Err(e) = write_msg(
+            &mut m.stream,
+            &Msg::Report {
+                report: Box::new(report.clone()),
+            },
+        ) {
+            log(&format!(
+                "coordinator: could not send the report to rank {}: {e}",
+                m.rank
+            ));
         }
     }
     report
@@ -72,14 +87,14 @@ fn admit(listener: TcpListener, cfg: &CoordConfig) -> Vec<Member> {
             Ok((stream, peer)) => {
                 let tx = tx.clone();
                 let cfg = cfg.clone();
-                let _ = std::thread::Builder::new().name("join".into()).spawn(move || {
-                    match handshake_and_join(stream, &cfg) {
+                let _ = std::thread::Builder::new()
+                    .name("join".into())
+                    .spawn(move || match handshake_and_join(stream, &cfg) {
                         Ok(j) => {
                             let _ = tx.send(j);
                         }
                         Err(e) => log(&format!("coordinator: dropped connection from {peer}: {e}")),
-                    }
-                });
+                    });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => log(&format!("coordinator: accept failed: {e}")),
@@ -87,14 +102,28 @@ fn admit(listener: TcpListener, cfg: &CoordConfig) -> Vec<Member> {
         while let Ok(j) = rx.try_recv() {
             if joined.contains_key(&j.rank) {
                 let mut s = j.stream;
-                let _ = write_msg(&mut s, &Msg::Reject { reason: format!("rank {} already joined", j.rank) });
+                let _ = write_msg(
+                    &mut s,
+                    &Msg::Reject {
+                        reason: format!("rank {} already joined", j.rank),
+                    },
+                );
                 log(&format!("coordinator: rejected a second rank {}", j.rank));
                 continue;
             }
-            log(&format!("coordinator: rank {} joined ({})", j.rank, j.facts.hostname));
+            log(&format!(
+                "coordinator: rank {} joined ({})",
+                j.rank, j.facts.hostname
+            ));
             joined.insert(
                 j.rank,
-                Member { rank: j.rank, stream: j.stream, facts: j.facts, listeners: j.listeners, alive: true },
+                Member {
+                    rank: j.rank,
+                    stream: j.stream,
+                    facts: j.facts,
+                    listeners: j.listeners,
+                    alive: true,
+                },
             );
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -112,12 +141,22 @@ fn handshake_and_join(mut stream: TcpStream, cfg: &CoordConfig) -> Result<Joined
             "this node says rank {} of --nnodes={}, rank 0 expects --nnodes={}",
             info.rank, info.nnodes, cfg.nnodes
         );
-        let _ = write_msg(&mut stream, &Msg::Reject { reason: reason.clone() });
+        let _ = write_msg(
+            &mut stream,
+            &Msg::Reject {
+                reason: reason.clone(),
+            },
+        );
         return Err(reason);
     }
     stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
     match read_msg::<_, Msg>(&mut stream).map_err(|e| e.to_string())? {
-        Msg::Join { facts, listeners } => Ok(Joined { rank: info.rank, stream, facts: *facts, listeners }),
+        Msg::Join { facts, listeners } => Ok(Joined {
+            rank: info.rank,
+            stream,
+            facts: *facts,
+            listeners,
+        }),
         other => Err(format!("expected join, got {}", kind(&other))),
     }
 }
@@ -140,7 +179,9 @@ fn exchange(
     let mut asked = Vec::new();
     for (i, m) in members.iter_mut().enumerate().filter(|(_, m)| m.alive) {
         let Some(msg) = order(m) else { continue };
-        m.stream.set_write_timeout(Some(Duration::from_secs(10))).ok();
+        m.stream
+            .set_write_timeout(Some(Duration::from_secs(10)))
+            .ok();
         match write_msg(&mut m.stream, &msg) {
             Ok(()) => asked.push(i),
             Err(e) => lose(m, phase, &e),
@@ -149,13 +190,21 @@ fn exchange(
     let mut links = Vec::new();
     for i in asked {
         let m = &mut members[i];
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100));
         m.stream.set_read_timeout(Some(left)).ok();
         match read_msg::<_, Msg>(&mut m.stream) {
-            Ok(Msg::ProbeDone { links: l }) | Ok(Msg::BulkDone { links: l }) | Ok(Msg::MtuDone { links: l }) => {
+            Ok(Msg::ProbeDone { links: l })
+            | Ok(Msg::BulkDone { links: l })
+            | Ok(Msg::MtuDone { links: l }) => {
                 links.extend(l.into_iter().filter(|x| x.from == m.rank))
             }
-            Ok(other) => lose(m, phase, &WireError::Malformed(format!("unexpected {}", kind(&other)))),
+            Ok(other) => lose(
+                m,
+                phase,
+                &WireError::Malformed(format!("unexpected {}", kind(&other))),
+            ),
             Err(e) => lose(m, phase, &e),
         }
     }
@@ -163,14 +212,20 @@ fn exchange(
 }
 
 fn lose(m: &mut Member, phase: &str, e: &WireError) {
-    log(&format!("coordinator: lost rank {} during {phase}: {e}", m.rank));
+    log(&format!(
+        "coordinator: lost rank {} during {phase}: {e}",
+        m.rank
+    ));
     m.alive = false;
 }
 
 fn probe_phase(members: &mut [Member], cfg: &CoordConfig) -> Vec<LinkResult> {
     let peers: Vec<Peer> = members
         .iter()
-        .map(|m| Peer { rank: m.rank, listeners: m.listeners.clone() })
+        .map(|m| Peer {
+            rank: m.rank,
+            listeners: m.listeners.clone(),
+        })
         .collect();
     let t = cfg.timing;
     let limit = t.connect_timeout * 2 + auth::HANDSHAKE_TIMEOUT * 2 + Duration::from_secs(10);
@@ -209,7 +264,11 @@ pub fn rounds(ranks: &[u32]) -> Vec<Vec<(u32, u32)>> {
 }
 
 fn alive_facts(members: &[Member]) -> Vec<(u32, &NodeFacts)> {
-    members.iter().filter(|m| m.alive).map(|m| (m.rank, &m.facts)).collect()
+    members
+        .iter()
+        .filter(|m| m.alive)
+        .map(|m| (m.rank, &m.facts))
+        .collect()
 }
 
 fn listener_for(m: &Member, address: &str) -> Option<Listener> {
@@ -218,7 +277,11 @@ fn listener_for(m: &Member, address: &str) -> Option<Listener> {
 
 /// Throughput on every fully connected network, in rounds of disjoint pairs (both directions at once).
 fn bulk_phase(members: &mut [Member], cfg: &CoordConfig, links: &mut [LinkResult]) {
-    let nodes: Vec<(u32, NodeFacts)> = members.iter().filter(|m| m.alive).map(|m| (m.rank, m.facts.clone())).collect();
+    let nodes: Vec<(u32, NodeFacts)> = members
+        .iter()
+        .filter(|m| m.alive)
+        .map(|m| (m.rank, m.facts.clone()))
+        .collect();
     let refs: Vec<(u32, &NodeFacts)> = nodes.iter().map(|(r, f)| (*r, f)).collect();
     let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
     let evals = networks::evaluate(&networks::discover(&refs), links, &ranks);
@@ -228,18 +291,30 @@ fn bulk_phase(members: &mut [Member], cfg: &CoordConfig, links: &mut [LinkResult
             let mut orders: BTreeMap<u32, Vec<Target>> = BTreeMap::new();
             for (a, b) in round {
                 for (from, to) in [(a, b), (b, a)] {
-                    let Some(m_to) = members.iter().find(|m| m.rank == to && m.alive) else { continue };
-                    let Some(addr) = net.network.members.get(&to).map(|x| x.address.to_string()) else { continue };
+                    let Some(m_to) = members.iter().find(|m| m.rank == to && m.alive) else {
+                        continue;
+                    };
+                    let Some(addr) = net.network.members.get(&to).map(|x| x.address.to_string())
+                    else {
+                        continue;
+                    };
                     if let Some(l) = listener_for(m_to, &addr) {
-                        orders.entry(from).or_default().push(Target { rank: to, listener: l });
+                        orders.entry(from).or_default().push(Target {
+                            rank: to,
+                            listener: l,
+                        });
                     }
                 }
             }
-            let limit = dur + cfg.timing.connect_timeout + auth::HANDSHAKE_TIMEOUT + Duration::from_secs(10);
+            let limit = dur
+                + cfg.timing.connect_timeout
+                + auth::HANDSHAKE_TIMEOUT
+                + Duration::from_secs(10);
             let got = exchange(members, limit, "the throughput test", |m| {
-                orders
-                    .get(&m.rank)
-                    .map(|t| Msg::Bulk { targets: t.clone(), duration_ms: dur.as_millis() as u64 })
+                orders.get(&m.rank).map(|t| Msg::Bulk {
+                    targets: t.clone(),
+                    duration_ms: dur.as_millis() as u64,
+                })
             });
             merge(links, &got, |dst, src| {
                 dst.throughput_gbit_s = src.throughput_gbit_s;
@@ -256,7 +331,9 @@ fn mtu_phase(members: &mut [Member], cfg: &CoordConfig, links: &mut [LinkResult]
     let refs = alive_facts(members);
     let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
     let evals = networks::evaluate(&networks::discover(&refs), links, &ranks);
-    let Some(chosen) = networks::choose(&evals).cloned() else { return };
+    let Some(chosen) = networks::choose(&evals).cloned() else {
+        return;
+    };
     let orders: BTreeMap<u32, (Vec<Target>, u32)> = chosen
         .network
         .members
@@ -269,7 +346,10 @@ fn mtu_phase(members: &mut [Member], cfg: &CoordConfig, links: &mut [LinkResult]
                 .filter(|(r, _)| *r != rank)
                 .filter_map(|(r, peer)| {
                     let m = members.iter().find(|m| m.rank == *r)?;
-                    Some(Target { rank: *r, listener: listener_for(m, &peer.address.to_string())? })
+                    Some(Target {
+                        rank: *r,
+                        listener: listener_for(m, &peer.address.to_string())?,
+                    })
                 })
                 .collect();
             (*rank, (targets, own.mtu.unwrap_or(1500)))
@@ -277,7 +357,10 @@ fn mtu_phase(members: &mut [Member], cfg: &CoordConfig, links: &mut [LinkResult]
         .collect();
     let _ = cfg;
     let got = exchange(members, Duration::from_secs(20), "the MTU test", |m| {
-        orders.get(&m.rank).map(|(t, mtu)| Msg::Mtu { targets: t.clone(), max_mtu: *mtu })
+        orders.get(&m.rank).map(|(t, mtu)| Msg::Mtu {
+            targets: t.clone(),
+            max_mtu: *mtu,
+        })
     });
     merge(links, &got, |dst, src| dst.mtu = src.mtu);
 }
@@ -285,7 +368,10 @@ fn mtu_phase(members: &mut [Member], cfg: &CoordConfig, links: &mut [LinkResult]
 /// Copies fields from `got` into the matching (from, to, address) links.
 fn merge(links: &mut [LinkResult], got: &[LinkResult], f: impl Fn(&mut LinkResult, &LinkResult)) {
     for g in got {
-        if let Some(l) = links.iter_mut().find(|l| l.from == g.from && l.to == g.to && l.address == g.address) {
+        if let Some(l) = links
+            .iter_mut()
+            .find(|l| l.from == g.from && l.to == g.to && l.address == g.address)
+        {
             f(l, g);
         }
     }
@@ -354,7 +440,11 @@ fn build_report(members: &[Member], links: &[LinkResult], cfg: &CoordConfig) -> 
         status: model::overall_status(&findings),
         nodes: members
             .iter()
-            .map(|m| NodeEntry { rank: m.rank, hostname: m.facts.hostname.clone(), facts: m.facts.clone() })
+            .map(|m| NodeEntry {
+                rank: m.rank,
+                hostname: m.facts.hostname.clone(),
+                facts: m.facts.clone(),
+            })
             .collect(),
         findings,
         links: links.to_vec(),

@@ -18,3 +18,36 @@ pub fn log(msg: &str) {
 pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
     agent::run(args)
 }
+
+/// How long each measurement runs (`--quick`, default, `--thorough`).
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub connect_timeout: std::time::Duration,
+    pub pings: u32,
+    pub bulk: std::time::Duration,
+}
+
+impl Timing {
+    pub fn from_args(args: &ClusterArgs) -> Timing {
+        use std::time::Duration;
+        if args.quick {
+            Timing {
+                connect_timeout: Duration::from_secs(1),
+                pings: 20,
+                bulk: Duration::from_millis(200),
+            }
+        } else if args.thorough {
+            Timing {
+                connect_timeout: Duration::from_secs(3),
+                pings: 200,
+                bulk: Duration::from_secs(3),
+            }
+        } else {
+            Timing {
+                connect_timeout: Duration::from_secs(2),
+                pings: 50,
+                bulk: Duration::from_secs(1),
+            }
+        }
+    }
+}

@@ -39,23 +39,66 @@ pub struct Target {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Msg {
     // --- handshake (control and data connections alike) ---
-    Challenge { magic: String, proto: u32, nonce: String },
-    Hello { proto: u32, rank: u32, nnodes: u32, nonce: String, mac: String },
-    Welcome { rank: u32, mac: String },
-    Reject { reason: String },
+    Challenge {
+        magic: String,
+        proto: u32,
+        nonce: String,
+    },
+    Hello {
+        proto: u32,
+        rank: u32,
+        nnodes: u32,
+        nonce: String,
+        mac: String,
+    },
+    Welcome {
+        rank: u32,
+        mac: String,
+    },
+    Reject {
+        reason: String,
+    },
     // --- control: agent <-> coordinator ---
-    Join { facts: Box<NodeFacts>, listeners: Vec<Listener> },
-    Probe { peers: Vec<Peer>, pings: u32, connect_timeout_ms: u64 },
-    ProbeDone { links: Vec<LinkResult> },
-    Bulk { targets: Vec<Target>, duration_ms: u64 },
-    BulkDone { links: Vec<LinkResult> },
-    Mtu { targets: Vec<Target>, max_mtu: u32 },
-    MtuDone { links: Vec<LinkResult> },
-    Report { report: Box<Report> },
+    Join {
+        facts: Box<NodeFacts>,
+        listeners: Vec<Listener>,
+    },
+    Probe {
+        peers: Vec<Peer>,
+        pings: u32,
+        connect_timeout_ms: u64,
+    },
+    ProbeDone {
+        links: Vec<LinkResult>,
+    },
+    Bulk {
+        targets: Vec<Target>,
+        duration_ms: u64,
+    },
+    BulkDone {
+        links: Vec<LinkResult>,
+    },
+    Mtu {
+        targets: Vec<Target>,
+        max_mtu: u32,
+    },
+    MtuDone {
+        links: Vec<LinkResult>,
+    },
+    Report {
+        report: Box<Report>,
+    },
     // --- data: prober -> peer listener ---
-    PingReq { count: u32 },
-    BulkReq { duration_ms: u64 },
-    BulkResult { bytes: u64, elapsed_us: u64 },
+    PingReq {
+        count: u32,
+    },
+    BulkReq {
+        duration_ms: u64,
+    },
+    BulkResult {
+        bytes: u64,
+        elapsed_us: u64,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -33,22 +33,28 @@ impl EchoServer {
         let tag = secret.udp_tag();
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
-        let thread = std::thread::Builder::new().name(format!("mtu-{addr}")).spawn(move || {
-            let mut buf = vec![0u8; 65536];
-            while !stop2.load(Ordering::SeqCst) {
-                if let Ok((n, from)) = sock.recv_from(&mut buf)
-                    && n >= 28
-                    && &buf[..8] == MAGIC
-                    && buf[8..24] == tag
-                {
-                    let mut ack = [0u8; 32];
-                    ack[..28].copy_from_slice(&buf[..28]);
-                    ack[28..32].copy_from_slice(&(n as u32).to_be_bytes());
-                    let _ = sock.send_to(&ack, from);
+        let thread = std::thread::Builder::new()
+            .name(format!("mtu-{addr}"))
+            .spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                while !stop2.load(Ordering::SeqCst) {
+                    if let Ok((n, from)) = sock.recv_from(&mut buf)
+                        && n >= 28
+                        && &buf[..8] == MAGIC
+                        && buf[8..24] == tag
+                    {
+                        let mut ack = [0u8; 32];
+                        ack[..28].copy_from_slice(&buf[..28]);
+                        ack[28..32].copy_from_slice(&(n as u32).to_be_bytes());
+                        let _ = sock.send_to(&ack, from);
+                    }
                 }
-            }
-        })?;
-        Ok(EchoServer { addr, stop, thread: Some(thread) })
+            })?;
+        Ok(EchoServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
     }
 }
 
@@ -73,7 +79,11 @@ fn set_dont_fragment(sock: &UdpSocket) -> io::Result<()> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Whether a DF datagram of `mtu` bytes on the wire reaches the peer (two tries).
@@ -100,7 +110,14 @@ fn probe(sock: &UdpSocket, tag: &[u8; 16], mtu: u32, seq: u32) -> io::Result<boo
                     return Ok(got as usize == size);
                 }
                 Ok(_) => continue,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => break,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break;
+                }
                 // ICMP errors surface on the next recv of a connected socket.
                 Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => return Ok(false),
                 Err(_) => break,
@@ -112,7 +129,12 @@ fn probe(sock: &UdpSocket, tag: &[u8; 16], mtu: u32, seq: u32) -> io::Result<boo
 
 /// The largest MTU (bytes on the wire, IP header included) that reaches `peer` from `local`,
 /// searched between 576 and `max_mtu`. None when not even the smallest probe is echoed.
-pub fn path_mtu(local: IpAddr, peer: SocketAddr, max_mtu: u32, secret: &Secret) -> io::Result<Option<u32>> {
+pub fn path_mtu(
+    local: IpAddr,
+    peer: SocketAddr,
+    max_mtu: u32,
+    secret: &Secret,
+) -> io::Result<Option<u32>> {
     let sock = UdpSocket::bind(SocketAddr::new(local, 0))?;
     sock.connect(peer)?;
     sock.set_read_timeout(Some(Duration::from_millis(50)))?;
@@ -133,7 +155,11 @@ pub fn path_mtu(local: IpAddr, peer: SocketAddr, max_mtu: u32, secret: &Secret) 
     let (mut lo, mut hi) = (MIN_MTU, max_mtu);
     while hi - lo > 8 {
         let mid = lo + (hi - lo) / 2;
-        if probe(&sock, &tag, mid, next())? { lo = mid } else { hi = mid }
+        if probe(&sock, &tag, mid, next())? {
+            lo = mid
+        } else {
+            hi = mid
+        }
     }
     Ok(Some(lo))
 }

@@ -32,9 +32,13 @@ pub fn classify(e: &io::Error) -> LinkOutcome {
     match e.kind() {
         io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset => LinkOutcome::Refused,
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => LinkOutcome::Timeout,
-        io::ErrorKind::HostUnreachable | io::ErrorKind::NetworkUnreachable => LinkOutcome::Unreachable,
+        io::ErrorKind::HostUnreachable | io::ErrorKind::NetworkUnreachable => {
+            LinkOutcome::Unreachable
+        }
         _ => match e.raw_os_error() {
-            Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) | Some(libc::EADDRNOTAVAIL) => LinkOutcome::Unreachable,
+            Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) | Some(libc::EADDRNOTAVAIL) => {
+                LinkOutcome::Unreachable
+            }
             Some(libc::ETIMEDOUT) => LinkOutcome::Timeout,
             Some(libc::ECONNREFUSED) => LinkOutcome::Refused,
             _ => LinkOutcome::Error,
@@ -62,7 +66,13 @@ pub fn ping(stream: &mut TcpStream, count: u32, timeout: Duration) -> io::Result
 pub fn bulk(stream: &mut TcpStream, duration: Duration, timeout: Duration) -> io::Result<f64> {
     stream.set_write_timeout(Some(timeout))?;
     stream.set_read_timeout(Some(timeout))?;
-    write_msg(stream, &Msg::BulkReq { duration_ms: duration.as_millis() as u64 }).map_err(io::Error::other)?;
+    write_msg(
+        stream,
+        &Msg::BulkReq {
+            duration_ms: duration.as_millis() as u64,
+        },
+    )
+    .map_err(io::Error::other)?;
     let buf = vec![0x5au8; CHUNK];
     let start = Instant::now();
     while start.elapsed() < duration {
@@ -96,7 +106,11 @@ impl DataServer {
         let thread = std::thread::Builder::new()
             .name(format!("data-{addr}"))
             .spawn(move || accept_loop(listener, secret, my_rank, stop2))?;
-        Ok(DataServer { addr, stop, thread: Some(thread) })
+        Ok(DataServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
     }
 }
 
@@ -114,13 +128,17 @@ fn accept_loop(listener: TcpListener, secret: Secret, my_rank: u32, stop: Arc<At
         match listener.accept() {
             Ok((stream, peer)) => {
                 let secret = secret.clone();
-                let _ = std::thread::Builder::new().name("data-conn".into()).spawn(move || {
-                    if let Err(e) = serve(stream, &secret, my_rank) {
-                        crate::cluster::log(&format!("data connection from {peer}: {e}"));
-                    }
-                });
+                let _ = std::thread::Builder::new()
+                    .name("data-conn".into())
+                    .spawn(move || {
+                        if let Err(e) = serve(stream, &secret, my_rank) {
+                            crate::cluster::log(&format!("data connection from {peer}: {e}"));
+                        }
+                    });
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
@@ -159,7 +177,8 @@ fn serve(mut stream: TcpStream, secret: &Secret, my_rank: u32) -> Result<(), Str
                 }
             }
             let elapsed_us = first.map(|t| t.elapsed().as_micros() as u64).unwrap_or(0);
-            write_msg(&mut stream, &Msg::BulkResult { bytes, elapsed_us }).map_err(|e| e.to_string())
+            write_msg(&mut stream, &Msg::BulkResult { bytes, elapsed_us })
+                .map_err(|e| e.to_string())
         }
         other => Err(format!("unexpected request {other:?}")),
     }
@@ -198,6 +217,12 @@ mod tests {
         let srv = DataServer::start("127.0.0.1".parse().unwrap(), secret.clone(), 3).unwrap();
         let mut s = connect(srv.addr, Duration::from_secs(1)).unwrap();
         let r = auth::connect(&mut s, &secret, 0, 4, Some(1));
-        assert!(matches!(r, Err(auth::AuthError::WrongPeer { expected: 1, got: 3 })));
+        assert!(matches!(
+            r,
+            Err(auth::AuthError::WrongPeer {
+                expected: 1,
+                got: 3
+            })
+        ));
     }
 }

@@ -1,5 +1,6 @@
 //! Renderers: Report -> text. No logic beyond presentation; nothing else prints.
 
+pub mod cluster;
 pub mod json;
 pub mod table;
 

@@ -11,11 +11,42 @@ pub fn render(report: &Report, style: Style) -> String {
     let mut out = String::new();
     out.push_str(&headline(report));
     out.push('\n');
+    if report.mode == Mode::Cluster {
+        out.push_str(&super::cluster::nodes_table(report, style));
+        out.push('\n');
+        out.push_str(&super::cluster::connectivity(report, style));
+    }
     out.push_str(&findings_table(&report.findings, report.mode, style));
     out.push('\n');
     if let Some(rec) = &report.recommendation {
         out.push('\n');
         out.push_str(&recommendation_block(report, rec));
+    }
+    out
+}
+
+/// Cluster mode on a rank other than 0: this node's findings (and cluster-wide ones) and its own command.
+pub fn render_for_rank(report: &Report, style: Style, rank: u32) -> String {
+    if rank == 0 || report.mode == Mode::Node {
+        return render(report, style);
+    }
+    let mut own = report.clone();
+    own.findings
+        .retain(|f| f.node.is_none() || f.node == Some(rank));
+    let mut out = headline(&own);
+    out.push('\n');
+    out.push_str(&findings_table(&own.findings, own.mode, style));
+    out.push('\n');
+    if let Some(rec) = &report.recommendation {
+        out.push_str("\nYour command (this node is rank ");
+        out.push_str(&rank.to_string());
+        out.push_str("):\n");
+        for l in rec.launch.iter().filter(|l| l.node_rank == rank) {
+            out.push_str(&format!("  {}\n", l.command));
+        }
+        out.push_str(
+            "The full cluster report is printed on rank 0 (or use --format json / --output).\n",
+        );
     }
     out
 }
@@ -70,7 +101,7 @@ fn area(id: &str) -> &str {
     id.split('.').next().unwrap_or(id)
 }
 
-fn findings_table(findings: &[Finding], mode: Mode, style: Style) -> String {
+pub(super) fn findings_table(findings: &[Finding], mode: Mode, style: Style) -> String {
     let mut table = Table::new();
     table
         .load_preset(presets::UTF8_FULL_CONDENSED)
