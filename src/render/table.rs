@@ -152,7 +152,7 @@ pub(super) fn findings_table(findings: &[Finding], mode: Mode, style: Style) -> 
 fn finding_text(f: &Finding) -> String {
     let mut s = f.summary.clone();
     if matches!(f.status, Status::Warn | Status::Fail | Status::Error) {
-        for (k, v) in &f.evidence {
+        for (k, v) in f.evidence.iter().filter(|(_, v)| !v.is_null()) {
             let _ = write!(s, "\n  {k}: {}", evidence_value(v));
         }
     }
