@@ -230,7 +230,7 @@ fn master_port_for(facts: &NodeFacts, requested: u16, reasons: &mut Vec<String>)
         }
     } else if p.port == requested && p.ipv4.status == BindStatus::Free {
         reasons.push(format!(
-            "master_port {requested}: bound successfully on 0.0.0.0 and [::] just now"
+            "master_port {requested}: bound successfully on 0.0.0.0 and [::] when the facts were taken"
         ));
     }
     requested

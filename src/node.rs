@@ -36,7 +36,8 @@ pub fn probe_facts(root: &Root, master_port: u16, no_gpu: bool) -> NodeFacts {
 
 /// Reads a facts file written by `preflight facts`.
 pub fn load_facts(path: &Path) -> anyhow::Result<NodeFacts> {
-    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read facts file {}: {e}", path.display()))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| anyhow::anyhow!("cannot read facts file {}: {e}", path.display()))?;
     serde_json::from_slice(&bytes)
         .map_err(|e| anyhow::anyhow!("{} is not a preflight facts file: {e}", path.display()))
 }

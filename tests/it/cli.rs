@@ -12,15 +12,23 @@ fn bin() -> Command {
 }
 
 fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
 }
 
 fn json_of(out: &[u8]) -> Value {
-    serde_json::from_slice(out).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(out)))
+    serde_json::from_slice(out)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(out)))
 }
 
 fn findings<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
-    report["findings"].as_array().unwrap().iter().filter(|f| f["id"] == id).collect()
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == id)
+        .collect()
 }
 
 /// The JSON report with the tool version blanked, for stable snapshots.
@@ -52,7 +60,9 @@ fn snapshots_of_tables_from_saved_facts() {
             .arg(fixture(&format!("facts/{node}.json")))
             .output()
             .unwrap();
-        let text = String::from_utf8(out.stdout).unwrap().replace(env!("CARGO_PKG_VERSION"), "[version]");
+        let text = String::from_utf8(out.stdout)
+            .unwrap()
+            .replace(env!("CARGO_PKG_VERSION"), "[version]");
         insta::assert_snapshot!(format!("table_{node}"), text);
     }
 }
@@ -68,7 +78,15 @@ fn report_contract_fields_are_present() {
     assert_eq!(r["schema"], "preflight.report.v1");
     assert_eq!(r["mode"], "node");
     assert_eq!(r["nodes"][0]["rank"], 0);
-    for key in ["tool", "status", "nodes", "findings", "links", "collectives", "recommendation"] {
+    for key in [
+        "tool",
+        "status",
+        "nodes",
+        "findings",
+        "links",
+        "collectives",
+        "recommendation",
+    ] {
         assert!(r.get(key).is_some(), "missing {key}");
     }
     let rec = &r["recommendation"];
@@ -77,8 +95,16 @@ fn report_contract_fields_are_present() {
     assert_eq!(rec["env"]["NCCL_SOCKET_IFNAME"], "ib0");
     assert_eq!(rec["master_addr"], "192.168.100.11");
     // NCCL_SOCKET_IFNAME=eth matches nothing on that node; NCCL_IB_DISABLE=1 leaves mlx5_0 unused.
-    assert!(findings(&r, "env.socket-ifname").iter().any(|f| f["status"] == "fail"));
-    assert!(findings(&r, "env.ib-disable").iter().any(|f| f["status"] == "warn"));
+    assert!(
+        findings(&r, "env.socket-ifname")
+            .iter()
+            .any(|f| f["status"] == "fail")
+    );
+    assert!(
+        findings(&r, "env.ib-disable")
+            .iter()
+            .any(|f| f["status"] == "warn")
+    );
     assert_eq!(r["status"], "fail");
     assert_eq!(out.status.code(), Some(1));
 }
@@ -104,20 +130,51 @@ fn docker_bond_host_gets_exact_bond_name() {
 
 #[test]
 fn every_fixture_tree_checks_without_error() {
-    for node in ["ib-node", "roce-node", "docker-bond-host", "k8s-pod", "plain-vm"] {
+    for node in [
+        "ib-node",
+        "roce-node",
+        "docker-bond-host",
+        "k8s-pod",
+        "plain-vm",
+    ] {
         let out = bin()
-            .args(["check", "--no-gpu", "--format", "json", "--master-port", "29500", "--root"])
+            .args([
+                "check",
+                "--no-gpu",
+                "--format",
+                "json",
+                "--master-port",
+                "29500",
+                "--root",
+            ])
             .arg(fixture(node))
             .output()
             .unwrap();
-        assert!(matches!(out.status.code(), Some(0) | Some(1)), "{node}: {:?}", out.status);
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(1)),
+            "{node}: {:?}",
+            out.status
+        );
         let r = json_of(&out.stdout);
         let facts = &r["nodes"][0]["facts"];
-        let saved: Value = serde_json::from_str(&std::fs::read_to_string(fixture(&format!("facts/{node}.json"))).unwrap()).unwrap();
+        let saved: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture(&format!("facts/{node}.json"))).unwrap(),
+        )
+        .unwrap();
         for section in ["hostname", "net", "ib", "sys"] {
-            assert_eq!(facts[section], saved[section], "{node}: {section} differs from tests/fixtures/facts/{node}.json");
+            assert_eq!(
+                facts[section], saved[section],
+                "{node}: {section} differs from tests/fixtures/facts/{node}.json"
+            );
         }
-        assert!(r["findings"].as_array().unwrap().iter().all(|f| f["status"] != "error"), "{node} has an error finding");
+        assert!(
+            r["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|f| f["status"] != "error"),
+            "{node} has an error finding"
+        );
     }
 }
 
@@ -125,25 +182,43 @@ fn every_fixture_tree_checks_without_error() {
 fn facts_round_trip_through_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("facts.json");
-    bin().args(["facts", "--no-gpu", "-o"]).arg(&path).assert().success();
+    bin()
+        .args(["facts", "--no-gpu", "-o"])
+        .arg(&path)
+        .assert()
+        .success();
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let out = bin().args(["check", "--format", "json", "--facts"]).arg(&path).output().unwrap();
+    let out = bin()
+        .args(["check", "--format", "json", "--facts"])
+        .arg(&path)
+        .output()
+        .unwrap();
     let r = json_of(&out.stdout);
     assert_eq!(r["nodes"][0]["facts"], written);
 }
 
 #[test]
 fn bad_input_exits_2_with_a_message() {
-    bin().args(["check", "--master-port", "banana"]).assert().code(2);
+    bin()
+        .args(["check", "--master-port", "banana"])
+        .assert()
+        .code(2);
     bin().args(["check", "--format", "xml"]).assert().code(2);
     bin().args(["frobnicate"]).assert().code(2);
-    let out = bin().args(["check", "--facts", "/nonexistent/facts.json"]).output().unwrap();
+    let out = bin()
+        .args(["check", "--facts", "/nonexistent/facts.json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read facts file"));
     let dir = tempfile::tempdir().unwrap();
     let garbage = dir.path().join("g.json");
     std::fs::write(&garbage, b"\x00\xffnot json").unwrap();
-    let out = bin().args(["check", "--facts"]).arg(&garbage).output().unwrap();
+    let out = bin()
+        .args(["check", "--facts"])
+        .arg(&garbage)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a preflight facts file"));
 }
@@ -167,7 +242,11 @@ fn closed_pipe_is_not_a_panic() {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(matches!(out.status.code(), Some(0) | Some(1)), "{:?}", out.status);
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)),
+        "{:?}",
+        out.status
+    );
 }
 
 #[test]
@@ -175,19 +254,39 @@ fn garbage_in_every_variable_gives_findings_not_a_crash() {
     use std::os::unix::ffi::OsStrExt;
     let garbage = std::ffi::OsStr::from_bytes(b"\xff\xfe\x01 ,,=^");
     let vars = [
-        "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_DISABLE", "CUDA_VISIBLE_DEVICES", "MASTER_ADDR",
-        "MASTER_PORT", "NCCL_HOSTID", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "PATH", "HOME",
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "NCCL_IB_DISABLE",
+        "CUDA_VISIBLE_DEVICES",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "NCCL_HOSTID",
+        "LD_LIBRARY_PATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "PATH",
+        "HOME",
     ];
     let mut cmd = bin();
     for v in vars {
         cmd.env(v, garbage);
     }
-    let out = cmd.args(["check", "--no-gpu", "--format", "json"]).output().unwrap();
+    let out = cmd
+        .args(["check", "--no-gpu", "--format", "json"])
+        .output()
+        .unwrap();
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     let r = json_of(&out.stdout);
-    for id in ["env.socket-ifname", "gpu.visible-devices", "env.ib-disable", "env.master"] {
+    for id in [
+        "env.socket-ifname",
+        "gpu.visible-devices",
+        "env.ib-disable",
+        "env.master",
+    ] {
         assert!(
-            findings(&r, id).iter().any(|f| f["status"] == "fail" || f["status"] == "warn"),
+            findings(&r, id)
+                .iter()
+                .any(|f| f["status"] == "fail" || f["status"] == "warn"),
             "{id} did not flag garbage: {:?}",
             findings(&r, id)
         );
@@ -196,7 +295,11 @@ fn garbage_in_every_variable_gives_findings_not_a_crash() {
 
 #[test]
 fn held_master_port_names_the_holder_pid() {
-    if std::process::Command::new("python3").arg("-V").output().is_err() {
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
         eprintln!("skipped: python3 not installed");
         return;
     }
@@ -212,11 +315,20 @@ fn held_master_port_names_the_holder_pid() {
     let port = {
         use std::io::BufRead;
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         line.trim().to_string()
     };
     let out = bin()
-        .args(["check", "--no-gpu", "--format", "json", "--master-port", &port])
+        .args([
+            "check",
+            "--no-gpu",
+            "--format",
+            "json",
+            "--master-port",
+            &port,
+        ])
         .output()
         .unwrap();
     let _ = child.kill();
@@ -231,7 +343,11 @@ fn held_master_port_names_the_holder_pid() {
         .iter()
         .filter_map(|h| h["pid"].as_u64())
         .collect();
-    assert!(pids.contains(&(child.id() as u64)), "holders {pids:?} lack child {}", child.id());
+    assert!(
+        pids.contains(&(child.id() as u64)),
+        "holders {pids:?} lack child {}",
+        child.id()
+    );
     let cmds = serde_json::to_string(&f[0]["fix"]["commands"]).unwrap();
     assert!(cmds.contains(&format!("kill {}", child.id())), "{cmds}");
     assert_eq!(out.status.code(), Some(1));
