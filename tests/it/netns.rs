@@ -1,1 +1,1245 @@
 //! Test hosts as network namespaces joined by bridges (root only; see DESIGN.md safety rules).
+//!
+//! A [`Cluster`] is a set of host namespaces plus one "switch" namespace holding one bridge per
+//! network; every host interface is a veth whose other end is a port of that bridge. Nothing is
+//! created in the root namespace except an idempotent `blackhole` route for 10.200.0.0/16, so no
+//! test packet can leave the machine. Every namespace, `/etc/netns/<ns>` directory and process
+//! the harness started is removed when the `Cluster` (or a [`Running`]) is dropped.
+//!
+//! Each host runs its commands under `unshare --uts` with its own hostname and `NCCL_HOSTID`, and
+//! sees an `/etc/hosts` (bind-mounted by `ip netns exec`) naming every test host.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Once};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// The only address range the harness uses; blackholed in the root namespace.
+pub const TEST_RANGE: &str = "10.200.0.0/16";
+/// The port every scenario uses as torchrun's master port.
+pub const MASTER_PORT: u16 = 29500;
+/// Extra seconds, beyond `--timeout`, a node may take to give up and print its report.
+pub const SLACK: Duration = Duration::from_secs(6);
+
+const SKIP_MESSAGE: &str = "skipped: needs root for network namespaces";
+const SETUP_COMMAND_LIMIT: Duration = Duration::from_secs(30);
+const REAP_LIMIT: Duration = Duration::from_secs(3);
+const POLL: Duration = Duration::from_millis(20);
+/// Environment that would change how `preflight cluster` finds its rank or picks interfaces.
+const INHERITED_ENV_TO_CLEAR: &[&str] = &[
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODEID",
+    "SLURM_NNODES",
+    "SLURM_JOB_ID",
+    "PREFLIGHT_TOKEN",
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_IB_DISABLE",
+    "NCCL_HOSTID",
+];
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+static BLACKHOLE: Once = Once::new();
+
+/// A network: one bridge in the switch namespace and the /24 `10.200.<subnet>.0/24`.
+#[derive(Debug, Clone)]
+pub struct Net {
+    name: String,
+    subnet: u8,
+    rate: Option<String>,
+    mtu: Option<u32>,
+}
+
+impl Net {
+    /// A network called `name` (only the tests' label) on `10.200.<subnet>.0/24`.
+    pub fn new(name: &str, subnet: u8) -> Self {
+        assert!(
+            subnet != 255,
+            "10.200.255.0/24 is kept for the fake docker0"
+        );
+        Net {
+            name: name.to_string(),
+            subnet,
+            rate: None,
+            mtu: None,
+        }
+    }
+
+    /// Shapes every link of this network with `tc tbf` (e.g. "100mbit"), in both directions.
+    pub fn rate(mut self, rate: &str) -> Self {
+        self.rate = Some(rate.to_string());
+        self
+    }
+
+    /// MTU of the bridge and of every veth end on this network.
+    pub fn mtu(mut self, mtu: u32) -> Self {
+        self.mtu = Some(mtu);
+        self
+    }
+}
+
+/// A test host: its hostname, its interface name on each network, and extras.
+#[derive(Debug, Clone)]
+pub struct Host {
+    hostname: String,
+    ifaces: Vec<(String, String)>,
+    mtus: Vec<(String, u32)>,
+    bridges: Vec<(String, String)>,
+}
+
+impl Host {
+    /// A host named `hostname`; its rank is its position in the cluster.
+    pub fn new(hostname: &str) -> Self {
+        Host {
+            hostname: hostname.to_string(),
+            ifaces: Vec::new(),
+            mtus: Vec::new(),
+            bridges: Vec::new(),
+        }
+    }
+
+    /// Joins network `net` through an interface called `ifname` (<= 15 chars). The first
+    /// network joined is the one the hostname resolves to.
+    pub fn on(mut self, net: &str, ifname: &str) -> Self {
+        assert!(ifname.len() <= 15, "interface name {ifname} is too long");
+        self.ifaces.push((net.to_string(), ifname.to_string()));
+        self
+    }
+
+    /// Overrides this host's MTU on `net` (its own end only, as a misconfigured node would).
+    pub fn mtu(mut self, net: &str, mtu: u32) -> Self {
+        self.mtus.push((net.to_string(), mtu));
+        self
+    }
+
+    /// Adds an unconnected bridge `name` carrying `cidr` (must lie inside 10.200.0.0/16).
+    pub fn bridge(mut self, name: &str, cidr: &str) -> Self {
+        assert!(name.len() <= 15, "interface name {name} is too long");
+        self.bridges.push((name.to_string(), cidr.to_string()));
+        self
+    }
+
+    /// A `docker0` bridge with 10.200.255.1/24, the same on every host, connected to nothing.
+    pub fn docker0(self) -> Self {
+        self.bridge("docker0", "10.200.255.1/24")
+    }
+}
+
+/// Describes a cluster before it exists; `build` creates it, or returns None to skip.
+#[derive(Debug)]
+pub struct ClusterBuilder {
+    tag: String,
+    nets: Vec<Net>,
+    hosts: Vec<Host>,
+    tools: Vec<&'static str>,
+}
+
+impl ClusterBuilder {
+    pub fn network(mut self, net: Net) -> Self {
+        self.nets.push(net);
+        self
+    }
+
+    pub fn host(mut self, host: Host) -> Self {
+        self.hosts.push(host);
+        self
+    }
+
+    /// Tools beyond `ip` and `unshare` this test needs (e.g. "iptables", "python3", "tc").
+    pub fn needs(mut self, tools: &[&'static str]) -> Self {
+        self.tools.extend_from_slice(tools);
+        self
+    }
+
+    /// Creates the namespaces, or returns None (printing why) when they cannot be made here.
+    /// With `PREFLIGHT_REQUIRE_NETNS=1` the reason is a test failure instead.
+    pub fn build(self) -> Option<Cluster> {
+        let mut tools = vec!["ip", "unshare"];
+        if self.nets.iter().any(|n| n.rate.is_some()) {
+            tools.push("tc");
+        }
+        tools.extend(self.tools.iter().copied());
+        if let Err(reason) = namespaces_usable(&tools) {
+            skip_or_fail(&reason);
+            return None;
+        }
+        self.validate();
+        ensure_blackhole_route();
+        let cluster = Cluster::empty(&self.tag, self.nets, self.hosts);
+        cluster.create();
+        Some(cluster)
+    }
+
+    fn validate(&self) {
+        assert!(!self.hosts.is_empty(), "a cluster needs hosts");
+        assert!(self.hosts.len() < 200, "at most 199 hosts");
+        for host in &self.hosts {
+            assert!(
+                !host.ifaces.is_empty(),
+                "{} joins no network",
+                host.hostname
+            );
+            let named = host.ifaces.iter().map(|(n, _)| n);
+            for net in named.chain(host.mtus.iter().map(|(n, _)| n)) {
+                assert!(
+                    self.nets.iter().any(|n| &n.name == net),
+                    "{} names unknown network {net}",
+                    host.hostname
+                );
+            }
+            for (_, cidr) in &host.bridges {
+                assert!(
+                    cidr.starts_with("10.200."),
+                    "{cidr} is outside {TEST_RANGE}"
+                );
+            }
+        }
+    }
+}
+
+/// Why namespaces cannot be used here, if they cannot.
+fn namespaces_usable(tools: &[&str]) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not running as root".to_string());
+    }
+    if let Some(missing) = tools.iter().find(|t| find_in_path(t).is_none()) {
+        return Err(format!("`{missing}` is not installed"));
+    }
+    let probe = format!("pf-probe-{}-{}", std::process::id(), next_id());
+    let add = bounded(ip(&["netns", "add", &probe]), SETUP_COMMAND_LIMIT);
+    let _ = bounded(ip(&["netns", "del", &probe]), SETUP_COMMAND_LIMIT);
+    match add {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "`ip netns add` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Err(format!("`ip netns add` could not run: {e}")),
+    }
+}
+
+fn skip_or_fail(reason: &str) {
+    if std::env::var("PREFLIGHT_REQUIRE_NETNS").as_deref() == Ok("1") {
+        panic!("PREFLIGHT_REQUIRE_NETNS=1 but network-namespace tests cannot run: {reason}");
+    }
+    println!("{SKIP_MESSAGE} ({reason})");
+    eprintln!("{SKIP_MESSAGE} ({reason})");
+}
+
+fn find_in_path(tool: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin"].iter().map(PathBuf::from))
+        .map(|dir| dir.join(tool))
+        .find(|p| p.is_file())
+}
+
+fn next_id() -> u32 {
+    COUNTER.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Keeps test traffic for 10.200.0.0/16 from ever leaving the root namespace.
+fn ensure_blackhole_route() {
+    BLACKHOLE.call_once(|| {
+        let out = bounded(
+            ip(&["route", "replace", "blackhole", TEST_RANGE]),
+            SETUP_COMMAND_LIMIT,
+        );
+        check_ok(&out, "ip route replace blackhole 10.200.0.0/16");
+    });
+}
+
+fn ip(args: &[&str]) -> Command {
+    let mut cmd = Command::new("ip");
+    cmd.args(args);
+    cmd
+}
+
+fn check_ok(out: &std::io::Result<Output>, what: &str) {
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "`{what}` failed ({}): {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => panic!("`{what}` could not run: {e}"),
+    }
+}
+
+/// Runs `cmd` to completion, killing it after `limit`; its output is captured.
+fn bounded(mut cmd: Command, limit: Duration) -> std::io::Result<Output> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn()?;
+    let stdout = Capture::start(child.stdout.take());
+    let stderr = Capture::start(child.stderr.take());
+    let status = wait_until(&mut child, Instant::now() + limit);
+    let status = match status {
+        Some(s) => s,
+        None => {
+            let _ = child.kill();
+            child.wait()?
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: stdout.finish(),
+        stderr: stderr.finish(),
+    })
+}
+
+/// Polls `child` until it exits or `deadline` passes.
+fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => thread::sleep(POLL),
+            _ => return None,
+        }
+    }
+}
+
+/// Kills `child` and reaps it, waiting at most `REAP_LIMIT`.
+fn kill_and_reap(child: &mut Child) {
+    let _ = child.kill();
+    let _ = wait_until(child, Instant::now() + REAP_LIMIT);
+}
+
+/// A pipe drained by a thread into a shared buffer that can be read while the process runs.
+struct Capture {
+    buf: Arc<Mutex<Vec<u8>>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Capture {
+    fn start<R: Read + Send + 'static>(pipe: Option<R>) -> Self {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let reader = pipe.map(|mut pipe| {
+            let buf = Arc::clone(&buf);
+            thread::spawn(move || {
+                let mut chunk = [0u8; 8192];
+                while let Ok(n) = pipe.read(&mut chunk) {
+                    if n == 0 {
+                        break;
+                    }
+                    if let Ok(mut b) = buf.lock() {
+                        b.extend_from_slice(&chunk[..n]);
+                    }
+                }
+            })
+        });
+        Capture { buf, reader }
+    }
+
+    fn text(&self) -> String {
+        self.buf
+            .lock()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// What was read, after giving the reader a bounded time to see end-of-file (a leftover
+    /// grandchild may keep the pipe open; its output is then cut off, not waited for).
+    fn finish(mut self) -> Vec<u8> {
+        if let Some(reader) = self.reader.take() {
+            let deadline = Instant::now() + REAP_LIMIT;
+            while !reader.is_finished() && Instant::now() < deadline {
+                thread::sleep(POLL);
+            }
+            if reader.is_finished() {
+                let _ = reader.join();
+            }
+        }
+        self.buf.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+}
+
+/// The firewall verdict a blocking rule uses.
+#[derive(Debug, Clone, Copy)]
+pub enum Verdict {
+    /// Packets vanish: connections time out.
+    Drop,
+    /// `REJECT --reject-with tcp-reset`: connections are refused.
+    RejectTcpReset,
+    /// `REJECT --reject-with icmp-port-unreachable`.
+    RejectPortUnreachable,
+}
+
+impl Verdict {
+    fn target(self) -> &'static [&'static str] {
+        match self {
+            Verdict::Drop => &["-j", "DROP"],
+            Verdict::RejectTcpReset => &["-j", "REJECT", "--reject-with", "tcp-reset"],
+            Verdict::RejectPortUnreachable => {
+                &["-j", "REJECT", "--reject-with", "icmp-port-unreachable"]
+            }
+        }
+    }
+}
+
+struct HostNs {
+    ns: String,
+    host: Host,
+}
+
+/// Live namespaces; everything is torn down on drop.
+pub struct Cluster {
+    switch_ns: String,
+    nets: Vec<Net>,
+    hosts: Vec<HostNs>,
+    token: String,
+    created: Mutex<Vec<String>>,
+    background: Mutex<Vec<Child>>,
+}
+
+impl Cluster {
+    /// Starts describing a cluster; `tag` (a few letters) makes its names recognisable.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(tag: &str) -> ClusterBuilder {
+        ClusterBuilder {
+            tag: tag
+                .chars()
+                .filter(char::is_ascii_alphanumeric)
+                .take(12)
+                .collect(),
+            nets: Vec::new(),
+            hosts: Vec::new(),
+            tools: Vec::new(),
+        }
+    }
+
+    /// `n` hosts `node0..` on one network `data` (10.200.1.0/24) through interface `ifname`.
+    pub fn flat(tag: &str, n: usize, ifname: &str) -> ClusterBuilder {
+        (0..n).fold(Cluster::new(tag).network(Net::new("data", 1)), |b, i| {
+            b.host(Host::new(&format!("node{i}")).on("data", ifname))
+        })
+    }
+
+    fn empty(tag: &str, nets: Vec<Net>, hosts: Vec<Host>) -> Cluster {
+        let id = format!("pf-{tag}-{}-{}", std::process::id(), next_id());
+        let hosts = hosts
+            .into_iter()
+            .enumerate()
+            .map(|(rank, host)| HostNs {
+                ns: format!("{id}-h{rank}"),
+                host,
+            })
+            .collect();
+        Cluster {
+            switch_ns: format!("{id}-sw"),
+            token: format!("{id}-{}", token_salt()),
+            nets,
+            hosts,
+            created: Mutex::new(Vec::new()),
+            background: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn create(&self) {
+        self.add_namespace(&self.switch_ns);
+        for (k, net) in self.nets.iter().enumerate() {
+            self.create_bridge(k, net);
+        }
+        for rank in 0..self.hosts.len() {
+            self.add_namespace(&self.hosts[rank].ns);
+            self.write_hosts_file(rank);
+            for (net, ifname) in &self.hosts[rank].host.ifaces {
+                self.connect(rank, net, ifname);
+            }
+            for (name, cidr) in &self.hosts[rank].host.bridges {
+                let ns = &self.hosts[rank].ns;
+                self.ip_in(ns, &["link", "add", "name", name, "type", "bridge"]);
+                self.ip_in(ns, &["addr", "add", cidr, "dev", name]);
+                self.ip_in(ns, &["link", "set", "dev", name, "up"]);
+            }
+        }
+    }
+
+    fn add_namespace(&self, ns: &str) {
+        // Recorded first, so a half-made namespace is still deleted.
+        if let Ok(mut created) = self.created.lock() {
+            created.push(ns.to_string());
+        }
+        check_ok(
+            &bounded(ip(&["netns", "add", ns]), SETUP_COMMAND_LIMIT),
+            &format!("ip netns add {ns}"),
+        );
+        self.ip_in(ns, &["link", "set", "dev", "lo", "up"]);
+    }
+
+    fn ip_in(&self, ns: &str, args: &[&str]) {
+        let mut full = vec!["-n", ns];
+        full.extend_from_slice(args);
+        check_ok(
+            &bounded(ip(&full), SETUP_COMMAND_LIMIT),
+            &format!("ip {}", full.join(" ")),
+        );
+    }
+
+    fn tc_in(&self, ns: &str, dev: &str, rate: &str) {
+        let mut cmd = ip(&["netns", "exec", ns, "tc", "qdisc", "add", "dev", dev]);
+        cmd.args([
+            "root", "tbf", "rate", rate, "burst", "256kb", "latency", "50ms",
+        ]);
+        check_ok(
+            &bounded(cmd, SETUP_COMMAND_LIMIT),
+            &format!("tc qdisc add dev {dev} root tbf rate {rate} (in {ns})"),
+        );
+    }
+
+    fn create_bridge(&self, k: usize, net: &Net) {
+        let br = format!("br{k}");
+        self.ip_in(
+            &self.switch_ns,
+            &["link", "add", "name", &br, "type", "bridge"],
+        );
+        if let Some(mtu) = net.mtu {
+            self.ip_in(
+                &self.switch_ns,
+                &["link", "set", "dev", &br, "mtu", &mtu.to_string()],
+            );
+        }
+        self.ip_in(&self.switch_ns, &["link", "set", "dev", &br, "up"]);
+    }
+
+    /// One veth: `ifname` in the host namespace, `h<rank>n<k>` as a port of `br<k>`.
+    fn connect(&self, rank: usize, net_name: &str, ifname: &str) {
+        let k = self.net_index(net_name);
+        let net = &self.nets[k];
+        let ns = &self.hosts[rank].ns;
+        let port = format!("h{rank}n{k}");
+        let (sw, br) = (&self.switch_ns, format!("br{k}"));
+        self.ip_in(
+            ns,
+            &[
+                "link", "add", "name", ifname, "type", "veth", "peer", "name", &port, "netns", sw,
+            ],
+        );
+        if let Some(mtu) = net.mtu {
+            let mtu = mtu.to_string();
+            self.ip_in(ns, &["link", "set", "dev", ifname, "mtu", &mtu]);
+            self.ip_in(sw, &["link", "set", "dev", &port, "mtu", &mtu]);
+        }
+        if let Some(mtu) = self.host_mtu(rank, net_name) {
+            self.ip_in(ns, &["link", "set", "dev", ifname, "mtu", &mtu.to_string()]);
+        }
+        self.ip_in(sw, &["link", "set", "dev", &port, "master", &br]);
+        self.ip_in(sw, &["link", "set", "dev", &port, "up"]);
+        let cidr = format!("{}/24", self.addr(rank, net_name));
+        self.ip_in(ns, &["addr", "add", &cidr, "dev", ifname]);
+        self.ip_in(ns, &["link", "set", "dev", ifname, "up"]);
+        if let Some(rate) = &net.rate {
+            self.tc_in(ns, ifname, rate);
+            self.tc_in(sw, &port, rate);
+        }
+    }
+
+    fn host_mtu(&self, rank: usize, net: &str) -> Option<u32> {
+        let mtus = &self.hosts[rank].host.mtus;
+        mtus.iter().rev().find(|(n, _)| n == net).map(|(_, m)| *m)
+    }
+
+    fn net_index(&self, net: &str) -> usize {
+        self.nets
+            .iter()
+            .position(|n| n.name == net)
+            .unwrap_or_else(|| panic!("unknown network {net}"))
+    }
+
+    fn netns_etc(&self, rank: usize) -> PathBuf {
+        Path::new("/etc/netns").join(&self.hosts[rank].ns)
+    }
+
+    /// `/etc/netns/<ns>/hosts`: localhost plus every test host on its first network.
+    fn write_hosts_file(&self, rank: usize) {
+        let mut text = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n");
+        for (r, h) in self.hosts.iter().enumerate() {
+            let primary = &h.host.ifaces[0].0;
+            text.push_str(&format!("{}\t{}\n", self.addr(r, primary), h.host.hostname));
+        }
+        let dir = self.netns_etc(rank);
+        let written =
+            std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(dir.join("hosts"), &text));
+        if let Err(e) = written {
+            panic!("cannot write {}: {e}", dir.display());
+        }
+    }
+
+    /// Number of hosts.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// The namespace of the host with this rank.
+    pub fn ns(&self, rank: usize) -> &str {
+        &self.hosts[rank].ns
+    }
+
+    /// The hostname (and `NCCL_HOSTID`) of the host with this rank.
+    pub fn hostname(&self, rank: usize) -> &str {
+        &self.hosts[rank].host.hostname
+    }
+
+    /// The host's IPv4 address on `net`: 10.200.<subnet>.<rank + 1>.
+    pub fn addr(&self, rank: usize, net: &str) -> String {
+        let subnet = self.nets[self.net_index(net)].subnet;
+        format!("10.200.{subnet}.{}", rank + 1)
+    }
+
+    /// The host's interface name on `net`.
+    pub fn ifname(&self, rank: usize, net: &str) -> &str {
+        self.hosts[rank]
+            .host
+            .ifaces
+            .iter()
+            .find(|(n, _)| n == net)
+            .map(|(_, i)| i.as_str())
+            .unwrap_or_else(|| panic!("{} is not on {net}", self.hostname(rank)))
+    }
+
+    /// The shared secret the nodes are started with.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Every namespace this cluster made (hosts and switch).
+    pub fn namespaces(&self) -> Vec<String> {
+        self.created.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// `cmd` run inside a host as that host (own hostname, `NCCL_HOSTID`, /etc/hosts).
+    fn host_command(&self, rank: usize, argv: &[&str]) -> Command {
+        let mut cmd = ip(&[
+            "netns",
+            "exec",
+            self.ns(rank),
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+        ]);
+        cmd.arg(r#"hostname "$1" && NCCL_HOSTID="$1" && export NCCL_HOSTID && shift && exec "$@""#);
+        cmd.arg("sh").arg(self.hostname(rank)).args(argv);
+        for var in INHERITED_ENV_TO_CLEAR {
+            cmd.env_remove(var);
+        }
+        cmd
+    }
+
+    /// Runs `argv` inside host `rank` (bounded to 30 s) and returns its output.
+    pub fn exec(&self, rank: usize, argv: &[&str]) -> Output {
+        match bounded(self.host_command(rank, argv), SETUP_COMMAND_LIMIT) {
+            Ok(out) => out,
+            Err(e) => panic!("cannot run {argv:?} in {}: {e}", self.ns(rank)),
+        }
+    }
+
+    /// Appends an iptables rule (`args` after `iptables`) inside host `rank`; panics on failure.
+    pub fn iptables(&self, rank: usize, args: &[&str]) {
+        let mut cmd = ip(&["netns", "exec", self.ns(rank), "iptables"]);
+        cmd.args(args);
+        check_ok(
+            &bounded(cmd, SETUP_COMMAND_LIMIT),
+            &format!("iptables {} (in {})", args.join(" "), self.ns(rank)),
+        );
+    }
+
+    /// Blocks new TCP connections to `port` arriving at host `rank` from other hosts.
+    pub fn block_port(&self, rank: usize, port: u16, verdict: Verdict) {
+        let port = port.to_string();
+        let mut rule = vec!["-A", "INPUT", "!", "-i", "lo", "-p", "tcp", "--syn"];
+        rule.extend_from_slice(&["--dport", &port]);
+        rule.extend_from_slice(verdict.target());
+        self.iptables(rank, &rule);
+    }
+
+    /// Blocks new TCP connections to ports 1024..65535 of host `rank`, except `allowed`.
+    pub fn block_high_ports(&self, rank: usize, allowed: u16, verdict: Verdict) {
+        let allowed = allowed.to_string();
+        self.iptables(
+            rank,
+            &[
+                "-A", "INPUT", "!", "-i", "lo", "-p", "tcp", "--dport", &allowed, "-j", "ACCEPT",
+            ],
+        );
+        let mut rule = vec!["-A", "INPUT", "!", "-i", "lo", "-p", "tcp", "--syn"];
+        rule.extend_from_slice(&["--dport", "1024:65535"]);
+        rule.extend_from_slice(verdict.target());
+        self.iptables(rank, &rule);
+    }
+
+    /// Starts a python3 process in host `rank` listening on 0.0.0.0:`port` (accepting nothing)
+    /// and returns its pid once it listens. It is killed on drop.
+    pub fn hold_port(&self, rank: usize, port: u16) -> u32 {
+        let script = "import os,socket,sys,time\n\
+                      s=socket.socket()\n\
+                      s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n\
+                      s.bind(('0.0.0.0',int(sys.argv[1])))\n\
+                      s.listen(16)\n\
+                      print('listening',os.getpid(),flush=True)\n\
+                      time.sleep(600)\n";
+        let mut cmd = self.host_command(rank, &["python3", "-c", script, &port.to_string()]);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => panic!("cannot start a port holder in {}: {e}", self.ns(rank)),
+        };
+        let stdout = child.stdout.take();
+        self.keep_in_background(child);
+        let pid = first_line_within(stdout, Duration::from_secs(10))
+            .and_then(|line| line.strip_prefix("listening ")?.trim().parse().ok());
+        pid.unwrap_or_else(|| panic!("port holder on {port} in {} never listened", self.ns(rank)))
+    }
+
+    fn keep_in_background(&self, child: Child) {
+        if let Ok(mut bg) = self.background.lock() {
+            bg.push(child);
+        }
+    }
+
+    /// How `preflight cluster` is started on the hosts; see [`PreflightRun`].
+    pub fn preflight(&self) -> PreflightRun<'_> {
+        PreflightRun {
+            cluster: self,
+            ranks: (0..self.len()).collect(),
+            nnodes: self.len(),
+            master_net: self.hosts[0].host.ifaces[0].0.clone(),
+            master_port: MASTER_PORT,
+            timeout_s: 10,
+            quick: true,
+            extra: Vec::new(),
+            script: Vec::new(),
+            deadline: None,
+        }
+    }
+
+    /// Every host runs `preflight cluster ... --timeout=<timeout_s> --quick <extra>`; see
+    /// [`PreflightRun::run`].
+    pub fn run_preflight_all(&self, timeout_s: u64, extra: &[&str]) -> Vec<NodeRun> {
+        self.preflight().timeout(timeout_s).args(extra).run()
+    }
+
+    /// Kills every process left in the namespace (bounded) and deletes it.
+    fn remove_namespace(ns: &str) {
+        for _ in 0..3 {
+            let pids = namespace_pids(ns);
+            if pids.is_empty() {
+                break;
+            }
+            for pid in pids {
+                // SAFETY: plain syscall on a pid `ip netns pids` reported inside our namespace.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        let _ = bounded(ip(&["netns", "del", ns]), SETUP_COMMAND_LIMIT);
+        let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(ns));
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Ok(mut bg) = self.background.lock() {
+            for child in bg.iter_mut() {
+                kill_and_reap(child);
+            }
+        }
+        for ns in self.namespaces().iter().rev() {
+            Cluster::remove_namespace(ns);
+        }
+    }
+}
+
+/// Pids of processes inside network namespace `ns` (`ip netns pids`); empty on any error.
+fn namespace_pids(ns: &str) -> Vec<i32> {
+    match bounded(ip(&["netns", "pids", ns]), SETUP_COMMAND_LIMIT) {
+        Ok(out) => String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .filter(|&p| p > 1)
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Reads the first line of `pipe` from a thread, giving up after `limit`.
+fn first_line_within<R: Read + Send + 'static>(pipe: Option<R>, limit: Duration) -> Option<String> {
+    let pipe = pipe?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let mut line = String::new();
+        let mut reader = BufReader::new(pipe);
+        if reader.read_line(&mut line).is_ok() {
+            let _ = tx.send(line);
+        }
+        // Keep draining so the writer never blocks on a full pipe.
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+fn token_salt() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// One `preflight cluster` invocation across hosts, built up then `start`ed or `run`.
+pub struct PreflightRun<'a> {
+    cluster: &'a Cluster,
+    ranks: Vec<usize>,
+    nnodes: usize,
+    master_net: String,
+    master_port: u16,
+    timeout_s: u64,
+    quick: bool,
+    extra: Vec<String>,
+    script: Vec<String>,
+    deadline: Option<Duration>,
+}
+
+impl<'a> PreflightRun<'a> {
+    /// `--timeout` seconds (default 10).
+    pub fn timeout(mut self, secs: u64) -> Self {
+        self.timeout_s = secs;
+        self
+    }
+
+    /// Start only these ranks (default all); `--nnodes` stays the cluster size.
+    pub fn ranks(mut self, ranks: &[usize]) -> Self {
+        self.ranks = ranks.to_vec();
+        self
+    }
+
+    /// `--master-addr` is rank 0's address on this network (default: rank 0's first network).
+    pub fn master_net(mut self, net: &str) -> Self {
+        self.master_net = net.to_string();
+        self
+    }
+
+    /// `--thorough` in place of `--quick`.
+    pub fn thorough(mut self) -> Self {
+        self.quick = false;
+        self
+    }
+
+    /// More flags, after the standard ones.
+    pub fn args(mut self, extra: &[&str]) -> Self {
+        self.extra.extend(extra.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// The training script and its words, passed after `--`.
+    pub fn script(mut self, words: &[&str]) -> Self {
+        self.script = words.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Hard limit on the whole run (default: 2 x timeout + 30 s); nodes still running then are
+    /// killed and reported with `timed_out`.
+    pub fn deadline(mut self, limit: Duration) -> Self {
+        self.deadline = Some(limit);
+        self
+    }
+
+    /// The address given as `--master-addr`.
+    pub fn master_addr(&self) -> String {
+        self.cluster.addr(0, &self.master_net)
+    }
+
+    fn argv(&self, rank: usize) -> Vec<String> {
+        let mut argv = vec![
+            env!("CARGO_BIN_EXE_preflight").to_string(),
+            "cluster".to_string(),
+            format!("--nnodes={}", self.nnodes),
+            format!("--node-rank={rank}"),
+            format!("--master-addr={}", self.master_addr()),
+            format!("--master-port={}", self.master_port),
+            format!("--timeout={}", self.timeout_s),
+            "--format=json".to_string(),
+            format!("--token={}", self.cluster.token()),
+        ];
+        argv.push(if self.quick { "--quick" } else { "--thorough" }.to_string());
+        argv.extend(self.extra.iter().cloned());
+        if !self.script.is_empty() {
+            argv.push("--".to_string());
+            argv.extend(self.script.iter().cloned());
+        }
+        argv
+    }
+
+    /// Starts the nodes (rank 0 first, then the rest 100 ms later) and returns at once.
+    pub fn start(self) -> Running<'a> {
+        let deadline = self
+            .deadline
+            .unwrap_or(Duration::from_secs(2 * self.timeout_s + 30));
+        let started = Instant::now();
+        let mut nodes = Vec::new();
+        for (i, &rank) in self.ranks.iter().enumerate() {
+            if i == 1 {
+                thread::sleep(Duration::from_millis(100));
+            }
+            nodes.push(self.spawn(rank));
+        }
+        Running {
+            _cluster: self.cluster,
+            nodes,
+            deadline: started + deadline,
+        }
+    }
+
+    fn spawn(&self, rank: usize) -> Node {
+        let argv = self.argv(rank);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut cmd = self.cluster.host_command(rank, &argv);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let started = Instant::now();
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => panic!("cannot start preflight for rank {rank}: {e}"),
+        };
+        Node {
+            rank,
+            stdout: Capture::start(child.stdout.take()),
+            stderr: Capture::start(child.stderr.take()),
+            child,
+            started,
+            ended: None,
+        }
+    }
+
+    /// Starts every node and waits for all of them; see [`Running::finish`].
+    pub fn run(self) -> Vec<NodeRun> {
+        self.start().finish()
+    }
+}
+
+struct Node {
+    rank: usize,
+    child: Child,
+    stdout: Capture,
+    stderr: Capture,
+    started: Instant,
+    ended: Option<(Option<ExitStatus>, Instant, bool)>,
+}
+
+/// Nodes in flight; dropping it kills those still running.
+pub struct Running<'a> {
+    /// Keeps the namespaces alive while nodes run in them.
+    _cluster: &'a Cluster,
+    nodes: Vec<Node>,
+    deadline: Instant,
+}
+
+impl Running<'_> {
+    fn node(&mut self, rank: usize) -> &mut Node {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.rank == rank)
+            .unwrap_or_else(|| panic!("rank {rank} was not started"))
+    }
+
+    /// Waits (at most `limit`) until rank's stderr contains `needle` (case-insensitive).
+    pub fn wait_stderr(&mut self, rank: usize, needle: &str, limit: Duration) -> bool {
+        let needle = needle.to_lowercase();
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if self
+                .node(rank)
+                .stderr
+                .text()
+                .to_lowercase()
+                .contains(&needle)
+            {
+                return true;
+            }
+            thread::sleep(POLL);
+        }
+        false
+    }
+
+    /// SIGKILLs rank's preflight now.
+    pub fn kill(&mut self, rank: usize) {
+        let node = self.node(rank);
+        kill_and_reap(&mut node.child);
+        node.ended = Some((node.child.try_wait().ok().flatten(), Instant::now(), false));
+    }
+
+    /// Waits for every node until the run's deadline, killing the ones still running then.
+    pub fn finish(mut self) -> Vec<NodeRun> {
+        let deadline = self.deadline;
+        while Instant::now() < deadline && self.nodes.iter().any(|n| n.ended.is_none()) {
+            for node in self.nodes.iter_mut().filter(|n| n.ended.is_none()) {
+                if let Ok(Some(status)) = node.child.try_wait() {
+                    node.ended = Some((Some(status), Instant::now(), false));
+                }
+            }
+            thread::sleep(POLL);
+        }
+        for node in self.nodes.iter_mut().filter(|n| n.ended.is_none()) {
+            kill_and_reap(&mut node.child);
+            node.ended = Some((None, Instant::now(), true));
+        }
+        std::mem::take(&mut self.nodes)
+            .into_iter()
+            .map(Node::into_run)
+            .collect()
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            kill_and_reap(&mut node.child);
+        }
+    }
+}
+
+impl Node {
+    fn into_run(self) -> NodeRun {
+        let (status, ended, timed_out) = self.ended.unwrap_or((None, Instant::now(), true));
+        let stdout = String::from_utf8_lossy(&self.stdout.finish()).into_owned();
+        let stderr = String::from_utf8_lossy(&self.stderr.finish()).into_owned();
+        NodeRun {
+            rank: self.rank,
+            exit_code: status.and_then(|s| s.code()),
+            json: serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
+            stdout,
+            stderr,
+            elapsed: ended.duration_since(self.started),
+            timed_out,
+        }
+    }
+}
+
+/// What one node's `preflight cluster` did.
+#[derive(Debug, Clone)]
+pub struct NodeRun {
+    pub rank: usize,
+    /// None when killed by a signal (or by the harness at the deadline).
+    pub exit_code: Option<i32>,
+    /// stdout parsed as JSON; `Value::Null` when it was not JSON (see `stdout`).
+    pub json: Value,
+    pub stdout: String,
+    pub stderr: String,
+    /// From spawn to exit.
+    pub elapsed: Duration,
+    /// The harness killed it at the run's deadline.
+    pub timed_out: bool,
+}
+
+impl NodeRun {
+    /// Exit code, time, and the ends of stdout/stderr, for assertion messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "rank {} exit {:?} after {:.1?}{}\n--- stdout (start) ---\n{}\n--- stderr (end) ---\n{}",
+            self.rank,
+            self.exit_code,
+            self.elapsed,
+            if self.timed_out {
+                " (killed at deadline)"
+            } else {
+                ""
+            },
+            head(&self.stdout, 3000),
+            tail(&self.stderr, 3000),
+        )
+    }
+
+    /// The parsed report; panics with the raw output when stdout was not JSON.
+    pub fn report(&self) -> &Value {
+        assert!(
+            self.json.is_object(),
+            "stdout is not a JSON report:\n{}",
+            self.describe()
+        );
+        &self.json
+    }
+
+    /// Findings of this report with `id`.
+    pub fn findings(&self, id: &str) -> Vec<&Value> {
+        self.report()["findings"]
+            .as_array()
+            .map(|all| all.iter().filter(|f| f["id"] == id).collect())
+            .unwrap_or_default()
+    }
+
+    /// Links of this report.
+    pub fn links(&self) -> Vec<&Value> {
+        self.report()["links"]
+            .as_array()
+            .map(|all| all.iter().collect())
+            .unwrap_or_default()
+    }
+
+    /// `recommendation` of this report.
+    pub fn recommendation(&self) -> &Value {
+        &self.report()["recommendation"]
+    }
+}
+
+fn head(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+fn tail(s: &str, n: usize) -> &str {
+    let count = s.chars().count();
+    match s.char_indices().nth(count.saturating_sub(n)) {
+        Some((i, _)) => &s[i..],
+        None => s,
+    }
+}
+
+#[test]
+fn netns_two_hosts_reach_each_other_and_cleanup_removes_everything() {
+    let Some(cluster) = Cluster::flat("self", 2, "eth0")
+        .needs(&["python3", "bash"])
+        .build()
+    else {
+        return;
+    };
+    let hosts_file = cluster.netns_etc(1).join("hosts");
+    assert!(hosts_file.is_file());
+
+    let name = cluster.exec(1, &["hostname"]);
+    assert_eq!(String::from_utf8_lossy(&name.stdout).trim(), "node1");
+    let resolved = cluster.exec(1, &["getent", "hosts", "node0"]);
+    assert!(
+        String::from_utf8_lossy(&resolved.stdout).contains("10.200.1.1"),
+        "node0 does not resolve to 10.200.1.1 inside node1: {resolved:?}"
+    );
+    let hostid = cluster.exec(0, &["sh", "-c", "echo $NCCL_HOSTID"]);
+    assert_eq!(String::from_utf8_lossy(&hostid.stdout).trim(), "node0");
+
+    let pid = cluster.hold_port(0, 4242);
+    let connect = "exec 3<>/dev/tcp/10.200.1.1/4242";
+    let reached = cluster.exec(1, &["timeout", "5", "bash", "-c", connect]);
+    assert!(
+        reached.status.success(),
+        "node1 cannot reach node0: {reached:?}"
+    );
+    let closed = "exec 3<>/dev/tcp/10.200.1.1/4243";
+    let refused = cluster.exec(1, &["timeout", "5", "bash", "-c", closed]);
+    assert!(
+        !refused.status.success(),
+        "a closed port accepted: {refused:?}"
+    );
+
+    let namespaces = cluster.namespaces();
+    assert_eq!(
+        namespaces.len(),
+        3,
+        "two hosts and a switch: {namespaces:?}"
+    );
+    drop(cluster);
+
+    let listed = bounded(ip(&["netns", "list"]), SETUP_COMMAND_LIMIT);
+    let listed = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    let listed = listed.unwrap_or_default();
+    for ns in &namespaces {
+        let still_listed = listed.split_whitespace().any(|w| w == ns);
+        assert!(!still_listed, "{ns} survived cleanup");
+        assert!(
+            !Path::new("/etc/netns").join(ns).exists(),
+            "/etc/netns/{ns} survived"
+        );
+    }
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "port holder {pid} survived cleanup"
+    );
+}
+
+/// Exit code of a 2-second TCP connect from `from` to `addr:port`: 0 ok, 124 timeout, else refused.
+#[cfg(test)]
+fn connect_code(cluster: &Cluster, from: usize, addr: &str, port: u16) -> Option<i32> {
+    let script = format!("exec 3<>/dev/tcp/{addr}/{port}");
+    let out = cluster.exec(from, &["timeout", "2", "bash", "-c", &script]);
+    out.status.code()
+}
+
+#[test]
+fn netns_faults_behave_as_injected() {
+    let Some(c) = Cluster::new("faults")
+        .network(Net::new("mgmt", 1).rate("100mbit"))
+        .network(Net::new("data", 2).mtu(1500))
+        .host(Host::new("node0").on("mgmt", "eno1").on("data", "bond0"))
+        .host(Host::new("node1").on("mgmt", "eno1").on("data", "bond0"))
+        .host(
+            Host::new("node2")
+                .on("mgmt", "eno1")
+                .on("data", "eno2")
+                .mtu("data", 9000)
+                .docker0(),
+        )
+        .needs(&["iptables", "python3", "bash"])
+        .build()
+    else {
+        return;
+    };
+    let data1 = c.addr(1, "data");
+    let data2 = c.addr(2, "data");
+    c.hold_port(1, 4000);
+    c.hold_port(2, MASTER_PORT);
+    c.hold_port(0, 4002);
+    assert_eq!(connect_code(&c, 0, &data1, 4000), Some(0), "plain connect");
+    c.block_port(1, 4000, Verdict::Drop);
+    assert_eq!(
+        connect_code(&c, 0, &data1, 4000),
+        Some(124),
+        "DROP must time out"
+    );
+
+    c.block_high_ports(2, MASTER_PORT, Verdict::RejectTcpReset);
+    assert_eq!(
+        connect_code(&c, 0, &data2, MASTER_PORT),
+        Some(0),
+        "allowed port"
+    );
+    assert_eq!(
+        connect_code(&c, 0, &data2, 4001),
+        Some(1),
+        "REJECT must refuse"
+    );
+    // Outgoing connections from the filtered host still work (only SYNs are filtered).
+    assert_eq!(
+        connect_code(&c, 2, &c.addr(0, "data"), 4002),
+        Some(0),
+        "outgoing from node2"
+    );
+
+    let mtu = c.exec(2, &["cat", "/sys/class/net/eno2/mtu"]);
+    assert_eq!(String::from_utf8_lossy(&mtu.stdout).trim(), "9000");
+    let mtu = c.exec(0, &["cat", "/sys/class/net/bond0/mtu"]);
+    assert_eq!(String::from_utf8_lossy(&mtu.stdout).trim(), "1500");
+    let qdisc = c.exec(0, &["tc", "qdisc", "show", "dev", "eno1"]);
+    assert!(
+        String::from_utf8_lossy(&qdisc.stdout).contains("tbf"),
+        "{qdisc:?}"
+    );
+    let docker = c.exec(2, &["ip", "-br", "addr", "show", "dev", "docker0"]);
+    assert!(String::from_utf8_lossy(&docker.stdout).contains("10.200.255.1/24"));
+    assert_eq!(c.ifname(2, "data"), "eno2");
+}
