@@ -154,7 +154,7 @@ fn network_label(report: &Report, l: &preflight_checks::model::LinkResult) -> St
         })
         .map(|a| a.prefix)
         .unwrap_or(32);
-    let subnet = match l.address.parse::<std::net::Ipv4Addr>() {
+    match l.address.parse::<std::net::Ipv4Addr>() {
         Ok(ip) => {
             let mask: u32 = if prefix == 0 {
                 0
@@ -167,6 +167,5 @@ fn network_label(report: &Report, l: &preflight_checks::model::LinkResult) -> St
             )
         }
         Err(_) => l.address.clone(),
-    };
-    subnet
+    }
 }
