@@ -79,14 +79,9 @@ pub fn ib_decision(nodes: &[&NodeFacts]) -> (String, Option<String>, String) {
 
 /// `mlx5_0:1`-style names of the ACTIVE ports on one node.
 fn active_ib_ports(f: &NodeFacts) -> Vec<String> {
-    f.ib.devices
-        .iter()
-        .flat_map(|d| {
-            d.ports
-                .iter()
-                .filter(|p| p.is_active())
-                .map(move |p| format!("{}:{}", d.name, p.port))
-        })
+    f.ib.active_ports()
+        .into_iter()
+        .map(|(d, p)| format!("{d}:{p}"))
         .collect()
 }
 

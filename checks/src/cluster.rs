@@ -768,14 +768,9 @@ fn gpus(input: &ClusterInput) -> Finding {
 // ----- ib.partial -----
 
 fn active_ports(f: &NodeFacts) -> Vec<String> {
-    f.ib.devices
-        .iter()
-        .flat_map(|d| {
-            d.ports
-                .iter()
-                .filter(|p| p.is_active())
-                .map(move |p| format!("{}/{}", d.name, p.port))
-        })
+    f.ib.active_ports()
+        .into_iter()
+        .map(|(d, p)| format!("{d}/{p}"))
         .collect()
 }
 

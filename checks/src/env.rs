@@ -318,14 +318,9 @@ fn ib_disable(facts: &NodeFacts) -> Finding {
     const ID: &str = "env.ib-disable";
     let active: Vec<String> = facts
         .ib
-        .devices
-        .iter()
-        .flat_map(|d| {
-            d.ports
-                .iter()
-                .filter(|p| p.is_active())
-                .map(move |p| format!("{}/{}", d.name, p.port))
-        })
+        .active_ports()
+        .into_iter()
+        .map(|(d, p)| format!("{d}/{p}"))
         .collect();
     let all_ports: Vec<String> = facts
         .ib

@@ -243,6 +243,21 @@ pub struct IbFacts {
     pub error: Option<String>,
 }
 
+impl IbFacts {
+    /// `(device, port)` of every ACTIVE port, in device order.
+    pub fn active_ports(&self) -> Vec<(&str, u32)> {
+        self.devices
+            .iter()
+            .flat_map(|d| {
+                d.ports
+                    .iter()
+                    .filter(|p| p.is_active())
+                    .map(move |p| (d.name.as_str(), p.port))
+            })
+            .collect()
+    }
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct IbDevice {

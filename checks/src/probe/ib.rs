@@ -125,14 +125,7 @@ fn port_netdev(root: &Root, dev_dir: &str, port: u32) -> Option<String> {
     names.into_iter().next()
 }
 
-fn parse_hex(s: &str) -> Option<u32> {
-    let s = s.trim();
-    let digits = s
-        .strip_prefix("0x")
-        .or_else(|| s.strip_prefix("0X"))
-        .unwrap_or(s);
-    u32::from_str_radix(digits, 16).ok()
-}
+use super::parse_hex_u32 as parse_hex;
 
 /// Path of libibverbs.so.1 in the usual library directories, else as named in /etc/ld.so.cache.
 pub fn find_verbs_library(root: &Root) -> Option<String> {

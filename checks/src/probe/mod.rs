@@ -13,6 +13,16 @@ use crate::model::NodeFacts;
 use crate::root::Root;
 use std::collections::BTreeMap;
 
+/// Parses a sysfs hex attribute such as `0x1003` or `1003`; None on garbage.
+pub fn parse_hex_u32(s: &str) -> Option<u32> {
+    let t = s.trim();
+    let t = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    u32::from_str_radix(t, 16).ok()
+}
+
 /// What the probes need from the caller.
 #[derive(Clone, Debug, Default)]
 pub struct ProbeOptions {

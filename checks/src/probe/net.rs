@@ -212,14 +212,7 @@ fn uevent_value(uevent: &str, key: &str) -> Option<String> {
     })
 }
 
-fn parse_hex_u32(s: &str) -> Option<u32> {
-    let t = s.trim();
-    let t = t
-        .strip_prefix("0x")
-        .or_else(|| t.strip_prefix("0X"))
-        .unwrap_or(t);
-    u32::from_str_radix(t, 16).ok()
-}
+use super::parse_hex_u32;
 
 /// Rated speed; -1 (SPEED_UNKNOWN), 0 and garbage mean "not reported".
 pub fn parse_speed(s: &str) -> Option<u64> {
