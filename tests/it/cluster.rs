@@ -630,6 +630,18 @@ fn node_killed_mid_test_does_not_hang_the_others() {
             run.describe()
         );
         assert_full_report(run, &c, &[0, 1]);
+        let all = run.report()["findings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let blames_rank2 = all
+            .iter()
+            .any(|f| f["status"] == "fail" && names_rank(f, 2, c.hostname(2)));
+        assert!(
+            blames_rank2,
+            "no fail finding names the killed rank 2:\n{}",
+            run.describe()
+        );
         let limit = Duration::from_secs(3 * timeout) + SLACK;
         assert!(
             run.elapsed <= limit,

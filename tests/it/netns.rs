@@ -398,6 +398,7 @@ struct HostNs {
 
 /// Live namespaces; everything is torn down on drop.
 pub struct Cluster {
+    id: String,
     switch_ns: String,
     nets: Vec<Net>,
     hosts: Vec<HostNs>,
@@ -442,6 +443,7 @@ impl Cluster {
         Cluster {
             switch_ns: format!("{id}-sw"),
             token: format!("{id}-{}", token_salt()),
+            id,
             nets,
             hosts,
             created: Mutex::new(Vec::new()),
@@ -899,7 +901,7 @@ impl<'a> PreflightRun<'a> {
             nodes.push(self.spawn(rank));
         }
         Running {
-            _cluster: self.cluster,
+            cluster: self.cluster,
             nodes,
             deadline: started + deadline,
         }
@@ -944,8 +946,7 @@ struct Node {
 
 /// Nodes in flight; dropping it kills those still running.
 pub struct Running<'a> {
-    /// Keeps the namespaces alive while nodes run in them.
-    _cluster: &'a Cluster,
+    cluster: &'a Cluster,
     nodes: Vec<Node>,
     deadline: Instant,
 }
@@ -999,10 +1000,26 @@ impl Running<'_> {
             kill_and_reap(&mut node.child);
             node.ended = Some((None, Instant::now(), true));
         }
-        std::mem::take(&mut self.nodes)
+        let runs: Vec<NodeRun> = std::mem::take(&mut self.nodes)
             .into_iter()
             .map(Node::into_run)
-            .collect()
+            .collect();
+        dump_runs(&self.cluster.id, &runs);
+        runs
+    }
+}
+
+/// With `PREFLIGHT_NETNS_DUMP=DIR`, writes each node's stdout and stderr to
+/// `DIR/<cluster>-rank<R>.{json,stderr}` for reading after a failure.
+fn dump_runs(cluster_id: &str, runs: &[NodeRun]) {
+    let Some(dir) = std::env::var_os("PREFLIGHT_NETNS_DUMP").map(PathBuf::from) else {
+        return;
+    };
+    let _ = std::fs::create_dir_all(&dir);
+    for run in runs {
+        let base = dir.join(format!("{cluster_id}-rank{}", run.rank));
+        let _ = std::fs::write(base.with_extension("json"), &run.stdout);
+        let _ = std::fs::write(base.with_extension("stderr"), &run.stderr);
     }
 }
 
