@@ -435,11 +435,7 @@ mod tests {
     use crate::probe::firewall::{parse_iptables_save, parse_nft_json};
 
     fn fixture(name: &str) -> String {
-        let path = format!(
-            "{}/../tests/fixtures/firewall/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+        crate::testutil::fixture_text(&format!("firewall/{name}"))
     }
 
     fn iptables(name: &str) -> FirewallFacts {

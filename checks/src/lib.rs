@@ -20,6 +20,9 @@ pub mod root;
 pub mod sys;
 pub mod visible_devices;
 
+#[cfg(test)]
+mod testutil;
+
 use model::{Finding, NodeFacts};
 
 /// What the checks need to know beyond the facts: the job the user is about to launch.

@@ -227,6 +227,14 @@ mod tests {
         }
     }
 
+    fn ranked(facts: &[NodeFacts]) -> Vec<(u32, &NodeFacts)> {
+        facts
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i as u32, f))
+            .collect()
+    }
+
     fn two_nets() -> Vec<NodeFacts> {
         (0..2)
             .map(|r| {
@@ -252,11 +260,7 @@ mod tests {
     #[test]
     fn groups_by_subnet_and_names_members() {
         let facts = two_nets();
-        let nodes: Vec<(u32, &NodeFacts)> = facts
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (i as u32, f))
-            .collect();
+        let nodes = ranked(&facts);
         let nets = discover(&nodes);
         let ids: Vec<&str> = nets.iter().map(|n| n.id.as_str()).collect();
         assert_eq!(
@@ -269,11 +273,7 @@ mod tests {
     #[test]
     fn measured_throughput_beats_rated_speed_and_unreachable_loses() {
         let facts = two_nets();
-        let nodes: Vec<(u32, &NodeFacts)> = facts
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (i as u32, f))
-            .collect();
+        let nodes = ranked(&facts);
         let nets = discover(&nodes);
         let links = vec![
             link(0, 1, "10.200.1.2", LinkOutcome::Ok, Some(0.1)),
@@ -300,11 +300,7 @@ mod tests {
     #[test]
     fn nothing_chosen_when_no_network_is_fully_connected() {
         let facts = two_nets();
-        let nodes: Vec<(u32, &NodeFacts)> = facts
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (i as u32, f))
-            .collect();
+        let nodes = ranked(&facts);
         let nets = discover(&nodes);
         let links = vec![
             link(0, 1, "10.200.2.2", LinkOutcome::Ok, None),

@@ -273,12 +273,7 @@ mod tests {
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
 
-    fn fixture_root(node: &str) -> Root {
-        Root::at(format!(
-            "{}/../tests/fixtures/{node}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-    }
+    use crate::testutil::fixture_root;
 
     fn fixture_facts(node: &str, host: &str) -> NodeFacts {
         let root = fixture_root(node);

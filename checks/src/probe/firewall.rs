@@ -882,11 +882,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> String {
-        let path = format!(
-            "{}/../tests/fixtures/firewall/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+        crate::testutil::fixture_text(&format!("firewall/{name}"))
     }
 
     fn texts(chain: &InputChain) -> Vec<&str> {

@@ -158,10 +158,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> Root {
-        Root::at(format!(
-            "{}/../tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
+        crate::testutil::fixture_root(name)
     }
 
     #[test]

@@ -479,10 +479,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> Root {
-        Root::at(format!(
-            "{}/../tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
+        crate::testutil::fixture_root(name)
     }
 
     fn by_name<'a>(facts: &'a NetFacts, name: &str) -> &'a Interface {

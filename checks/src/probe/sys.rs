@@ -226,10 +226,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> Root {
-        Root::at(format!(
-            "{}/../tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
+        crate::testutil::fixture_root(name)
     }
 
     const GIB: u64 = 1 << 30;
