@@ -27,13 +27,13 @@ fn check(args: CheckArgs) -> anyhow::Result<u8> {
     };
     let run = NodeRun {
         master_port: args.master_port,
-        nproc_per_node: args.nproc_per_node,
-        expect_gpus: args.expect_gpus,
+        nproc_per_node: args.job.nproc_per_node,
+        expect_gpus: args.job.expect_gpus,
         script: args.script.clone(),
     };
     let report = judge(facts, &run);
-    emit(&report, args.format, args.output.as_deref())?;
-    Ok(exit_code(&report, args.strict))
+    emit(&report, args.job.format, args.job.output.as_deref())?;
+    Ok(exit_code(&report, args.job.strict))
 }
 
 fn facts(args: FactsArgs) -> anyhow::Result<u8> {

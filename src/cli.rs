@@ -53,6 +53,26 @@ pub enum Format {
     Json,
 }
 
+/// The job's shape and how to report on it: shared by `check` and `cluster`.
+#[derive(Args, Debug, Clone)]
+pub struct JobArgs {
+    /// Processes per node the job will start (default: the number of visible GPUs).
+    #[arg(long, alias = "nproc_per_node", value_parser = clap::value_parser!(u32).range(1..))]
+    pub nproc_per_node: Option<u32>,
+    /// GPUs each node must have; fewer is a failure.
+    #[arg(long, alias = "expect_gpus", value_parser = clap::value_parser!(u32).range(0..))]
+    pub expect_gpus: Option<u32>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write the JSON report to this file.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Count warnings as failures in the exit code.
+    #[arg(long)]
+    pub strict: bool,
+}
+
 /// Flags shared by the commands that probe this node.
 #[derive(Args, Debug, Clone)]
 pub struct ProbeArgs {
@@ -71,21 +91,8 @@ pub struct CheckArgs {
     /// The port torchrun's rendezvous (the master) will listen on.
     #[arg(long, alias = "master_port", default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..))]
     pub master_port: u16,
-    /// Processes per node the job will start (default: the number of visible GPUs).
-    #[arg(long, alias = "nproc_per_node", value_parser = clap::value_parser!(u32).range(1..))]
-    pub nproc_per_node: Option<u32>,
-    /// GPUs this node must have; fewer is a failure.
-    #[arg(long, alias = "expect_gpus", value_parser = clap::value_parser!(u32).range(0..))]
-    pub expect_gpus: Option<u32>,
-    /// Output format on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-    /// Also write the JSON report to this file.
-    #[arg(long, short = 'o')]
-    pub output: Option<PathBuf>,
-    /// Count warnings as failures in the exit code.
-    #[arg(long)]
-    pub strict: bool,
+    #[command(flatten)]
+    pub job: JobArgs,
     /// Judge a saved facts file (from `preflight facts`) instead of probing this node.
     #[arg(long)]
     pub facts: Option<PathBuf>,
@@ -132,21 +139,8 @@ pub struct ClusterArgs {
     /// Longer measurements (about 3 s per link).
     #[arg(long)]
     pub thorough: bool,
-    /// Processes per node the job will start (default: the number of visible GPUs).
-    #[arg(long, alias = "nproc_per_node", value_parser = clap::value_parser!(u32).range(1..))]
-    pub nproc_per_node: Option<u32>,
-    /// GPUs every node must have; fewer is a failure.
-    #[arg(long, alias = "expect_gpus")]
-    pub expect_gpus: Option<u32>,
-    /// Output format on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-    /// Also write the JSON report to this file.
-    #[arg(long, short = 'o')]
-    pub output: Option<PathBuf>,
-    /// Count warnings as failures in the exit code.
-    #[arg(long)]
-    pub strict: bool,
+    #[command(flatten)]
+    pub job: JobArgs,
     /// Your training script and its arguments, placed into the launch commands.
     #[arg(last = true, value_name = "SCRIPT_AND_ARGS")]
     pub script: Vec<String>,
@@ -193,7 +187,7 @@ mod tests {
             panic!("not check")
         };
         assert_eq!(c.master_port, 29600);
-        assert_eq!(c.nproc_per_node, Some(4));
+        assert_eq!(c.job.nproc_per_node, Some(4));
     }
 
     #[test]

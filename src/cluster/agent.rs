@@ -62,8 +62,8 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
                     timing,
                     expected_hosts: placement.expected_hosts.clone(),
                     secret: secret.clone(),
-                    nproc_per_node: args.nproc_per_node,
-                    expect_gpus: args.expect_gpus,
+                    nproc_per_node: args.job.nproc_per_node,
+                    expect_gpus: args.job.expect_gpus,
                     script: args.script.clone(),
                 };
                 Some(
@@ -509,8 +509,8 @@ fn solo_report(p: &Placement, facts: NodeFacts, args: &ClusterArgs, extra: Vec<F
     let ctx = preflight_checks::CheckContext {
         rank: Some(p.rank),
         master_port: p.master_port,
-        nproc_per_node: args.nproc_per_node,
-        expect_gpus: args.expect_gpus,
+        nproc_per_node: args.job.nproc_per_node,
+        expect_gpus: args.job.expect_gpus,
     };
     let mut findings: Vec<Finding> = preflight_checks::check_node(&facts, &ctx)
         .into_iter()
@@ -535,7 +535,7 @@ fn solo_report(p: &Placement, facts: NodeFacts, args: &ClusterArgs, extra: Vec<F
 }
 
 fn finish(report: &Report, args: &ClusterArgs, rank: u32) -> anyhow::Result<u8> {
-    crate::app::emit_cluster(report, args.format, args.output.as_deref(), rank)?;
+    crate::app::emit_cluster(report, args.job.format, args.job.output.as_deref(), rank)?;
     let _ = exit::OK;
-    Ok(crate::app::exit_code(report, args.strict))
+    Ok(crate::app::exit_code(report, args.job.strict))
 }
