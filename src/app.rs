@@ -54,16 +54,7 @@ fn facts(args: FactsArgs) -> anyhow::Result<u8> {
 
 /// Prints the report in `format` and writes the JSON to `file` when asked.
 pub fn emit(report: &Report, format: Format, file: Option<&std::path::Path>) -> anyhow::Result<()> {
-    if let Some(path) = file {
-        output::file(path, &render::json::render(report))
-            .map_err(|e| anyhow::anyhow!("cannot write report to {}: {e}", path.display()))?;
-    }
-    let text = match format {
-        Format::Json => render::json::render(report),
-        Format::Table => render::table::render(report, Style::detect()),
-    };
-    output::stdout(&text)?;
-    Ok(())
+    emit_cluster(report, format, file, 0)
 }
 
 /// Cluster output: JSON is the whole report on every node; the table is whole on rank 0 and

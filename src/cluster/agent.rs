@@ -6,7 +6,7 @@ use super::coordinator::{self, CoordConfig};
 use super::launcher::{self, LocalIdentity, Placement};
 use super::wire::{Listener, Msg, Peer, Target, WireError, read_msg, write_msg};
 use super::{Timing, log};
-use crate::cli::{ClusterArgs, exit};
+use crate::cli::ClusterArgs;
 use crate::measure::{mtu, tcp};
 use crate::node::probe_facts;
 use preflight_checks::cluster::master_unreachable;
@@ -291,7 +291,7 @@ fn serve_orders(
             } => Msg::ProbeDone {
                 links: probe_peers(
                     p.rank,
-                    nnodes(p),
+                    p.nnodes,
                     &peers,
                     pings,
                     Duration::from_millis(connect_timeout_ms),
@@ -304,7 +304,7 @@ fn serve_orders(
             } => Msg::BulkDone {
                 links: bulk_targets(
                     p.rank,
-                    nnodes(p),
+                    p.nnodes,
                     &targets,
                     Duration::from_millis(duration_ms),
                     secret,
@@ -327,10 +327,6 @@ fn serve_orders(
         };
         write_msg(stream, &reply)?;
     }
-}
-
-fn nnodes(p: &Placement) -> u32 {
-    p.nnodes
 }
 
 fn base_link(from: u32, target_rank: u32, l: &Listener) -> LinkResult {
@@ -506,16 +502,13 @@ fn lost_coordinator(p: &Placement, e: &WireError) -> Finding {
 
 /// A report with only this node's facts and findings, for when there is no cluster report.
 fn solo_report(p: &Placement, facts: NodeFacts, args: &ClusterArgs, extra: Vec<Finding>) -> Report {
-    let ctx = preflight_checks::CheckContext {
-        rank: Some(p.rank),
-        master_port: p.master_port,
-        nproc_per_node: args.job.nproc_per_node,
-        expect_gpus: args.job.expect_gpus,
-    };
-    let mut findings: Vec<Finding> = preflight_checks::check_node(&facts, &ctx)
-        .into_iter()
-        .filter(|f| p.rank == 0 || f.id != "port.in-use")
-        .collect();
+    let mut findings = super::node_findings(
+        p.rank,
+        &facts,
+        p.master_port,
+        args.job.nproc_per_node,
+        args.job.expect_gpus,
+    );
     findings.extend(extra);
     Report {
         schema: SCHEMA.into(),
@@ -536,6 +529,5 @@ fn solo_report(p: &Placement, facts: NodeFacts, args: &ClusterArgs, extra: Vec<F
 
 fn finish(report: &Report, args: &ClusterArgs, rank: u32) -> anyhow::Result<u8> {
     crate::app::emit_cluster(report, args.job.format, args.job.output.as_deref(), rank)?;
-    let _ = exit::OK;
     Ok(crate::app::exit_code(report, args.job.strict))
 }

@@ -55,7 +55,7 @@ pub fn run(listener: TcpListener, cfg: CoordConfig) -> Report {
     ));
     let mut links = probe_phase(&mut members, &cfg);
     bulk_phase(&mut members, &cfg, &mut links);
-    mtu_phase(&mut members, &cfg, &mut links);
+    mtu_phase(&mut members, &mut links);
     let report = build_report(&members, &links, &cfg);
     for m in members.iter_mut().filter(|m| m.alive) {
         m.stream
@@ -327,7 +327,7 @@ fn bulk_phase(members: &mut [Member], cfg: &CoordConfig, links: &mut [LinkResult
 }
 
 /// Path MTU from every node to every other on the chosen network.
-fn mtu_phase(members: &mut [Member], cfg: &CoordConfig, links: &mut [LinkResult]) {
+fn mtu_phase(members: &mut [Member], links: &mut [LinkResult]) {
     let refs = alive_facts(members);
     let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
     let evals = networks::evaluate(&networks::discover(&refs), links, &ranks);
@@ -355,7 +355,6 @@ fn mtu_phase(members: &mut [Member], cfg: &CoordConfig, links: &mut [LinkResult]
             (*rank, (targets, own.mtu.unwrap_or(1500)))
         })
         .collect();
-    let _ = cfg;
     let got = exchange(members, Duration::from_secs(20), "the MTU test", |m| {
         orders.get(&m.rank).map(|(t, mtu)| Msg::Mtu {
             targets: t.clone(),
@@ -384,18 +383,13 @@ fn build_report(members: &[Member], links: &[LinkResult], cfg: &CoordConfig) -> 
     let chosen = networks::choose(&evals);
     let mut findings = Vec::new();
     for (rank, facts) in &nodes {
-        let ctx = preflight_checks::CheckContext {
-            rank: Some(*rank),
-            master_port: cfg.master_port,
-            nproc_per_node: cfg.nproc_per_node,
-            expect_gpus: cfg.expect_gpus,
-        };
-        findings.extend(
-            preflight_checks::check_node(facts, &ctx)
-                .into_iter()
-                // Only rank 0 binds the master port.
-                .filter(|f| *rank == 0 || f.id != "port.in-use"),
-        );
+        findings.extend(super::node_findings(
+            *rank,
+            facts,
+            cfg.master_port,
+            cfg.nproc_per_node,
+            cfg.expect_gpus,
+        ));
     }
     for m in members.iter().filter(|m| !m.alive) {
         findings.push(

@@ -14,6 +14,27 @@ pub fn log(msg: &str) {
     let _ = writeln!(std::io::stderr(), "preflight: {msg}");
 }
 
+/// One node's own findings in a cluster run. Only rank 0 binds the master port, so
+/// `port.in-use` is judged there alone.
+pub fn node_findings(
+    rank: u32,
+    facts: &preflight_checks::model::NodeFacts,
+    master_port: u16,
+    nproc_per_node: Option<u32>,
+    expect_gpus: Option<u32>,
+) -> Vec<preflight_checks::model::Finding> {
+    let ctx = preflight_checks::CheckContext {
+        rank: Some(rank),
+        master_port,
+        nproc_per_node,
+        expect_gpus,
+    };
+    preflight_checks::check_node(facts, &ctx)
+        .into_iter()
+        .filter(|f| rank == 0 || f.id != "port.in-use")
+        .collect()
+}
+
 /// Runs `preflight cluster` on this node.
 pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
     agent::run(args)
