@@ -5,6 +5,7 @@
 //! pure function of [`model::NodeFacts`] and a [`CheckContext`].
 
 pub mod cluster;
+pub mod collective;
 pub mod env;
 pub mod firewall;
 pub mod gpu;

@@ -532,6 +532,22 @@ pub struct CollectiveResult {
     pub env: BTreeMap<String, String>,
     pub net: Option<String>,
     pub rows: Vec<CollectiveRow>,
+    /// Node ranks in ring order (TCP: the ring itself; NCCL: the node order).
+    pub order: Vec<u32>,
+    /// The address each node rank used (key: rank), on the network the run went over.
+    pub addresses: BTreeMap<String, String>,
+    /// The network's label ("eth0", "eth0/eth1" when names differ), as in the advice.
+    pub network: Option<String>,
+    /// TCP connections per ring neighbour (TCP), GPUs in total (NCCL: `ranks` counts GPUs).
+    pub streams: Option<u32>,
+    /// `"advice"` for the recommended environment, `"compare"` for `--compare-env`.
+    pub config: String,
+    /// Why the run could not finish, with the node that failed; rows hold what was measured before.
+    pub error: Option<String>,
+    /// Node ranks whose own result differed (a rank that saw wrong values or failed).
+    pub failed_ranks: Vec<u32>,
+    /// When NCCL used another network than the advice named: what it used and what was advised.
+    pub net_mismatch: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]

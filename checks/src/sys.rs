@@ -268,7 +268,6 @@ fn hosts_fix(facts: &NodeFacts, loopback: &[&IpAddr]) -> Fix {
 mod tests {
     use super::*;
     use crate::model::{IbDevice, IfAddr, IfKind, Interface, SysFacts};
-    use crate::root::Root;
 
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;

@@ -1,0 +1,561 @@
+//! Verdicts on the measured all-reduce: bus bandwidth, wrong values, the network NCCL used, runs that failed.
+
+use crate::model::{CollectiveResult, CollectiveRow, Finding, Fix, LinkResult, Status};
+
+/// The all-reduce is judged too slow when its large-message busbw is under this share of the
+/// slowest ring link's pairwise throughput.
+pub const LINK_SHARE: f64 = 0.5;
+
+/// Everything the collective checks look at.
+pub struct CollectiveInput<'a> {
+    /// One result per transport and configuration measured.
+    pub results: &'a [CollectiveResult],
+    /// The pairwise link results (for the slowest link in the ring).
+    pub links: &'a [LinkResult],
+    /// `--min-busbw` in GB/s.
+    pub min_busbw_gb_s: Option<f64>,
+    /// Why nothing was measured, when nothing was (e.g. "--allreduce off").
+    pub not_run: Option<String>,
+}
+
+/// Runs every collective check; `collective.busbw` and `collective.wrong` appear at least once.
+pub fn check_collectives(input: &CollectiveInput) -> Vec<Finding> {
+    if input.results.is_empty() {
+        let why = input
+            .not_run
+            .clone()
+            .unwrap_or_else(|| "no all-reduce was measured".into());
+        return ["collective.busbw", "collective.wrong"]
+            .into_iter()
+            .map(|id| Finding::new(id, Status::Skip, "allreduce", why.clone()))
+            .collect();
+    }
+    let mut out = Vec::new();
+    for r in input.results {
+        if let Some(f) = run_error(r) {
+            out.push(f);
+        }
+        out.push(wrong_values(r));
+        out.push(bus_bandwidth(r, input));
+        if let Some(f) = network_used(r) {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// "tcp", "nccl", "nccl (--compare-env)".
+pub fn label(r: &CollectiveResult) -> String {
+    if r.config == "compare" {
+        format!("{} (--compare-env)", r.transport)
+    } else {
+        r.transport.clone()
+    }
+}
+
+/// The row of the largest message that was timed, if any.
+pub fn large_row(r: &CollectiveResult) -> Option<&CollectiveRow> {
+    r.rows
+        .iter()
+        .filter(|row| row.time_us.is_finite() && row.time_us > 0.0)
+        .max_by_key(|row| row.bytes)
+}
+
+fn env_text(r: &CollectiveResult) -> String {
+    if r.env.is_empty() {
+        return "(no NCCL environment)".into();
+    }
+    r.env
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn run_error(r: &CollectiveResult) -> Option<Finding> {
+    let err = r.error.as_ref()?;
+    let (hint, commands): (&str, Vec<String>) = if r.transport == "nccl" {
+        (
+            "NCCL could not finish the all-reduce; rerun with NCCL's log on the named node and read its WARN lines (a hang or abort here is what the training job would hit)",
+            vec![format!(
+                "{} NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET preflight cluster --allreduce nccl ...",
+                env_text(r)
+            )],
+        )
+    } else {
+        (
+            "the TCP ring between neighbours broke; check the link and firewall findings for the named ranks, then rerun",
+            vec!["preflight cluster --allreduce tcp ...".into()],
+        )
+    };
+    let mut fix = Fix::new(hint);
+    for c in commands {
+        fix = fix.command(c);
+    }
+    Some(
+        Finding::new(
+            "collective.error",
+            Status::Error,
+            label(r),
+            format!("the {} all-reduce could not finish: {err}", label(r)),
+        )
+        .with("transport", &r.transport)
+        .with("error", err)
+        .with("failed_ranks", &r.failed_ranks)
+        .with("sizes_measured", r.rows.len())
+        .fix(fix),
+    )
+}
+
+fn wrong_values(r: &CollectiveResult) -> Finding {
+    if r.rows.is_empty() {
+        return Finding::new(
+            "collective.wrong",
+            Status::Skip,
+            label(r),
+            format!("the {} all-reduce measured no size", label(r)),
+        );
+    }
+    let bad: Vec<&CollectiveRow> = r.rows.iter().filter(|row| row.wrong > 0).collect();
+    if bad.is_empty() {
+        return Finding::new(
+            "collective.wrong",
+            Status::Pass,
+            label(r),
+            format!(
+                "every value of the {} all-reduce matched the exact sum ({} sizes, {} ranks)",
+                label(r),
+                r.rows.len(),
+                r.ranks
+            ),
+        )
+        .with("sizes", r.rows.len());
+    }
+    let total: u64 = bad.iter().map(|row| row.wrong).sum();
+    let sizes: Vec<u64> = bad.iter().map(|row| row.bytes).collect();
+    let who = if r.failed_ranks.is_empty() {
+        "unknown ranks".to_string()
+    } else {
+        format!(
+            "rank{} {}",
+            if r.failed_ranks.len() == 1 { "" } else { "s" },
+            r.failed_ranks
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let fix = if r.transport == "nccl" {
+        Fix::new("NCCL returned wrong sums: a GPU, NVLink/PCIe path or NIC corrupts data. Check the named nodes' GPU and NIC error counters, and rerun with P2P off to isolate the path")
+            .command("nvidia-smi -q -d ECC,ROW_REMAPPER | grep -i -e volatile -e pending")
+            .command("dmesg | grep -i -e xid -e mce -e edac")
+            .command("NCCL_P2P_DISABLE=1 preflight cluster --allreduce nccl ...")
+    } else {
+        Fix::new("data arrived changed between nodes (TCP checksums passed, so memory, CPU or a NIC offload corrupts it); check the named nodes' memory and NIC error counters")
+            .command("dmesg | grep -i -e mce -e edac -e 'hardware error'")
+            .command("ethtool -S <interface> | grep -i -e err -e crc")
+    };
+    Finding::new(
+        "collective.wrong",
+        Status::Fail,
+        label(r),
+        format!(
+            "the {} all-reduce returned {total} wrong values on {who} (sizes {})",
+            label(r),
+            sizes
+                .iter()
+                .map(|b| b.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    )
+    .with("wrong_values", total)
+    .with("sizes_bytes", &sizes)
+    .with("ranks", &r.failed_ranks)
+    .fix(fix)
+}
+
+/// The slowest pairwise link around the ring (`order[i] -> order[i+1]`), on the addresses the run used.
+pub fn slowest_ring_link(r: &CollectiveResult, links: &[LinkResult]) -> Option<(u32, u32, f64)> {
+    let n = r.order.len();
+    if n < 2 {
+        return None;
+    }
+    let mut slowest: Option<(u32, u32, f64)> = None;
+    for i in 0..n {
+        let (from, to) = (r.order[i], r.order[(i + 1) % n]);
+        let Some(addr) = r.addresses.get(&to.to_string()) else {
+            continue;
+        };
+        let tp = links
+            .iter()
+            .filter(|l| l.from == from && l.to == to && &l.address == addr)
+            .filter_map(|l| l.throughput_gbit_s)
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .fold(None, |best: Option<f64>, t| {
+                Some(best.map_or(t, |b| b.max(t)))
+            });
+        if let Some(tp) = tp
+            && slowest.is_none_or(|(_, _, s)| tp < s)
+        {
+            slowest = Some((from, to, tp));
+        }
+    }
+    slowest
+}
+
+fn bus_bandwidth(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
+    let subject = label(r);
+    let Some(row) = large_row(r) else {
+        return Finding::new(
+            "collective.busbw",
+            Status::Skip,
+            subject,
+            format!("the {} all-reduce timed no size", label(r)),
+        );
+    };
+    if r.ranks < 2 {
+        return Finding::new(
+            "collective.busbw",
+            Status::Skip,
+            subject,
+            format!(
+                "one rank only: an all-reduce moves no data between ranks, so bus bandwidth is 0 by definition ({} bytes in {:.0} us)",
+                row.bytes, row.time_us
+            ),
+        )
+        .with("ranks", r.ranks);
+    }
+    let busbw = row.busbw_gb_s;
+    let slowest = slowest_ring_link(r, input.links);
+    let mut f = Finding::new(
+        "collective.busbw",
+        Status::Pass,
+        subject.clone(),
+        String::new(),
+    )
+    .with("transport", &r.transport)
+    .with("bytes", row.bytes)
+    .with("busbw_gb_s", busbw)
+    .with("algbw_gb_s", row.algbw_gb_s)
+    .with("ranks", r.ranks)
+    .with("env", &r.env);
+    if let Some((from, to, gbit)) = slowest {
+        f = f
+            .with("slowest_link", format!("{from}->{to}"))
+            .with("slowest_link_gbit_s", gbit)
+            .with("slowest_link_gb_s", gbit / 8.0);
+    }
+    if let Some(min) = input.min_busbw_gb_s {
+        f = f.with("min_busbw_gb_s", min);
+    }
+    let under_min = input.min_busbw_gb_s.filter(|min| busbw < *min);
+    let under_link = slowest.filter(|(_, _, gbit)| busbw < LINK_SHARE * gbit / 8.0);
+    let size = human(row.bytes);
+    match (under_min, under_link) {
+        (Some(min), _) => {
+            f.status = Status::Fail;
+            f.summary = format!(
+                "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under --min-busbw {min} GB/s",
+                label(r)
+            );
+            f.fix(slow_fix(r, slowest))
+        }
+        (None, Some((from, to, gbit))) => {
+            f.status = Status::Warn;
+            f.summary = format!(
+                "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under half of the slowest ring link {from}->{to} ({:.3} GB/s = {gbit:.2} Gbit/s pairwise)",
+                label(r),
+                gbit / 8.0
+            );
+            f.fix(slow_fix(r, slowest))
+        }
+        (None, None) => {
+            f.summary = match slowest {
+                Some((from, to, gbit)) => format!(
+                    "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s ({:.0}% of the slowest ring link {from}->{to}, {:.3} GB/s)",
+                    label(r),
+                    100.0 * busbw / (gbit / 8.0),
+                    gbit / 8.0
+                ),
+                None => format!(
+                    "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s",
+                    label(r)
+                ),
+            };
+            f
+        }
+    }
+}
+
+fn slow_fix(r: &CollectiveResult, slowest: Option<(u32, u32, f64)>) -> Fix {
+    let link = slowest
+        .map(|(a, b, g)| format!(" (slowest ring link {a}->{b}: {g:.2} Gbit/s)"))
+        .unwrap_or_default();
+    if r.transport == "nccl" {
+        Fix::new(format!(
+            "NCCL moves less than its network allows{link}: make sure it uses the fast fabric (InfiniBand/RoCE with NCCL_IB_DISABLE=0, or the fastest NIC in NCCL_SOCKET_IFNAME), and compare both settings in one run"
+        ))
+        .command("preflight cluster --allreduce nccl --compare-env NCCL_IB_DISABLE=1 ...")
+        .command("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ... 2>&1 | grep -e NET/ -e 'via NET'")
+    } else {
+        Fix::new(format!(
+            "the TCP ring is slower than the links{link}: look for a slow link or a busy CPU on the named ranks (link.slow), and give NCCL's socket transport more connections per peer"
+        ))
+        .command("export NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4")
+        .command("preflight cluster --thorough ...")
+    }
+}
+
+fn network_used(r: &CollectiveResult) -> Option<Finding> {
+    if r.transport != "nccl" {
+        return None;
+    }
+    let net = r.net.clone()?;
+    Some(match &r.net_mismatch {
+        Some(why) => Finding::new(
+            "collective.net",
+            Status::Warn,
+            label(r),
+            format!(
+                "NCCL used {net}, not what the advice names: {why}"
+            ),
+        )
+        .with("net", &net)
+        .with("env", &r.env)
+        .with("mismatch", why)
+        .fix(
+            Fix::new("export the advised NCCL environment on every node before torchrun, and check no other NCCL_* variable (or /etc/nccl.conf, ~/.nccl.conf) overrides it")
+                .command(format!("export {}", env_text(r)))
+                .command("env | grep ^NCCL_; cat /etc/nccl.conf ~/.nccl.conf 2>/dev/null"),
+        ),
+        None => Finding::new(
+            "collective.net",
+            Status::Pass,
+            label(r),
+            format!("NCCL used {net}, as advised"),
+        )
+        .with("net", &net),
+    })
+}
+
+/// "1M", "256M", "4K", "1G", else the byte count.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    for (size, unit) in UNITS {
+        if bytes >= size && bytes % size == 0 {
+            return format!("{}{unit}", bytes / size);
+        }
+    }
+    format!("{bytes}B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::LinkOutcome;
+    use std::collections::BTreeMap;
+
+    fn row(bytes: u64, time_us: f64, n: u32, wrong: u64) -> CollectiveRow {
+        let algbw = bytes as f64 / time_us / 1e3;
+        CollectiveRow {
+            bytes,
+            time_us,
+            algbw_gb_s: algbw,
+            busbw_gb_s: algbw * 2.0 * (n as f64 - 1.0) / n as f64,
+            wrong,
+        }
+    }
+
+    fn tcp_result(n: u32, rows: Vec<CollectiveRow>) -> CollectiveResult {
+        CollectiveResult {
+            op: "allreduce".into(),
+            transport: "tcp".into(),
+            ranks: n,
+            order: (0..n).collect(),
+            addresses: (0..n)
+                .map(|r| (r.to_string(), format!("10.200.0.{}", r + 1)))
+                .collect(),
+            config: "advice".into(),
+            rows,
+            ..Default::default()
+        }
+    }
+
+    fn link(from: u32, to: u32, gbit: f64) -> LinkResult {
+        LinkResult {
+            from,
+            to,
+            interface: "eth0".into(),
+            address: format!("10.200.0.{}", to + 1),
+            result: LinkOutcome::Ok,
+            throughput_gbit_s: Some(gbit),
+            ..Default::default()
+        }
+    }
+
+    fn full_links(n: u32, gbit: f64) -> Vec<LinkResult> {
+        let mut v = Vec::new();
+        for a in 0..n {
+            for b in 0..n {
+                if a != b {
+                    v.push(link(a, b, gbit));
+                }
+            }
+        }
+        v
+    }
+
+    fn find<'a>(fs: &'a [Finding], id: &str) -> &'a Finding {
+        fs.iter().find(|f| f.id == id).expect(id)
+    }
+
+    fn input<'a>(
+        results: &'a [CollectiveResult],
+        links: &'a [LinkResult],
+        min: Option<f64>,
+    ) -> CollectiveInput<'a> {
+        CollectiveInput {
+            results,
+            links,
+            min_busbw_gb_s: min,
+            not_run: None,
+        }
+    }
+
+    #[test]
+    fn nothing_measured_skips_both_ids_with_the_reason() {
+        let fs = check_collectives(&CollectiveInput {
+            results: &[],
+            links: &[],
+            min_busbw_gb_s: None,
+            not_run: Some("--allreduce off".into()),
+        });
+        assert_eq!(fs.len(), 2);
+        assert!(fs.iter().all(|f| f.status == Status::Skip));
+        assert!(fs[0].summary.contains("--allreduce off"));
+    }
+
+    #[test]
+    fn busbw_near_the_links_passes() {
+        // 4 ranks, 64 MiB in 60 ms: algbw 1.118 GB/s, busbw 1.68 GB/s; links 10 Gbit/s = 1.25 GB/s.
+        let r = [tcp_result(4, vec![row(64 << 20, 60_000.0, 4, 0)])];
+        let links = full_links(4, 10.0);
+        let fs = check_collectives(&input(&r, &links, None));
+        let f = find(&fs, "collective.busbw");
+        assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        assert_eq!(f.evidence["slowest_link_gbit_s"], 10.0);
+        assert_eq!(find(&fs, "collective.wrong").status, Status::Pass);
+    }
+
+    #[test]
+    fn busbw_under_half_the_slowest_ring_link_warns_and_names_it() {
+        // busbw ~0.168 GB/s; links 10 Gbit/s except 2->3 at 2 Gbit/s (0.25 GB/s): 0.168 > 0.125 -> pass;
+        // with 2->3 at 4 Gbit/s (0.5 GB/s): 0.168 < 0.25 -> warn naming 2->3.
+        let r = [tcp_result(4, vec![row(64 << 20, 600_000.0, 4, 0)])];
+        let mut links = full_links(4, 10.0);
+        for l in links.iter_mut().filter(|l| l.from == 2 && l.to == 3) {
+            l.throughput_gbit_s = Some(4.0);
+        }
+        let fs = check_collectives(&input(&r, &links, None));
+        let f = find(&fs, "collective.busbw");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("2->3"), "{}", f.summary);
+        assert!(f.fix.is_some());
+        // A slow link that is not in the ring (0->2) is not the ring's limit.
+        let mut links = full_links(4, 1.0);
+        for l in links.iter_mut().filter(|l| l.from == 0 && l.to == 2) {
+            l.throughput_gbit_s = Some(0.1);
+        }
+        let fs = check_collectives(&input(&r, &links, None));
+        assert_eq!(find(&fs, "collective.busbw").status, Status::Pass);
+    }
+
+    #[test]
+    fn min_busbw_fails_below_and_passes_above() {
+        let r = [tcp_result(
+            2,
+            vec![row(1 << 20, 1000.0, 2, 0), row(64 << 20, 100_000.0, 2, 0)],
+        )];
+        // Largest row: 64 MiB / 0.1 s = 0.671 GB/s algbw = busbw for n=2.
+        let fs = check_collectives(&input(&r, &[], Some(1.0)));
+        let f = find(&fs, "collective.busbw");
+        assert_eq!(f.status, Status::Fail);
+        assert!(f.summary.contains("--min-busbw 1"), "{}", f.summary);
+        assert_eq!(f.evidence["bytes"], 64u64 << 20);
+        let fs = check_collectives(&input(&r, &[], Some(0.5)));
+        assert_eq!(find(&fs, "collective.busbw").status, Status::Pass);
+    }
+
+    #[test]
+    fn wrong_values_fail_with_sizes_and_ranks() {
+        let mut res = tcp_result(
+            3,
+            vec![row(1 << 20, 1000.0, 3, 0), row(4 << 20, 4000.0, 3, 17)],
+        );
+        res.failed_ranks = vec![2];
+        let r = [res];
+        let fs = check_collectives(&input(&r, &[], None));
+        let f = find(&fs, "collective.wrong");
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(f.evidence["wrong_values"], 17);
+        assert!(f.summary.contains("rank 2"), "{}", f.summary);
+        assert!(f.summary.contains(&(4u64 << 20).to_string()));
+        assert!(!f.fix.as_ref().unwrap().commands.is_empty());
+    }
+
+    #[test]
+    fn one_rank_skips_busbw() {
+        let r = [tcp_result(1, vec![row(1 << 20, 10.0, 1, 0)])];
+        let fs = check_collectives(&input(&r, &[], Some(100.0)));
+        assert_eq!(find(&fs, "collective.busbw").status, Status::Skip);
+    }
+
+    #[test]
+    fn a_failed_run_is_an_error_and_keeps_its_rows() {
+        let mut res = tcp_result(3, vec![row(1 << 20, 1000.0, 3, 0)]);
+        res.error = Some("rank 1: connection to rank 2 at 10.200.0.3 timed out".into());
+        res.failed_ranks = vec![1];
+        let r = [res];
+        let fs = check_collectives(&input(&r, &[], None));
+        let f = find(&fs, "collective.error");
+        assert_eq!(f.status, Status::Error);
+        assert!(f.summary.contains("rank 1"));
+        assert_eq!(find(&fs, "collective.wrong").status, Status::Pass);
+    }
+
+    #[test]
+    fn nccl_network_mismatch_warns() {
+        let mut res = tcp_result(2, vec![row(1 << 20, 100.0, 2, 0)]);
+        res.transport = "nccl".into();
+        res.net = Some("NET/IB mlx5_0:1".into());
+        res.env = BTreeMap::from([("NCCL_IB_DISABLE".to_string(), "1".to_string())]);
+        res.net_mismatch = Some("advice sets NCCL_IB_DISABLE=1 but NCCL used NET/IB".into());
+        let r = [res.clone()];
+        let fs = check_collectives(&input(&r, &[], None));
+        let f = find(&fs, "collective.net");
+        assert_eq!(f.status, Status::Warn);
+        assert!(f.fix.as_ref().unwrap().commands[0].contains("NCCL_IB_DISABLE=1"));
+        res.net_mismatch = None;
+        let r = [res];
+        let fs = check_collectives(&input(&r, &[], None));
+        assert_eq!(find(&fs, "collective.net").status, Status::Pass);
+        // TCP results never carry a collective.net finding.
+        let r = [tcp_result(2, vec![row(1 << 20, 100.0, 2, 0)])];
+        assert!(
+            check_collectives(&input(&r, &[], None))
+                .iter()
+                .all(|f| f.id != "collective.net")
+        );
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(1 << 20), "1M");
+        assert_eq!(human(256 << 20), "256M");
+        assert_eq!(human(4096), "4K");
+        assert_eq!(human(1 << 30), "1G");
+        assert_eq!(human(1000), "1000B");
+    }
+}
