@@ -355,6 +355,8 @@ pub struct ClusterAdviceInput {
     pub master_port: u16,
     pub nproc_per_node: Option<u32>,
     pub script: Vec<String>,
+    /// Variables set for every node over the advice (the faster `--compare-env` setting).
+    pub env_override: BTreeMap<String, String>,
 }
 
 /// Advice for the whole cluster from every node's facts and the evaluated networks (best first).
@@ -431,6 +433,12 @@ pub fn advise_cluster(
         env.insert("NCCL_IB_HCA".into(), h);
     }
     reasons.push(ib_reason);
+    for (k, v) in &input.env_override {
+        env.insert(k.clone(), v.clone());
+        for e in per_rank.values_mut() {
+            e.remove(k);
+        }
+    }
     reasons.push(format!(
         "master_port {}: preflight's coordinator listened on it on rank 0 and every joined node reached it",
         input.master_port

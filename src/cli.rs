@@ -139,11 +139,63 @@ pub struct ClusterArgs {
     /// Longer measurements (about 3 s per link).
     #[arg(long)]
     pub thorough: bool,
+    /// All-reduce to measure: a TCP ring over the chosen network, NCCL on the GPUs, auto (NCCL when every node has GPUs and libnccl, else TCP), or off.
+    #[arg(long, value_enum, default_value_t = Allreduce::Auto)]
+    pub allreduce: Allreduce,
+    /// All-reduce message sizes as nccl-tests' -b/-e/-f: BEGIN:END[:FACTOR] or one SIZE (K/M/G) [default: 1M:256M; --quick 1M:16M; --thorough 1M:1G].
+    #[arg(long)]
+    pub sizes: Option<String>,
+    /// Fail when the all-reduce bus bandwidth of the largest message is under this many GB/s (as nccl-tests' NCCL_TESTS_MIN_BW).
+    #[arg(long, alias = "min_busbw", value_parser = parse_positive_f64)]
+    pub min_busbw: Option<f64>,
+    /// Also measure the all-reduce with these variables changed (KEY=VALUE[,KEY=VALUE]), e.g. NCCL_IB_DISABLE=1; the advice then prefers the faster setting.
+    #[arg(long, alias = "compare_env", value_parser = parse_env_list)]
+    pub compare_env: Option<EnvList>,
     #[command(flatten)]
     pub job: JobArgs,
     /// Your training script and its arguments, placed into the launch commands.
     #[arg(last = true, value_name = "SCRIPT_AND_ARGS")]
     pub script: Vec<String>,
+}
+
+/// `--allreduce`: which all-reduce `preflight cluster` measures.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Allreduce {
+    Off,
+    Tcp,
+    Nccl,
+    Auto,
+}
+
+/// `KEY=VALUE` pairs from `--compare-env`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct EnvList(pub std::collections::BTreeMap<String, String>);
+
+fn parse_env_list(s: &str) -> Result<EnvList, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("'{part}' is not KEY=VALUE (example: NCCL_IB_DISABLE=1)"))?;
+        let valid = !k.is_empty()
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !k.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            return Err(format!("'{k}' is not an environment variable name (example: NCCL_IB_DISABLE=1)"));
+        }
+        out.insert(k.to_string(), v.to_string());
+    }
+    if out.is_empty() {
+        return Err("give at least one KEY=VALUE (example: NCCL_IB_DISABLE=1)".into());
+    }
+    Ok(EnvList(out))
+}
+
+fn parse_positive_f64(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a positive number of GB/s (example: 10.5)")),
+    }
 }
 
 #[derive(Args, Debug, Clone)]

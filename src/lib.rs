@@ -7,4 +7,5 @@ pub mod cluster;
 pub mod measure;
 pub mod node;
 pub mod output;
+pub mod progress;
 pub mod render;

@@ -5,7 +5,8 @@ use super::auth::{self, AuthError, Secret};
 use super::coordinator::{self, CoordConfig};
 use super::launcher::{self, LocalIdentity, Placement};
 use super::wire::{Listener, Msg, Peer, Target, WireError, read_msg, write_msg};
-use super::{Timing, log};
+use super::allreduce_node::{self, NodeState};
+use super::{Timing, allreduce, log};
 use crate::cli::ClusterArgs;
 use crate::measure::{mtu, tcp};
 use crate::node::probe_facts;
@@ -35,6 +36,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
     };
     let placement = launcher::resolve(&args, &env, &me).map_err(|e| anyhow::anyhow!("{e}"))?;
     let timing = Timing::from_args(&args);
+    let plan = allreduce_plan(&args).map_err(|e| anyhow::anyhow!("{e}"))?;
     let secret = Secret::derive(
         args.token.as_deref(),
         placement.job_id.as_deref(),
@@ -65,6 +67,9 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
                     nproc_per_node: args.job.nproc_per_node,
                     expect_gpus: args.job.expect_gpus,
                     script: args.script.clone(),
+                    allreduce: plan.clone(),
+                    min_busbw: args.min_busbw,
+                    progress: args.job.format == crate::cli::Format::Table,
                 };
                 Some(
                     std::thread::Builder::new()
@@ -90,12 +95,17 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
     let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();
 
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let mut node = NodeState::new(
+        placement.rank,
+        placement.nnodes,
+        secret.clone(),
+        facts.clone(),
+    );
     let report = match join(&placement, &secret, deadline, timing) {
         Ok(mut stream) => match serve_orders(
             &mut stream,
             &placement,
-            &secret,
-            facts.clone(),
+            &mut node,
             listeners,
             &args,
         ) {
@@ -126,6 +136,29 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
     };
     drop(servers);
     finish(&report, &args, placement.rank)
+}
+
+/// The all-reduce plan from `--allreduce`, `--sizes`, `--compare-env` and the timing flags.
+fn allreduce_plan(args: &ClusterArgs) -> Result<allreduce::Plan, String> {
+    let (default_sizes, warmup, iters) = if args.quick {
+        ("1M:16M", 1, 2)
+    } else if args.thorough {
+        ("1M:1G", 2, 20)
+    } else {
+        ("1M:256M", 1, 5)
+    };
+    let spec = args.sizes.as_deref().unwrap_or(default_sizes);
+    let sizes =
+        crate::measure::sizes::parse_sizes(spec).map_err(|e| format!("--sizes {spec}: {e}"))?;
+    Ok(allreduce::Plan {
+        mode: args.allreduce,
+        sizes,
+        compare_env: args.compare_env.clone().unwrap_or_default().0,
+        streams: 4,
+        warmup,
+        iters,
+        step_timeout: Duration::from_secs(30),
+    })
 }
 
 /// Binds the master port on every address, dual stack, as torchrun does.
@@ -264,16 +297,16 @@ fn join(
 fn serve_orders(
     stream: &mut TcpStream,
     p: &Placement,
-    secret: &Secret,
-    facts: NodeFacts,
+    node: &mut NodeState,
     listeners: Vec<Listener>,
     args: &ClusterArgs,
 ) -> Result<Report, WireError> {
+    let secret = &node.secret.clone();
     stream.set_write_timeout(Some(Duration::from_secs(30))).ok();
     write_msg(
         stream,
         &Msg::Join {
-            facts: Box::new(facts),
+            facts: Box::new(node.facts.clone()),
             listeners,
         },
     )?;
@@ -283,6 +316,10 @@ fn serve_orders(
     loop {
         stream.set_read_timeout(Some(idle_limit)).ok();
         let msg: Msg = read_msg(stream)?;
+        if let Some(reply) = allreduce_node::handle(node, &msg, stream) {
+            write_msg(stream, &reply?)?;
+            continue;
+        }
         let reply = match msg {
             Msg::Probe {
                 peers,

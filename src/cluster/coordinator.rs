@@ -3,7 +3,9 @@
 
 use super::auth::{self, Secret};
 use super::wire::{Listener, Msg, Peer, Target, WireError, read_msg, write_msg};
-use super::{Timing, log};
+use super::{Timing, allreduce, log};
+use crate::progress::Progress;
+use preflight_checks::collective::{CollectiveInput, check_collectives};
 use crate::advise::{ClusterAdviceInput, advise_cluster};
 use preflight_checks::cluster::{ClusterInput, check_cluster};
 use preflight_checks::model::{self, LinkResult, Mode, NodeEntry, NodeFacts, Report, SCHEMA};
@@ -25,15 +27,19 @@ pub struct CoordConfig {
     pub nproc_per_node: Option<u32>,
     pub expect_gpus: Option<u32>,
     pub script: Vec<String>,
+    pub allreduce: super::allreduce::Plan,
+    pub min_busbw: Option<f64>,
+    /// Draw a progress bar on stderr (a terminal, not JSON mode).
+    pub progress: bool,
 }
 
 /// A node that joined.
-struct Member {
-    rank: u32,
-    stream: TcpStream,
-    facts: NodeFacts,
-    listeners: Vec<Listener>,
-    alive: bool,
+pub(super) struct Member {
+    pub(super) rank: u32,
+    pub(super) stream: TcpStream,
+    pub(super) facts: NodeFacts,
+    pub(super) listeners: Vec<Listener>,
+    pub(super) alive: bool,
 }
 
 struct Joined {
@@ -53,10 +59,39 @@ pub fn run(listener: TcpListener, cfg: CoordConfig) -> Report {
         cfg.nnodes,
         ranks
     ));
+    let sizes = cfg.allreduce.sizes.len() as u64;
+    let configs = if cfg.allreduce.compare_env.is_empty() { 1 } else { 2 };
+    let progress = Progress::new(cfg.progress, 3 + sizes * configs);
+    progress.phase("connectivity");
     let mut links = probe_phase(&mut members, &cfg);
+    progress.inc();
+    progress.phase("throughput");
     bulk_phase(&mut members, &cfg, &mut links);
+    progress.inc();
+    progress.phase("path MTU");
     mtu_phase(&mut members, &mut links);
-    let report = build_report(&members, &links, &cfg);
+    progress.inc();
+    let mut recommendation = advise(&members, &links, &cfg, BTreeMap::new());
+    let chosen = {
+        let nodes = alive_or_joined(&members);
+        let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
+        let evals = networks::evaluate(&networks::discover(&nodes), &links, &ranks);
+        networks::choose(&evals).cloned()
+    };
+    let outcome = allreduce::run(
+        &mut members,
+        chosen.as_ref(),
+        &recommendation,
+        &cfg.allreduce,
+        &progress,
+    );
+    let (over, why) = allreduce::preferred_overrides(&outcome.results, &cfg.allreduce.compare_env);
+    if let Some(over) = over {
+        recommendation = advise(&members, &links, &cfg, over);
+    }
+    recommendation.reasons.extend(why);
+    drop(progress);
+    let report = build_report(&members, &links, &cfg, recommendation, outcome);
     for m in members.iter_mut().filter(|m| m.alive) {
         m.stream
             .set_write_timeout(Some(Duration::from_secs(10)))
@@ -168,14 +203,12 @@ fn kind(m: &Msg) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// Sends each alive member its order (None: nothing for it) and collects the links it answers, within `limit`.
-fn exchange(
+/// Sends each alive member its order (None: nothing for it); returns the indices of the members asked.
+pub(super) fn send_orders(
     members: &mut [Member],
-    limit: Duration,
     phase: &str,
     order: impl Fn(&Member) -> Option<Msg>,
-) -> Vec<LinkResult> {
-    let deadline = Instant::now() + limit;
+) -> Vec<usize> {
     let mut asked = Vec::new();
     for (i, m) in members.iter_mut().enumerate().filter(|(_, m)| m.alive) {
         let Some(msg) = order(m) else { continue };
@@ -187,28 +220,56 @@ fn exchange(
             Err(e) => lose(m, phase, &e),
         }
     }
+    asked
+}
+
+/// Reads the next message from a member, waiting until `deadline` at most; a lost member is marked dead.
+pub(super) fn read_reply(m: &mut Member, deadline: Instant, phase: &str) -> Option<Msg> {
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(100));
+    m.stream.set_read_timeout(Some(left)).ok();
+    match read_msg::<_, Msg>(&mut m.stream) {
+        Ok(msg) => Some(msg),
+        Err(e) => {
+            lose(m, phase, &e);
+            None
+        }
+    }
+}
+
+/// Sends each alive member its order (None: nothing for it) and collects the links it answers, within `limit`.
+fn exchange(
+    members: &mut [Member],
+    limit: Duration,
+    phase: &str,
+    order: impl Fn(&Member) -> Option<Msg>,
+) -> Vec<LinkResult> {
+    let deadline = Instant::now() + limit;
+    let asked = send_orders(members, phase, order);
     let mut links = Vec::new();
     for i in asked {
         let m = &mut members[i];
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(100));
-        m.stream.set_read_timeout(Some(left)).ok();
-        match read_msg::<_, Msg>(&mut m.stream) {
-            Ok(Msg::ProbeDone { links: l })
-            | Ok(Msg::BulkDone { links: l })
-            | Ok(Msg::MtuDone { links: l }) => {
+        match read_reply(m, deadline, phase) {
+            None => {}
+            Some(Msg::ProbeDone { links: l })
+            | Some(Msg::BulkDone { links: l })
+            | Some(Msg::MtuDone { links: l }) => {
                 links.extend(l.into_iter().filter(|x| x.from == m.rank))
             }
-            Ok(other) => lose(
-                m,
-                phase,
-                &WireError::Malformed(format!("unexpected {}", kind(&other))),
-            ),
-            Err(e) => lose(m, phase, &e),
+            Some(other) => unexpected(m, phase, &other),
         }
     }
     links
+}
+
+/// A member answered out of protocol: it is dropped from the rest of the run.
+pub(super) fn unexpected(m: &mut Member, phase: &str, msg: &Msg) {
+    lose(
+        m,
+        phase,
+        &WireError::Malformed(format!("unexpected {}", kind(msg))),
+    );
 }
 
 fn lose(m: &mut Member, phase: &str, e: &WireError) {
@@ -376,7 +437,36 @@ fn merge(links: &mut [LinkResult], got: &[LinkResult], f: impl Fn(&mut LinkResul
     }
 }
 
-fn build_report(members: &[Member], links: &[LinkResult], cfg: &CoordConfig) -> Report {
+/// The advice from every joined node's facts and the links, with `env_override` set on top.
+fn advise(
+    members: &[Member],
+    links: &[LinkResult],
+    cfg: &CoordConfig,
+    env_override: BTreeMap<String, String>,
+) -> model::Recommendation {
+    let nodes = alive_or_joined(members);
+    let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
+    let evals = networks::evaluate(&networks::discover(&nodes), links, &ranks);
+    advise_cluster(
+        &nodes,
+        &evals,
+        &ClusterAdviceInput {
+            nnodes: cfg.nnodes,
+            master_port: cfg.master_port,
+            nproc_per_node: cfg.nproc_per_node,
+            script: cfg.script.clone(),
+            env_override,
+        },
+    )
+}
+
+fn build_report(
+    members: &[Member],
+    links: &[LinkResult],
+    cfg: &CoordConfig,
+    recommendation: model::Recommendation,
+    outcome: allreduce::Outcome,
+) -> Report {
     let nodes = alive_or_joined(members);
     let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
     let evals = networks::evaluate(&networks::discover(&nodes), links, &ranks);
@@ -417,16 +507,12 @@ fn build_report(members: &[Member], links: &[LinkResult], cfg: &CoordConfig) -> 
         chosen,
         master_port: cfg.master_port,
     }));
-    let recommendation = advise_cluster(
-        &nodes,
-        &evals,
-        &ClusterAdviceInput {
-            nnodes: cfg.nnodes,
-            master_port: cfg.master_port,
-            nproc_per_node: cfg.nproc_per_node,
-            script: cfg.script.clone(),
-        },
-    );
+    findings.extend(check_collectives(&CollectiveInput {
+        results: &outcome.results,
+        links,
+        min_busbw_gb_s: cfg.min_busbw,
+        not_run: outcome.not_run.clone(),
+    }));
     Report {
         schema: SCHEMA.to_string(),
         tool: crate::node::tool(),
@@ -442,7 +528,7 @@ fn build_report(members: &[Member], links: &[LinkResult], cfg: &CoordConfig) -> 
             .collect(),
         findings,
         links: links.to_vec(),
-        collectives: Vec::new(),
+        collectives: outcome.results,
         recommendation: Some(recommendation),
     }
 }

@@ -1,6 +1,9 @@
 //! Cluster mode: rendezvous on the master port, pairwise measurements, one report for every node.
 
 pub mod agent;
+pub mod allreduce;
+pub mod allreduce_node;
+pub mod nccl_node;
 pub mod auth;
 pub mod coordinator;
 pub mod launcher;
@@ -10,8 +13,7 @@ use crate::cli::ClusterArgs;
 
 /// A line on stderr, prefixed so it is told apart from the report.
 pub fn log(msg: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "preflight: {msg}");
+    crate::progress::eprint_line(&format!("preflight: {msg}"));
 }
 
 /// One node's own findings in a cluster run. Only rank 0 binds the master port, so

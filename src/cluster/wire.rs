@@ -35,6 +35,43 @@ pub struct Target {
     pub listener: Listener,
 }
 
+/// One node's result for one message size.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct RankRow {
+    pub bytes: u64,
+    pub time_us: f64,
+    pub wrong: u64,
+}
+
+/// Where this node sits in the TCP ring, and what to run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct RingOrder {
+    pub pos: u32,
+    pub n: u32,
+    pub left_rank: u32,
+    pub right_rank: u32,
+    pub right_address: String,
+    pub right_port: u16,
+    pub sizes: Vec<u64>,
+    pub streams: u32,
+    pub warmup: u32,
+    pub iters: u32,
+    pub timeout_ms: u64,
+}
+
+/// This node's part of the NCCL all-reduce.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct NcclOrder {
+    pub nranks: u32,
+    pub first_rank: u32,
+    pub gpus: u32,
+    pub sizes: Vec<u64>,
+    pub warmup: u32,
+    pub iters: u32,
+    pub env: std::collections::BTreeMap<String, String>,
+    pub timeout_ms: u64,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Msg {
@@ -87,6 +124,48 @@ pub enum Msg {
     },
     Report {
         report: Box<Report>,
+    },
+    // --- control: all-reduce ---
+    /// Open a ring listener on `address` (this node's address on the chosen network).
+    RingListen {
+        address: String,
+    },
+    RingReady {
+        port: u16,
+    },
+    /// Run the TCP ring all-reduce: connect to the right neighbour, accept the left one.
+    Ring {
+        order: RingOrder,
+    },
+    /// Progress: one size done on this node (sent before `RingDone`).
+    RingRow {
+        row: RankRow,
+    },
+    RingDone {
+        rows: Vec<RankRow>,
+        error: Option<String>,
+    },
+    /// Start the NCCL child on the node that hosts NCCL rank 0; it answers with the unique id.
+    NcclStart {
+        order: NcclOrder,
+    },
+    NcclId {
+        id: String,
+    },
+    /// Start (or continue) the NCCL child with the job's unique id and run the all-reduce.
+    NcclRun {
+        order: NcclOrder,
+        id: String,
+    },
+    NcclDone {
+        rows: Vec<RankRow>,
+        net: Option<String>,
+        net_mismatch: Option<String>,
+        error: Option<String>,
+    },
+    /// A step of the all-reduce could not start on this node.
+    Failed {
+        error: String,
     },
     // --- data: prober -> peer listener ---
     PingReq {

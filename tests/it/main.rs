@@ -1,5 +1,6 @@
 //! The one integration-test binary: CLI behaviour, fixtures, and multi-node scenarios in network namespaces.
 
+mod allreduce;
 mod cli;
 mod cluster;
 mod netns;

@@ -728,6 +728,7 @@ impl Cluster {
             extra: Vec::new(),
             script: Vec::new(),
             deadline: None,
+            env: Vec::new(),
         }
     }
 
@@ -815,9 +816,16 @@ pub struct PreflightRun<'a> {
     extra: Vec<String>,
     script: Vec<String>,
     deadline: Option<Duration>,
+    env: Vec<(usize, String, String)>,
 }
 
 impl<'a> PreflightRun<'a> {
+    /// Sets an environment variable for one rank's process only.
+    pub fn env_on(mut self, rank: usize, key: &str, value: &str) -> Self {
+        self.env.push((rank, key.to_string(), value.to_string()));
+        self
+    }
+
     /// `--timeout` seconds (default 10).
     pub fn timeout(mut self, secs: u64) -> Self {
         self.timeout_s = secs;
@@ -911,6 +919,9 @@ impl<'a> PreflightRun<'a> {
         let argv = self.argv(rank);
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let mut cmd = self.cluster.host_command(rank, &argv);
+        for (_, k, v) in self.env.iter().filter(|(r, _, _)| *r == rank) {
+            cmd.env(k, v);
+        }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

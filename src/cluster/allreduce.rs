@@ -1,0 +1,591 @@
+//! The all-reduce phase on the coordinator: picks TCP or NCCL, hands every node its part, merges
+//! the nodes' timings into nccl-tests-style rows (the slowest node's time per size).
+
+use super::coordinator::{Member, read_reply, send_orders, unexpected};
+use super::log;
+use super::wire::{Msg, NcclOrder, RankRow, RingOrder};
+use crate::cli::Allreduce;
+use crate::progress::Progress;
+use preflight_checks::model::{CollectiveResult, CollectiveRow, NodeFacts, Recommendation};
+use preflight_checks::networks::NetworkEval;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// What to measure, from the command line of rank 0.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub mode: Allreduce,
+    pub sizes: Vec<u64>,
+    pub compare_env: BTreeMap<String, String>,
+    pub streams: u32,
+    pub warmup: u32,
+    pub iters: u32,
+    /// Bounds every wait inside one size (a connect, a chunk).
+    pub step_timeout: Duration,
+}
+
+impl Plan {
+    /// How long a whole run may take before a node is given up on.
+    fn limit(&self) -> Duration {
+        self.step_timeout * (self.sizes.len() as u32 + 2) + Duration::from_secs(10)
+    }
+}
+
+/// The results, or why nothing was measured.
+#[derive(Default)]
+pub struct Outcome {
+    pub results: Vec<CollectiveResult>,
+    pub not_run: Option<String>,
+}
+
+/// The transport `--allreduce` resolves to for these nodes, or why none runs.
+pub fn transport(mode: Allreduce, nodes: &[(u32, &NodeFacts)]) -> Result<&'static str, String> {
+    match mode {
+        Allreduce::Off => Err("not measured (--allreduce off)".into()),
+        Allreduce::Tcp => Ok("tcp"),
+        Allreduce::Nccl => Ok("nccl"),
+        Allreduce::Auto => {
+            if !nodes.is_empty() && nodes.iter().all(|(_, f)| nccl_unready(f).is_none()) {
+                Ok("nccl")
+            } else {
+                Ok("tcp")
+            }
+        }
+    }
+}
+
+/// Why a node cannot run the NCCL all-reduce, if it cannot.
+pub fn nccl_unready(f: &NodeFacts) -> Option<String> {
+    if crate::advise::visible_gpu_count(f) == 0 {
+        return Some("no visible GPU (see gpu.nvml / gpu.count)".into());
+    }
+    if f.nccl.library.is_none() {
+        return Some("no libnccl found (see nccl.library)".into());
+    }
+    None
+}
+
+/// Runs the all-reduce the plan asks for, with the advised environment and, with
+/// `--compare-env`, a second time with those variables changed.
+pub fn run(
+    members: &mut [Member],
+    chosen: Option<&NetworkEval>,
+    rec: &Recommendation,
+    plan: &Plan,
+    progress: &Progress,
+) -> Outcome {
+    let alive: Vec<(u32, &NodeFacts)> = members
+        .iter()
+        .filter(|m| m.alive)
+        .map(|m| (m.rank, &m.facts))
+        .collect();
+    let transport = match transport(plan.mode, &alive) {
+        Ok(t) => t,
+        Err(why) => {
+            return Outcome {
+                not_run: Some(why),
+                ..Default::default()
+            };
+        }
+    };
+    let Some(chosen) = chosen else {
+        return Outcome {
+            not_run: Some(
+                "not measured: no network connects every node (see link.unreachable)".into(),
+            ),
+            ..Default::default()
+        };
+    };
+    let mut configs = vec![("advice", BTreeMap::new())];
+    if !plan.compare_env.is_empty() {
+        configs.push(("compare", plan.compare_env.clone()));
+    }
+    let mut results = Vec::new();
+    for (config, overrides) in configs {
+        let env = merged_env(&rec.env, None, &overrides);
+        let base = base_result(transport, chosen, members, env, config);
+        progress.phase(format!("{transport} all-reduce ({config})"));
+        let result = if transport == "tcp" {
+            tcp_ring(members, chosen, base, plan, progress)
+        } else {
+            nccl_run(members, rec, &overrides, base, plan, progress)
+        };
+        log(&format!(
+            "coordinator: {} all-reduce ({config}) done: {} sizes{}",
+            transport,
+            result.rows.len(),
+            result
+                .error
+                .as_ref()
+                .map(|e| format!(", error: {e}"))
+                .unwrap_or_default()
+        ));
+        results.push(result);
+    }
+    Outcome {
+        results,
+        not_run: None,
+    }
+}
+
+/// The environment a node runs with: the advice, its own values, then the overrides.
+fn merged_env(
+    env: &BTreeMap<String, String>,
+    own: Option<&BTreeMap<String, String>>,
+    overrides: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut e = env.clone();
+    if let Some(own) = own {
+        e.extend(own.clone());
+    }
+    e.extend(overrides.clone());
+    e
+}
+
+fn base_result(
+    transport: &str,
+    chosen: &NetworkEval,
+    members: &[Member],
+    env: BTreeMap<String, String>,
+    config: &str,
+) -> CollectiveResult {
+    let order: Vec<u32> = members
+        .iter()
+        .filter(|m| m.alive && chosen.network.members.contains_key(&m.rank))
+        .map(|m| m.rank)
+        .collect();
+    let mut names: Vec<String> = chosen
+        .network
+        .members
+        .values()
+        .map(|m| m.interface.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    CollectiveResult {
+        op: "allreduce".into(),
+        transport: transport.into(),
+        ranks: order.len() as u32,
+        env,
+        addresses: order
+            .iter()
+            .filter_map(|r| {
+                let m = chosen.network.members.get(r)?;
+                Some((r.to_string(), m.address.to_string()))
+            })
+            .collect(),
+        order,
+        network: Some(format!("{} ({})", chosen.network.id, names.join("/"))),
+        config: config.into(),
+        ..Default::default()
+    }
+}
+
+fn index_of(members: &[Member], rank: u32) -> Option<usize> {
+    members.iter().position(|m| m.rank == rank && m.alive)
+}
+
+/// Notes a node's failure on the result.
+fn fail(res: &mut CollectiveResult, rank: u32, what: &str) {
+    if !res.failed_ranks.contains(&rank) {
+        res.failed_ranks.push(rank);
+    }
+    let line = format!("rank {rank}: {what}");
+    res.error = Some(match res.error.take() {
+        Some(prev) => format!("{prev}; {line}"),
+        None => line,
+    });
+}
+
+/// The TCP ring: every node opens a listener on its chosen address, then connects to its right neighbour.
+fn tcp_ring(
+    members: &mut [Member],
+    chosen: &NetworkEval,
+    mut res: CollectiveResult,
+    plan: &Plan,
+    progress: &Progress,
+) -> CollectiveResult {
+    let order = res.order.clone();
+    let n = order.len();
+    if n == 0 {
+        res.error = Some("no node is on the chosen network".into());
+        return res;
+    }
+    // 1. Listeners.
+    let addr_of = |r: u32| res.addresses.get(&r.to_string()).cloned();
+    let addresses: BTreeMap<u32, String> = order
+        .iter()
+        .filter_map(|r| Some((*r, addr_of(*r)?)))
+        .collect();
+    let asked = send_orders(members, "the all-reduce", |m| {
+        addresses.get(&m.rank).map(|a| Msg::RingListen { address: a.clone() })
+    });
+    let deadline = Instant::now() + plan.step_timeout;
+    let mut ports: BTreeMap<u32, u16> = BTreeMap::new();
+    for i in asked {
+        let m = &mut members[i];
+        match read_reply(m, deadline, "the all-reduce") {
+            Some(Msg::RingReady { port }) => {
+                ports.insert(m.rank, port);
+            }
+            Some(Msg::Failed { error }) => fail(&mut res, m.rank, &error),
+            Some(other) => unexpected(m, "the all-reduce", &other),
+            None => fail(&mut res, m.rank, "stopped answering before the ring started"),
+        }
+    }
+    if ports.len() != n {
+        for r in &order {
+            if !ports.contains_key(r) && !res.failed_ranks.contains(r) {
+                fail(&mut res, *r, "could not open a ring listener");
+            }
+        }
+        return res;
+    }
+    // 2. The ring itself.
+    let orders: BTreeMap<u32, RingOrder> = order
+        .iter()
+        .enumerate()
+        .map(|(pos, r)| {
+            let right = order[(pos + 1) % n];
+            let left = order[(pos + n - 1) % n];
+            (
+                *r,
+                RingOrder {
+                    pos: pos as u32,
+                    n: n as u32,
+                    left_rank: left,
+                    right_rank: right,
+                    right_address: addresses.get(&right).cloned().unwrap_or_default(),
+                    right_port: ports.get(&right).copied().unwrap_or(0),
+                    sizes: plan.sizes.clone(),
+                    streams: plan.streams,
+                    warmup: plan.warmup,
+                    iters: plan.iters,
+                    timeout_ms: plan.step_timeout.as_millis() as u64,
+                },
+            )
+        })
+        .collect();
+    let asked = send_orders(members, "the all-reduce", |m| {
+        orders.get(&m.rank).map(|o| Msg::Ring { order: o.clone() })
+    });
+    let deadline = Instant::now() + plan.limit();
+    let mut per_rank: BTreeMap<u32, Vec<RankRow>> = BTreeMap::new();
+    for (k, i) in asked.into_iter().enumerate() {
+        let m = &mut members[i];
+        loop {
+            match read_reply(m, deadline, "the all-reduce") {
+                Some(Msg::RingRow { .. }) => {
+                    // The first node's rows pace the bar; the others' are read past.
+                    if k == 0 {
+                        progress.inc();
+                    }
+                }
+                Some(Msg::RingDone { rows, error }) => {
+                    if let Some(e) = error {
+                        fail(&mut res, m.rank, &e);
+                    }
+                    per_rank.insert(m.rank, rows);
+                    break;
+                }
+                Some(other) => {
+                    unexpected(m, "the all-reduce", &other);
+                    fail(&mut res, m.rank, "answered out of protocol");
+                    break;
+                }
+                None => {
+                    fail(&mut res, m.rank, "stopped answering during the ring");
+                    break;
+                }
+            }
+        }
+    }
+    merge_rows(&mut res, &order, &per_rank, n as u32);
+    res.streams = Some(plan.streams);
+    res
+}
+
+/// Per size: the slowest node's time, every node's wrong values; only sizes every node finished.
+fn merge_rows(
+    res: &mut CollectiveResult,
+    order: &[u32],
+    per_rank: &BTreeMap<u32, Vec<RankRow>>,
+    bus_ranks: u32,
+) {
+    let done = order
+        .iter()
+        .map(|r| per_rank.get(r).map_or(0, Vec::len))
+        .min()
+        .unwrap_or(0);
+    for i in 0..done {
+        let rows: Vec<(u32, &RankRow)> = order
+            .iter()
+            .filter_map(|r| Some((*r, per_rank.get(r)?.get(i)?)))
+            .collect();
+        let Some((_, first)) = rows.first() else {
+            continue;
+        };
+        let time_us = rows.iter().map(|(_, r)| r.time_us).fold(0.0, f64::max);
+        let wrong: u64 = rows.iter().map(|(_, r)| r.wrong).sum();
+        for (rank, r) in &rows {
+            if r.wrong > 0 && !res.failed_ranks.contains(rank) {
+                res.failed_ranks.push(*rank);
+            }
+        }
+        res.rows.push(row(first.bytes, time_us, bus_ranks, wrong));
+    }
+    res.failed_ranks.sort_unstable();
+}
+
+/// One nccl-tests row: algbw = bytes / time, busbw = algbw * 2(n-1)/n (GB/s = 1e9 B/s).
+pub fn row(bytes: u64, time_us: f64, n: u32, wrong: u64) -> CollectiveRow {
+    let algbw = if time_us > 0.0 {
+        bytes as f64 / time_us / 1e3
+    } else {
+        0.0
+    };
+    let factor = if n > 0 {
+        2.0 * (n as f64 - 1.0) / n as f64
+    } else {
+        0.0
+    };
+    CollectiveRow {
+        bytes,
+        time_us: (time_us * 100.0).round() / 100.0,
+        algbw_gb_s: round3(algbw),
+        busbw_gb_s: round3(algbw * factor),
+        wrong,
+    }
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// NCCL: one child per node drives its GPUs; the node hosting NCCL rank 0 makes the unique id,
+/// the coordinator hands it to every node.
+fn nccl_run(
+    members: &mut [Member],
+    rec: &Recommendation,
+    overrides: &BTreeMap<String, String>,
+    mut res: CollectiveResult,
+    plan: &Plan,
+    progress: &Progress,
+) -> CollectiveResult {
+    let order = res.order.clone();
+    let mut orders: BTreeMap<u32, NcclOrder> = BTreeMap::new();
+    let mut next = 0u32;
+    for r in &order {
+        let Some(i) = index_of(members, *r) else {
+            continue;
+        };
+        if let Some(why) = nccl_unready(&members[i].facts) {
+            fail(&mut res, *r, &format!("cannot run NCCL: {why}"));
+            continue;
+        }
+        let gpus = crate::advise::visible_gpu_count(&members[i].facts);
+        orders.insert(
+            *r,
+            NcclOrder {
+                nranks: 0,
+                first_rank: next,
+                gpus,
+                sizes: plan.sizes.clone(),
+                warmup: plan.warmup,
+                iters: plan.iters,
+                env: merged_env(&rec.env, rec.node_env.get(&r.to_string()), overrides),
+                timeout_ms: plan.limit().as_millis() as u64,
+            },
+        );
+        next += gpus;
+    }
+    if res.error.is_some() {
+        return res;
+    }
+    for o in orders.values_mut() {
+        o.nranks = next;
+    }
+    res.ranks = next;
+    // 1. The unique id from the node hosting NCCL rank 0.
+    let Some(first) = order.first().copied() else {
+        res.error = Some("no node to run on".into());
+        return res;
+    };
+    let deadline = Instant::now() + plan.step_timeout;
+    let asked = send_orders(members, "the NCCL all-reduce", |m| {
+        (m.rank == first).then(|| Msg::NcclStart {
+            order: orders[&first].clone(),
+        })
+    });
+    let mut id = None;
+    for i in asked {
+        let m = &mut members[i];
+        match read_reply(m, deadline, "the NCCL all-reduce") {
+            Some(Msg::NcclId { id: got }) => id = Some(got),
+            Some(Msg::Failed { error }) => fail(&mut res, m.rank, &error),
+            Some(other) => unexpected(m, "the NCCL all-reduce", &other),
+            None => fail(&mut res, m.rank, "stopped answering while starting NCCL"),
+        }
+    }
+    let Some(id) = id else {
+        if res.error.is_none() {
+            fail(&mut res, first, "did not send NCCL's unique id");
+        }
+        return res;
+    };
+    // 2. Every node joins with the id and runs the sizes.
+    let asked = send_orders(members, "the NCCL all-reduce", |m| {
+        orders.get(&m.rank).map(|o| Msg::NcclRun {
+            order: o.clone(),
+            id: id.clone(),
+        })
+    });
+    let deadline = Instant::now() + plan.limit();
+    let mut per_rank: BTreeMap<u32, Vec<RankRow>> = BTreeMap::new();
+    for i in asked {
+        let m = &mut members[i];
+        match read_reply(m, deadline, "the NCCL all-reduce") {
+            Some(Msg::NcclDone {
+                rows,
+                net,
+                net_mismatch,
+                error,
+            }) => {
+                if let Some(e) = error {
+                    fail(&mut res, m.rank, &e);
+                }
+                if res.net.is_none() {
+                    res.net = net;
+                }
+                if res.net_mismatch.is_none() {
+                    res.net_mismatch = net_mismatch.map(|w| format!("rank {}: {w}", m.rank));
+                }
+                per_rank.insert(m.rank, rows);
+                progress.inc();
+            }
+            Some(Msg::Failed { error }) => fail(&mut res, m.rank, &error),
+            Some(other) => unexpected(m, "the NCCL all-reduce", &other),
+            None => fail(&mut res, m.rank, "stopped answering during the NCCL all-reduce"),
+        }
+    }
+    let nranks = res.ranks;
+    merge_rows(&mut res, &order, &per_rank, nranks);
+    res
+}
+
+/// With `--compare-env`: when the compared setting was faster at the largest common size,
+/// returns its overrides and a reason citing both numbers.
+pub fn preferred_overrides(
+    results: &[CollectiveResult],
+    compare_env: &BTreeMap<String, String>,
+) -> (Option<BTreeMap<String, String>>, Option<String>) {
+    let find = |c: &str| results.iter().find(|r| r.config == c && r.error.is_none());
+    let (Some(advice), Some(compare)) = (find("advice"), find("compare")) else {
+        return (None, None);
+    };
+    let biggest = |r: &CollectiveResult| {
+        preflight_checks::collective::large_row(r).map(|x| (x.bytes, x.busbw_gb_s))
+    };
+    let (Some((ab, abw)), Some((cb, cbw))) = (biggest(advice), biggest(compare)) else {
+        return (None, None);
+    };
+    if ab != cb {
+        return (None, None);
+    }
+    let changed = compare_env
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let size = preflight_checks::collective::human(ab);
+    if cbw > abw * 1.05 && compare.rows.iter().all(|r| r.wrong == 0) {
+        (
+            Some(compare_env.clone()),
+            Some(format!(
+                "{changed}: the {} all-reduce measured {cbw:.3} GB/s busbw at {size} with it against {abw:.3} GB/s with the first advice, so the advice uses it",
+                compare.transport
+            )),
+        )
+    } else {
+        (
+            None,
+            Some(format!(
+                "kept the advice: the {} all-reduce measured {abw:.3} GB/s busbw at {size} with it against {cbw:.3} GB/s with {changed} (--compare-env)",
+                advice.transport
+            )),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_follow_nccl_tests_definitions() {
+        // 64 MiB in 50 ms on 4 ranks: algbw 1.342 GB/s, busbw 1.5x that.
+        let r = row(64 << 20, 50_000.0, 4, 0);
+        assert_eq!(r.algbw_gb_s, 1.342);
+        assert_eq!(r.busbw_gb_s, 2.013);
+        assert_eq!(row(1 << 20, 0.0, 2, 0).algbw_gb_s, 0.0);
+        assert_eq!(row(1 << 20, 10.0, 1, 0).busbw_gb_s, 0.0);
+    }
+
+    #[test]
+    fn merge_takes_the_slowest_node_and_sums_wrong_values() {
+        let mut res = CollectiveResult::default();
+        let per_rank = BTreeMap::from([
+            (
+                0,
+                vec![
+                    RankRow { bytes: 1024, time_us: 10.0, wrong: 0 },
+                    RankRow { bytes: 2048, time_us: 20.0, wrong: 0 },
+                ],
+            ),
+            (
+                1,
+                vec![RankRow { bytes: 1024, time_us: 30.0, wrong: 3 }],
+            ),
+        ]);
+        merge_rows(&mut res, &[0, 1], &per_rank, 2);
+        assert_eq!(res.rows.len(), 1, "only sizes every node finished");
+        assert_eq!(res.rows[0].time_us, 30.0);
+        assert_eq!(res.rows[0].wrong, 3);
+        assert_eq!(res.failed_ranks, vec![1]);
+    }
+
+    #[test]
+    fn auto_picks_nccl_only_when_every_node_can() {
+        let mut gpu = NodeFacts::default();
+        gpu.gpu.devices.push(Default::default());
+        gpu.nccl.library = Some("/usr/lib/libnccl.so.2".into());
+        let cpu = NodeFacts::default();
+        assert_eq!(transport(Allreduce::Auto, &[(0, &gpu), (1, &gpu)]), Ok("nccl"));
+        assert_eq!(transport(Allreduce::Auto, &[(0, &gpu), (1, &cpu)]), Ok("tcp"));
+        assert_eq!(transport(Allreduce::Tcp, &[(0, &gpu)]), Ok("tcp"));
+        assert!(transport(Allreduce::Off, &[(0, &gpu)]).is_err());
+    }
+
+    fn result(config: &str, busbw_time_us: f64) -> CollectiveResult {
+        CollectiveResult {
+            transport: "nccl".into(),
+            config: config.into(),
+            ranks: 2,
+            rows: vec![row(256 << 20, busbw_time_us, 2, 0)],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn compare_env_wins_only_when_faster_and_both_numbers_are_cited() {
+        let cmp = BTreeMap::from([("NCCL_IB_DISABLE".to_string(), "1".to_string())]);
+        let (over, why) = preferred_overrides(&[result("advice", 100_000.0), result("compare", 50_000.0)], &cmp);
+        assert_eq!(over, Some(cmp.clone()));
+        let why = why.unwrap();
+        assert!(why.contains("5.369") && why.contains("2.684"), "{why}");
+        let (over, why) = preferred_overrides(&[result("advice", 50_000.0), result("compare", 100_000.0)], &cmp);
+        assert_eq!(over, None);
+        assert!(why.unwrap().starts_with("kept the advice"));
+        assert_eq!(preferred_overrides(&[result("advice", 1.0)], &cmp), (None, None));
+    }
+}

@@ -1,0 +1,163 @@
+//! A node's side of the all-reduce: opens its ring listener, runs its part of the TCP ring, and
+//! drives the NCCL child, answering the coordinator's orders.
+
+use super::auth::Secret;
+use super::wire::{Msg, NcclOrder, RankRow, RingOrder, WireError, write_msg};
+use crate::measure::ring::{self, Corrupt, RingConfig, RingListener, RingPeers};
+use preflight_checks::model::NodeFacts;
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Test hook: a node with this variable set perturbs what it sends in the ring, so tests can
+/// prove that wrong values are caught.
+pub const CORRUPT_HOOK: &str = "PREFLIGHT_TEST_CORRUPT_ALLREDUCE";
+
+/// What a node keeps between the all-reduce orders.
+pub struct NodeState {
+    pub rank: u32,
+    pub nnodes: u32,
+    pub secret: Secret,
+    pub facts: NodeFacts,
+    ring: Option<RingListener>,
+    nccl: Option<crate::measure::nccl::Worker>,
+}
+
+impl NodeState {
+    pub fn new(rank: u32, nnodes: u32, secret: Secret, facts: NodeFacts) -> NodeState {
+        NodeState {
+            rank,
+            nnodes,
+            secret,
+            facts,
+            ring: None,
+            nccl: None,
+        }
+    }
+}
+
+/// Answers one all-reduce order; `None` when `msg` is not one (the caller handles it).
+pub fn handle(
+    state: &mut NodeState,
+    msg: &Msg,
+    stream: &mut TcpStream,
+) -> Option<Result<Msg, WireError>> {
+    Some(Ok(match msg {
+        Msg::RingListen { address } => listen(state, address),
+        Msg::Ring { order } => return Some(run_ring(state, order, stream)),
+        Msg::NcclStart { order } => super::nccl_node::start(state_nccl(state), &state.facts, order),
+        Msg::NcclRun { order, id } => {
+            super::nccl_node::run(state_nccl(state), &state.facts, order, id)
+        }
+        _ => return None,
+    }))
+}
+
+fn state_nccl(state: &mut NodeState) -> &mut Option<crate::measure::nccl::Worker> {
+    &mut state.nccl
+}
+
+fn listen(state: &mut NodeState, address: &str) -> Msg {
+    let ip: IpAddr = match address.parse() {
+        Ok(ip) => ip,
+        Err(_) => {
+            return Msg::Failed {
+                error: format!("the coordinator sent a bad ring address '{address}'"),
+            };
+        }
+    };
+    match RingListener::bind(ip) {
+        Ok(l) => {
+            let port = l.port();
+            state.ring = Some(l);
+            Msg::RingReady { port }
+        }
+        Err(e) => Msg::Failed {
+            error: format!("cannot listen for the ring on {ip}: {e}"),
+        },
+    }
+}
+
+fn run_ring(
+    state: &mut NodeState,
+    order: &RingOrder,
+    stream: &mut TcpStream,
+) -> Result<Msg, WireError> {
+    let Some(listener) = state.ring.take() else {
+        return Ok(Msg::RingDone {
+            rows: Vec::new(),
+            error: Some("the ring started before this node opened its listener".into()),
+        });
+    };
+    let right = match order.right_address.parse::<IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, order.right_port),
+        Err(_) => {
+            return Ok(Msg::RingDone {
+                rows: Vec::new(),
+                error: Some(format!(
+                    "bad address '{}' for rank {}",
+                    order.right_address, order.right_rank
+                )),
+            });
+        }
+    };
+    let peers = RingPeers {
+        my_rank: state.rank,
+        nnodes: state.nnodes,
+        pos: order.pos as usize,
+        n: order.n as usize,
+        left_rank: order.left_rank,
+        right_rank: order.right_rank,
+        right,
+    };
+    let cfg = RingConfig {
+        streams: order.streams.clamp(1, 16) as usize,
+        warmup: order.warmup.min(100),
+        iters: order.iters.clamp(1, 1000),
+        timeout: Duration::from_millis(order.timeout_ms.clamp(1000, 600_000)),
+        corrupt: std::env::var_os(CORRUPT_HOOK).map(|_| Corrupt { size_index: None }),
+        ..RingConfig::default()
+    };
+    let mut sent: Result<(), WireError> = Ok(());
+    let outcome = ring::run_with_progress(
+        listener,
+        &peers,
+        &order.sizes,
+        &cfg,
+        &state.secret,
+        &mut |row| {
+            if sent.is_ok() {
+                sent = write_msg(stream, &Msg::RingRow { row: rank_row(row) });
+            }
+        },
+    );
+    sent?;
+    Ok(match outcome {
+        Ok(rows) => Msg::RingDone {
+            rows: rows.iter().map(rank_row).collect(),
+            error: None,
+        },
+        Err(failure) => Msg::RingDone {
+            rows: failure.rows.iter().map(rank_row).collect(),
+            error: Some(failure.error.to_string()),
+        },
+    })
+}
+
+fn rank_row(r: &ring::RingRow) -> RankRow {
+    RankRow {
+        bytes: r.bytes,
+        time_us: r.time_us,
+        wrong: r.wrong,
+    }
+}
+
+/// The NCCL order's fields, checked (the coordinator is trusted only after the handshake, but
+/// still never trusted to size things without bounds).
+pub fn bounded(order: &NcclOrder) -> NcclOrder {
+    NcclOrder {
+        warmup: order.warmup.min(100),
+        iters: order.iters.clamp(1, 1000),
+        timeout_ms: order.timeout_ms.clamp(1000, 3_600_000),
+        ..order.clone()
+    }
+}

@@ -1,0 +1,195 @@
+//! All-reduce scenarios: real `preflight cluster` processes in network namespaces run the TCP ring
+//! (and the NCCL path with a fake worker), and the report's `collectives[]` and verdicts are checked.
+
+use crate::netns::{Cluster, Net, NodeRun};
+use serde_json::Value;
+
+const TIMEOUT: u64 = 20;
+
+fn collectives(run: &NodeRun) -> Vec<&Value> {
+    run.report()["collectives"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default()
+}
+
+fn only_finding<'a>(run: &'a NodeRun, id: &str) -> &'a Value {
+    let all = run.findings(id);
+    assert_eq!(all.len(), 1, "{id}: {all:#?}\n{}", run.describe());
+    all[0]
+}
+
+fn tcp_result(run: &NodeRun) -> &Value {
+    let all = collectives(run);
+    let tcp: Vec<&&Value> = all.iter().filter(|c| c["transport"] == "tcp").collect();
+    assert_eq!(tcp.len(), 1, "{all:#?}\n{}", run.describe());
+    tcp[0]
+}
+
+/// Every row is verified, timed, and follows nccl-tests' definitions.
+fn assert_rows_sound(c: &Value, n: usize, sizes: &[u64]) {
+    let rows = c["rows"].as_array().expect("rows");
+    let got: Vec<u64> = rows.iter().map(|r| r["bytes"].as_u64().unwrap_or(0)).collect();
+    assert_eq!(got, sizes, "{c:#}");
+    for r in rows {
+        assert_eq!(r["wrong"], 0, "{r}");
+        let t = r["time_us"].as_f64().unwrap_or(0.0);
+        let algbw = r["algbw_gb_s"].as_f64().unwrap_or(0.0);
+        let busbw = r["busbw_gb_s"].as_f64().unwrap_or(0.0);
+        assert!(t > 0.0 && algbw > 0.0 && busbw > 0.0, "{r}");
+        let bytes = r["bytes"].as_f64().unwrap_or(0.0);
+        let expect_alg = bytes / t / 1e3;
+        assert!((algbw - expect_alg).abs() <= 0.002 + 0.01 * expect_alg, "{r}");
+        let factor = 2.0 * (n as f64 - 1.0) / n as f64;
+        assert!((busbw - algbw * factor).abs() <= 0.003 + 0.01 * busbw, "{r}");
+    }
+    assert_eq!(c["ranks"], n as u64, "{c:#}");
+    assert_eq!(c["op"], "allreduce");
+    assert!(c["error"].is_null(), "{c:#}");
+}
+
+fn ring_on(n: usize) {
+    let tag = format!("ring{n}");
+    let Some(c) = Cluster::flat(&tag, n, "eth0").build() else {
+        return;
+    };
+    // 12K is 3072 floats: not a multiple of 5 ranks.
+    let runs = c
+        .preflight()
+        .timeout(TIMEOUT)
+        .args(&["--allreduce=tcp", "--sizes=12K:3M:4"])
+        .run();
+    for run in &runs {
+        assert_eq!(run.exit_code, Some(0), "{}", run.describe());
+        let tcp = tcp_result(run);
+        assert_rows_sound(tcp, n, &[12 << 10, 48 << 10, 192 << 10, 768 << 10, 3 << 20]);
+        assert_eq!(tcp["order"].as_array().map(Vec::len), Some(n), "{tcp:#}");
+        assert_eq!(only_finding(run, "collective.wrong")["status"], "pass");
+        let busbw = only_finding(run, "collective.busbw");
+        assert!(busbw["status"] == "pass" || busbw["status"] == "warn", "{busbw:#}");
+    }
+}
+
+#[test]
+fn tcp_ring_two_nodes() {
+    ring_on(2);
+}
+
+#[test]
+fn tcp_ring_five_nodes() {
+    ring_on(5);
+}
+
+#[test]
+fn tcp_ring_eight_nodes() {
+    ring_on(8);
+}
+
+#[test]
+fn tiny_size_with_fewer_elements_than_ranks_is_still_exact() {
+    let Some(c) = Cluster::flat("ringtiny", 3, "eth0").build() else {
+        return;
+    };
+    let runs = c
+        .preflight()
+        .timeout(TIMEOUT)
+        .args(&["--allreduce=tcp", "--sizes=4:8"])
+        .run();
+    for run in &runs {
+        assert_eq!(run.exit_code, Some(0), "{}", run.describe());
+        let tcp = tcp_result(run);
+        let rows = tcp["rows"].as_array().expect("rows");
+        assert_eq!(rows.len(), 2, "{tcp:#}");
+        assert!(rows.iter().all(|r| r["wrong"] == 0), "{tcp:#}");
+    }
+}
+
+#[test]
+fn a_corrupted_chunk_is_reported_as_collective_wrong() {
+    let Some(c) = Cluster::flat("ringbad", 3, "eth0").build() else {
+        return;
+    };
+    let runs = c
+        .preflight()
+        .timeout(TIMEOUT)
+        .args(&["--allreduce=tcp", "--sizes=64K:256K"])
+        .env_on(1, "PREFLIGHT_TEST_CORRUPT_ALLREDUCE", "1")
+        .run();
+    let r0 = &runs[0];
+    assert_eq!(r0.exit_code, Some(1), "{}", r0.describe());
+    let tcp = tcp_result(r0);
+    let rows = tcp["rows"].as_array().expect("rows");
+    assert!(!rows.is_empty() && rows.iter().all(|r| r["wrong"].as_u64() > Some(0)), "{tcp:#}");
+    let f = only_finding(r0, "collective.wrong");
+    assert_eq!(f["status"], "fail", "{f:#}");
+    assert!(!f["evidence"]["ranks"].as_array().map(Vec::is_empty).unwrap_or(true), "{f:#}");
+    assert!(f["fix"]["commands"].as_array().is_some_and(|c| !c.is_empty()), "{f:#}");
+}
+
+#[test]
+fn min_busbw_above_what_the_ring_reaches_fails() {
+    let Some(c) = Cluster::flat("ringmin", 2, "eth0").build() else {
+        return;
+    };
+    let runs = c
+        .preflight()
+        .timeout(TIMEOUT)
+        .args(&["--allreduce=tcp", "--sizes=1M:2M", "--min-busbw=100000"])
+        .run();
+    for run in &runs {
+        assert_eq!(run.exit_code, Some(1), "{}", run.describe());
+        let f = only_finding(run, "collective.busbw");
+        assert_eq!(f["status"], "fail", "{f:#}");
+        assert_eq!(f["evidence"]["min_busbw_gb_s"], 100000.0, "{f:#}");
+        assert_eq!(f["evidence"]["bytes"], 2 << 20, "{f:#}");
+    }
+}
+
+#[test]
+fn ring_on_a_shaped_link_runs_at_the_shaped_rate() {
+    let Some(c) = Cluster::new("ringtbf")
+        .network(Net::new("data", 1).rate("200mbit"))
+        .host(crate::netns::Host::new("node0").on("data", "eth0"))
+        .host(crate::netns::Host::new("node1").on("data", "eth0"))
+        .build()
+    else {
+        return;
+    };
+    let runs = c
+        .preflight()
+        .timeout(TIMEOUT)
+        .args(&["--allreduce=tcp", "--sizes=4M:4M"])
+        .run();
+    let r0 = &runs[0];
+    assert_eq!(r0.exit_code, Some(0), "{}", r0.describe());
+    let row = &tcp_result(r0)["rows"][0];
+    let busbw = row["busbw_gb_s"].as_f64().unwrap_or(0.0);
+    // 200 Mbit/s = 0.025 GB/s; a 2-rank ring moves the whole buffer over each direction once.
+    assert!((0.015..=0.0275).contains(&busbw), "busbw {busbw} GB/s on a 200mbit link: {row}");
+    assert_eq!(only_finding(r0, "collective.busbw")["status"], "pass");
+}
+
+#[test]
+fn allreduce_off_measures_nothing_and_says_so() {
+    let Some(c) = Cluster::flat("ringoff", 2, "eth0").build() else {
+        return;
+    };
+    let runs = c.preflight().timeout(TIMEOUT).args(&["--allreduce=off"]).run();
+    let r0 = &runs[0];
+    assert_eq!(r0.exit_code, Some(0), "{}", r0.describe());
+    assert!(collectives(r0).is_empty());
+    let f = only_finding(r0, "collective.busbw");
+    assert_eq!(f["status"], "skip");
+    assert!(f["summary"].as_str().unwrap_or_default().contains("--allreduce off"));
+}
+
+#[test]
+fn bad_sizes_exit_2_before_any_rendezvous() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args(["cluster", "--nnodes=1", "--sizes=256M:1M", "--master-port=1"])
+        .output()
+        .expect("run preflight");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--sizes"), "{err}");
+}
