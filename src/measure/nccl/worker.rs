@@ -322,7 +322,7 @@ fn measure_size(
                 .map_err(|e| what(&format!("copying to GPU {i}: {e:?}")))?,
         );
     }
-    all_reduce_all(gpus, comms, &bufs, count).map_err(|e| what(&e))?;
+    all_reduce_all(gpus, comms, &bufs, count, Wait::Finish).map_err(|e| what(&e))?;
     let table = expected_table(args.nranks);
     let mut wrong = 0;
     for (i, (stream, buf)) in gpus.streams.iter().zip(&bufs).enumerate() {
@@ -337,8 +337,9 @@ fn measure_size(
             .map_err(|e| what(&format!("zeroing on GPU {i}: {e:?}")))?;
     }
     for _ in 0..args.warmup {
-        all_reduce_all(gpus, comms, &bufs, count).map_err(|e| what(&e))?;
+        all_reduce_all(gpus, comms, &bufs, count, Wait::Enqueue).map_err(|e| what(&e))?;
     }
+    sync_all(gpus).map_err(|e| what(&e))?;
     let time_us = timed(args, gpus, comms, &bufs, count).map_err(|e| what(&e))?;
     Ok(NcclRow {
         bytes: count as u64 * 4,
@@ -364,7 +365,7 @@ fn timed(
         );
     }
     for _ in 0..args.iters {
-        all_reduce_all(gpus, comms, bufs, count)?;
+        all_reduce_all(gpus, comms, bufs, count, Wait::Enqueue)?;
     }
     let mut worst = 0f64;
     for (s, start) in gpus.streams.iter().zip(&starts) {
@@ -379,12 +380,13 @@ fn timed(
     Ok(worst * 1000.0 / f64::from(args.iters))
 }
 
-/// One in-place sum all-reduce on every local GPU inside a group, then waits for all streams.
+/// One in-place sum all-reduce on every local GPU inside a group; with `Wait::Finish`, waits for all streams.
 fn all_reduce_all(
     gpus: &Gpus,
     comms: &Comms,
     bufs: &[CudaSlice<f32>],
     count: usize,
+    wait: Wait,
 ) -> Result<(), String> {
     nccl::group_start().map_err(|e| format!("ncclGroupStart: {:?}", e.0))?;
     let mut first_err = None;
@@ -412,6 +414,20 @@ fn all_reduce_all(
         return Err(e);
     }
     end.map_err(|e| format!("ncclGroupEnd: {:?}", e.0))?;
+    if wait == Wait::Enqueue {
+        return Ok(());
+    }
+    sync_all(gpus)
+}
+
+/// Whether [`all_reduce_all`] waits for the GPUs (verification) or only enqueues (timing loops).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Finish,
+    Enqueue,
+}
+
+fn sync_all(gpus: &Gpus) -> Result<(), String> {
     for (i, s) in gpus.streams.iter().enumerate() {
         s.synchronize()
             .map_err(|e| format!("waiting for GPU {i}: {e:?}"))?;
