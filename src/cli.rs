@@ -45,6 +45,9 @@ pub enum Command {
     /// Run on every node at once: rendezvous on the master port, measure every pair, print one verdict and the launch command per node.
     #[command(after_help = AFTER_HELP)]
     Cluster(ClusterArgs),
+    /// Internal: the NCCL all-reduce child process `preflight cluster` starts on GPU nodes.
+    #[command(hide = true)]
+    NcclWorker(crate::measure::nccl::worker::NcclWorkerArgs),
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

@@ -1,4 +1,5 @@
-//! Active measurements between nodes: TCP connect/RTT/throughput and path MTU.
+//! Active measurements between nodes: TCP connect/RTT/throughput, path MTU, and NCCL all-reduce.
 
 pub mod mtu;
+pub mod nccl;
 pub mod tcp;

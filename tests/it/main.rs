@@ -3,4 +3,5 @@
 mod allreduce;
 mod cli;
 mod cluster;
+mod nccl;
 mod netns;

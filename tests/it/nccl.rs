@@ -1,0 +1,127 @@
+//! The real `preflight nccl-worker` on a machine without a GPU driver, alone and through the parent API.
+
+use assert_cmd::Command;
+use preflight::measure::nccl::{self, NcclError, NcclJob};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn bin_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_preflight"))
+}
+
+/// True where an NVIDIA driver is loaded: the "no libcuda" assertions do not apply there.
+fn has_driver() -> bool {
+    let present = Path::new("/proc/driver/nvidia").exists();
+    if present {
+        eprintln!("skipping: an NVIDIA driver is loaded on this machine");
+    }
+    present
+}
+
+fn worker(args: &[&str]) -> (Vec<Value>, i32, String) {
+    let out = Command::new(bin_path())
+        .arg("nccl-worker")
+        .args(args)
+        .write_stdin("")
+        .timeout(Duration::from_secs(30))
+        .output()
+        .expect("ran");
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (lines, out.status.code().unwrap_or(-1), stderr)
+}
+
+#[test]
+fn worker_without_libcuda_prints_one_clear_error_line() {
+    if has_driver() {
+        return;
+    }
+    let (lines, code, stderr) = worker(&[
+        "--nranks",
+        "2",
+        "--first-rank",
+        "0",
+        "--gpus",
+        "1",
+        "--sizes",
+        "1M,2M",
+    ]);
+    assert_eq!(code, 1, "stderr: {stderr}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let err = lines[0]["error"].as_str().expect("an error line");
+    assert!(err.starts_with("libcuda not found"), "{err}");
+    assert!(err.contains("NVIDIA driver"), "{err}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn worker_rejects_ranks_that_do_not_fit_before_touching_cuda() {
+    let (lines, code, _) = worker(&[
+        "--nranks",
+        "2",
+        "--first-rank",
+        "1",
+        "--gpus",
+        "2",
+        "--sizes",
+        "64K",
+    ]);
+    assert_eq!(code, 1);
+    let err = lines[0]["error"].as_str().expect("an error line");
+    assert!(err.contains("ranks 1..2 do not fit in --nranks 2"), "{err}");
+}
+
+#[test]
+fn worker_is_hidden_and_validates_sizes() {
+    let help = Command::new(bin_path())
+        .arg("--help")
+        .output()
+        .expect("ran");
+    assert!(!String::from_utf8_lossy(&help.stdout).contains("nccl-worker"));
+    let bad = Command::new(bin_path())
+        .args([
+            "nccl-worker",
+            "--nranks",
+            "1",
+            "--first-rank",
+            "0",
+            "--gpus",
+            "1",
+            "--sizes",
+            "1T",
+        ])
+        .output()
+        .expect("ran");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("is not a size"));
+}
+
+#[test]
+fn parent_reports_the_real_workers_libcuda_error() {
+    if has_driver() {
+        return;
+    }
+    let job = NcclJob {
+        nranks: 1,
+        first_rank: 0,
+        gpus: 1,
+        sizes: vec![1 << 20],
+        warmup: 1,
+        iters: 1,
+        timeout: Duration::from_secs(30),
+        program: Some(bin_path()),
+        ..Default::default()
+    };
+    let mut w = nccl::start(&job).expect("start");
+    match w.unique_id(Duration::from_secs(20)) {
+        Err(NcclError::Failed { message, .. }) => {
+            assert!(message.starts_with("libcuda not found"), "{message}")
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(id) => panic!("got an id without a driver: {id}"),
+    }
+}
