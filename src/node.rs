@@ -31,7 +31,36 @@ pub fn probe_facts(root: &Root, master_port: u16, no_gpu: bool) -> NodeFacts {
         env: probe::env::all(),
         skip_gpu: no_gpu,
     };
-    probe::collect(root, &opts)
+    let mut facts = probe::collect(root, &opts);
+    fake_gpus_for_tests(&mut facts);
+    facts
+}
+
+/// Test hook for machines without GPUs: `PREFLIGHT_TEST_FAKE_GPUS=N` adds N GPUs named as fakes
+/// and takes `PREFLIGHT_NCCL_WORKER` (the fake NCCL worker) as the libnccl, so the NCCL
+/// all-reduce path can run end to end with a fake worker in CI.
+pub const FAKE_GPUS_HOOK: &str = "PREFLIGHT_TEST_FAKE_GPUS";
+
+fn fake_gpus_for_tests(facts: &mut NodeFacts) {
+    let Some(n) = std::env::var(FAKE_GPUS_HOOK)
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+    else {
+        return;
+    };
+    facts.gpu.nvml_error = None;
+    facts.gpu.gpus = (0..n.min(16))
+        .map(|i| preflight_checks::model::Gpu {
+            index: i,
+            name: format!("fake GPU {i} ({FAKE_GPUS_HOOK})"),
+            uuid: format!("GPU-fake-{i}"),
+            ..Default::default()
+        })
+        .collect();
+    if let Ok(worker) = std::env::var(crate::measure::nccl::WORKER_ENV) {
+        facts.nccl.library = Some(worker);
+        facts.nccl.error = None;
+    }
 }
 
 /// Reads a facts file written by `preflight facts`.

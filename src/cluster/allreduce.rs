@@ -557,7 +557,7 @@ mod tests {
     #[test]
     fn auto_picks_nccl_only_when_every_node_can() {
         let mut gpu = NodeFacts::default();
-        gpu.gpu.devices.push(Default::default());
+        gpu.gpu.gpus.push(Default::default());
         gpu.nccl.library = Some("/usr/lib/libnccl.so.2".into());
         let cpu = NodeFacts::default();
         assert_eq!(transport(Allreduce::Auto, &[(0, &gpu), (1, &gpu)]), Ok("nccl"));

@@ -1,6 +1,7 @@
 //! Renderers: Report -> text. No logic beyond presentation; nothing else prints.
 
 pub mod cluster;
+pub mod collective;
 pub mod json;
 pub mod table;
 

@@ -15,6 +15,7 @@ pub fn render(report: &Report, style: Style) -> String {
         out.push_str(&super::cluster::nodes_table(report, style));
         out.push('\n');
         out.push_str(&super::cluster::connectivity(report, style));
+        out.push_str(&super::collective::blocks(report));
     }
     out.push_str(&findings_table(&report.findings, report.mode, style));
     out.push('\n');

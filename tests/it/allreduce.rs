@@ -193,3 +193,61 @@ fn bad_sizes_exit_2_before_any_rendezvous() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--sizes"), "{err}");
 }
+
+fn fake_worker() -> String {
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/nccl-worker/fake-worker.sh"
+    )
+    .to_string()
+}
+
+/// Runs a 2-node `--allreduce nccl` with fake GPUs and the fake NCCL worker on every node.
+fn nccl_with_fakes(tag: &str, iface_on_rank1: &str) -> Option<Vec<NodeRun>> {
+    let c = Cluster::flat(tag, 2, "eth0").build()?;
+    let mut run = c
+        .preflight()
+        .timeout(TIMEOUT)
+        .args(&["--allreduce=nccl", "--sizes=1M:4M"]);
+    for rank in 0..2 {
+        run = run
+            .env_on(rank, "PREFLIGHT_TEST_FAKE_GPUS", "1")
+            .env_on(rank, "PREFLIGHT_NCCL_WORKER", &fake_worker())
+            .env_on(rank, "FAKE_IFACE", if rank == 1 { iface_on_rank1 } else { "eth0" });
+    }
+    Some(run.run())
+}
+
+#[test]
+fn nccl_path_with_fake_workers_exchanges_the_id_and_reports_rows_and_net() {
+    let Some(runs) = nccl_with_fakes("ncclfake", "eth0") else {
+        return;
+    };
+    let r0 = &runs[0];
+    let all = collectives(r0);
+    let nccl: Vec<&&Value> = all.iter().filter(|c| c["transport"] == "nccl").collect();
+    assert_eq!(nccl.len(), 1, "{all:#?}\n{}", r0.describe());
+    let c = nccl[0];
+    assert!(c["error"].is_null(), "{c:#}\n{}", r0.describe());
+    // The fake reports time = bytes/1000 + 7.5 us per size; the coordinator merges the two nodes.
+    let rows = c["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3, "{c:#}");
+    assert_eq!(rows[0]["bytes"], 1 << 20);
+    assert_eq!(rows[0]["time_us"], 1055.5, "1048576 / 1000 + 7.5: {c:#}");
+    assert_eq!(c["ranks"], 2, "one GPU per node: {c:#}");
+    assert_eq!(c["net"], "NET/Socket eth0", "{c:#}");
+    assert_eq!(c["env"]["NCCL_SOCKET_IFNAME"], "eth0", "{c:#}");
+    assert_eq!(only_finding(r0, "collective.net")["status"], "pass");
+    assert_eq!(only_finding(r0, "collective.wrong")["status"], "pass");
+}
+
+#[test]
+fn nccl_on_another_interface_than_advised_is_flagged() {
+    let Some(runs) = nccl_with_fakes("ncclnet", "eth9") else {
+        return;
+    };
+    let r0 = &runs[0];
+    let f = only_finding(r0, "collective.net");
+    assert_eq!(f["status"], "warn", "{f:#}\n{}", r0.describe());
+    assert!(f["summary"].as_str().unwrap_or_default().contains("eth9"), "{f:#}");
+}

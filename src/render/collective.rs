@@ -1,0 +1,80 @@
+//! The measured all-reduce as nccl-tests prints it: one block per transport and configuration.
+
+use preflight_checks::collective::{human, large_row};
+use preflight_checks::model::{CollectiveResult, Report};
+use std::fmt::Write;
+
+/// Every all-reduce result of the report, or nothing when none was measured.
+pub fn blocks(report: &Report) -> String {
+    let mut out = String::new();
+    for c in &report.collectives {
+        out.push_str(&block(c));
+        out.push('\n');
+    }
+    out
+}
+
+fn block(c: &CollectiveResult) -> String {
+    let mut out = String::new();
+    let what = match c.transport.as_str() {
+        "tcp" => format!(
+            "TCP ring over {}, {} nodes, {} connections per neighbour",
+            c.network.as_deref().unwrap_or("?"),
+            c.ranks,
+            c.streams.unwrap_or(1)
+        ),
+        "nccl" => format!(
+            "NCCL, {} GPUs on {} nodes, network used: {}",
+            c.ranks,
+            c.order.len(),
+            c.net.as_deref().unwrap_or("unknown")
+        ),
+        other => other.to_string(),
+    };
+    let config = if c.config == "compare" {
+        " (--compare-env)"
+    } else {
+        ""
+    };
+    let _ = writeln!(out, "All-reduce{config}: {what}");
+    if !c.env.is_empty() {
+        let env: Vec<String> = c.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(out, "#  env: {}", env.join(" "));
+    }
+    let _ = writeln!(
+        out,
+        "#{:>12} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>7}",
+        "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong"
+    );
+    let _ = writeln!(
+        out,
+        "#{:>12} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>7}",
+        "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", ""
+    );
+    for r in &c.rows {
+        let _ = writeln!(
+            out,
+            " {:>12} {:>12} {:>6} {:>6} {:>11.1} {:>8.2} {:>8.2} {:>7}",
+            r.bytes,
+            r.bytes / 4,
+            "float",
+            "sum",
+            r.time_us,
+            r.algbw_gb_s,
+            r.busbw_gb_s,
+            r.wrong
+        );
+    }
+    if let Some(big) = large_row(c) {
+        let _ = writeln!(
+            out,
+            "# Bus bandwidth at {}: {:.3} GB/s",
+            human(big.bytes),
+            big.busbw_gb_s
+        );
+    }
+    if let Some(e) = &c.error {
+        let _ = writeln!(out, "# Could not finish: {e}");
+    }
+    out
+}
