@@ -363,16 +363,12 @@ fn sbatch(plan: &Plan) -> String {
             let s = short(&n.hostname);
             format!("{s}|{s}.*")
         };
-        let own: Vec<String> = n
+        let own: String = n
             .env
             .iter()
-            .map(|(k, v)| format!(" export {k}={};", shell_quote(v)))
+            .map(|(k, v)| format!("; export {k}={}", shell_quote(v)))
             .collect();
-        body.push_str(&format!(
-            "  {pattern}) NODE_RANK={};{} ;;\n",
-            n.rank,
-            own.concat()
-        ));
+        body.push_str(&format!("  {pattern}) NODE_RANK={}{own} ;;\n", n.rank));
     }
     body.push_str(
         "  *) echo \"preflight launch: node $(hostname) was not measured by preflight; rerun preflight cluster on this allocation\" >&2; exit 2 ;;\n\

@@ -1543,6 +1543,116 @@ mod tests {
     }
 
     #[test]
+    fn torchrun_is_detected_by_any_of_its_markers() {
+        // No TORCHELASTIC_RUN_ID (torch.distributed.launch of some versions): GROUP_RANK and
+        // LOCAL_WORLD_SIZE still say WORLD_SIZE counts processes.
+        let p = ok(
+            &[],
+            &[
+                ("MASTER_ADDR", "m"),
+                ("MASTER_PORT", "29500"),
+                ("GROUP_RANK", "1"),
+                ("RANK", "5"),
+                ("WORLD_SIZE", "8"),
+                ("LOCAL_WORLD_SIZE", "4"),
+            ],
+            &nobody(),
+        );
+        assert_eq!((p.nnodes, p.rank), (2, 1));
+        assert_eq!(p.coordinator_port, 29501);
+        assert!(under_torchrun(&env(&[("LOCAL_WORLD_SIZE", "4")])));
+        assert!(!under_torchrun(&env(&[("RANK", "4"), ("WORLD_SIZE", "8")])));
+    }
+
+    #[test]
+    fn coordinator_port_rule() {
+        let torch = [
+            ("TORCHELASTIC_RUN_ID", "r"),
+            ("MASTER_ADDR", "m"),
+            ("MASTER_PORT", "29500"),
+            ("GROUP_RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_WORLD_SIZE", "1"),
+        ];
+        // Under torchrun: MASTER_PORT + 1, and the note says why and how to change it.
+        let p = ok(&[], &torch, &nobody());
+        assert_eq!((p.master_port, p.coordinator_port), (29500, 29501));
+        let note = p.coordinator_note.clone().unwrap();
+        assert!(note.contains("MASTER_PORT + 1"), "{note}");
+        assert!(note.contains("--coordinator-port"), "{note}");
+        assert_eq!(p.for_rendezvous().master_port, 29501);
+        // Elsewhere: the master port itself, no note.
+        let p = ok(
+            &["--nnodes=2", "--node-rank=0", "--master-addr=m"],
+            &[],
+            &nobody(),
+        );
+        assert_eq!((p.coordinator_port, p.coordinator_note), (29500, None));
+        // The flag, then the variable, override both.
+        let p = ok(&["--coordinator-port=30000"], &torch, &nobody());
+        assert_eq!(p.coordinator_port, 30000);
+        assert!(p.coordinator_note.unwrap().contains("--coordinator-port"));
+        let mut with_var = torch.to_vec();
+        with_var.push((COORDINATOR_PORT_VAR, "30001"));
+        assert_eq!(ok(&[], &with_var, &nobody()).coordinator_port, 30001);
+        let p = ok(&["--nnodes=1", "--coordinator-port=29500"], &[], &nobody());
+        assert_eq!(p.coordinator_note, None);
+        // Garbage, and no room above 65535.
+        let mut bad = torch.to_vec();
+        bad.push((COORDINATOR_PORT_VAR, "x"));
+        assert!(
+            err(&[], &bad, &nobody())
+                .to_string()
+                .contains(COORDINATOR_PORT_VAR)
+        );
+        let mut top = torch.to_vec();
+        top.retain(|(k, _)| *k != "MASTER_PORT");
+        top.push(("MASTER_PORT", "65535"));
+        let e = err(&[], &top, &nobody());
+        assert!(e.to_string().contains("--coordinator-port"), "{e}");
+    }
+
+    #[test]
+    fn kubernetes_indexed_job_rank_and_nnodes() {
+        let p = ok(
+            &[],
+            &[
+                ("JOB_COMPLETION_INDEX", "2"),
+                ("NNODES", "3"),
+                ("MASTER_ADDR", "pf-0.pf"),
+            ],
+            &nobody(),
+        );
+        assert_eq!(
+            (p.nnodes, p.rank, p.master_addr.as_str(), p.source),
+            (3, 2, "pf-0.pf", "torchrun-env")
+        );
+        // A rank the user set explicitly wins over the pod index; NNODES wins over WORLD_SIZE.
+        let p = ok(
+            &[],
+            &[
+                ("JOB_COMPLETION_INDEX", "2"),
+                ("NODE_RANK", "1"),
+                ("NNODES", "3"),
+                ("WORLD_SIZE", "24"),
+                ("MASTER_ADDR", "m"),
+            ],
+            &nobody(),
+        );
+        assert_eq!((p.nnodes, p.rank), (3, 1));
+        let e = err(
+            &[],
+            &[
+                ("JOB_COMPLETION_INDEX", "x"),
+                ("NNODES", "3"),
+                ("MASTER_ADDR", "m"),
+            ],
+            &nobody(),
+        );
+        assert!(e.to_string().contains("JOB_COMPLETION_INDEX=\"x\""), "{e}");
+    }
+
+    #[test]
     fn torchrun_pet_variables_are_read() {
         let p = ok(
             &[],

@@ -2,4 +2,5 @@
 
 mod cli;
 mod cluster;
+mod launchers;
 mod netns;
