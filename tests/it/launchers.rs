@@ -54,13 +54,14 @@ fn cluster_args(flags: &[&str]) -> ClusterArgs {
     }
 }
 
-/// Two ports in a row that are free now: (master, master + 1).
-fn free_port_pair() -> u16 {
+/// Two ports in a row, the first held by the returned listener (as torchrun's store holds
+/// MASTER_PORT), the second free now: (listener, master port).
+fn port_pair() -> (TcpListener, u16) {
     for _ in 0..200 {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let l = TcpListener::bind("0.0.0.0:0").expect("bind");
         let p = l.local_addr().expect("addr").port();
         if p < 65535 && TcpListener::bind(("0.0.0.0", p + 1)).is_ok() {
-            return p;
+            return (l, p);
         }
     }
     panic!("no two consecutive free ports");
@@ -323,7 +324,8 @@ fn sbatch_script_runs_preflight_then_torchrun_with_the_measured_env() {
             record.display()
         ),
     );
-    let port = free_port_pair();
+    let (held, port) = port_pair();
+    drop(held);
     let path = format!(
         "{}:{}",
         fake.display(),
@@ -429,9 +431,8 @@ fn wait_bounded(child: std::process::Child, limit: Duration) -> std::process::Ou
 #[test]
 fn emulated_torchrun_runs_one_preflight_per_node_on_master_port_plus_one() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let port = free_port_pair();
     // torchrun's own store holds MASTER_PORT, as it would on the master node.
-    let _store = TcpListener::bind(("0.0.0.0", port)).expect("hold MASTER_PORT");
+    let (_store, port) = port_pair();
     let started = Instant::now();
     let follower = torchrun_worker(1, port, tmp.path());
     let leader = torchrun_worker(0, port, tmp.path());
@@ -504,7 +505,8 @@ fn real_torchrun_when_torch_is_installed() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
-    let port = free_port_pair();
+    let (held, port) = port_pair();
+    drop(held);
     let out = std::process::Command::new("python3")
         .args([
             "-m",
