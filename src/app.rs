@@ -14,6 +14,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Facts(args) => facts(args),
         Command::Cluster(args) => crate::cluster::run(args),
         Command::NcclWorker(args) => Ok(crate::measure::nccl::worker::main(&args)),
+        Command::Launch(args) => crate::launch_recipe::run(args),
     }
 }
 

@@ -48,6 +48,40 @@ pub enum Command {
     /// Internal: the NCCL all-reduce child process `preflight cluster` starts on GPU nodes.
     #[command(hide = true)]
     NcclWorker(crate::measure::nccl::worker::NcclWorkerArgs),
+    /// Print the recommended launch (torchrun commands, an sbatch script, or a Kubernetes env list) from a saved cluster report.
+    #[command(after_help = AFTER_HELP)]
+    Launch(LaunchArgs),
+}
+
+/// What `preflight launch` prints.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LaunchFormat {
+    /// One torchrun command per node, with the recommended environment in front.
+    Torchrun,
+    /// An sbatch script running torchrun on every node through srun.
+    Sbatch,
+    /// A Kubernetes container `env:` list (YAML).
+    K8sEnv,
+}
+
+/// `preflight launch`: the recommended launch from a saved `preflight cluster` report.
+#[derive(Args, Debug, Clone)]
+pub struct LaunchArgs {
+    /// The JSON report written by `preflight cluster --format json` or `-o FILE`.
+    #[arg(long)]
+    pub report: PathBuf,
+    /// What to print.
+    #[arg(long, value_enum, default_value_t = LaunchFormat::Torchrun)]
+    pub format: LaunchFormat,
+    /// Processes per node (default: the number the report's launch commands use).
+    #[arg(long, alias = "nproc_per_node", value_parser = clap::value_parser!(u32).range(1..))]
+    pub nproc_per_node: Option<u32>,
+    /// Your training script (its arguments go after `--`).
+    #[arg(long)]
+    pub script: Option<String>,
+    /// The training script and its arguments (`-- train.py --epochs 5`), or the script's arguments when --script is given.
+    #[arg(last = true, value_name = "SCRIPT_AND_ARGS")]
+    pub script_args: Vec<String>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -130,6 +164,9 @@ pub struct ClusterArgs {
     /// Every node, in rank order (Slurm hostlist syntax: node[1-3],gpu07). Each node finds its own rank.
     #[arg(long)]
     pub hosts: Option<String>,
+    /// Port preflight's coordinator listens on, when not the master port (or PREFLIGHT_COORDINATOR_PORT; default: the master port, MASTER_PORT + 1 under torchrun).
+    #[arg(long, alias = "coordinator_port", value_parser = clap::value_parser!(u16).range(1..))]
+    pub coordinator_port: Option<u16>,
     /// Shared secret every node must know (or PREFLIGHT_TOKEN).
     #[arg(long, env = "PREFLIGHT_TOKEN", hide_env_values = true)]
     pub token: Option<String>,

@@ -35,6 +35,13 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
             .collect(),
     };
     let placement = launcher::resolve(&args, &env, &me).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The rendezvous (bind, join, the port probed here) uses the coordinator's port; the
+    // advice and the port checks keep the job's own master port (they differ under torchrun).
+    let job_master_port = placement.master_port;
+    if let Some(note) = &placement.coordinator_note {
+        log(note);
+    }
+    let placement = placement.for_rendezvous();
     let timing = Timing::from_args(&args);
     let plan = allreduce_plan(&args).map_err(|e| anyhow::anyhow!("{e}"))?;
     let secret = Secret::derive(
@@ -59,7 +66,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
             Ok(listener) => {
                 let cfg = CoordConfig {
                     nnodes: placement.nnodes,
-                    master_port: placement.master_port,
+                    master_port: job_master_port,
                     join_timeout: Duration::from_secs(args.timeout),
                     timing,
                     expected_hosts: placement.expected_hosts.clone(),

@@ -1,7 +1,18 @@
 //! Where this node stands in the job: nnodes, rank, master address and port, job id, from flags, --hosts, Slurm or torchrun/Kubernetes env.
 //!
 //! Order (DESIGN.md): torchrun's own flags, then `--hosts LIST`, then Slurm,
-//! then the torchrun/Kubernetes environment. A flag always wins over the
+//! then the torchrun/Kubernetes environment. In that environment the node rank
+//! is the first of `PET_NODE_RANK`, `NODE_RANK`, `GROUP_RANK`, `RANK`,
+//! `JOB_COMPLETION_INDEX` (a Kubernetes Indexed Job's pod index: a rank the
+//! user set explicitly wins over it); under torchrun only `PET_NODE_RANK`,
+//! `GROUP_RANK`, `NODE_RANK` (RANK counts processes there). The number of
+//! nodes is `PET_NNODES`, then `NNODES`, then under torchrun
+//! `GROUP_WORLD_SIZE` or `WORLD_SIZE / LOCAL_WORLD_SIZE`, elsewhere `WORLD_SIZE`.
+//!
+//! The coordinator's port: the master port itself, except under torchrun,
+//! whose own store already holds `MASTER_PORT` on rank 0: there it is
+//! `MASTER_PORT + 1`. `--coordinator-port` / `PREFLIGHT_COORDINATOR_PORT`
+//! override both. A flag always wins over the
 //! environment for the same value, and the environment is only read for the
 //! values the flags left open, so a garbage `NODE_RANK` does not matter when
 //! `--node-rank` is given. The environment comes in as a map: nothing here
@@ -40,6 +51,61 @@ pub struct Placement {
     pub expected_hosts: Vec<String>,
     /// "flags" | "--hosts" | "slurm" | "torchrun-env"
     pub source: &'static str,
+    /// The port preflight's coordinator listens on and every node joins: `master_port` unless
+    /// under torchrun (`master_port + 1`) or set with `--coordinator-port`/`PREFLIGHT_COORDINATOR_PORT`.
+    pub coordinator_port: u16,
+    /// Why the coordinator is not on the master port, for the report's reasons; None when it is.
+    pub coordinator_note: Option<String>,
+}
+
+impl Placement {
+    /// The placement the rendezvous uses: `master_port` replaced by the coordinator's port.
+    pub fn for_rendezvous(&self) -> Placement {
+        Placement {
+            master_port: self.coordinator_port,
+            ..self.clone()
+        }
+    }
+}
+
+/// Every environment variable `resolve` reads (tests check the shipped recipes set only these).
+pub const ENV_VARS: &[&str] = &[
+    "SLURM_STEP_NODELIST",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODELIST",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_NNODES",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_NODEID",
+    "SLURMD_NODENAME",
+    "SLURM_JOB_ID",
+    "PET_NNODES",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "NNODES",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "RANK",
+    "JOB_COMPLETION_INDEX",
+    "WORLD_SIZE",
+    "GROUP_WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID",
+    COORDINATOR_PORT_VAR,
+];
+
+/// The variable that sets the coordinator's port (as `--coordinator-port` does).
+pub const COORDINATOR_PORT_VAR: &str = "PREFLIGHT_COORDINATOR_PORT";
+
+/// Variables only torchrun (and `torch.distributed.launch`) sets for its workers.
+const TORCHRUN_MARKERS: &[&str] = &["TORCHELASTIC_RUN_ID", "GROUP_RANK", "LOCAL_WORLD_SIZE"];
+
+/// Is this process a torchrun worker? Any of `TORCHELASTIC_RUN_ID`, `GROUP_RANK`, `LOCAL_WORLD_SIZE` set.
+pub fn under_torchrun(env: &BTreeMap<String, String>) -> bool {
+    Env(env).has_any(TORCHRUN_MARKERS)
 }
 
 /// How this node recognises itself in a host list.
@@ -359,6 +425,9 @@ const TORCH_VARS: &[&str] = &[
     "WORLD_SIZE",
     "GROUP_WORLD_SIZE",
     "TORCHELASTIC_RUN_ID",
+    "LOCAL_WORLD_SIZE",
+    "JOB_COMPLETION_INDEX",
+    "NNODES",
 ];
 
 /// `PET_NNODES` may be torchrun's `MIN:MAX`; only a fixed count makes sense here.
@@ -419,11 +488,17 @@ fn torch_layer(env: &Env, need: Need) -> Result<Option<Layer>, LauncherError> {
     if !env.has_any(TORCH_VARS) {
         return Ok(None);
     }
-    let under_torchrun = env.get("TORCHELASTIC_RUN_ID").is_some();
+    let under_torchrun = env.has_any(TORCHRUN_MARKERS);
     let rank_vars: &[&str] = if under_torchrun {
         &["PET_NODE_RANK", "GROUP_RANK", "NODE_RANK"]
     } else {
-        &["PET_NODE_RANK", "NODE_RANK", "GROUP_RANK", "RANK"]
+        &[
+            "PET_NODE_RANK",
+            "NODE_RANK",
+            "GROUP_RANK",
+            "RANK",
+            "JOB_COMPLETION_INDEX",
+        ]
     };
     let rank = if need.rank {
         env.number(rank_vars, RANK_EXPECTED, RANK_FIX)?
@@ -433,6 +508,8 @@ fn torch_layer(env: &Env, need: Need) -> Result<Option<Layer>, LauncherError> {
     let nnodes = if !need.nnodes {
         None
     } else if let Some(n) = pet_nnodes(env)? {
+        Some(n)
+    } else if let Some(n) = env.number(&["NNODES"], NNODES_EXPECTED, NNODES_FIX)? {
         Some(n)
     } else if under_torchrun {
         torchrun_nnodes(env)?
@@ -699,15 +776,74 @@ pub fn resolve(
         None if nnodes.value == 1 => "127.0.0.1".to_string(),
         None => return Err(LauncherError::MissingMaster),
     };
+    let master_port = master_port(args, endpoint.as_ref(), &env)?;
+    let (coordinator_port, coordinator_note) =
+        coordinator_port(args, &env, master_port, env.has_any(TORCHRUN_MARKERS))?;
     Ok(Placement {
         nnodes: nnodes.value,
         rank: rank.value,
         master_addr,
-        master_port: master_port(args, endpoint.as_ref(), &env)?,
+        master_port,
         job_id: job_id(args, &env),
         expected_hosts: layer.hosts,
         source: layer.source.unwrap_or("flags"),
+        coordinator_port,
+        coordinator_note,
     })
+}
+
+/// The coordinator's port and, when it is not the master port, why (see the module doc for the rule).
+fn coordinator_port(
+    args: &ClusterArgs,
+    env: &Env,
+    master_port: u16,
+    under_torchrun: bool,
+) -> Result<(u16, Option<String>), LauncherError> {
+    let given = match (args.coordinator_port, env.get(COORDINATOR_PORT_VAR)) {
+        (Some(p), _) => Some((p, "--coordinator-port")),
+        (None, Some(v)) => Some((
+            parse_port(
+                COORDINATOR_PORT_VAR,
+                v,
+                "set it to a free port every node can reach on rank 0, or unset it",
+            )?,
+            COORDINATOR_PORT_VAR,
+        )),
+        (None, None) => None,
+    };
+    if let Some((port, from)) = given {
+        if port == master_port {
+            return Ok((port, None));
+        }
+        let proof = if under_torchrun {
+            "under torchrun the master port is held by torchrun's own store"
+        } else {
+            "the master port itself was not tested for reachability"
+        };
+        return Ok((
+            port,
+            Some(format!(
+                "coordinator port {port} (from {from}): preflight's coordinator listened on it on rank 0 instead of the master port {master_port}; {proof}"
+            )),
+        ));
+    }
+    if !under_torchrun {
+        return Ok((master_port, None));
+    }
+    let Some(next) = master_port.checked_add(1) else {
+        return Err(LauncherError::BadValue {
+            name: "MASTER_PORT".into(),
+            value: master_port.to_string(),
+            expected: "a port below 65535 under torchrun (preflight's coordinator takes MASTER_PORT + 1)",
+            fix: format!("give --coordinator-port PORT or set {COORDINATOR_PORT_VAR}"),
+        });
+    };
+    Ok((
+        next,
+        Some(format!(
+            "coordinator port {next} (MASTER_PORT + 1): under torchrun, torchrun's own store holds the master port {master_port} on rank 0, so preflight's coordinator listened on the next port and every joined node reached it there (change with --coordinator-port or {COORDINATOR_PORT_VAR})"
+        )),
+    ))
 }
 
 // ----- Slurm hostlist expansion -----
@@ -993,6 +1129,8 @@ mod tests {
                 job_id: Some("job7".into()),
                 expected_hosts: vec![],
                 source: "flags",
+                coordinator_port: 29600,
+                coordinator_note: None,
             }
         );
     }
@@ -1233,6 +1371,8 @@ mod tests {
                 job_id: Some("4242".into()),
                 expected_hosts: vec!["gpu07".into(), "gpu08".into(), "gpu09".into()],
                 source: "slurm",
+                coordinator_port: 29500,
+                coordinator_note: None,
             }
         );
         // SLURM_NODELIST spelling, and the node finds itself without SLURM_NODEID (sbatch script).
@@ -1400,6 +1540,116 @@ mod tests {
             &nobody(),
         );
         assert_eq!(p.job_id, None);
+    }
+
+    #[test]
+    fn torchrun_is_detected_by_any_of_its_markers() {
+        // No TORCHELASTIC_RUN_ID (torch.distributed.launch of some versions): GROUP_RANK and
+        // LOCAL_WORLD_SIZE still say WORLD_SIZE counts processes.
+        let p = ok(
+            &[],
+            &[
+                ("MASTER_ADDR", "m"),
+                ("MASTER_PORT", "29500"),
+                ("GROUP_RANK", "1"),
+                ("RANK", "5"),
+                ("WORLD_SIZE", "8"),
+                ("LOCAL_WORLD_SIZE", "4"),
+            ],
+            &nobody(),
+        );
+        assert_eq!((p.nnodes, p.rank), (2, 1));
+        assert_eq!(p.coordinator_port, 29501);
+        assert!(under_torchrun(&env(&[("LOCAL_WORLD_SIZE", "4")])));
+        assert!(!under_torchrun(&env(&[("RANK", "4"), ("WORLD_SIZE", "8")])));
+    }
+
+    #[test]
+    fn coordinator_port_rule() {
+        let torch = [
+            ("TORCHELASTIC_RUN_ID", "r"),
+            ("MASTER_ADDR", "m"),
+            ("MASTER_PORT", "29500"),
+            ("GROUP_RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_WORLD_SIZE", "1"),
+        ];
+        // Under torchrun: MASTER_PORT + 1, and the note says why and how to change it.
+        let p = ok(&[], &torch, &nobody());
+        assert_eq!((p.master_port, p.coordinator_port), (29500, 29501));
+        let note = p.coordinator_note.clone().unwrap();
+        assert!(note.contains("MASTER_PORT + 1"), "{note}");
+        assert!(note.contains("--coordinator-port"), "{note}");
+        assert_eq!(p.for_rendezvous().master_port, 29501);
+        // Elsewhere: the master port itself, no note.
+        let p = ok(
+            &["--nnodes=2", "--node-rank=0", "--master-addr=m"],
+            &[],
+            &nobody(),
+        );
+        assert_eq!((p.coordinator_port, p.coordinator_note), (29500, None));
+        // The flag, then the variable, override both.
+        let p = ok(&["--coordinator-port=30000"], &torch, &nobody());
+        assert_eq!(p.coordinator_port, 30000);
+        assert!(p.coordinator_note.unwrap().contains("--coordinator-port"));
+        let mut with_var = torch.to_vec();
+        with_var.push((COORDINATOR_PORT_VAR, "30001"));
+        assert_eq!(ok(&[], &with_var, &nobody()).coordinator_port, 30001);
+        let p = ok(&["--nnodes=1", "--coordinator-port=29500"], &[], &nobody());
+        assert_eq!(p.coordinator_note, None);
+        // Garbage, and no room above 65535.
+        let mut bad = torch.to_vec();
+        bad.push((COORDINATOR_PORT_VAR, "x"));
+        assert!(
+            err(&[], &bad, &nobody())
+                .to_string()
+                .contains(COORDINATOR_PORT_VAR)
+        );
+        let mut top = torch.to_vec();
+        top.retain(|(k, _)| *k != "MASTER_PORT");
+        top.push(("MASTER_PORT", "65535"));
+        let e = err(&[], &top, &nobody());
+        assert!(e.to_string().contains("--coordinator-port"), "{e}");
+    }
+
+    #[test]
+    fn kubernetes_indexed_job_rank_and_nnodes() {
+        let p = ok(
+            &[],
+            &[
+                ("JOB_COMPLETION_INDEX", "2"),
+                ("NNODES", "3"),
+                ("MASTER_ADDR", "pf-0.pf"),
+            ],
+            &nobody(),
+        );
+        assert_eq!(
+            (p.nnodes, p.rank, p.master_addr.as_str(), p.source),
+            (3, 2, "pf-0.pf", "torchrun-env")
+        );
+        // A rank the user set explicitly wins over the pod index; NNODES wins over WORLD_SIZE.
+        let p = ok(
+            &[],
+            &[
+                ("JOB_COMPLETION_INDEX", "2"),
+                ("NODE_RANK", "1"),
+                ("NNODES", "3"),
+                ("WORLD_SIZE", "24"),
+                ("MASTER_ADDR", "m"),
+            ],
+            &nobody(),
+        );
+        assert_eq!((p.nnodes, p.rank), (3, 1));
+        let e = err(
+            &[],
+            &[
+                ("JOB_COMPLETION_INDEX", "x"),
+                ("NNODES", "3"),
+                ("MASTER_ADDR", "m"),
+            ],
+            &nobody(),
+        );
+        assert!(e.to_string().contains("JOB_COMPLETION_INDEX=\"x\""), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod nccl_node;
 pub mod auth;
 pub mod coordinator;
 pub mod launcher;
+pub mod local_group;
 pub mod wire;
 
 use crate::cli::ClusterArgs;
@@ -37,9 +38,10 @@ pub fn node_findings(
         .collect()
 }
 
-/// Runs `preflight cluster` on this node.
+/// Runs `preflight cluster` on this node (once per node under torchrun: see `local_group`).
 pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
-    agent::run(args)
+    let env = preflight_checks::probe::env::all();
+    local_group::run_once_per_node(args, &env, agent::run)
 }
 
 /// How long each measurement runs (`--quick`, default, `--thorough`).

@@ -4,4 +4,5 @@ mod allreduce;
 mod cli;
 mod cluster;
 mod nccl;
+mod launchers;
 mod netns;
