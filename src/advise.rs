@@ -357,6 +357,8 @@ pub struct ClusterAdviceInput {
     pub script: Vec<String>,
     /// Variables set for every node over the advice (the faster `--compare-env` setting).
     pub env_override: BTreeMap<String, String>,
+    /// Set when preflight's coordinator did not listen on the master port itself (under torchrun).
+    pub coordinator_note: Option<String>,
 }
 
 /// Advice for the whole cluster from every node's facts and the evaluated networks (best first).
@@ -439,10 +441,16 @@ pub fn advise_cluster(
             e.remove(k);
         }
     }
-    reasons.push(format!(
-        "master_port {}: preflight's coordinator listened on it on rank 0 and every joined node reached it",
-        input.master_port
-    ));
+    reasons.push(match &input.coordinator_note {
+        Some(note) => format!(
+            "master_port {}: kept from the job; {note}",
+            input.master_port
+        ),
+        None => format!(
+            "master_port {}: preflight's coordinator listened on it on rank 0 and every joined node reached it",
+            input.master_port
+        ),
+    });
     let addr = master_addr
         .clone()
         .unwrap_or_else(|| "<rank-0-address>".into());

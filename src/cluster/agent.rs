@@ -38,7 +38,8 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
     // The rendezvous (bind, join, the port probed here) uses the coordinator's port; the
     // advice and the port checks keep the job's own master port (they differ under torchrun).
     let job_master_port = placement.master_port;
-    if let Some(note) = &placement.coordinator_note {
+    let coordinator_note = placement.coordinator_note.clone();
+    if let Some(note) = &coordinator_note {
         log(note);
     }
     let placement = placement.for_rendezvous();
@@ -77,6 +78,7 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
                     allreduce: plan.clone(),
                     min_busbw: args.min_busbw,
                     progress: args.job.format == crate::cli::Format::Table,
+                    coordinator_note,
                 };
                 Some(
                     std::thread::Builder::new()

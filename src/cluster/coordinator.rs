@@ -31,6 +31,8 @@ pub struct CoordConfig {
     pub min_busbw: Option<f64>,
     /// Draw a progress bar on stderr (a terminal, not JSON mode).
     pub progress: bool,
+    /// Why the coordinator listened on another port than the master port (under torchrun).
+    pub coordinator_note: Option<String>,
 }
 
 /// A node that joined.
@@ -456,6 +458,7 @@ fn advise(
             nproc_per_node: cfg.nproc_per_node,
             script: cfg.script.clone(),
             env_override,
+            coordinator_note: cfg.coordinator_note.clone(),
         },
     )
 }
