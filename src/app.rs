@@ -13,6 +13,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Check(args) => check(args),
         Command::Facts(args) => facts(args),
         Command::Cluster(args) => crate::cluster::run(args),
+        Command::Torchrun(args) => crate::torchrun::run(args),
     }
 }
 

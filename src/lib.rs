@@ -8,3 +8,4 @@ pub mod measure;
 pub mod node;
 pub mod output;
 pub mod render;
+pub mod torchrun;
