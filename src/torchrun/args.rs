@@ -504,8 +504,15 @@ pub fn suggest(word: &str) -> Option<&'static str> {
     for o in OPTIONS.iter() {
         for s in o.spellings.iter().filter(|s| s.starts_with("--")) {
             let have = norm(s);
+            let common = want
+                .chars()
+                .zip(have.chars())
+                .take_while(|(a, b)| a == b)
+                .count();
             let d = if have.starts_with(&want) && want.len() >= 3 {
                 0
+            } else if common >= 5 && common * 2 >= want.len() {
+                1
             } else {
                 edit_distance(&want, &have)
             };

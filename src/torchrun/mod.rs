@@ -327,6 +327,71 @@ fn port_free(facts: &NodeFacts, port: u16) -> bool {
 mod tests {
     use super::*;
 
+    /// (source, expect line, command) of every entry in tests/fixtures/torchrun/commands.txt.
+    fn fixture_commands() -> Vec<(String, String, String)> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/torchrun/commands.txt"
+        );
+        let text = std::fs::read_to_string(path).expect("fixture file");
+        let mut out = Vec::new();
+        for entry in text.split("\n\n") {
+            let (mut source, mut expect, mut command) = (None, None, String::new());
+            for line in entry.lines() {
+                if let Some(s) = line.strip_prefix("# source: ") {
+                    source = Some(s.to_string());
+                } else if let Some(e) = line.strip_prefix("# expect: ") {
+                    expect = Some(e.to_string());
+                } else if !line.starts_with('#') {
+                    command.push_str(line);
+                    command.push('\n');
+                }
+            }
+            if let (Some(s), Some(e)) = (source, expect) {
+                out.push((s, e, command.trim_end().to_string()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn real_world_commands_parse_and_round_trip() {
+        let commands = fixture_commands();
+        assert!(
+            commands.len() >= 14,
+            "only {} fixture commands",
+            commands.len()
+        );
+        for (source, expect, line) in commands {
+            let words = args::split_shell_words(&line).unwrap_or_else(|e| panic!("{source}: {e}"));
+            let p = args::parse(words.clone());
+            let fields: Vec<&str> = expect.split(" | ").collect();
+            assert_eq!(p.script(), Some(fields[0]), "{source}: script");
+            assert_eq!(
+                p.script_args().len().to_string(),
+                fields[1],
+                "{source}: script args"
+            );
+            let names: Vec<&str> = p.opts.iter().map(|o| o.name).collect();
+            assert_eq!(
+                names,
+                fields[2].split(' ').collect::<Vec<_>>(),
+                "{source}: options"
+            );
+            assert!(p.problems.is_empty(), "{source}: {:?}", p.problems);
+            assert_ne!(p.launcher, args::Launcher::Bare, "{source}");
+            // Printed back with no correction and no environment: the same words, as written.
+            let printed = rewrite::rewrite(&p, &[], &BTreeMap::new());
+            let as_written: Vec<String> = words.iter().filter_map(|w| w.raw.clone()).collect();
+            assert_eq!(printed, as_written.join(" "), "{source}");
+            assert_eq!(
+                args::split_shell(&printed).unwrap(),
+                args::split_shell(&line).unwrap(),
+                "{source}"
+            );
+        }
+    }
+
     #[test]
     fn one_pasted_line_is_split_and_argv_is_kept() {
         let w = words_of(&["torchrun --nnodes=2 'a b.py'".to_string()]).unwrap();

@@ -1,7 +1,7 @@
 //! The user's own command printed back: the recommended environment in front and the corrected
 //! flags, every other word unchanged (same order, same spelling, same script arguments).
 
-use super::args::{Parsed, ValueForm, Word, spec};
+use super::args::{Launcher, Parsed, ValueForm, Word, spec};
 use super::validate::Correction;
 use std::collections::BTreeMap;
 
@@ -99,9 +99,14 @@ pub fn render(words: &[Word], env: &BTreeMap<String, String>) -> String {
     }
 }
 
-/// The corrected command with the environment in front.
+/// The corrected command with the environment in front. Bare arguments get `torchrun` in front
+/// so the line runs as it is.
 pub fn rewrite(p: &Parsed, fixes: &[Correction], env: &BTreeMap<String, String>) -> String {
-    render(&apply(p, fixes), env)
+    let mut words = apply(p, fixes);
+    if p.launcher == Launcher::Bare {
+        words.insert(0, Word::plain("torchrun"));
+    }
+    render(&words, env)
 }
 
 #[cfg(test)]
