@@ -206,11 +206,18 @@ pub fn run(a: TorchrunArgs) -> anyhow::Result<u8> {
     };
     let judged = judge(parsed, &facts, resolved);
     let etcd = judged.plan.backend.starts_with("etcd");
-    if a.no_run || a.facts.is_some() || etcd {
-        if etcd && !a.no_run {
+    let blocking = blocking_failures(&judged);
+    if a.no_run || a.facts.is_some() || etcd || !blocking.is_empty() {
+        let asked = a.no_run || a.facts.is_some();
+        if !asked && etcd {
             crate::cluster::log(
                 "the etcd backend's endpoint is an etcd server, not a node: validating only (run `preflight cluster --hosts LIST` for the network checks)",
             );
+        } else if !asked {
+            crate::cluster::log(&format!(
+                "not starting the rendezvous: it would wait for the timeout because of {}; fix those first",
+                blocking.join(", ")
+            ));
         }
         return node_only(&a, judged, facts);
     }
@@ -222,6 +229,25 @@ pub fn run(a: TorchrunArgs) -> anyhow::Result<u8> {
         (vec![f], Some(epilogue(rank, &command, fixes)))
     };
     crate::cluster::agent::run_with(cluster, judged.findings.clone(), Some(&addendum))
+}
+
+/// Failed findings that would make a multi-node rendezvous wait for nothing (wrong ranks, endpoint, node count).
+fn blocking_failures(j: &Judged) -> Vec<String> {
+    const BLOCKING: [&str; 5] = [
+        "launch.args",
+        "launch.nnodes",
+        "launch.node-rank",
+        "launch.endpoint",
+        "launch.standalone",
+    ];
+    if j.plan.max_nodes() <= 1 {
+        return Vec::new();
+    }
+    j.findings
+        .iter()
+        .filter(|f| f.status == Status::Fail && BLOCKING.contains(&f.id.as_str()))
+        .map(|f| f.id.clone())
+        .collect()
 }
 
 /// `--no-run`: this node's checks, the `launch.*` findings and the fixed command.

@@ -271,3 +271,34 @@ fn one_node_run_rendezvous_on_the_given_endpoint_and_prints_the_command() {
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(text.trim_end().ends_with(&printed), "{text}");
 }
+
+#[test]
+fn a_multi_node_command_that_cannot_meet_is_not_rendezvoused() {
+    // Two nodes on loopback without --node-rank: every node would be rank 0 on its own machine.
+    let started = std::time::Instant::now();
+    let out = bin()
+        .args([
+            "torchrun",
+            "--no-gpu",
+            "--timeout",
+            "30",
+            "--format",
+            "json",
+        ])
+        .args([
+            "--nnodes=2",
+            "--master-addr=127.0.0.1",
+            "--master-port=29999",
+            "t.py",
+        ])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(started.elapsed().as_secs() < 20, "waited for a rendezvous");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not starting the rendezvous"));
+    let r = json_of(&out.stdout);
+    assert_eq!(r["mode"], "node");
+    assert_eq!(finding(&r, "launch.node-rank")["status"], "fail");
+    assert_eq!(finding(&r, "launch.endpoint")["status"], "fail");
+}
