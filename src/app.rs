@@ -15,6 +15,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Cluster(args) => crate::cluster::run(args),
         Command::NcclWorker(args) => Ok(crate::measure::nccl::worker::main(&args)),
         Command::Launch(args) => crate::launch_recipe::run(args),
+        Command::Torchrun(args) => crate::torchrun::run(args),
     }
 }
 

@@ -51,6 +51,9 @@ pub enum Command {
     /// Print the recommended launch (torchrun commands, an sbatch script, or a Kubernetes env list) from a saved cluster report.
     #[command(after_help = AFTER_HELP)]
     Launch(LaunchArgs),
+    /// Check your own torchrun command (or `python -m torch.distributed.launch ...`) on this node, run the cluster preflight with its endpoint and ranks, and print it back fixed.
+    #[command(after_help = TORCHRUN_HELP)]
+    Torchrun(TorchrunArgs),
 }
 
 /// What `preflight launch` prints.
@@ -236,6 +239,58 @@ fn parse_positive_f64(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!("'{s}' is not a positive number of GB/s (example: 10.5)")),
     }
+}
+
+const TORCHRUN_HELP: &str = "\
+Examples:
+  preflight torchrun --nnodes=2 --nproc-per-node=8 --node-rank=0 --master-addr=10.0.0.1 train.py --lr 3
+  preflight torchrun --no-run python -m torch.distributed.launch --nproc_per_node=4 main.py
+  preflight torchrun --no-run 'torchrun --standalone --nproc-per-node=gpu train.py'   (one pasted line)
+
+preflight's own options come first; from the first torchrun word on, everything is the command.
+
+Exit codes:
+  0  nothing is fail or error (with --strict: nothing is warn either)
+  1  at least one finding is fail or error (or warn with --strict)
+  2  the tool could not run (bad arguments, unreadable --facts file, ...)";
+
+/// `preflight torchrun [OPTIONS] TORCHRUN_ARGS...`: preflight's options, then the user's command.
+#[derive(Args, Debug, Clone)]
+pub struct TorchrunArgs {
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+    /// Validate and print the fixed command only; no rendezvous with the other nodes.
+    #[arg(long, alias = "no_run")]
+    pub no_run: bool,
+    /// Judge a saved facts file (from `preflight facts`) instead of probing this node; implies --no-run.
+    #[arg(long)]
+    pub facts: Option<PathBuf>,
+    /// Shared secret every node must know (or PREFLIGHT_TOKEN); default: derived from --rdzv-id and the endpoint.
+    #[arg(long, env = "PREFLIGHT_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Seconds to wait for every node to join; also bounds each phase.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+    /// Shorter measurements (about 0.2 s per link).
+    #[arg(long)]
+    pub quick: bool,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write the JSON report to this file.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Count warnings as failures in the exit code.
+    #[arg(long)]
+    pub strict: bool,
+    /// The torchrun command as you would run it: `torchrun ARGS`, `python -m torch.distributed.run ARGS`, the bare ARGS, or one quoted line.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "TORCHRUN_COMMAND"
+    )]
+    pub args: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -10,3 +10,4 @@ pub mod node;
 pub mod output;
 pub mod progress;
 pub mod render;
+pub mod torchrun;

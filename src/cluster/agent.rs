@@ -21,6 +21,23 @@ use std::time::{Duration, Instant};
 
 /// Runs this node's part of `preflight cluster`; returns the exit code.
 pub fn run(args: ClusterArgs) -> anyhow::Result<u8> {
+    run_with(args, Vec::new(), None)
+}
+
+/// Made from the report this node is about to print: findings to add to it, and text to print
+/// after the table (never in JSON, which stays one object).
+pub type Addendum<'a> = &'a dyn Fn(&Report) -> (Vec<Finding>, Option<String>);
+
+/// [`run`], with `extra` findings (this node's) added to the report it prints, and an
+/// [`Addendum`] made from that final report; the status is recomputed over everything.
+pub fn run_with(
+    args: ClusterArgs,
+    extra: Vec<Finding>,
+    addendum: Option<Addendum>,
+) -> anyhow::Result<u8> {
+    let finish = |report: &Report, args: &ClusterArgs, rank: u32| {
+        finish(report, args, rank, &extra, addendum)
+    };
     let root = Root::at(&args.probe.root);
     let env = probe::env::all();
     let net = probe::net::probe(&root);
@@ -573,7 +590,24 @@ fn solo_report(p: &Placement, facts: NodeFacts, args: &ClusterArgs, extra: Vec<F
     }
 }
 
-fn finish(report: &Report, args: &ClusterArgs, rank: u32) -> anyhow::Result<u8> {
-    crate::app::emit_cluster(report, args.job.format, args.job.output.as_deref(), rank)?;
-    Ok(crate::app::exit_code(report, args.job.strict))
+fn finish(
+    report: &Report,
+    args: &ClusterArgs,
+    rank: u32,
+    extra: &[Finding],
+    addendum: Option<Addendum>,
+) -> anyhow::Result<u8> {
+    let mut report = report.clone();
+    report.findings.extend(extra.iter().cloned());
+    let epilogue = addendum.and_then(|make| {
+        let (findings, text) = make(&report);
+        report.findings.extend(findings);
+        text
+    });
+    report.status = model::overall_status(&report.findings);
+    crate::app::emit_cluster(&report, args.job.format, args.job.output.as_deref(), rank)?;
+    if let (Some(text), crate::cli::Format::Table) = (epilogue, args.job.format) {
+        crate::output::stdout(&text)?;
+    }
+    Ok(crate::app::exit_code(&report, args.job.strict))
 }

@@ -44,16 +44,12 @@ pub fn handle(
     Some(Ok(match msg {
         Msg::RingListen { address } => listen(state, address),
         Msg::Ring { order } => return Some(run_ring(state, order, stream)),
-        Msg::NcclStart { order } => super::nccl_node::start(state_nccl(state), &state.facts, order),
+        Msg::NcclStart { order } => super::nccl_node::start(&mut state.nccl, &state.facts, order),
         Msg::NcclRun { order, id } => {
-            super::nccl_node::run(state_nccl(state), &state.facts, order, id)
+            super::nccl_node::run(&mut state.nccl, &state.facts, order, id)
         }
         _ => return None,
     }))
-}
-
-fn state_nccl(state: &mut NodeState) -> &mut Option<crate::measure::nccl::Worker> {
-    &mut state.nccl
 }
 
 fn listen(state: &mut NodeState, address: &str) -> Msg {

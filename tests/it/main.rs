@@ -6,3 +6,4 @@ mod cluster;
 mod nccl;
 mod launchers;
 mod netns;
+mod torchrun;

@@ -1,0 +1,692 @@
+//! torchrun's argument surface, parsed as torch's argparse does, keeping every original token.
+//!
+//! Accepts `torchrun ...`, `python -m torch.distributed.run ...`, `python3 -m
+//! torch.distributed.launch ...` or the bare arguments. Options come in
+//! `--flag=value` and `--flag value` forms, dash or underscore spellings; the
+//! first token that is not an option is the script (or module with `-m`) and
+//! everything after it belongs to the script, untouched. Nothing here fails:
+//! what torchrun would reject is recorded as a [`Problem`] for the checks.
+//! The option table follows `torch/distributed/run.py` (`get_args_parser`) and
+//! `torch/distributed/launch.py` (`--use-env`).
+
+/// Which launcher the command names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// `torchrun`
+    Torchrun,
+    /// `python -m torch.distributed.run`: the same parser as torchrun.
+    RunModule,
+    /// `python -m torch.distributed.launch`: deprecated; passes `--local-rank` unless `--use-env`.
+    Launch,
+    /// No launcher words: just the arguments.
+    Bare,
+}
+
+impl Launcher {
+    /// True for the deprecated `torch.distributed.launch`.
+    pub fn is_legacy(self) -> bool {
+        self == Launcher::Launch
+    }
+}
+
+/// One option torchrun knows.
+#[derive(Debug)]
+pub struct OptSpec {
+    /// The canonical (dash) long name without `--`: "nproc-per-node".
+    pub name: &'static str,
+    /// Every accepted spelling, with dashes: "--nproc-per-node", "--nproc_per_node", "-m".
+    pub spellings: &'static [&'static str],
+    /// Takes a value (`--flag v` / `--flag=v`); false for store-true flags.
+    pub takes_value: bool,
+    /// Only `torch.distributed.launch` accepts it.
+    pub launch_only: bool,
+}
+
+const fn opt(name: &'static str, spellings: &'static [&'static str], takes_value: bool) -> OptSpec {
+    OptSpec {
+        name,
+        spellings,
+        takes_value,
+        launch_only: false,
+    }
+}
+
+/// Every option of torch/distributed/run.py (plus launch.py's `--use-env`), in its order.
+pub const OPTIONS: &[OptSpec] = &[
+    opt("nnodes", &["--nnodes"], true),
+    opt(
+        "nproc-per-node",
+        &["--nproc-per-node", "--nproc_per_node"],
+        true,
+    ),
+    opt("rdzv-backend", &["--rdzv-backend", "--rdzv_backend"], true),
+    opt(
+        "rdzv-endpoint",
+        &["--rdzv-endpoint", "--rdzv_endpoint"],
+        true,
+    ),
+    opt("rdzv-id", &["--rdzv-id", "--rdzv_id"], true),
+    opt("rdzv-conf", &["--rdzv-conf", "--rdzv_conf"], true),
+    opt("standalone", &["--standalone"], false),
+    opt("max-restarts", &["--max-restarts", "--max_restarts"], true),
+    opt(
+        "monitor-interval",
+        &["--monitor-interval", "--monitor_interval"],
+        true,
+    ),
+    opt("start-method", &["--start-method", "--start_method"], true),
+    opt(
+        "event-log-handler",
+        &["--event-log-handler", "--event_log_handler"],
+        true,
+    ),
+    opt("role", &["--role"], true),
+    opt("module", &["-m", "--module"], false),
+    opt("no-python", &["--no-python", "--no_python"], false),
+    opt("run-path", &["--run-path", "--run_path"], false),
+    opt("log-dir", &["--log-dir", "--log_dir"], true),
+    opt("redirects", &["-r", "--redirects"], true),
+    opt("tee", &["-t", "--tee"], true),
+    opt(
+        "local-ranks-filter",
+        &["--local-ranks-filter", "--local_ranks_filter"],
+        true,
+    ),
+    opt("node-rank", &["--node-rank", "--node_rank"], true),
+    opt("master-addr", &["--master-addr", "--master_addr"], true),
+    opt("master-port", &["--master-port", "--master_port"], true),
+    opt("local-addr", &["--local-addr", "--local_addr"], true),
+    opt("logs-specs", &["--logs-specs", "--logs_specs"], true),
+    opt("numa-binding", &["--numa-binding", "--numa_binding"], true),
+    opt(
+        "signals-to-handle",
+        &["--signals-to-handle", "--signals_to_handle"],
+        true,
+    ),
+    OptSpec {
+        name: "use-env",
+        spellings: &["--use-env", "--use_env"],
+        takes_value: false,
+        launch_only: true,
+    },
+];
+
+/// The spec of a canonical name.
+pub fn spec(name: &str) -> Option<&'static OptSpec> {
+    OPTIONS.iter().find(|o| o.name == name)
+}
+
+fn spec_of_spelling(spelling: &str) -> Option<&'static OptSpec> {
+    OPTIONS.iter().find(|o| o.spellings.contains(&spelling))
+}
+
+/// One word of the command: its value and, when it came from a pasted line, its text there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Word {
+    /// The word as the program receives it (quotes removed).
+    pub value: String,
+    /// The word as written in the pasted line (quotes kept); None when it came as argv.
+    pub raw: Option<String>,
+}
+
+impl Word {
+    pub fn plain(value: impl Into<String>) -> Word {
+        Word {
+            value: value.into(),
+            raw: None,
+        }
+    }
+
+    /// The word for a shell: as written when known, else quoted when needed.
+    pub fn shell_text(&self) -> String {
+        self.raw
+            .clone()
+            .unwrap_or_else(|| crate::advise::shell_quote(&self.value))
+    }
+}
+
+/// How an option's value was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueForm {
+    /// `--flag=value` (or `-r3`): the value is inside the option's token.
+    Inline,
+    /// `--flag value`: the value is the next token.
+    Separate,
+    /// A flag without a value.
+    None,
+}
+
+/// One recognised option occurrence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedOpt {
+    /// Canonical name ("nproc-per-node").
+    pub name: &'static str,
+    /// The spelling used, without any `=value` ("--nproc_per_node").
+    pub spelled: String,
+    /// The value, with one pair of surrounding quotes removed (`'192.168.1.2'` -> 192.168.1.2).
+    pub value: Option<String>,
+    pub form: ValueForm,
+    /// Index of the option's token in [`Parsed::words`].
+    pub index: usize,
+}
+
+/// Something torchrun would reject or misread; becomes a finding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// An option torchrun does not know (before the script).
+    Unknown { index: usize, word: String },
+    /// An option torchrun knows only under `torch.distributed.launch` (`--use-env` under torchrun).
+    LaunchOnly { index: usize, word: String },
+    /// An option that needs a value got none.
+    MissingValue { index: usize, word: String },
+    /// A store-true flag was given a value (`--standalone=1`).
+    ValueOnFlag { index: usize, word: String },
+    /// No script after the options.
+    NoScript,
+}
+
+/// A parsed launch command. `words` is the whole command as given, launcher words included.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    pub words: Vec<Word>,
+    pub launcher: Launcher,
+    /// Number of launcher words at the start (`torchrun` = 1, `python -m torch.distributed.run` = 3).
+    pub launcher_len: usize,
+    pub opts: Vec<ParsedOpt>,
+    /// Index of the script (or module) in `words`.
+    pub script_index: Option<usize>,
+    pub problems: Vec<Problem>,
+}
+
+impl Parsed {
+    /// The value of the last occurrence of an option (argparse: last wins).
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.last(name).and_then(|o| o.value.as_deref())
+    }
+
+    /// The last occurrence of an option.
+    pub fn last(&self, name: &str) -> Option<&ParsedOpt> {
+        self.opts.iter().rev().find(|o| o.name == name)
+    }
+
+    /// Whether a flag or option was given.
+    pub fn has(&self, name: &str) -> bool {
+        self.opts.iter().any(|o| o.name == name)
+    }
+
+    /// The script (or module with `-m`).
+    pub fn script(&self) -> Option<&str> {
+        self.script_index
+            .and_then(|i| self.words.get(i))
+            .map(|w| w.value.as_str())
+    }
+
+    /// Everything after the script, untouched.
+    pub fn script_args(&self) -> Vec<String> {
+        match self.script_index {
+            Some(i) => self.words[i + 1..]
+                .iter()
+                .map(|w| w.value.clone())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The script and its arguments.
+    pub fn script_and_args(&self) -> Vec<String> {
+        match self.script_index {
+            Some(i) => self.words[i..].iter().map(|w| w.value.clone()).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Whether the user writes underscores (`--nproc_per_node`) rather than dashes.
+    pub fn prefers_underscores(&self) -> bool {
+        let under = self.opts.iter().filter(|o| o.spelled.contains('_')).count();
+        let dash = self
+            .opts
+            .iter()
+            .filter(|o| o.spelled.trim_start_matches('-').contains('-'))
+            .count();
+        under > dash
+    }
+}
+
+/// Removes one pair of matching surrounding quotes: `'x'` or `"x"`.
+pub fn unquote(v: &str) -> &str {
+    for q in ['\'', '"'] {
+        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
+            return &v[1..v.len() - 1];
+        }
+    }
+    v
+}
+
+/// Launcher words at the start: `torchrun`, `/path/to/torchrun`, `python[3[.x]] -m torch.distributed.{run,launch}`.
+fn launcher_of(words: &[Word]) -> (Launcher, usize) {
+    let first = words.first().map(|w| w.value.as_str()).unwrap_or_default();
+    let base = first.rsplit('/').next().unwrap_or(first);
+    if base == "torchrun" {
+        return (Launcher::Torchrun, 1);
+    }
+    let is_python = base.starts_with("python")
+        && base["python".len()..]
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.');
+    if is_python {
+        let second = words.get(1).map(|w| w.value.as_str());
+        let third = words.get(2).map(|w| w.value.as_str());
+        match (second, third) {
+            (Some("-m"), Some("torch.distributed.run")) => return (Launcher::RunModule, 3),
+            (Some("-m"), Some("torch.distributed.launch")) => return (Launcher::Launch, 3),
+            _ => {}
+        }
+    }
+    (Launcher::Bare, 0)
+}
+
+/// Is this word an option (rather than the script or a value)? A lone `-` and negative numbers are not.
+fn looks_like_option(w: &str) -> bool {
+    w.starts_with('-') && w.len() > 1 && w.parse::<f64>().is_err()
+}
+
+/// Splits an option word into its spelling and an inline value: `--a=b`, `-r3`, `-r=3`.
+fn split_option(word: &str) -> (String, Option<String>) {
+    if let Some(rest) = word.strip_prefix("--") {
+        return match rest.split_once('=') {
+            Some((name, v)) => (format!("--{name}"), Some(v.to_string())),
+            None => (word.to_string(), None),
+        };
+    }
+    // Single dash: -m, -r, -t; the rest of the word is the value (argparse allows -r3 and -r=3).
+    let mut chars = word.chars();
+    chars.next();
+    match chars.next() {
+        Some(c) => {
+            let rest: String = chars.collect();
+            let v = rest.strip_prefix('=').unwrap_or(&rest).to_string();
+            (format!("-{c}"), (!rest.is_empty()).then_some(v))
+        }
+        None => (word.to_string(), None),
+    }
+}
+
+/// Parses a launch command (argv words or [`split_shell_words`] output).
+pub fn parse(words: Vec<Word>) -> Parsed {
+    let (launcher, launcher_len) = launcher_of(&words);
+    let mut opts = Vec::new();
+    let mut problems = Vec::new();
+    let mut script_index = None;
+    let mut i = launcher_len;
+    while i < words.len() {
+        let word = words[i].value.as_str();
+        if word == "--" {
+            // argparse: everything after `--` is positional; the script follows.
+            script_index = (i + 1 < words.len()).then_some(i + 1);
+            break;
+        }
+        if !looks_like_option(word) {
+            script_index = Some(i);
+            break;
+        }
+        let (spelling, inline) = split_option(word);
+        let Some(spec) = spec_of_spelling(&spelling) else {
+            problems.push(Problem::Unknown {
+                index: i,
+                word: word.to_string(),
+            });
+            i += 1;
+            continue;
+        };
+        if spec.launch_only && launcher != Launcher::Launch {
+            problems.push(Problem::LaunchOnly {
+                index: i,
+                word: word.to_string(),
+            });
+            i += 1;
+            continue;
+        }
+        let (value, form, used) = if !spec.takes_value {
+            if inline.is_some() {
+                problems.push(Problem::ValueOnFlag {
+                    index: i,
+                    word: word.to_string(),
+                });
+            }
+            (None, ValueForm::None, 1)
+        } else if let Some(v) = inline {
+            (Some(unquote(&v).to_string()), ValueForm::Inline, 1)
+        } else {
+            match words.get(i + 1).map(|w| w.value.as_str()) {
+                Some(next) if !looks_like_option(next) || next.parse::<f64>().is_ok() => {
+                    (Some(unquote(next).to_string()), ValueForm::Separate, 2)
+                }
+                _ => {
+                    problems.push(Problem::MissingValue {
+                        index: i,
+                        word: word.to_string(),
+                    });
+                    (None, ValueForm::None, 1)
+                }
+            }
+        };
+        opts.push(ParsedOpt {
+            name: spec.name,
+            spelled: spelling,
+            value,
+            form,
+            index: i,
+        });
+        i += used;
+    }
+    if script_index.is_none() {
+        problems.push(Problem::NoScript);
+    }
+    Parsed {
+        words,
+        launcher,
+        launcher_len,
+        opts,
+        script_index,
+        problems,
+    }
+}
+
+/// Parses argv-style strings (what a shell hands over).
+pub fn parse_argv(args: &[String]) -> Parsed {
+    parse(args.iter().map(Word::plain).collect())
+}
+
+/// Why a pasted line could not be split into words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SplitError {
+    #[error("unterminated {quote} quote starting at character {at}: close it")]
+    Unterminated { quote: char, at: usize },
+    #[error("the line ends in a lone backslash: remove it or escape the next character")]
+    TrailingBackslash,
+}
+
+/// Splits one command line as a POSIX shell would (quotes, backslashes, `\`-newline joins),
+/// keeping each word's original text. `$VAR` and `$(...)` are left as written, not expanded.
+pub fn split_shell_words(line: &str) -> Result<Vec<Word>, SplitError> {
+    let chars: Vec<char> = line.chars().collect();
+    let mut words = Vec::new();
+    let mut value = String::new();
+    let mut raw = String::new();
+    let mut in_word = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '\\' if chars.get(i + 1) == Some(&'\n') => i += 2,
+            '\\' => {
+                let next = *chars.get(i + 1).ok_or(SplitError::TrailingBackslash)?;
+                value.push(next);
+                raw.push(c);
+                raw.push(next);
+                in_word = true;
+                i += 2;
+            }
+            '\'' | '"' => {
+                let start = i;
+                raw.push(c);
+                i += 1;
+                loop {
+                    let Some(&d) = chars.get(i) else {
+                        return Err(SplitError::Unterminated {
+                            quote: c,
+                            at: start + 1,
+                        });
+                    };
+                    i += 1;
+                    raw.push(d);
+                    if d == c {
+                        break;
+                    }
+                    if c == '"' && d == '\\' {
+                        if let Some(&e) = chars.get(i).filter(|e| "$`\"\\\n".contains(**e)) {
+                            raw.push(e);
+                            if e != '\n' {
+                                value.push(e);
+                            }
+                            i += 1;
+                            continue;
+                        }
+                    }
+                    value.push(d);
+                }
+                in_word = true;
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(Word {
+                        value: std::mem::take(&mut value),
+                        raw: Some(std::mem::take(&mut raw)),
+                    });
+                    in_word = false;
+                }
+                i += 1;
+            }
+            c => {
+                value.push(c);
+                raw.push(c);
+                in_word = true;
+                i += 1;
+            }
+        }
+    }
+    if in_word {
+        words.push(Word {
+            value,
+            raw: Some(raw),
+        });
+    }
+    Ok(words)
+}
+
+/// Splits one pasted command line into the words a program would receive.
+pub fn split_shell(line: &str) -> Result<Vec<String>, SplitError> {
+    Ok(split_shell_words(line)?
+        .into_iter()
+        .map(|w| w.value)
+        .collect())
+}
+
+/// The closest known spelling to an unknown option, for "did you mean".
+pub fn suggest(word: &str) -> Option<&'static str> {
+    let (spelling, _) = split_option(word);
+    let norm = |s: &str| s.trim_start_matches('-').replace('_', "-").to_lowercase();
+    let want = norm(&spelling);
+    if want.is_empty() {
+        return None;
+    }
+    let mut best: Option<(usize, &'static str)> = None;
+    for o in OPTIONS.iter() {
+        for s in o.spellings.iter().filter(|s| s.starts_with("--")) {
+            let have = norm(s);
+            let common = want
+                .chars()
+                .zip(have.chars())
+                .take_while(|(a, b)| a == b)
+                .count();
+            let d = if have.starts_with(&want) && want.len() >= 3 {
+                0
+            } else if common >= 5 && common * 2 >= want.len() {
+                1
+            } else {
+                edit_distance(&want, &have)
+            };
+            if best.is_none_or(|(b, _)| d < b) {
+                best = Some((d, o.spellings[0]));
+            }
+        }
+    }
+    best.filter(|(d, _)| *d <= 2.max(want.len() / 4))
+        .map(|(_, s)| s)
+}
+
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(line: &str) -> Parsed {
+        parse(split_shell_words(line).expect("splits"))
+    }
+
+    #[test]
+    fn issue_example_with_mixed_spellings() {
+        let c = p(
+            "torchrun --nnodes=2 --nproc_per_node=4 --node-rank=0 --rdzv-endpoint=214.2.5.4:60002 --rdzv-backend=c10d --rdzv_id=123 test.py 50 10",
+        );
+        assert_eq!(c.launcher, Launcher::Torchrun);
+        assert_eq!(c.value("nnodes"), Some("2"));
+        assert_eq!(c.value("nproc-per-node"), Some("4"));
+        assert_eq!(c.value("node-rank"), Some("0"));
+        assert_eq!(c.value("rdzv-endpoint"), Some("214.2.5.4:60002"));
+        assert_eq!(c.value("rdzv-backend"), Some("c10d"));
+        assert_eq!(c.value("rdzv-id"), Some("123"));
+        assert_eq!(c.script(), Some("test.py"));
+        assert_eq!(c.script_args(), vec!["50", "10"]);
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+    }
+
+    #[test]
+    fn quoted_values_from_a_paste_and_from_argv_read_the_same() {
+        let pasted = p("torchrun --master_addr='192.168.1.2' --master_port='29521' t.py");
+        assert_eq!(pasted.value("master-addr"), Some("192.168.1.2"));
+        assert_eq!(
+            pasted.words[1].raw.as_deref(),
+            Some("--master_addr='192.168.1.2'")
+        );
+        let argv = parse_argv(&[
+            "--master_addr='192.168.1.2'".into(),
+            "--master_port".into(),
+            "\"29521\"".into(),
+            "t.py".into(),
+        ]);
+        assert_eq!(argv.launcher, Launcher::Bare);
+        assert_eq!(argv.value("master-addr"), Some("192.168.1.2"));
+        assert_eq!(argv.value("master-port"), Some("29521"));
+    }
+
+    #[test]
+    fn options_after_the_script_belong_to_the_script() {
+        let c = p("torchrun --nproc-per-node 2 train.py --nnodes=5 --standalone -m x");
+        assert_eq!(c.value("nnodes"), None);
+        assert!(!c.has("standalone"));
+        assert_eq!(
+            c.script_args(),
+            vec!["--nnodes=5", "--standalone", "-m", "x"]
+        );
+    }
+
+    #[test]
+    fn python_module_launchers_and_legacy_use_env() {
+        let c = p("python3 -m torch.distributed.launch --use_env --nproc_per_node=8 main.py");
+        assert_eq!(c.launcher, Launcher::Launch);
+        assert_eq!(c.launcher_len, 3);
+        assert!(c.has("use-env"));
+        let r = p("/opt/venv/bin/python -m torch.distributed.run --standalone x.py");
+        assert_eq!(r.launcher, Launcher::RunModule);
+        assert!(r.has("standalone"));
+        let t = p("torchrun --use-env x.py");
+        assert!(matches!(
+            t.problems[0],
+            Problem::LaunchOnly { index: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn short_options_module_and_values() {
+        let c = p("torchrun -r3 -t=2 --redirects 1 -m pkg.train --lr 1");
+        let r: Vec<_> = c.opts.iter().map(|o| (o.name, o.value.clone())).collect();
+        assert_eq!(
+            r,
+            vec![
+                ("redirects", Some("3".to_string())),
+                ("tee", Some("2".to_string())),
+                ("redirects", Some("1".to_string())),
+                ("module", None)
+            ]
+        );
+        assert_eq!(c.script(), Some("pkg.train"));
+    }
+
+    #[test]
+    fn unknown_options_missing_values_and_no_script_are_problems_not_panics() {
+        let c = p("torchrun --nprocs=2 --nnodes");
+        assert!(matches!(&c.problems[0], Problem::Unknown { word, .. } if word == "--nprocs=2"));
+        assert!(matches!(&c.problems[1], Problem::MissingValue { word, .. } if word == "--nnodes"));
+        assert!(c.problems.contains(&Problem::NoScript));
+        assert_eq!(suggest("--nprocs=2"), Some("--nproc-per-node"));
+        assert_eq!(suggest("--master-adr"), Some("--master-addr"));
+        assert_eq!(suggest("--totally-unrelated-thing"), None);
+        assert!(parse(Vec::new()).problems.contains(&Problem::NoScript));
+        let flag = p("torchrun --standalone=1 a.py");
+        assert!(matches!(flag.problems[0], Problem::ValueOnFlag { .. }));
+    }
+
+    #[test]
+    fn elastic_range_and_ipv6_endpoint_are_plain_values() {
+        let c =
+            p("torchrun --nnodes=1:4 --rdzv-endpoint [fd00::1]:29400 --rdzv-conf k=v,k2=v2 a.py");
+        assert_eq!(c.value("nnodes"), Some("1:4"));
+        assert_eq!(c.value("rdzv-endpoint"), Some("[fd00::1]:29400"));
+        assert_eq!(c.value("rdzv-conf"), Some("k=v,k2=v2"));
+    }
+
+    #[test]
+    fn shell_splitting_handles_quotes_escapes_and_continuations() {
+        let w = split_shell_words(
+            "torchrun \\\n  --a=\"x y\" 'it''s' b\\ c \"q\\\"\" $VAR:$(hostname)",
+        )
+        .unwrap();
+        let values: Vec<_> = w.iter().map(|w| w.value.as_str()).collect();
+        assert_eq!(
+            values,
+            vec![
+                "torchrun",
+                "--a=x y",
+                "its",
+                "b c",
+                "q\"",
+                "$VAR:$(hostname)"
+            ]
+        );
+        assert_eq!(w[1].raw.as_deref(), Some("--a=\"x y\""));
+        assert!(matches!(
+            split_shell("a 'b"),
+            Err(SplitError::Unterminated { quote: '\'', .. })
+        ));
+        assert_eq!(split_shell("a \\"), Err(SplitError::TrailingBackslash));
+        assert_eq!(split_shell("  ").unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn every_option_has_a_unique_spelling() {
+        let mut all: Vec<&str> = OPTIONS
+            .iter()
+            .flat_map(|o| o.spellings.iter().copied())
+            .collect();
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n);
+        assert!(spec("nproc-per-node").is_some_and(|s| s.takes_value));
+        assert!(spec("standalone").is_some_and(|s| !s.takes_value));
+    }
+}

@@ -1,0 +1,461 @@
+//! `preflight torchrun ARGS`: take the user's own torchrun command, check it against this node,
+//! run the cluster preflight with exactly its endpoint and ranks, and print it back fixed.
+
+pub mod args;
+pub mod rewrite;
+pub mod validate;
+
+use crate::advise::{AdviceInput, advise_node};
+use crate::cli::{ClusterArgs, JobArgs, TorchrunArgs};
+use crate::node::{load_facts, probe_facts};
+use args::{Parsed, Word};
+use preflight_checks::model::{
+    self, Finding, Mode, NodeEntry, NodeFacts, Recommendation, Report, SCHEMA, Status,
+};
+use preflight_checks::root::Root;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::time::Duration;
+use validate::{Context, Correction, Plan, Resolved};
+
+/// Longest wait for the endpoint's name to resolve.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Largest script read for the legacy `--local-rank` check.
+const SCRIPT_READ_LIMIT: u64 = 4 << 20;
+
+/// The command's words: argv as given, or one pasted line split as a shell would.
+pub fn words_of(raw: &[String]) -> anyhow::Result<Vec<Word>> {
+    match raw {
+        [line] if line.trim().contains(char::is_whitespace) => args::split_shell_words(line)
+            .map_err(|e| anyhow::anyhow!("cannot split the pasted command line: {e}")),
+        _ => Ok(raw.iter().map(Word::plain).collect()),
+    }
+}
+
+/// Resolves the endpoint's host, giving up after [`RESOLVE_TIMEOUT`].
+pub fn resolve_host(host: &str) -> Resolved {
+    let bare = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Resolved {
+            host: host.to_string(),
+            addrs: vec![ip],
+            error: None,
+        };
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let name = bare.clone();
+    let spawned = std::thread::Builder::new()
+        .name("resolve".into())
+        .spawn(move || {
+            let r = (name.as_str(), 0u16)
+                .to_socket_addrs()
+                .map(|it| it.map(|a| a.ip()).collect::<Vec<_>>());
+            let _ = tx.send(r);
+        });
+    let outcome = match spawned {
+        Err(e) => Err(format!("cannot start the resolver: {e}")),
+        Ok(_) => match rx.recv_timeout(RESOLVE_TIMEOUT) {
+            Ok(Ok(mut addrs)) => {
+                addrs.dedup();
+                if addrs.is_empty() {
+                    Err("it resolves to no address".to_string())
+                } else {
+                    Ok(addrs)
+                }
+            }
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {} s", RESOLVE_TIMEOUT.as_secs())),
+        },
+    };
+    match outcome {
+        Ok(addrs) => Resolved {
+            host: host.to_string(),
+            addrs,
+            error: None,
+        },
+        Err(e) => Resolved {
+            host: host.to_string(),
+            addrs: Vec::new(),
+            error: Some(e),
+        },
+    }
+}
+
+/// The script's text when it is a readable local file (bounded read).
+fn read_script(p: &Parsed) -> Option<String> {
+    use std::io::Read;
+    if p.has("module") {
+        return None;
+    }
+    let file = std::fs::File::open(p.script()?).ok()?;
+    let mut text = String::new();
+    file.take(SCRIPT_READ_LIMIT)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+/// The recommended environment for `rank`: the shared values, then the node's own.
+pub fn env_for_rank(rec: Option<&Recommendation>, rank: u32) -> BTreeMap<String, String> {
+    let Some(rec) = rec else {
+        return BTreeMap::new();
+    };
+    let mut env = rec.env.clone();
+    if let Some(own) = rec.node_env.get(&rank.to_string()) {
+        env.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    env
+}
+
+/// Everything judged about the command on this node.
+pub struct Judged {
+    pub parsed: Parsed,
+    pub plan: Plan,
+    pub findings: Vec<Finding>,
+    pub fixes: Vec<Correction>,
+    pub resolved: Option<Resolved>,
+}
+
+/// Parses and validates the command against `facts`; the fixed command (without environment)
+/// goes into the fix of every finding that has a correction.
+pub fn judge(parsed: Parsed, facts: &NodeFacts, resolved: Option<Resolved>) -> Judged {
+    let plan = validate::plan(&parsed);
+    let this_addr = advise_node(facts, &AdviceInput::default()).master_addr;
+    let ctx = Context {
+        facts,
+        resolved: resolved.clone(),
+        script_text: if parsed.launcher.is_legacy() {
+            read_script(&parsed)
+        } else {
+            None
+        },
+        this_addr,
+    };
+    let pairs = validate::check(&parsed, &ctx);
+    let fixes: Vec<Correction> = pairs.iter().filter_map(|(_, c)| c.clone()).collect();
+    let fixed = rewrite::rewrite(&parsed, &fixes, &BTreeMap::new());
+    let findings = pairs
+        .into_iter()
+        .map(|(mut f, c)| {
+            if c.is_some() {
+                if let Some(fix) = f.fix.as_mut() {
+                    fix.commands.push(fixed.clone());
+                }
+            }
+            f
+        })
+        .collect();
+    Judged {
+        parsed,
+        plan,
+        findings,
+        fixes,
+        resolved,
+    }
+}
+
+/// The `launch.command` finding: the command to run on this node, fixed, environment in front.
+pub fn command_finding(j: &Judged, rec: Option<&Recommendation>) -> (Finding, String) {
+    let rank = j.plan.rank;
+    let env = env_for_rank(rec, rank);
+    let command = rewrite::rewrite(&j.parsed, &j.fixes, &env);
+    let f = Finding::new(
+        "launch.command",
+        Status::Pass,
+        format!("rank {rank}"),
+        format!(
+            "the command for rank {rank}: the recommended environment in front, {} corrected flag(s), nothing else changed",
+            j.fixes.len()
+        ),
+    )
+    .with("command", &command)
+    .with("env", &env)
+    .with("corrections", j.fixes.len())
+    .on_node(Some(rank));
+    (f, command)
+}
+
+fn epilogue(rank: u32, command: &str, fixes: usize) -> String {
+    let what = if fixes == 0 {
+        "with the recommended environment".to_string()
+    } else {
+        format!("with the recommended environment and {fixes} corrected flag(s)")
+    };
+    format!("\nYour command for rank {rank}, {what}:\n  {command}\n")
+}
+
+/// The port to probe: the endpoint's (the one this node may have to bind).
+fn probe_port(plan: &Plan) -> u16 {
+    plan.endpoint
+        .as_ref()
+        .map(|(_, p)| *p)
+        .unwrap_or(validate::DEFAULT_MASTER_PORT)
+}
+
+/// Runs `preflight torchrun`.
+pub fn run(a: TorchrunArgs) -> anyhow::Result<u8> {
+    let parsed = args::parse(words_of(&a.args)?);
+    let plan = validate::plan(&parsed);
+    let resolved = plan.endpoint.as_ref().map(|(host, _)| resolve_host(host));
+    let facts = match &a.facts {
+        Some(path) => load_facts(path)?,
+        None => probe_facts(&Root::at(&a.probe.root), probe_port(&plan), a.probe.no_gpu),
+    };
+    let judged = judge(parsed, &facts, resolved);
+    let etcd = judged.plan.backend.starts_with("etcd");
+    let blocking = blocking_failures(&judged);
+    if a.no_run || a.facts.is_some() || etcd || !blocking.is_empty() {
+        let asked = a.no_run || a.facts.is_some();
+        if !asked && etcd {
+            crate::cluster::log(
+                "the etcd backend's endpoint is an etcd server, not a node: validating only (run `preflight cluster --hosts LIST` for the network checks)",
+            );
+        } else if !asked {
+            crate::cluster::log(&format!(
+                "not starting the rendezvous: it would wait for the timeout because of {}; fix those first",
+                blocking.join(", ")
+            ));
+        }
+        return node_only(&a, judged, facts);
+    }
+    let cluster = cluster_args(&a, &judged, &facts);
+    let rank = judged.plan.rank;
+    let fixes = judged.fixes.len();
+    let addendum = |report: &Report| {
+        let (f, command) = command_finding(&judged, report.recommendation.as_ref());
+        (vec![f], Some(epilogue(rank, &command, fixes)))
+    };
+    crate::cluster::agent::run_with(cluster, judged.findings.clone(), Some(&addendum))
+}
+
+/// Failed findings that would make a multi-node rendezvous wait for nothing (wrong ranks, endpoint, node count).
+fn blocking_failures(j: &Judged) -> Vec<String> {
+    const BLOCKING: [&str; 5] = [
+        "launch.args",
+        "launch.nnodes",
+        "launch.node-rank",
+        "launch.endpoint",
+        "launch.standalone",
+    ];
+    if j.plan.max_nodes() <= 1 {
+        return Vec::new();
+    }
+    j.findings
+        .iter()
+        .filter(|f| f.status == Status::Fail && BLOCKING.contains(&f.id.as_str()))
+        .map(|f| f.id.clone())
+        .collect()
+}
+
+/// `--no-run`: this node's checks, the `launch.*` findings and the fixed command.
+fn node_only(a: &TorchrunArgs, judged: Judged, facts: NodeFacts) -> anyhow::Result<u8> {
+    let rank = judged.plan.rank;
+    let port = probe_port(&judged.plan);
+    let mut findings = crate::cluster::node_findings(rank, &facts, port, None, None);
+    findings.extend(judged.findings.iter().cloned());
+    let rec = advise_node(
+        &facts,
+        &AdviceInput {
+            master_port: port,
+            nproc_per_node: None,
+            script: judged.parsed.script_and_args(),
+        },
+    );
+    let (f, command) = command_finding(&judged, Some(&rec));
+    findings.push(f);
+    let report = Report {
+        schema: SCHEMA.to_string(),
+        tool: crate::node::tool(),
+        mode: Mode::Node,
+        status: model::overall_status(&findings),
+        nodes: vec![NodeEntry {
+            rank,
+            hostname: facts.hostname.clone(),
+            facts,
+        }],
+        findings,
+        links: Vec::new(),
+        collectives: Vec::new(),
+        recommendation: Some(rec),
+    };
+    crate::app::emit_cluster(&report, a.format, a.output.as_deref(), rank)?;
+    if a.format == crate::cli::Format::Table {
+        crate::output::stdout(&epilogue(rank, &command, judged.fixes.len()))?;
+    }
+    Ok(crate::app::exit_code(&report, a.strict))
+}
+
+/// A port on 127.0.0.1 that was free a moment ago, for a 1-node run.
+fn free_local_port() -> Option<u16> {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .ok()
+}
+
+/// The cluster run with exactly the command's endpoint and ranks; a 1-node job runs on loopback.
+pub fn cluster_args(a: &TorchrunArgs, j: &Judged, facts: &NodeFacts) -> ClusterArgs {
+    let plan = &j.plan;
+    let single = plan.standalone || plan.max_nodes() <= 1;
+    let (nnodes, node_rank, master_addr, master_port) = if single {
+        let port = match (&plan.endpoint, plan.standalone) {
+            (Some((_, p)), false) if port_free(facts, *p) => Some(*p),
+            _ => free_local_port(),
+        };
+        (1, Some(0), Some("127.0.0.1".to_string()), port)
+    } else {
+        let rank = if plan.rank_given {
+            Some(plan.rank)
+        } else if plan.backend == "static"
+            || validate::hosts_store(plan, j.resolved.as_ref(), facts)
+        {
+            // static: torchrun's default rank 0 (launch.node-rank says why that is wrong);
+            // c10d: the node that hosts the endpoint is the one preflight makes rank 0.
+            Some(0)
+        } else {
+            None
+        };
+        let (host, port) = plan.endpoint.clone().unzip();
+        (plan.max_nodes(), rank, host, port)
+    };
+    ClusterArgs {
+        probe: a.probe.clone(),
+        nnodes: Some(nnodes),
+        node_rank,
+        master_port,
+        master_addr,
+        rdzv_endpoint: None,
+        rdzv_id: j.parsed.value("rdzv-id").map(str::to_string),
+        hosts: None,
+        token: a.token.clone(),
+        timeout: a.timeout,
+        quick: a.quick,
+        thorough: false,
+        coordinator_port: None,
+        allreduce: crate::cli::Allreduce::Auto,
+        sizes: None,
+        min_busbw: None,
+        compare_env: None,
+        job: JobArgs {
+            nproc_per_node: None,
+            expect_gpus: None,
+            format: a.format,
+            output: a.output.clone(),
+            strict: a.strict,
+        },
+        script: j.parsed.script_and_args(),
+    }
+}
+
+fn port_free(facts: &NodeFacts, port: u16) -> bool {
+    facts.ports.port == port && facts.ports.ipv4.status == model::BindStatus::Free
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (source, expect line, command) of every entry in tests/fixtures/torchrun/commands.txt.
+    fn fixture_commands() -> Vec<(String, String, String)> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/torchrun/commands.txt"
+        );
+        let text = std::fs::read_to_string(path).expect("fixture file");
+        let mut out = Vec::new();
+        for entry in text.split("\n\n") {
+            let (mut source, mut expect, mut command) = (None, None, String::new());
+            for line in entry.lines() {
+                if let Some(s) = line.strip_prefix("# source: ") {
+                    source = Some(s.to_string());
+                } else if let Some(e) = line.strip_prefix("# expect: ") {
+                    expect = Some(e.to_string());
+                } else if !line.starts_with('#') {
+                    command.push_str(line);
+                    command.push('\n');
+                }
+            }
+            if let (Some(s), Some(e)) = (source, expect) {
+                out.push((s, e, command.trim_end().to_string()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn real_world_commands_parse_and_round_trip() {
+        let commands = fixture_commands();
+        assert!(
+            commands.len() >= 14,
+            "only {} fixture commands",
+            commands.len()
+        );
+        for (source, expect, line) in commands {
+            let words = args::split_shell_words(&line).unwrap_or_else(|e| panic!("{source}: {e}"));
+            let p = args::parse(words.clone());
+            let fields: Vec<&str> = expect.split(" | ").collect();
+            assert_eq!(p.script(), Some(fields[0]), "{source}: script");
+            assert_eq!(
+                p.script_args().len().to_string(),
+                fields[1],
+                "{source}: script args"
+            );
+            let names: Vec<&str> = p.opts.iter().map(|o| o.name).collect();
+            assert_eq!(
+                names,
+                fields[2].split(' ').collect::<Vec<_>>(),
+                "{source}: options"
+            );
+            assert!(p.problems.is_empty(), "{source}: {:?}", p.problems);
+            assert_ne!(p.launcher, args::Launcher::Bare, "{source}");
+            // Printed back with no correction and no environment: the same words, as written.
+            let printed = rewrite::rewrite(&p, &[], &BTreeMap::new());
+            let as_written: Vec<String> = words.iter().filter_map(|w| w.raw.clone()).collect();
+            assert_eq!(printed, as_written.join(" "), "{source}");
+            assert_eq!(
+                args::split_shell(&printed).unwrap(),
+                args::split_shell(&line).unwrap(),
+                "{source}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_pasted_line_is_split_and_argv_is_kept() {
+        let w = words_of(&["torchrun --nnodes=2 'a b.py'".to_string()]).unwrap();
+        assert_eq!(w.len(), 3);
+        assert_eq!(w[2].value, "a b.py");
+        let w = words_of(&["--nnodes=2".into(), "a b.py".into()]).unwrap();
+        assert_eq!(w[1].value, "a b.py");
+        assert!(words_of(&["torchrun 'x".to_string()]).is_err());
+    }
+
+    #[test]
+    fn literal_addresses_resolve_without_a_lookup() {
+        let r = resolve_host("[::1]");
+        assert_eq!(r.addrs, vec!["::1".parse::<IpAddr>().unwrap()]);
+        assert!(resolve_host("127.0.0.1").error.is_none());
+        assert!(
+            resolve_host("localhost")
+                .addrs
+                .iter()
+                .all(|a| a.is_loopback())
+        );
+    }
+
+    #[test]
+    fn node_env_overrides_the_shared_env_for_that_rank() {
+        let mut rec = Recommendation::default();
+        rec.env.insert("NCCL_SOCKET_IFNAME".into(), "eth0".into());
+        rec.env.insert("NCCL_IB_DISABLE".into(), "1".into());
+        let mut own = BTreeMap::new();
+        own.insert("NCCL_SOCKET_IFNAME".to_string(), "eno1".to_string());
+        rec.node_env.insert("1".into(), own);
+        assert_eq!(env_for_rank(Some(&rec), 1)["NCCL_SOCKET_IFNAME"], "eno1");
+        assert_eq!(env_for_rank(Some(&rec), 0)["NCCL_SOCKET_IFNAME"], "eth0");
+        assert!(env_for_rank(None, 0).is_empty());
+    }
+}

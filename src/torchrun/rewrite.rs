@@ -1,0 +1,221 @@
+//! The user's own command printed back: the recommended environment in front and the corrected
+//! flags, every other word unchanged (same order, same spelling, same script arguments).
+
+use super::args::{Launcher, Parsed, ValueForm, Word, spec};
+use super::validate::Correction;
+use std::collections::BTreeMap;
+
+/// What happens to one original word.
+#[derive(Clone, Debug)]
+enum Edit {
+    Keep,
+    Replace(Word),
+    Drop,
+}
+
+/// The spelling for a flag the user did not write: dashes, or underscores if the user writes those.
+fn new_spelling(p: &Parsed, name: &str) -> String {
+    let s = spec(name)
+        .and_then(|s| s.spellings.iter().find(|w| w.starts_with("--")).copied())
+        .unwrap_or("--");
+    let s = if s == "--" {
+        format!("--{name}")
+    } else {
+        s.to_string()
+    };
+    if p.prefers_underscores() {
+        format!("--{}", s.trim_start_matches("--").replace('-', "_"))
+    } else {
+        s
+    }
+}
+
+/// The command's words after the corrections.
+pub fn apply(p: &Parsed, fixes: &[Correction]) -> Vec<Word> {
+    let mut edits = vec![Edit::Keep; p.words.len()];
+    let mut inserted: Vec<Word> = Vec::new();
+    for fix in fixes {
+        match fix {
+            Correction::RemoveWord { index } => {
+                if let Some(e) = edits.get_mut(*index) {
+                    *e = Edit::Drop;
+                }
+            }
+            Correction::Remove { name } => {
+                for o in p.opts.iter().filter(|o| o.name == *name) {
+                    edits[o.index] = Edit::Drop;
+                    if o.form == ValueForm::Separate {
+                        edits[o.index + 1] = Edit::Drop;
+                    }
+                }
+            }
+            Correction::SetValue { name, value } => {
+                let takes_value = spec(name).is_some_and(|s| s.takes_value);
+                match p.last(name) {
+                    Some(_) if !takes_value => {}
+                    Some(o) if o.form == ValueForm::Separate => {
+                        edits[o.index + 1] = Edit::Replace(Word::plain(value.clone()));
+                    }
+                    Some(o) => {
+                        edits[o.index] =
+                            Edit::Replace(Word::plain(format!("{}={value}", o.spelled)));
+                    }
+                    None if !takes_value => inserted.push(Word::plain(new_spelling(p, name))),
+                    None => {
+                        inserted.push(Word::plain(format!("{}={value}", new_spelling(p, name))))
+                    }
+                }
+            }
+        }
+    }
+    let insert_at = p.script_index.unwrap_or(p.words.len());
+    let mut out = Vec::with_capacity(p.words.len() + inserted.len());
+    for (i, (word, edit)) in p.words.iter().zip(edits).enumerate() {
+        if i == insert_at {
+            out.append(&mut inserted);
+        }
+        match edit {
+            Edit::Keep => out.push(word.clone()),
+            Edit::Replace(w) => out.push(w),
+            Edit::Drop => {}
+        }
+    }
+    out.append(&mut inserted);
+    out
+}
+
+/// Words as one shell line, with `KEY=value ...` in front when `env` is not empty.
+pub fn render(words: &[Word], env: &BTreeMap<String, String>) -> String {
+    let prefix = crate::advise::env_prefix(env);
+    let body = words
+        .iter()
+        .map(Word::shell_text)
+        .collect::<Vec<_>>()
+        .join(" ");
+    if prefix.is_empty() {
+        body
+    } else {
+        format!("{prefix} {body}")
+    }
+}
+
+/// The corrected command with the environment in front. Bare arguments get `torchrun` in front
+/// so the line runs as it is.
+pub fn rewrite(p: &Parsed, fixes: &[Correction], env: &BTreeMap<String, String>) -> String {
+    let mut words = apply(p, fixes);
+    if p.launcher == Launcher::Bare {
+        words.insert(0, Word::plain("torchrun"));
+    }
+    render(&words, env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::torchrun::args::{parse, split_shell, split_shell_words};
+
+    fn parsed(line: &str) -> Parsed {
+        parse(split_shell_words(line).unwrap())
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Word-level diff: (removed, added) between two commands.
+    fn diff(a: &[String], b: &[String]) -> (Vec<String>, Vec<String>) {
+        let removed = a.iter().filter(|w| !b.contains(w)).cloned().collect();
+        let added = b.iter().filter(|w| !a.contains(w)).cloned().collect();
+        (removed, added)
+    }
+
+    #[test]
+    fn no_fix_no_env_prints_the_paste_back_exactly() {
+        let line = "torchrun --master_addr='192.168.1.2' --master_port \"29521\" train.py --name \"my run\" $EXTRA";
+        assert_eq!(rewrite(&parsed(line), &[], &BTreeMap::new()), line);
+    }
+
+    #[test]
+    fn only_the_env_prefix_and_corrected_flags_change() {
+        let line = "torchrun --nnodes=1 --nproc_per_node 8 --standalone --use_env --master_port=29500 train.py --nproc_per_node 8 --lr=3";
+        let p = parsed(line);
+        let fixes = [
+            Correction::SetValue {
+                name: "nproc-per-node",
+                value: "4".into(),
+            },
+            Correction::SetValue {
+                name: "master-port",
+                value: "29501".into(),
+            },
+            Correction::Remove { name: "standalone" },
+        ];
+        let out = rewrite(
+            &p,
+            &fixes,
+            &env(&[("NCCL_SOCKET_IFNAME", "eth0"), ("NCCL_IB_DISABLE", "1")]),
+        );
+        assert!(
+            out.starts_with("NCCL_SOCKET_IFNAME=eth0 NCCL_IB_DISABLE=1 torchrun "),
+            "{out}"
+        );
+        let before = split_shell(line).unwrap();
+        let after = split_shell(&out).unwrap();
+        let (removed, added) = diff(&before, &after[2..]);
+        assert_eq!(removed, vec!["--standalone", "--master_port=29500"]);
+        assert_eq!(added, vec!["4", "--master_port=29501"]);
+        // The script's own --nproc_per_node 8 is untouched, and order is kept.
+        assert!(out.ends_with("train.py --nproc_per_node 8 --lr=3"), "{out}");
+        assert!(
+            out.contains("--nproc_per_node 4 --use_env --master_port=29501"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn missing_flags_are_added_before_the_script_in_the_users_style() {
+        let p = parsed("python -m torch.distributed.launch --nproc_per_node=2 main.py --x");
+        let out = rewrite(
+            &p,
+            &[Correction::SetValue {
+                name: "use-env",
+                value: String::new(),
+            }],
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            out,
+            "python -m torch.distributed.launch --nproc_per_node=2 --use_env main.py --x"
+        );
+        let q = parsed("torchrun --nnodes 2 t.py");
+        let out = rewrite(
+            &q,
+            &[Correction::SetValue {
+                name: "master-port",
+                value: "29600".into(),
+            }],
+            &BTreeMap::new(),
+        );
+        assert_eq!(out, "torchrun --nnodes 2 --master-port=29600 t.py");
+    }
+
+    #[test]
+    fn removed_words_and_endpoint_ports() {
+        let p = parsed("torchrun --use-env --rdzv-endpoint [fd00::1]:29400 t.py");
+        let out = rewrite(
+            &p,
+            &[
+                Correction::RemoveWord { index: 1 },
+                Correction::SetValue {
+                    name: "rdzv-endpoint",
+                    value: "[fd00::1]:29401".into(),
+                },
+            ],
+            &BTreeMap::new(),
+        );
+        assert_eq!(out, "torchrun --rdzv-endpoint '[fd00::1]:29401' t.py");
+    }
+}

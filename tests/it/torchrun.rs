@@ -1,0 +1,304 @@
+//! `preflight torchrun`: the real binary on users' own commands, validated (`--no-run`) and run
+//! as a 1-node cluster on loopback.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::net::TcpListener;
+use std::path::PathBuf;
+
+fn bin() -> Command {
+    let mut c = Command::cargo_bin("preflight").expect("binary built");
+    c.env("NO_COLOR", "1").env_remove("PREFLIGHT_TOKEN");
+    c
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
+fn json_of(out: &[u8]) -> Value {
+    serde_json::from_slice(out)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(out)))
+}
+
+fn finding<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} finding"))
+}
+
+fn command_of(report: &Value) -> String {
+    finding(report, "launch.command")["evidence"]["command"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The words of `printed` that are not the environment prefix.
+fn without_env(printed: &str) -> Vec<String> {
+    printed
+        .split(' ')
+        .skip_while(|w| {
+            w.split_once('=').is_some_and(|(k, _)| {
+                !k.is_empty() && k.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            })
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+const IB_ENV: &str =
+    "NCCL_SOCKET_IFNAME=ib0 GLOO_SOCKET_IFNAME=ib0 NCCL_IB_DISABLE=0 NCCL_IB_HCA=mlx5_0:1";
+
+#[test]
+fn no_run_lowers_nproc_to_the_visible_gpus_and_changes_nothing_else() {
+    let cmd = [
+        "torchrun",
+        "--nnodes=2",
+        "--nproc_per_node=16",
+        "--node-rank=0",
+        "--rdzv-endpoint=10.1.0.11:29500",
+        "--rdzv-backend=c10d",
+        "--rdzv_id=123",
+        "test.py",
+        "50",
+        "10",
+    ];
+    let out = bin()
+        .args(["torchrun", "--no-run", "--format", "json", "--facts"])
+        .arg(fixture("facts/ib-node.json"))
+        .args(cmd)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json_of(&out.stdout);
+    let nproc = finding(&r, "launch.nproc");
+    assert_eq!(nproc["status"], "fail");
+    assert_eq!(nproc["node"], 0);
+    assert_eq!(nproc["evidence"]["visible_gpus"], 8);
+    assert_eq!(finding(&r, "launch.endpoint")["status"], "pass");
+    assert_eq!(finding(&r, "launch.port")["status"], "pass");
+    let printed = command_of(&r);
+    let mut expected: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+    expected[2] = "--nproc_per_node=8".into();
+    assert_eq!(printed, format!("{IB_ENV} {}", expected.join(" ")));
+    assert_eq!(without_env(&printed), expected);
+}
+
+#[test]
+fn a_pasted_line_prints_back_in_the_table_with_the_fix() {
+    // github.com/FoundationVision/VAR/issues/108: --nnodes=1 with --node_rank=3 hangs.
+    let line = "torchrun --nproc_per_node=4 --nnodes=1 --node_rank=3 --master_addr='10.1.0.11' --master_port=12345 train.py --depth=16 --bs=768";
+    let out = bin()
+        .args(["torchrun", "--no-run", "--facts"])
+        .arg(fixture("facts/ib-node.json"))
+        .arg(line)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("launch.node-rank"), "{text}");
+    let fixed = line.replace("--node_rank=3", "--node_rank=0");
+    assert!(
+        text.contains(&format!("Your command for rank 3, with the recommended environment and 1 corrected flag(s):\n  {IB_ENV} {fixed}\n")),
+        "{text}"
+    );
+}
+
+#[test]
+fn no_run_moves_a_held_master_port_on_this_machine() {
+    let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    let out = bin()
+        .args([
+            "torchrun",
+            "--no-run",
+            "--no-gpu",
+            "--format",
+            "json",
+            "--nnodes=1",
+        ])
+        .arg(format!("--master-port={port}"))
+        .args(["train.py", "--master-port", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let r = json_of(&out.stdout);
+    let f = finding(&r, "launch.port");
+    assert_eq!(f["status"], "fail");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pid {}", std::process::id())),
+        "{f}"
+    );
+    let free = f["evidence"]["suggested_free"]
+        .as_u64()
+        .expect("a free port was found");
+    let words = without_env(&command_of(&r));
+    assert_eq!(
+        words,
+        vec![
+            "torchrun",
+            "--nnodes=1",
+            &format!("--master-port={free}"),
+            "train.py",
+            "--master-port",
+            "1"
+        ]
+    );
+    drop(holder);
+}
+
+#[test]
+fn unknown_flags_and_bad_input_are_findings_or_exit_2_never_a_crash() {
+    let out = bin()
+        .args([
+            "torchrun",
+            "--no-run",
+            "--no-gpu",
+            "--format",
+            "json",
+            "--nprocs=2",
+            "--standalone",
+            "t.py",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let r = json_of(&out.stdout);
+    let f = finding(&r, "launch.unknown-flag");
+    assert_eq!(f["status"], "fail");
+    assert!(
+        f["fix"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("--nproc-per-node")
+    );
+    let bad = bin()
+        .args(["torchrun", "--no-run", "torchrun --nnodes='2 t.py"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unterminated"));
+}
+
+#[test]
+fn one_node_run_rendezvous_on_the_given_endpoint_and_prints_the_command() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let args = [
+        "--nnodes=1".to_string(),
+        "--nproc-per-node=1".to_string(),
+        "--master-addr=127.0.0.1".to_string(),
+        format!("--master-port={port}"),
+        "train.py".to_string(),
+        "--lr".to_string(),
+        "3".to_string(),
+    ];
+    let out = bin()
+        .args([
+            "torchrun",
+            "--no-gpu",
+            "--quick",
+            "--timeout",
+            "15",
+            "--format",
+            "json",
+            "torchrun",
+        ])
+        .args(&args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let r = json_of(&out.stdout);
+    assert_eq!(
+        r["mode"],
+        "cluster",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(finding(&r, "cluster.rendezvous")["status"], "pass");
+    assert_eq!(finding(&r, "launch.port")["status"], "pass");
+    assert_eq!(r["recommendation"]["master_port"], port);
+    let printed = command_of(&r);
+    let mut expected = vec!["torchrun".to_string()];
+    expected.extend(args.iter().cloned());
+    assert_eq!(without_env(&printed), expected);
+    assert!(printed.starts_with("NCCL_SOCKET_IFNAME="), "{printed}");
+    let worst = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["status"].as_str().unwrap())
+        .collect::<Vec<_>>();
+    let expected_status = if worst.contains(&"fail") {
+        "fail"
+    } else if worst.contains(&"warn") {
+        "warn"
+    } else {
+        "pass"
+    };
+    assert_eq!(r["status"], expected_status);
+
+    // The table ends with the same command.
+    let table = bin()
+        .args([
+            "torchrun",
+            "--no-gpu",
+            "--quick",
+            "--timeout",
+            "15",
+            "torchrun",
+        ])
+        .args(&args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(text.trim_end().ends_with(&printed), "{text}");
+}
+
+#[test]
+fn a_multi_node_command_that_cannot_meet_is_not_rendezvoused() {
+    // Two nodes on loopback without --node-rank: every node would be rank 0 on its own machine.
+    let started = std::time::Instant::now();
+    let out = bin()
+        .args([
+            "torchrun",
+            "--no-gpu",
+            "--timeout",
+            "30",
+            "--format",
+            "json",
+        ])
+        .args([
+            "--nnodes=2",
+            "--master-addr=127.0.0.1",
+            "--master-port=29999",
+            "t.py",
+        ])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(started.elapsed().as_secs() < 20, "waited for a rendezvous");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not starting the rendezvous"));
+    let r = json_of(&out.stdout);
+    assert_eq!(r["mode"], "node");
+    assert_eq!(finding(&r, "launch.node-rank")["status"], "fail");
+    assert_eq!(finding(&r, "launch.endpoint")["status"], "fail");
+}
