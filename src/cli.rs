@@ -224,7 +224,9 @@ fn parse_env_list(s: &str) -> Result<EnvList, String> {
             && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && !k.starts_with(|c: char| c.is_ascii_digit());
         if !valid {
-            return Err(format!("'{k}' is not an environment variable name (example: NCCL_IB_DISABLE=1)"));
+            return Err(format!(
+                "'{k}' is not an environment variable name (example: NCCL_IB_DISABLE=1)"
+            ));
         }
         out.insert(k.to_string(), v.to_string());
     }
@@ -237,7 +239,9 @@ fn parse_env_list(s: &str) -> Result<EnvList, String> {
 fn parse_positive_f64(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a positive number of GB/s (example: 10.5)")),
+        _ => Err(format!(
+            "'{s}' is not a positive number of GB/s (example: 10.5)"
+        )),
     }
 }
 

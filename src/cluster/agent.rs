@@ -1,11 +1,11 @@
 //! The agent: what every node runs. Probes itself, joins the coordinator on the master port,
 //! serves and runs the measurements it is asked for, and prints the report it gets back.
 
+use super::allreduce_node::{self, NodeState};
 use super::auth::{self, AuthError, Secret};
 use super::coordinator::{self, CoordConfig};
 use super::launcher::{self, LocalIdentity, Placement};
 use super::wire::{Listener, Msg, Peer, Target, WireError, read_msg, write_msg};
-use super::allreduce_node::{self, NodeState};
 use super::{Timing, allreduce, log};
 use crate::cli::ClusterArgs;
 use crate::measure::{mtu, tcp};
@@ -128,19 +128,15 @@ pub fn run_with(
         facts.clone(),
     );
     let report = match join(&placement, &secret, deadline, timing) {
-        Ok(mut stream) => match serve_orders(
-            &mut stream,
-            &placement,
-            &mut node,
-            listeners,
-            &args,
-        ) {
-            Ok(report) => report,
-            Err(e) => {
-                let f = lost_coordinator(&placement, &e);
-                solo_report(&placement, facts, &args, vec![f])
+        Ok(mut stream) => {
+            match serve_orders(&mut stream, &placement, &mut node, listeners, &args) {
+                Ok(report) => report,
+                Err(e) => {
+                    let f = lost_coordinator(&placement, &e);
+                    solo_report(&placement, facts, &args, vec![f])
+                }
             }
-        },
+        }
         Err((outcome, error)) => {
             let waited = Duration::from_secs(args.timeout).as_secs_f64();
             let f = master_unreachable(

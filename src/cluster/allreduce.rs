@@ -67,7 +67,7 @@ pub fn nccl_unready(f: &NodeFacts) -> Option<String> {
 
 /// Runs the all-reduce the plan asks for, with the advised environment and, with
 /// `--compare-env`, a second time with those variables changed.
-pub fn run(
+pub(super) fn run(
     members: &mut [Member],
     chosen: Option<&NetworkEval>,
     rec: &Recommendation,
@@ -106,7 +106,7 @@ pub fn run(
         let base = base_result(transport, chosen, members, env, config);
         progress.phase(format!("{transport} all-reduce ({config})"));
         let result = if transport == "tcp" {
-            tcp_ring(members, chosen, base, plan, progress)
+            tcp_ring(members, base, plan, progress)
         } else {
             nccl_run(members, rec, &overrides, base, plan, progress)
         };
@@ -200,7 +200,6 @@ fn fail(res: &mut CollectiveResult, rank: u32, what: &str) {
 /// The TCP ring: every node opens a listener on its chosen address, then connects to its right neighbour.
 fn tcp_ring(
     members: &mut [Member],
-    chosen: &NetworkEval,
     mut res: CollectiveResult,
     plan: &Plan,
     progress: &Progress,
@@ -218,7 +217,9 @@ fn tcp_ring(
         .filter_map(|r| Some((*r, addr_of(*r)?)))
         .collect();
     let asked = send_orders(members, "the all-reduce", |m| {
-        addresses.get(&m.rank).map(|a| Msg::RingListen { address: a.clone() })
+        addresses
+            .get(&m.rank)
+            .map(|a| Msg::RingListen { address: a.clone() })
     });
     let deadline = Instant::now() + plan.step_timeout;
     let mut ports: BTreeMap<u32, u16> = BTreeMap::new();
@@ -230,7 +231,11 @@ fn tcp_ring(
             }
             Some(Msg::Failed { error }) => fail(&mut res, m.rank, &error),
             Some(other) => unexpected(m, "the all-reduce", &other),
-            None => fail(&mut res, m.rank, "stopped answering before the ring started"),
+            None => fail(
+                &mut res,
+                m.rank,
+                "stopped answering before the ring started",
+            ),
         }
     }
     if ports.len() != n {
@@ -465,7 +470,11 @@ fn nccl_run(
             }
             Some(Msg::Failed { error }) => fail(&mut res, m.rank, &error),
             Some(other) => unexpected(m, "the NCCL all-reduce", &other),
-            None => fail(&mut res, m.rank, "stopped answering during the NCCL all-reduce"),
+            None => fail(
+                &mut res,
+                m.rank,
+                "stopped answering during the NCCL all-reduce",
+            ),
         }
     }
     let nranks = res.ranks;
@@ -538,13 +547,25 @@ mod tests {
             (
                 0,
                 vec![
-                    RankRow { bytes: 1024, time_us: 10.0, wrong: 0 },
-                    RankRow { bytes: 2048, time_us: 20.0, wrong: 0 },
+                    RankRow {
+                        bytes: 1024,
+                        time_us: 10.0,
+                        wrong: 0,
+                    },
+                    RankRow {
+                        bytes: 2048,
+                        time_us: 20.0,
+                        wrong: 0,
+                    },
                 ],
             ),
             (
                 1,
-                vec![RankRow { bytes: 1024, time_us: 30.0, wrong: 3 }],
+                vec![RankRow {
+                    bytes: 1024,
+                    time_us: 30.0,
+                    wrong: 3,
+                }],
             ),
         ]);
         merge_rows(&mut res, &[0, 1], &per_rank, 2);
@@ -560,8 +581,14 @@ mod tests {
         gpu.gpu.gpus.push(Default::default());
         gpu.nccl.library = Some("/usr/lib/libnccl.so.2".into());
         let cpu = NodeFacts::default();
-        assert_eq!(transport(Allreduce::Auto, &[(0, &gpu), (1, &gpu)]), Ok("nccl"));
-        assert_eq!(transport(Allreduce::Auto, &[(0, &gpu), (1, &cpu)]), Ok("tcp"));
+        assert_eq!(
+            transport(Allreduce::Auto, &[(0, &gpu), (1, &gpu)]),
+            Ok("nccl")
+        );
+        assert_eq!(
+            transport(Allreduce::Auto, &[(0, &gpu), (1, &cpu)]),
+            Ok("tcp")
+        );
         assert_eq!(transport(Allreduce::Tcp, &[(0, &gpu)]), Ok("tcp"));
         assert!(transport(Allreduce::Off, &[(0, &gpu)]).is_err());
     }
@@ -579,13 +606,22 @@ mod tests {
     #[test]
     fn compare_env_wins_only_when_faster_and_both_numbers_are_cited() {
         let cmp = BTreeMap::from([("NCCL_IB_DISABLE".to_string(), "1".to_string())]);
-        let (over, why) = preferred_overrides(&[result("advice", 100_000.0), result("compare", 50_000.0)], &cmp);
+        let (over, why) = preferred_overrides(
+            &[result("advice", 100_000.0), result("compare", 50_000.0)],
+            &cmp,
+        );
         assert_eq!(over, Some(cmp.clone()));
         let why = why.unwrap();
         assert!(why.contains("5.369") && why.contains("2.684"), "{why}");
-        let (over, why) = preferred_overrides(&[result("advice", 50_000.0), result("compare", 100_000.0)], &cmp);
+        let (over, why) = preferred_overrides(
+            &[result("advice", 50_000.0), result("compare", 100_000.0)],
+            &cmp,
+        );
         assert_eq!(over, None);
         assert!(why.unwrap().starts_with("kept the advice"));
-        assert_eq!(preferred_overrides(&[result("advice", 1.0)], &cmp), (None, None));
+        assert_eq!(
+            preferred_overrides(&[result("advice", 1.0)], &cmp),
+            (None, None)
+        );
     }
 }

@@ -4,10 +4,10 @@
 use super::auth::{self, Secret};
 use super::wire::{Listener, Msg, Peer, Target, WireError, read_msg, write_msg};
 use super::{Timing, allreduce, log};
-use crate::progress::Progress;
-use preflight_checks::collective::{CollectiveInput, check_collectives};
 use crate::advise::{ClusterAdviceInput, advise_cluster};
+use crate::progress::Progress;
 use preflight_checks::cluster::{ClusterInput, check_cluster};
+use preflight_checks::collective::{CollectiveInput, check_collectives};
 use preflight_checks::model::{self, LinkResult, Mode, NodeEntry, NodeFacts, Report, SCHEMA};
 use preflight_checks::networks;
 use std::collections::BTreeMap;
@@ -62,7 +62,11 @@ pub fn run(listener: TcpListener, cfg: CoordConfig) -> Report {
         ranks
     ));
     let sizes = cfg.allreduce.sizes.len() as u64;
-    let configs = if cfg.allreduce.compare_env.is_empty() { 1 } else { 2 };
+    let configs = if cfg.allreduce.compare_env.is_empty() {
+        1
+    } else {
+        2
+    };
     let progress = Progress::new(cfg.progress, 3 + sizes * configs);
     progress.phase("connectivity");
     let mut links = probe_phase(&mut members, &cfg);

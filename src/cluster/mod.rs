@@ -3,11 +3,11 @@
 pub mod agent;
 pub mod allreduce;
 pub mod allreduce_node;
-pub mod nccl_node;
 pub mod auth;
 pub mod coordinator;
 pub mod launcher;
 pub mod local_group;
+pub mod nccl_node;
 pub mod wire;
 
 use crate::cli::ClusterArgs;

@@ -1,5 +1,7 @@
-//! Active measurements between nodes: TCP connect/RTT/throughput, path MTU, and NCCL all-reduce.
+//! Active measurements between nodes: TCP connect/RTT/throughput, path MTU, the TCP ring all-reduce and the NCCL all-reduce.
 
 pub mod mtu;
 pub mod nccl;
+pub mod ring;
+pub mod sizes;
 pub mod tcp;

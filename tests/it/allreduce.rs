@@ -29,7 +29,10 @@ fn tcp_result(run: &NodeRun) -> &Value {
 /// Every row is verified, timed, and follows nccl-tests' definitions.
 fn assert_rows_sound(c: &Value, n: usize, sizes: &[u64]) {
     let rows = c["rows"].as_array().expect("rows");
-    let got: Vec<u64> = rows.iter().map(|r| r["bytes"].as_u64().unwrap_or(0)).collect();
+    let got: Vec<u64> = rows
+        .iter()
+        .map(|r| r["bytes"].as_u64().unwrap_or(0))
+        .collect();
     assert_eq!(got, sizes, "{c:#}");
     for r in rows {
         assert_eq!(r["wrong"], 0, "{r}");
@@ -39,9 +42,15 @@ fn assert_rows_sound(c: &Value, n: usize, sizes: &[u64]) {
         assert!(t > 0.0 && algbw > 0.0 && busbw > 0.0, "{r}");
         let bytes = r["bytes"].as_f64().unwrap_or(0.0);
         let expect_alg = bytes / t / 1e3;
-        assert!((algbw - expect_alg).abs() <= 0.002 + 0.01 * expect_alg, "{r}");
+        assert!(
+            (algbw - expect_alg).abs() <= 0.002 + 0.01 * expect_alg,
+            "{r}"
+        );
         let factor = 2.0 * (n as f64 - 1.0) / n as f64;
-        assert!((busbw - algbw * factor).abs() <= 0.003 + 0.01 * busbw, "{r}");
+        assert!(
+            (busbw - algbw * factor).abs() <= 0.003 + 0.01 * busbw,
+            "{r}"
+        );
     }
     assert_eq!(c["ranks"], n as u64, "{c:#}");
     assert_eq!(c["op"], "allreduce");
@@ -66,7 +75,10 @@ fn ring_on(n: usize) {
         assert_eq!(tcp["order"].as_array().map(Vec::len), Some(n), "{tcp:#}");
         assert_eq!(only_finding(run, "collective.wrong")["status"], "pass");
         let busbw = only_finding(run, "collective.busbw");
-        assert!(busbw["status"] == "pass" || busbw["status"] == "warn", "{busbw:#}");
+        assert!(
+            busbw["status"] == "pass" || busbw["status"] == "warn",
+            "{busbw:#}"
+        );
     }
 }
 
@@ -119,11 +131,25 @@ fn a_corrupted_chunk_is_reported_as_collective_wrong() {
     assert_eq!(r0.exit_code, Some(1), "{}", r0.describe());
     let tcp = tcp_result(r0);
     let rows = tcp["rows"].as_array().expect("rows");
-    assert!(!rows.is_empty() && rows.iter().all(|r| r["wrong"].as_u64() > Some(0)), "{tcp:#}");
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| r["wrong"].as_u64() > Some(0)),
+        "{tcp:#}"
+    );
     let f = only_finding(r0, "collective.wrong");
     assert_eq!(f["status"], "fail", "{f:#}");
-    assert!(!f["evidence"]["ranks"].as_array().map(Vec::is_empty).unwrap_or(true), "{f:#}");
-    assert!(f["fix"]["commands"].as_array().is_some_and(|c| !c.is_empty()), "{f:#}");
+    assert!(
+        !f["evidence"]["ranks"]
+            .as_array()
+            .map(Vec::is_empty)
+            .unwrap_or(true),
+        "{f:#}"
+    );
+    assert!(
+        f["fix"]["commands"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{f:#}"
+    );
 }
 
 #[test]
@@ -165,7 +191,10 @@ fn ring_on_a_shaped_link_runs_at_the_shaped_rate() {
     let row = &tcp_result(r0)["rows"][0];
     let busbw = row["busbw_gb_s"].as_f64().unwrap_or(0.0);
     // 200 Mbit/s = 0.025 GB/s; a 2-rank ring moves the whole buffer over each direction once.
-    assert!((0.015..=0.0275).contains(&busbw), "busbw {busbw} GB/s on a 200mbit link: {row}");
+    assert!(
+        (0.015..=0.0275).contains(&busbw),
+        "busbw {busbw} GB/s on a 200mbit link: {row}"
+    );
     assert_eq!(only_finding(r0, "collective.busbw")["status"], "pass");
 }
 
@@ -174,19 +203,33 @@ fn allreduce_off_measures_nothing_and_says_so() {
     let Some(c) = Cluster::flat("ringoff", 2, "eth0").build() else {
         return;
     };
-    let runs = c.preflight().timeout(TIMEOUT).args(&["--allreduce=off"]).run();
+    let runs = c
+        .preflight()
+        .timeout(TIMEOUT)
+        .args(&["--allreduce=off"])
+        .run();
     let r0 = &runs[0];
     assert_eq!(r0.exit_code, Some(0), "{}", r0.describe());
     assert!(collectives(r0).is_empty());
     let f = only_finding(r0, "collective.busbw");
     assert_eq!(f["status"], "skip");
-    assert!(f["summary"].as_str().unwrap_or_default().contains("--allreduce off"));
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--allreduce off")
+    );
 }
 
 #[test]
 fn bad_sizes_exit_2_before_any_rendezvous() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_preflight"))
-        .args(["cluster", "--nnodes=1", "--sizes=256M:1M", "--master-port=1"])
+        .args([
+            "cluster",
+            "--nnodes=1",
+            "--sizes=256M:1M",
+            "--master-port=1",
+        ])
         .output()
         .expect("run preflight");
     assert_eq!(out.status.code(), Some(2));
@@ -213,7 +256,11 @@ fn nccl_with_fakes(tag: &str, iface_on_rank1: &str) -> Option<Vec<NodeRun>> {
         run = run
             .env_on(rank, "PREFLIGHT_TEST_FAKE_GPUS", "1")
             .env_on(rank, "PREFLIGHT_NCCL_WORKER", &fake_worker())
-            .env_on(rank, "FAKE_IFACE", if rank == 1 { iface_on_rank1 } else { "eth0" });
+            .env_on(
+                rank,
+                "FAKE_IFACE",
+                if rank == 1 { iface_on_rank1 } else { "eth0" },
+            );
     }
     Some(run.run())
 }
@@ -249,5 +296,8 @@ fn nccl_on_another_interface_than_advised_is_flagged() {
     let r0 = &runs[0];
     let f = only_finding(r0, "collective.net");
     assert_eq!(f["status"], "warn", "{f:#}\n{}", r0.describe());
-    assert!(f["summary"].as_str().unwrap_or_default().contains("eth9"), "{f:#}");
+    assert!(
+        f["summary"].as_str().unwrap_or_default().contains("eth9"),
+        "{f:#}"
+    );
 }

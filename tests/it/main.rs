@@ -3,7 +3,7 @@
 mod allreduce;
 mod cli;
 mod cluster;
-mod nccl;
 mod launchers;
+mod nccl;
 mod netns;
 mod torchrun;
