@@ -12,6 +12,7 @@ use std::net::IpAddr;
 pub const SCHEMA: &str = "preflight.report.v1";
 
 /// The outcome of one check. Ordered from best to worst, so `max` is the worst.
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
@@ -43,6 +44,7 @@ impl std::fmt::Display for Status {
 }
 
 /// How to fix a finding: a sentence and the exact commands.
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Fix {
     pub hint: String,
@@ -64,6 +66,7 @@ impl Fix {
 }
 
 /// One judgment about one subject on one node (or the whole cluster when `node` is null).
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Finding {
     /// Stable id, `area.name` (see the README's list).
@@ -116,6 +119,7 @@ impl Finding {
 }
 
 /// Everything one node knows about itself. Written by `preflight facts`, read by `--facts`.
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NodeFacts {
@@ -136,6 +140,7 @@ pub struct NodeFacts {
 }
 
 /// Network interfaces, sorted by index.
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NetFacts {
@@ -143,6 +148,7 @@ pub struct NetFacts {
     pub error: Option<String>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum IfKind {
@@ -175,6 +181,7 @@ impl IfKind {
 }
 
 /// An address with its prefix length.
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IfAddr {
     pub addr: IpAddr,
@@ -187,6 +194,7 @@ impl std::fmt::Display for IfAddr {
     }
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct Interface {
@@ -234,6 +242,7 @@ impl Interface {
     }
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct IbFacts {
@@ -258,6 +267,7 @@ impl IbFacts {
     }
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct IbDevice {
@@ -267,6 +277,7 @@ pub struct IbDevice {
     pub ports: Vec<IbPort>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct IbPort {
@@ -289,6 +300,7 @@ impl IbPort {
     }
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct GpuFacts {
@@ -300,6 +312,7 @@ pub struct GpuFacts {
     pub gpus: Vec<Gpu>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct Gpu {
@@ -317,6 +330,7 @@ pub struct Gpu {
     pub error: Option<String>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct GpuProcess {
@@ -325,6 +339,7 @@ pub struct GpuProcess {
     pub command: Option<String>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NcclFacts {
@@ -346,6 +361,7 @@ pub struct NcclFacts {
 }
 
 /// One libnccl found on the search path.
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NcclCandidate {
@@ -361,6 +377,7 @@ pub struct NcclCandidate {
     pub error: Option<String>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum BindStatus {
@@ -373,6 +390,7 @@ pub enum BindStatus {
     Error,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct BindResult {
@@ -380,6 +398,7 @@ pub struct BindResult {
     pub error: Option<String>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct PortFacts {
@@ -394,6 +413,7 @@ pub struct PortFacts {
     pub suggested_free: Option<u16>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct PortHolder {
@@ -403,6 +423,7 @@ pub struct PortHolder {
     pub inode: u64,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct FirewallFacts {
@@ -419,6 +440,7 @@ pub struct FirewallFacts {
 }
 
 /// A simplified view of the input path: the policy and the rules that can decide a TCP packet.
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct InputChain {
@@ -432,6 +454,7 @@ pub struct InputChain {
     pub then: Vec<InputChain>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum FwAction {
@@ -442,6 +465,7 @@ pub enum FwAction {
     Other,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct FwRule {
@@ -467,6 +491,7 @@ pub struct FwRule {
     pub chain: Option<String>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct SysFacts {
@@ -484,6 +509,7 @@ pub struct SysFacts {
 
 // ----- cluster-level data (filled by `preflight cluster`) -----
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkOutcome {
@@ -496,6 +522,7 @@ pub enum LinkOutcome {
 }
 
 /// One ordered pair's measurement on one address.
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct LinkResult {
@@ -513,6 +540,7 @@ pub struct LinkResult {
     pub error: Option<String>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct CollectiveRow {
@@ -523,6 +551,7 @@ pub struct CollectiveRow {
     pub wrong: u64,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct CollectiveResult {
@@ -534,12 +563,14 @@ pub struct CollectiveResult {
     pub rows: Vec<CollectiveRow>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct LaunchCommand {
     pub node_rank: u32,
     pub command: String,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct Recommendation {
@@ -554,12 +585,14 @@ pub struct Recommendation {
     pub standalone: Option<String>,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Tool {
     pub name: String,
     pub version: String,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct NodeEntry {
     pub rank: u32,
@@ -567,6 +600,7 @@ pub struct NodeEntry {
     pub facts: NodeFacts,
 }
 
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -575,6 +609,7 @@ pub enum Mode {
 }
 
 /// The whole report. Renderers read only this.
+#[derive(schemars::JsonSchema)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Report {
     pub schema: String,
