@@ -13,6 +13,11 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Check(args) => check(args),
         Command::Facts(args) => facts(args),
         Command::Cluster(args) => crate::cluster::run(args),
+        Command::Explain(args) => crate::explain::run(&args),
+        Command::Schema => {
+            output::stdout(&preflight_checks::schema::report_schema_text())?;
+            Ok(exit::OK)
+        }
     }
 }
 
@@ -71,6 +76,7 @@ pub fn emit_cluster(
     }
     let text = match format {
         Format::Json => render::json::render(report),
+        Format::Junit => render::junit::render(report),
         Format::Table => render::table::render_for_rank(report, Style::detect(), rank),
     };
     output::stdout(&text)?;

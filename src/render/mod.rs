@@ -2,6 +2,7 @@
 
 pub mod cluster;
 pub mod json;
+pub mod junit;
 pub mod table;
 
 /// How the table renderer may decorate its output.
