@@ -638,7 +638,11 @@ mod tests {
                 assert!(!text.contains('\n'), "{} {what} spans lines", e.id);
                 assert!(!text.contains("  "), "{} {what} has a double space", e.id);
             }
-            assert!(!e.meaning.contains('|'), "{} meaning breaks the table", e.id);
+            assert!(
+                !e.meaning.contains('|'),
+                "{} meaning breaks the table",
+                e.id
+            );
             assert!(
                 ["skip", "pass", "warn", "fail", "error"]
                     .iter()
@@ -661,7 +665,10 @@ mod tests {
         assert_eq!(closest("port.in_use", 3).first(), Some(&"port.in-use"));
         assert_eq!(closest("gpu.cont", 3).first(), Some(&"gpu.count"));
         let gpu = closest("gpu", 10);
-        assert!(gpu.contains(&"gpu.mig") && gpu.contains(&"gpu.nvml"), "{gpu:?}");
+        assert!(
+            gpu.contains(&"gpu.mig") && gpu.contains(&"gpu.nvml"),
+            "{gpu:?}"
+        );
         assert!(closest("zzzzzzzzzzzzzz", 3).is_empty());
     }
 

@@ -3,6 +3,7 @@
 //! Everything here is plain serde data. Field names are a public contract
 //! (`preflight.report.v1`): add fields freely, never rename or drop one.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -12,8 +13,9 @@ use std::net::IpAddr;
 pub const SCHEMA: &str = "preflight.report.v1";
 
 /// The outcome of one check. Ordered from best to worst, so `max` is the worst.
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Not applicable here (no InfiniBand, no GPUs expected).
@@ -44,8 +46,7 @@ impl std::fmt::Display for Status {
 }
 
 /// How to fix a finding: a sentence and the exact commands.
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 pub struct Fix {
     pub hint: String,
     pub commands: Vec<String>,
@@ -66,8 +67,7 @@ impl Fix {
 }
 
 /// One judgment about one subject on one node (or the whole cluster when `node` is null).
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
 pub struct Finding {
     /// Stable id, `area.name` (see the README's list).
     pub id: String,
@@ -119,8 +119,7 @@ impl Finding {
 }
 
 /// Everything one node knows about itself. Written by `preflight facts`, read by `--facts`.
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NodeFacts {
     pub hostname: String,
@@ -140,16 +139,14 @@ pub struct NodeFacts {
 }
 
 /// Network interfaces, sorted by index.
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NetFacts {
     pub interfaces: Vec<Interface>,
     pub error: Option<String>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum IfKind {
     Physical,
@@ -181,8 +178,7 @@ impl IfKind {
 }
 
 /// An address with its prefix length.
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IfAddr {
     pub addr: IpAddr,
     pub prefix: u8,
@@ -194,8 +190,7 @@ impl std::fmt::Display for IfAddr {
     }
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct Interface {
     pub name: String,
@@ -242,8 +237,7 @@ impl Interface {
     }
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct IbFacts {
     pub devices: Vec<IbDevice>,
@@ -267,8 +261,7 @@ impl IbFacts {
     }
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct IbDevice {
     pub name: String,
@@ -277,8 +270,7 @@ pub struct IbDevice {
     pub ports: Vec<IbPort>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct IbPort {
     pub port: u32,
@@ -300,8 +292,7 @@ impl IbPort {
     }
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct GpuFacts {
     /// Why NVML could not be used (no driver, library missing); None when it loaded.
@@ -312,8 +303,7 @@ pub struct GpuFacts {
     pub gpus: Vec<Gpu>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct Gpu {
     pub index: u32,
@@ -330,8 +320,7 @@ pub struct Gpu {
     pub error: Option<String>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct GpuProcess {
     pub pid: u32,
@@ -339,8 +328,7 @@ pub struct GpuProcess {
     pub command: Option<String>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NcclFacts {
     /// The libnccl a PyTorch job here would load.
@@ -361,8 +349,7 @@ pub struct NcclFacts {
 }
 
 /// One libnccl found on the search path.
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NcclCandidate {
     pub path: String,
@@ -377,8 +364,7 @@ pub struct NcclCandidate {
     pub error: Option<String>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum BindStatus {
     Free,
@@ -390,16 +376,14 @@ pub enum BindStatus {
     Error,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct BindResult {
     pub status: BindStatus,
     pub error: Option<String>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct PortFacts {
     pub port: u16,
@@ -413,8 +397,7 @@ pub struct PortFacts {
     pub suggested_free: Option<u16>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct PortHolder {
     pub pid: Option<u32>,
@@ -423,8 +406,7 @@ pub struct PortHolder {
     pub inode: u64,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct FirewallFacts {
     /// "nftables" or "iptables" when rules were read.
@@ -440,8 +422,7 @@ pub struct FirewallFacts {
 }
 
 /// A simplified view of the input path: the policy and the rules that can decide a TCP packet.
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct InputChain {
     /// "accept" or "drop".
@@ -454,8 +435,7 @@ pub struct InputChain {
     pub then: Vec<InputChain>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum FwAction {
     Accept,
@@ -465,8 +445,7 @@ pub enum FwAction {
     Other,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct FwRule {
     pub action: FwAction,
@@ -491,8 +470,7 @@ pub struct FwRule {
     pub chain: Option<String>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct SysFacts {
     /// Size of /dev/shm in bytes.
@@ -509,8 +487,7 @@ pub struct SysFacts {
 
 // ----- cluster-level data (filled by `preflight cluster`) -----
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkOutcome {
     Ok,
@@ -522,8 +499,7 @@ pub enum LinkOutcome {
 }
 
 /// One ordered pair's measurement on one address.
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct LinkResult {
     pub from: u32,
@@ -540,8 +516,7 @@ pub struct LinkResult {
     pub error: Option<String>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct CollectiveRow {
     pub bytes: u64,
@@ -551,8 +526,7 @@ pub struct CollectiveRow {
     pub wrong: u64,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct CollectiveResult {
     pub op: String,
@@ -563,15 +537,13 @@ pub struct CollectiveResult {
     pub rows: Vec<CollectiveRow>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 pub struct LaunchCommand {
     pub node_rank: u32,
     pub command: String,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct Recommendation {
     pub env: BTreeMap<String, String>,
@@ -585,23 +557,20 @@ pub struct Recommendation {
     pub standalone: Option<String>,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
 pub struct Tool {
     pub name: String,
     pub version: String,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
 pub struct NodeEntry {
     pub rank: u32,
     pub hostname: String,
     pub facts: NodeFacts,
 }
 
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Node,
@@ -609,8 +578,7 @@ pub enum Mode {
 }
 
 /// The whole report. Renderers read only this.
-#[derive(schemars::JsonSchema)]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
 pub struct Report {
     pub schema: String,
     pub tool: Tool,

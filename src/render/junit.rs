@@ -64,7 +64,12 @@ pub fn render(report: &Report) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(out, "<testsuites name=\"preflight\" {}>", total.attrs());
     for (node, findings) in &suites {
-        suite(&mut out, *node, node.and_then(|r| hosts.get(&r).copied()), findings);
+        suite(
+            &mut out,
+            *node,
+            node.and_then(|r| hosts.get(&r).copied()),
+            findings,
+        );
     }
     out.push_str("</testsuites>\n");
     out
@@ -178,7 +183,7 @@ pub fn escape(s: &str) -> String {
     escape_with(s, true)
 }
 
-/// Escapes XML 1.0 element content: markup characters; line breaks and tabs stay as they are.
+/// Escapes XML 1.0 element content: `&`, `<`, `>`; quotes, line breaks and tabs stay as they are.
 pub fn escape_text(s: &str) -> String {
     escape_with(s, false)
 }
@@ -192,8 +197,8 @@ fn escape_with(s: &str, attribute: bool) -> String {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
+            '"' if attribute => out.push_str("&quot;"),
+            '\'' if attribute => out.push_str("&apos;"),
             '\r' => out.push_str("&#13;"),
             '\n' if attribute => out.push_str("&#10;"),
             '\t' if attribute => out.push_str("&#9;"),
@@ -219,7 +224,8 @@ mod tests {
         );
         assert_eq!(escape("a\u{1b}[31mb\u{0}"), "a\\u{1b}[31mb\\u{0}");
         assert_eq!(escape("l1\nl2\tx"), "l1&#10;l2&#9;x");
-        assert_eq!(escape_text("l1\nl2\tx<"), "l1\nl2\tx&lt;");
+        assert_eq!(escape_text("l1\nl2\tx<\"'"), "l1\nl2\tx&lt;\"'");
+        assert_eq!(escape_text("]]>"), "]]&gt;");
         assert_eq!(escape("\u{FFFF}é"), "\\u{ffff}é");
     }
 

@@ -3,3 +3,4 @@
 mod cli;
 mod cluster;
 mod netns;
+mod report_contract;
