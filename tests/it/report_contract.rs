@@ -361,7 +361,6 @@ fn full_cluster_report() -> Report {
             op: "allreduce".into(),
             transport: "tcp".into(),
             ranks: 2,
-            env: BTreeMap::from([("NCCL_IB_DISABLE".to_string(), "1".to_string())]),
             net: Some("NET/Socket bond0".into()),
             rows: vec![CollectiveRow {
                 bytes: 1 << 20,
@@ -370,6 +369,7 @@ fn full_cluster_report() -> Report {
                 busbw_gb_s: 1.29,
                 wrong: 0,
             }],
+            ..Default::default()
         }],
         recommendation: Some(Recommendation {
             env: BTreeMap::from([("NCCL_SOCKET_IFNAME".to_string(), "bond0".to_string())]),
