@@ -16,6 +16,11 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::NcclWorker(args) => Ok(crate::measure::nccl::worker::main(&args)),
         Command::Launch(args) => crate::launch_recipe::run(args),
         Command::Torchrun(args) => crate::torchrun::run(args),
+        Command::Explain(args) => crate::explain::run(&args),
+        Command::Schema => {
+            output::stdout(&preflight_checks::schema::report_schema_text())?;
+            Ok(exit::OK)
+        }
     }
 }
 
@@ -74,6 +79,7 @@ pub fn emit_cluster(
     }
     let text = match format {
         Format::Json => render::json::render(report),
+        Format::Junit => render::junit::render(report),
         Format::Table => render::table::render_for_rank(report, Style::detect(), rank),
     };
     output::stdout(&text)?;

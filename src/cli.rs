@@ -19,6 +19,9 @@ Exit codes:
   1  at least one finding is fail or error (or warn with --strict)
   2  the tool could not run (bad arguments, unreadable --facts file, ...)
 
+--format junit prints one JUnit testcase per finding (fail/error: failure, skip: skipped,
+warn: passed with the summary in system-out). `preflight explain ID` explains a finding id.
+
 Flags take torchrun's spellings; --master-port and --master_port are the same flag.";
 
 #[derive(Parser, Debug)]
@@ -54,6 +57,10 @@ pub enum Command {
     /// Check your own torchrun command (or `python -m torch.distributed.launch ...`) on this node, run the cluster preflight with its endpoint and ranks, and print it back fixed.
     #[command(after_help = TORCHRUN_HELP)]
     Torchrun(TorchrunArgs),
+    /// Explain a finding id: when it fires, what it means, why it matters, how to fix it (`--list`: every id).
+    Explain(ExplainArgs),
+    /// Print the JSON Schema of the report (preflight.report.v1).
+    Schema,
 }
 
 /// What `preflight launch` prints.
@@ -87,10 +94,22 @@ pub struct LaunchArgs {
     pub script_args: Vec<String>,
 }
 
+#[derive(Args, Debug, Clone)]
+pub struct ExplainArgs {
+    /// The finding id, as a report shows it (`port.in-use`).
+    #[arg(required_unless_present = "list", conflicts_with = "list")]
+    pub id: Option<String>,
+    /// List every finding id with its one-line meaning.
+    #[arg(long)]
+    pub list: bool,
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Table,
     Json,
+    /// JUnit XML: one testcase per finding, for CI test reports.
+    Junit,
 }
 
 /// The job's shape and how to report on it: shared by `check` and `cluster`.

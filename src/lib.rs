@@ -4,6 +4,7 @@ pub mod advise;
 pub mod app;
 pub mod cli;
 pub mod cluster;
+pub mod explain;
 pub mod launch_recipe;
 pub mod measure;
 pub mod node;

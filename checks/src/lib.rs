@@ -4,6 +4,7 @@
 //! [`probe`] and are the only code that touches the OS; every other module is a
 //! pure function of [`model::NodeFacts`] and a [`CheckContext`].
 
+pub mod catalog;
 pub mod cluster;
 pub mod collective;
 pub mod env;
@@ -18,6 +19,7 @@ pub mod networks;
 pub mod ports;
 pub mod probe;
 pub mod root;
+pub mod schema;
 pub mod sys;
 pub mod visible_devices;
 

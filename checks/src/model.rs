@@ -3,6 +3,7 @@
 //! Everything here is plain serde data. Field names are a public contract
 //! (`preflight.report.v1`): add fields freely, never rename or drop one.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -12,7 +13,9 @@ use std::net::IpAddr;
 pub const SCHEMA: &str = "preflight.report.v1";
 
 /// The outcome of one check. Ordered from best to worst, so `max` is the worst.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Not applicable here (no InfiniBand, no GPUs expected).
@@ -43,7 +46,7 @@ impl std::fmt::Display for Status {
 }
 
 /// How to fix a finding: a sentence and the exact commands.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 pub struct Fix {
     pub hint: String,
     pub commands: Vec<String>,
@@ -64,7 +67,7 @@ impl Fix {
 }
 
 /// One judgment about one subject on one node (or the whole cluster when `node` is null).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
 pub struct Finding {
     /// Stable id, `area.name` (see the README's list).
     pub id: String,
@@ -116,7 +119,7 @@ impl Finding {
 }
 
 /// Everything one node knows about itself. Written by `preflight facts`, read by `--facts`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NodeFacts {
     pub hostname: String,
@@ -136,14 +139,14 @@ pub struct NodeFacts {
 }
 
 /// Network interfaces, sorted by index.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NetFacts {
     pub interfaces: Vec<Interface>,
     pub error: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum IfKind {
     Physical,
@@ -175,7 +178,7 @@ impl IfKind {
 }
 
 /// An address with its prefix length.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IfAddr {
     pub addr: IpAddr,
     pub prefix: u8,
@@ -187,7 +190,7 @@ impl std::fmt::Display for IfAddr {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct Interface {
     pub name: String,
@@ -234,7 +237,7 @@ impl Interface {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct IbFacts {
     pub devices: Vec<IbDevice>,
@@ -258,7 +261,7 @@ impl IbFacts {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct IbDevice {
     pub name: String,
@@ -267,7 +270,7 @@ pub struct IbDevice {
     pub ports: Vec<IbPort>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct IbPort {
     pub port: u32,
@@ -289,7 +292,7 @@ impl IbPort {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct GpuFacts {
     /// Why NVML could not be used (no driver, library missing); None when it loaded.
@@ -300,7 +303,7 @@ pub struct GpuFacts {
     pub gpus: Vec<Gpu>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct Gpu {
     pub index: u32,
@@ -317,7 +320,7 @@ pub struct Gpu {
     pub error: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct GpuProcess {
     pub pid: u32,
@@ -325,7 +328,7 @@ pub struct GpuProcess {
     pub command: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NcclFacts {
     /// The libnccl a PyTorch job here would load.
@@ -346,7 +349,7 @@ pub struct NcclFacts {
 }
 
 /// One libnccl found on the search path.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct NcclCandidate {
     pub path: String,
@@ -361,7 +364,7 @@ pub struct NcclCandidate {
     pub error: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum BindStatus {
     Free,
@@ -373,14 +376,14 @@ pub enum BindStatus {
     Error,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct BindResult {
     pub status: BindStatus,
     pub error: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct PortFacts {
     pub port: u16,
@@ -394,7 +397,7 @@ pub struct PortFacts {
     pub suggested_free: Option<u16>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct PortHolder {
     pub pid: Option<u32>,
@@ -403,7 +406,7 @@ pub struct PortHolder {
     pub inode: u64,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct FirewallFacts {
     /// "nftables" or "iptables" when rules were read.
@@ -419,7 +422,7 @@ pub struct FirewallFacts {
 }
 
 /// A simplified view of the input path: the policy and the rules that can decide a TCP packet.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct InputChain {
     /// "accept" or "drop".
@@ -432,7 +435,7 @@ pub struct InputChain {
     pub then: Vec<InputChain>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum FwAction {
     Accept,
@@ -442,7 +445,7 @@ pub enum FwAction {
     Other,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct FwRule {
     pub action: FwAction,
@@ -467,7 +470,7 @@ pub struct FwRule {
     pub chain: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct SysFacts {
     /// Size of /dev/shm in bytes.
@@ -484,7 +487,7 @@ pub struct SysFacts {
 
 // ----- cluster-level data (filled by `preflight cluster`) -----
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkOutcome {
     Ok,
@@ -496,7 +499,7 @@ pub enum LinkOutcome {
 }
 
 /// One ordered pair's measurement on one address.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct LinkResult {
     pub from: u32,
@@ -513,7 +516,7 @@ pub struct LinkResult {
     pub error: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct CollectiveRow {
     pub bytes: u64,
@@ -523,7 +526,7 @@ pub struct CollectiveRow {
     pub wrong: u64,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct CollectiveResult {
     pub op: String,
@@ -550,13 +553,13 @@ pub struct CollectiveResult {
     pub net_mismatch: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 pub struct LaunchCommand {
     pub node_rank: u32,
     pub command: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct Recommendation {
     pub env: BTreeMap<String, String>,
@@ -570,20 +573,20 @@ pub struct Recommendation {
     pub standalone: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
 pub struct Tool {
     pub name: String,
     pub version: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
 pub struct NodeEntry {
     pub rank: u32,
     pub hostname: String,
     pub facts: NodeFacts,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Node,
@@ -591,7 +594,7 @@ pub enum Mode {
 }
 
 /// The whole report. Renderers read only this.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
 pub struct Report {
     pub schema: String,
     pub tool: Tool,

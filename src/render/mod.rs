@@ -3,6 +3,7 @@
 pub mod cluster;
 pub mod collective;
 pub mod json;
+pub mod junit;
 pub mod table;
 
 /// How the table renderer may decorate its output.

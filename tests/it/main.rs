@@ -6,4 +6,5 @@ mod cluster;
 mod launchers;
 mod nccl;
 mod netns;
+mod report_contract;
 mod torchrun;

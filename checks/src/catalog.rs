@@ -1,0 +1,681 @@
+//! The catalog of finding ids: what each one means, why it matters and how to fix it.
+//!
+//! One entry per id the tool can emit. `preflight explain ID` prints an entry, and
+//! README's finding-id table is [`markdown_table`] (a test keeps them equal, and
+//! another fails when the code emits an id that is missing here).
+
+/// What one finding id means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Stable id, `area.name`.
+    pub id: &'static str,
+    /// The part before the dot: `gpu`, `net`, `cluster`, ...
+    pub area: &'static str,
+    /// The status(es) it has when it fires: "warn", "warn / fail".
+    pub fires: &'static str,
+    /// One line, as README's table shows it.
+    pub meaning: &'static str,
+    /// Why it matters: what the job does without the fix, with the error users see.
+    pub why: &'static str,
+    /// How to fix it, with commands.
+    pub fix: &'static str,
+}
+
+const fn entry(
+    id: &'static str,
+    area: &'static str,
+    fires: &'static str,
+    meaning: &'static str,
+    why: &'static str,
+    fix: &'static str,
+) -> Entry {
+    Entry {
+        id,
+        area,
+        fires,
+        meaning,
+        why,
+        fix,
+    }
+}
+
+static ENTRIES: &[Entry] = &[
+    // ----- net -----
+    entry(
+        "net.no-interface",
+        "net",
+        "fail",
+        "no usable non-loopback interface with an address",
+        "No interface is up with a non-loopback, routable address, so no other node can reach \
+         this one: NCCL reports `Bootstrap : no socket interface found` and torchrun's \
+         rendezvous times out. `error` when the interfaces could not be listed at all.",
+        "Bring the cluster-facing interface up and give it an address (DHCP or static), then \
+         rerun: `ip -br addr show`, `ip link set <if> up`, `dhclient <if>` or \
+         `ip addr add <addr>/<prefix> dev <if>`.",
+    ),
+    entry(
+        "net.hostname-loopback",
+        "net",
+        "warn",
+        "this host's name resolves to a loopback address (Debian's 127.0.1.1), so the master \
+         would advertise loopback",
+        "torchrun's master advertises the address its hostname resolves to. Debian and Ubuntu \
+         put `127.0.1.1 <hostname>` in /etc/hosts, so peers are told to connect to loopback and \
+         get `Connection refused`, or the rendezvous times out. Also fires when the hostname \
+         does not resolve at all.",
+        "Map the hostname to the node's cluster address in /etc/hosts (or DNS) and drop the \
+         127.0.1.1 line: `sudo sed -i '/^127.0.1.1/d' /etc/hosts` then \
+         `echo '<addr> <hostname>' | sudo tee -a /etc/hosts`; or pass \
+         `--master-addr=<IP>` instead of a name. Check with `getent hosts $(hostname)`.",
+    ),
+    // ----- ib -----
+    entry(
+        "ib.port-down",
+        "ib",
+        "warn",
+        "an InfiniBand/RoCE port is not ACTIVE",
+        "NCCL uses every ACTIVE RDMA port it finds unless told otherwise; a port that is DOWN, \
+         INIT (no subnet manager) or ARMED cannot carry traffic, and a job that expects it \
+         hangs in init or fails with `NET/IB : Got completion from peer ... error 12`. A \
+         device that lists no ports counts too; `error` when the RDMA devices could not be \
+         listed.",
+        "Check the cable, the switch port and the subnet manager: `ibstat <dev>`, `sminfo`, \
+         `systemctl start opensm` (INIT: link up, no SM), `ip link set <netdev> up`, \
+         `ethtool <netdev>` for RoCE. If the port is not meant to be used, leave it out with \
+         `NCCL_IB_HCA=<dev>:<port>,...`.",
+    ),
+    entry(
+        "ib.verbs",
+        "ib",
+        "warn",
+        "RDMA devices exist but libibverbs is not installed",
+        "NCCL's InfiniBand transport dlopens libibverbs.so.1; without it NCCL silently falls \
+         back to TCP sockets (`NET/Socket` in NCCL_DEBUG=INFO), and the job runs many times \
+         slower than the fabric allows.",
+        "Install rdma-core's verbs library and the provider for the adapter: \
+         `apt-get install -y libibverbs1 ibverbs-providers` or \
+         `dnf install -y rdma-core libibverbs`; check with `ibv_devices`.",
+    ),
+    entry(
+        "ib.partial",
+        "ib",
+        "warn",
+        "InfiniBand usable on some nodes only",
+        "NCCL needs the same transport on every node: when some nodes have an ACTIVE IB/RoCE \
+         port and others none, ranks disagree on the network and init hangs, or fails with \
+         `NET/IB` errors on the nodes that try IB.",
+        "Run the job with `NCCL_IB_DISABLE=1` (TCP sockets on every node), or bring up an IB/RoCE \
+         port on the nodes without one (`ibstat` there) and rerun preflight.",
+    ),
+    // ----- gpu -----
+    entry(
+        "gpu.nvml",
+        "gpu",
+        "skip, or fail when GPUs are expected",
+        "NVML could not load (no driver)",
+        "Without NVML the NVIDIA driver is missing or not mapped into the container, so CUDA \
+         finds no device: `RuntimeError: No CUDA GPUs are available` or `Found no NVIDIA \
+         driver`. Fails when `--nproc-per-node`/`--expect-gpus` asks for GPUs; warns when NVML \
+         loads but cannot read some GPU (one that fell off the bus).",
+        "Install the NVIDIA driver and check it with `nvidia-smi`; in a container start it with \
+         GPU access (`docker run --gpus all ...` with the NVIDIA container toolkit: \
+         `sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`). \
+         A GPU NVML cannot read: `nvidia-smi -q -i <index>`, then a reset or reboot.",
+    ),
+    entry(
+        "gpu.count",
+        "gpu",
+        "fail",
+        "fewer visible GPUs than `--nproc-per-node` / `--expect-gpus`",
+        "torchrun starts `--nproc-per-node` processes and each takes `cuda:LOCAL_RANK`; with \
+         fewer visible GPUs the extra ranks die with `CUDA error: invalid device ordinal`, or \
+         two ranks share a GPU and NCCL aborts with `Duplicate GPU detected`. `error` when the \
+         GPUs cannot be counted (NVML unavailable).",
+        "Start one process per visible GPU (`torchrun --nproc-per-node=<visible> ...`), list \
+         enough GPUs in `CUDA_VISIBLE_DEVICES` (`export CUDA_VISIBLE_DEVICES=0,1,2,3`), or run on \
+         a node with more GPUs.",
+    ),
+    entry(
+        "gpu.visible-devices",
+        "gpu",
+        "fail / warn",
+        "`CUDA_VISIBLE_DEVICES` malformed, duplicated, naming missing GPUs, or hiding all",
+        "CUDA stops reading `CUDA_VISIBLE_DEVICES` at the first invalid entry and hides \
+         everything after it; a repeated or out-of-range index or an unknown UUID leaves ranks \
+         with `invalid device ordinal` or `Duplicate GPU detected`. Warns when the value hides \
+         every GPU on the node.",
+        "List each GPU once, by an index below the GPU count or by a UUID from `nvidia-smi -L`, \
+         or unset it to use every GPU: `unset CUDA_VISIBLE_DEVICES` or \
+         `export CUDA_VISIBLE_DEVICES=0,1,2,3`.",
+    ),
+    entry(
+        "gpu.in-use",
+        "gpu",
+        "warn",
+        "other processes hold GPU memory",
+        "A process left over from a crashed run (or another user's job) holds the GPU: the new \
+         job runs out of memory (`CUDA out of memory`), runs slower, or an exclusive-process \
+         GPU refuses it (`CUDA-capable device(s) is/are busy or unavailable`). Fires when a \
+         compute process is listed or more than 5% of the GPU's memory is used.",
+        "Stop the processes holding the GPU, or pick other GPUs: \
+         `nvidia-smi --query-compute-apps=pid,used_memory --format=csv`, then `kill <pid>`.",
+    ),
+    entry(
+        "gpu.mig",
+        "gpu",
+        "warn",
+        "MIG is enabled on a GPU",
+        "A MIG-partitioned GPU exposes instances that NCCL cannot use for communication between \
+         processes, so a multi-process job on them fails in NCCL init or falls back to slow \
+         paths.",
+        "Disable MIG on the GPUs the job uses (root, idle GPU, may need a reset): \
+         `sudo nvidia-smi -i <gpus> -mig 0`.",
+    ),
+    // ----- nccl -----
+    entry(
+        "nccl.library",
+        "nccl",
+        "pass / warn",
+        "which libnccl the job will load and its version; none found, unloadable, or several \
+         versions",
+        "The job uses whichever libnccl.so.2 the loader finds first. None found means PyTorch \
+         may have no NCCL (`Distributed package doesn't have NCCL built in`); one that cannot \
+         load fails the same way; several versions on a node mean nodes can end up on \
+         different NCCL releases, whose mismatch hangs init.",
+        "Check what PyTorch really loads: \
+         `python3 -c 'import torch; print(torch.__version__, torch.cuda.nccl.version())'`; \
+         install the wheel matching torch's CUDA (`pip install nvidia-nccl-cu12`); `ldd <lib>` \
+         for a library that cannot load; remove stale copies from LD_LIBRARY_PATH and confirm \
+         at start-up with `export NCCL_DEBUG=VERSION`.",
+    ),
+    // ----- port -----
+    entry(
+        "port.in-use",
+        "port",
+        "fail",
+        "the master port is held; evidence names pid and command",
+        "torchrun's rendezvous store binds the master port on rank 0; if a crashed run still \
+         holds it, torchrun exits with `failed to bind to [::]:29500 (errno: 98 - Address \
+         already in use)`. Warns when this user may not bind the port (below 1024), `error` \
+         when the bind test could not run.",
+        "Stop the leftover process (`ss -ltnp 'sport = :29500'`, then `kill <pid>`; as root \
+         when the holder is another user's), or launch every node on the free port preflight \
+         suggests: `torchrun --master-port=<free> ...`.",
+    ),
+    // ----- firewall -----
+    entry(
+        "firewall.rules",
+        "firewall",
+        "warn",
+        "a local firewall filters input and does not plainly allow the master port or NCCL's \
+         high ports",
+        "A dropped master port makes every other node wait for the rendezvous timeout: `The \
+         client socket has timed out after 900s while trying to connect to (addr, 29500)`. \
+         Allowing only the master port is not enough: NCCL listens on random high ports \
+         (32768-60999), and a dropped one gives `Call to connect timeout` and a watchdog \
+         timeout after 600 s. Also warns when ufw/firewalld is active but its rules could not \
+         be read.",
+        "Accept the cluster's subnet (or the master port and 32768-60999/tcp) with the firewall \
+         the node runs: `sudo ufw allow from <subnet>`, \
+         `sudo firewall-cmd --zone=trusted --add-source=<subnet>`, \
+         `sudo nft insert rule inet filter input ip saddr <subnet> accept` or \
+         `sudo iptables -I INPUT -s <subnet> -j ACCEPT`. The finding prints the exact command \
+         for the firewall it found.",
+    ),
+    // ----- sys -----
+    entry(
+        "sys.shm",
+        "sys",
+        "warn",
+        "/dev/shm smaller than 1 GiB",
+        "NCCL's shared-memory transport and DataLoader workers allocate in /dev/shm; Docker's \
+         default 64 MiB gives `posix_fallocate failed: No space left on device` or `Bus error`. \
+         `error` when its size cannot be read.",
+        "Docker: `docker run --shm-size=16g ...` (or `--ipc=host`); Kubernetes: mount an \
+         `emptyDir: {medium: Memory, sizeLimit: 16Gi}` volume at /dev/shm; bare host: \
+         `mount -o remount,size=16G /dev/shm`.",
+    ),
+    entry(
+        "sys.memlock",
+        "sys",
+        "warn",
+        "memlock limit is not unlimited while RDMA devices exist",
+        "InfiniBand/RoCE registers (pins) memory; with a small RLIMIT_MEMLOCK NCCL fails with \
+         `ibv_reg_mr failed` / `Cannot allocate memory`, or falls back to sockets. Skipped on \
+         nodes without RDMA devices.",
+        "Make the limit unlimited for the job: `ulimit -l unlimited` in the launching shell; \
+         `* soft memlock unlimited` and `* hard memlock unlimited` in \
+         /etc/security/limits.conf; `docker run --ulimit memlock=-1:-1 ...`; \
+         `LimitMEMLOCK=infinity` for systemd services.",
+    ),
+    // ----- env -----
+    entry(
+        "env.socket-ifname",
+        "env",
+        "fail / warn",
+        "`NCCL_SOCKET_IFNAME` / `GLOO_SOCKET_IFNAME` match no interface, only down or virtual \
+         ones, or more than intended",
+        "NCCL and Gloo pick their socket interface from these variables (NCCL: comma list of \
+         prefixes, `^` excludes, `=` exact; Gloo: exact names). A value matching nothing gives \
+         `Bootstrap : no socket interface found`; one matching docker0/veth or a down interface \
+         hangs `ncclCommInitRank`; a prefix like `bond0` also matches `bond0.100`. Unset, it \
+         warns when NCCL's own pick would include a virtual interface or one without a routable \
+         address.",
+        "Set the variable to the cluster-facing interface, exactly when a prefix matches more: \
+         `export NCCL_SOCKET_IFNAME==bond0` and `export GLOO_SOCKET_IFNAME=bond0` (check names \
+         with `ip -br addr show`). `preflight cluster` prints the value that worked on every \
+         node.",
+    ),
+    entry(
+        "env.ib-disable",
+        "env",
+        "warn",
+        "`NCCL_IB_DISABLE` contradicts the InfiniBand state found, or is not a number",
+        "NCCL reads the value with strtoll: garbage reads as 0 and leaves IB enabled. \
+         `NCCL_IB_DISABLE=1` with ACTIVE ports leaves the fabric unused and the job on TCP; `0` \
+         where no port is ACTIVE makes NCCL try IB where it cannot work. `error` when the IB \
+         state could not be read.",
+        "Unset it to let NCCL use ACTIVE IB ports (`unset NCCL_IB_DISABLE`), or set exactly `1` \
+         on every node to use TCP (`export NCCL_IB_DISABLE=1`), consistently across the \
+         cluster (see ib.partial).",
+    ),
+    entry(
+        "env.master",
+        "env",
+        "warn",
+        "`MASTER_ADDR` is loopback, or `MASTER_PORT` is invalid or differs from `--master-port`",
+        "With `MASTER_ADDR` empty, loopback (127.0.0.1, localhost), 0.0.0.0 or with whitespace, \
+         ranks on other nodes cannot reach the master and wait for the rendezvous timeout. A \
+         `MASTER_PORT` that is not a port, or differs from the one preflight checked, sends the \
+         job to a port nobody tested.",
+        "Set rank 0's address on the cluster network and the port preflight checked: \
+         `export MASTER_ADDR=<rank 0 IP>` and `export MASTER_PORT=29500` (or rerun preflight \
+         with `--master-port=$MASTER_PORT`).",
+    ),
+    // ----- cluster -----
+    entry(
+        "cluster.rendezvous",
+        "cluster",
+        "fail",
+        "ranks that never joined (by rank and expected host), a node that cannot reach the \
+         master, or one lost mid-run",
+        "This is torchrun's rendezvous failing early: a rank that is not started, cannot reach \
+         the master (timeout = filtered, refused = nothing listening or REJECT, no route) or \
+         was lost is what makes a real job wait 900 s and fail with `The client socket has \
+         timed out ... (addr, 29500)`.",
+        "Start `preflight cluster` with the same flags (and the same --token/--rdzv-id) on the \
+         named ranks; check from them that the master answers (`nc -vz <master> 29500`); on \
+         the master accept the port (`iptables -I INPUT -p tcp --dport 29500 -j ACCEPT`, \
+         `firewall-cmd --add-port=29500/tcp`) or stop whatever else holds it \
+         (`ss -ltnp 'sport = :29500'`).",
+    ),
+    entry(
+        "cluster.duplicate-host",
+        "cluster",
+        "fail",
+        "two ranks on one host as NCCL sees it (`NCCL_HOSTID`, else hostname + boot id)",
+        "NCCL identifies a host by `NCCL_HOSTID`, else hostname and boot id; two ranks with one \
+         identity are one host to NCCL, which then uses shared memory between them and fails \
+         (`Duplicate GPU detected`, or a hang) when they are really apart or share GPUs.",
+        "Run one rank per machine (fix the host list or `--node-rank`), or, when ranks share a \
+         machine on purpose, give each its own identity: \
+         `export NCCL_HOSTID=preflight-rank<R>`.",
+    ),
+    entry(
+        "cluster.versions",
+        "cluster",
+        "warn / fail",
+        "driver, CUDA, NCCL or torch differ across nodes",
+        "Mixed versions behave undefinedly: different NCCL major.minor versions may not speak \
+         the same wire protocol and hang in init (that case fails); different drivers, CUDA or \
+         torch versions crash or diverge later (warn).",
+        "Install what most nodes run on the odd ones: the same NVIDIA driver \
+         (`nvidia-smi --query-gpu=driver_version --format=csv,noheader`), the same torch \
+         (`pip install torch==<version> --index-url https://download.pytorch.org/whl/<cu>`), \
+         the same NCCL (`pip install nvidia-nccl-cu12==<version>`); confirm with \
+         `python -c 'import torch; print(torch.__version__, torch.cuda.nccl.version())'`.",
+    ),
+    entry(
+        "cluster.gpus",
+        "cluster",
+        "warn",
+        "GPU count or model differs across nodes",
+        "torchrun starts the same `--nproc-per-node` on every node, so a node with fewer GPUs \
+         fails with `invalid device ordinal`; with mixed models the whole job runs at the pace \
+         of the slowest GPU.",
+        "Use at most the smallest GPU count for `--nproc-per-node`, or fix the nodes with fewer \
+         GPUs; prefer one GPU model per job. Compare with `nvidia-smi -L` on each node.",
+    ),
+    // ----- link -----
+    entry(
+        "link.unreachable",
+        "link",
+        "fail",
+        "a pair cannot connect on the chosen network; timeout (filtered) told from refused",
+        "NCCL connects every pair of ranks on random high ports. A pair that times out is \
+         filtered by a firewall (`Call to connect timeout`, then a watchdog timeout after \
+         600 s); refused means a REJECT rule or nothing listening; no route means the \
+         addresses are on different networks. Also fails when no network connects every node.",
+        "On the node that filters, accept every connection from the cluster's subnet (opening \
+         only the master port is not enough): `sudo ufw allow from <subnet>` or \
+         `sudo iptables -I INPUT -s <subnet> -j ACCEPT`; for no route, check \
+         `ip route get <addr>`. The finding names the node and the exact command.",
+    ),
+    entry(
+        "link.mtu-mismatch",
+        "link",
+        "warn",
+        "MTU differs on the network chosen for NCCL",
+        "When interfaces disagree on MTU (or a switch in between carries less than the \
+         interfaces), small messages pass and large ones are dropped: NCCL init succeeds and \
+         the first big all-reduce hangs.",
+        "Set one MTU on every node's interface on that network (what most nodes have): \
+         `ip link set dev <if> mtu <mtu>`, and persist it (netplan `mtu:`, \
+         `nmcli connection modify <conn> 802-3-ethernet.mtu <mtu>`, or MTU= in ifcfg); or raise \
+         the switches' MTU.",
+    ),
+    entry(
+        "link.slow",
+        "link",
+        "warn",
+        "a pair's throughput is far below its peers or its rated speed",
+        "A ring or tree all-reduce runs at the pace of its slowest link: one pair under half the \
+         median of all pairs (or under half its rated speed, up to 25 Gbit/s) slows the whole \
+         job.",
+        "Check cabling, negotiated speed and duplex, and traffic shaping on both ends: \
+         `ethtool <if>`, `tc qdisc show dev <if>`; rerun with `--thorough` to confirm.",
+    ),
+    // ----- collective -----
+    entry(
+        "collective.busbw",
+        "collective",
+        "warn / fail",
+        "all-reduce bus bandwidth under the threshold",
+        "Large-message all-reduce bus bandwidth (nccl-tests' busbw) under `--min-busbw` or under \
+         half of what the slowest link measured pairwise means the collectives, and so the \
+         training step, will be slow with these settings, even if every link looks fine.",
+        "Use the environment preflight recommends (`NCCL_SOCKET_IFNAME`, `NCCL_IB_DISABLE`, \
+         `NCCL_IB_HCA`), check link.slow and ib.* findings, and compare transports with \
+         `preflight cluster --compare-env`; run with `NCCL_DEBUG=INFO` to see which network NCCL \
+         picked.",
+    ),
+    entry(
+        "collective.wrong",
+        "collective",
+        "fail",
+        "all-reduce returned wrong values",
+        "The all-reduce result differed from the exact expected sum: data is corrupted in \
+         flight or in memory (a faulty NIC, GPU, driver or NCCL build). Training would silently \
+         diverge or produce NaNs.",
+        "Rerun to see whether it repeats on the same ranks; run nccl-tests' \
+         `all_reduce_perf -c 1` between those nodes, check `dmesg` and \
+         `nvidia-smi -q -d ECC,PAGE_RETIREMENT`, and take the faulty node out of the job.",
+    ),
+    entry(
+        "collective.net",
+        "collective",
+        "warn",
+        "NCCL used a different network than advised",
+        "NCCL's own log (`NET/IB` or `NET/Socket : Using [0]eth0`) showed it picked another \
+         transport or interface than the one preflight measured and recommended, so its \
+         numbers and the job's speed are not what the advice promised.",
+        "Export the recommended environment on every node before launching (preflight prints \
+         it: `NCCL_SOCKET_IFNAME`, `NCCL_IB_DISABLE`, `NCCL_IB_HCA`), and check NCCL's choice \
+         with `NCCL_DEBUG=INFO` (look for `NET/` lines).",
+    ),
+    entry(
+        "collective.error",
+        "collective",
+        "error",
+        "the all-reduce could not run",
+        "The measured all-reduce did not complete: the NCCL child process hung (killed by the \
+         watchdog), aborted, could not load libnccl or CUDA, or a ring connection failed. A \
+         real job would fail or hang the same way.",
+        "Read the error in the finding's evidence; rerun with `NCCL_DEBUG=INFO`; check \
+         nccl.library and gpu.* findings on each node, and fall back to TCP with \
+         `--allreduce tcp` to tell the network from the GPU stack.",
+    ),
+    // ----- launch -----
+    entry(
+        "launch.command",
+        "launch",
+        "fail",
+        "the torchrun command line could not be parsed",
+        "A command preflight cannot parse (a missing value, no script, a malformed option) is \
+         one torchrun also rejects or misreads, so the job would not start as intended.",
+        "Write the launch in torchrun's documented form: \
+         `torchrun --nnodes=N --nproc-per-node=G --rdzv-backend=c10d \
+         --rdzv-endpoint=HOST:PORT train.py ARGS` (see `torchrun --help`).",
+    ),
+    entry(
+        "launch.unknown-flag",
+        "launch",
+        "fail / warn",
+        "an option before the script is not a torchrun option",
+        "torchrun rejects options it does not know (`error: unrecognized arguments`), and a \
+         script option placed before the script name goes to torchrun instead of the script.",
+        "Correct the spelling (torchrun accepts `--nproc-per-node` and `--nproc_per_node`), or \
+         move the script's own options after the script name: `torchrun [torchrun options] \
+         train.py [script options]`.",
+    ),
+    entry(
+        "launch.nproc",
+        "launch",
+        "fail / warn",
+        "`--nproc-per-node` does not match the GPUs visible on this node",
+        "More processes than visible GPUs gives `invalid device ordinal` or `Duplicate GPU \
+         detected`; fewer leaves GPUs idle. `gpu`, `auto` and `cpu` values are resolved as \
+         torchrun does.",
+        "Use the number of visible GPUs: `torchrun --nproc-per-node=<visible> ...` (or \
+         `--nproc-per-node=gpu`), or fix `CUDA_VISIBLE_DEVICES`.",
+    ),
+    entry(
+        "launch.nnodes",
+        "launch",
+        "fail / warn",
+        "`--nnodes` is malformed, an inverted elastic range, or disagrees with the nodes found",
+        "torchrun waits until `--nnodes` (or the minimum of an elastic `MIN:MAX` range) nodes \
+         join; a wrong count waits for nodes that never come, until the rendezvous timeout.",
+        "Give the real node count (`--nnodes=4`) or a valid range (`--nnodes=2:4`), the same on \
+         every node.",
+    ),
+    entry(
+        "launch.node-rank",
+        "launch",
+        "fail",
+        "`--node-rank` is missing, out of range, or repeated across nodes",
+        "With the static rendezvous every node needs a distinct `--node-rank` in 0..nnodes-1: \
+         a repeated or out-of-range rank blocks the rendezvous or crashes with \
+         `RuntimeError` on the store.",
+        "Give each node its own rank, 0 on the master: `--node-rank=$SLURM_NODEID`, \
+         `--node-rank=$NODE_RANK`, or use `--rdzv-backend=c10d` which assigns ranks itself.",
+    ),
+    entry(
+        "launch.endpoint",
+        "launch",
+        "fail / warn",
+        "the rendezvous endpoint (`--rdzv-endpoint` / `--master-addr`) does not resolve, is \
+         not this machine on rank 0, or is unreachable",
+        "Every node connects to the endpoint's host: a name that does not resolve, a loopback \
+         address, or a host other than rank 0's machine makes the others time out after 900 s \
+         (`The client socket has timed out after 900s while trying to connect to (addr, \
+         port)`).",
+        "Use rank 0's address on the cluster network, the same on every node: \
+         `--rdzv-endpoint=<rank0 IP>:29500` (check with `getent hosts <host>` and \
+         `nc -vz <host> <port>` from another node).",
+    ),
+    entry(
+        "launch.port",
+        "launch",
+        "fail",
+        "the rendezvous port is held, not bindable, or filtered on the host that must bind it",
+        "The node hosting the rendezvous binds the port: if it is in use torchrun exits with \
+         `Address already in use`; if it is filtered the other nodes time out.",
+        "Stop the process holding it (`ss -ltnp 'sport = :<port>'`, `kill <pid>`) or use the \
+         free port preflight suggests in the corrected command (`--rdzv-endpoint=<host>:<free>` \
+         or `--master-port=<free>`); open it in the firewall.",
+    ),
+    entry(
+        "launch.standalone",
+        "launch",
+        "fail / warn",
+        "`--standalone` is mixed with multi-node flags",
+        "`--standalone` makes torchrun start its own rendezvous on localhost with a random port \
+         and ignore `--rdzv-endpoint`/`--master-addr`, so nodes never meet: each trains alone.",
+        "Use `--standalone` only for one node; for several, drop it and give \
+         `--nnodes=N --rdzv-backend=c10d --rdzv-endpoint=<rank0 IP>:29500`.",
+    ),
+    entry(
+        "launch.rdzv-backend",
+        "launch",
+        "fail / warn",
+        "`--rdzv-backend` is unknown or needs what is not there (etcd)",
+        "torchrun knows `static`, `c10d`, `etcd` and `etcd-v2`; a misspelled backend fails with \
+         `ValueError: unknown rendezvous backend`, and etcd needs a reachable etcd server and \
+         the `python-etcd` module.",
+        "Use `--rdzv-backend=c10d` (no extra service) with `--rdzv-endpoint=<rank0 IP>:29500`, \
+         or the static form `--master-addr`/`--master-port` with `--node-rank`.",
+    ),
+    entry(
+        "launch.legacy",
+        "launch",
+        "warn",
+        "`python -m torch.distributed.launch` without `--use-env`, or a script that reads \
+         `--local-rank`",
+        "The legacy launcher is deprecated; without `--use-env` it passes `--local-rank=N` to \
+         the script, which fails with `unrecognized arguments: --local-rank` unless the script \
+         parses it, and torchrun never passes it.",
+        "Switch to `torchrun` with the same flags and read `LOCAL_RANK` from the environment in \
+         the script (`int(os.environ[\"LOCAL_RANK\"])`); or add `--use-env` to the legacy \
+         launcher.",
+    ),
+];
+
+/// Every entry, in README order.
+pub fn all() -> &'static [Entry] {
+    ENTRIES
+}
+
+/// The entry for `id`, if the id exists.
+pub fn get(id: &str) -> Option<&'static Entry> {
+    ENTRIES.iter().find(|e| e.id == id)
+}
+
+/// Ids that look like `query`: same prefix first, then by edit distance; at most `max`.
+pub fn closest(query: &str, max: usize) -> Vec<&'static str> {
+    let q = query.trim().to_ascii_lowercase();
+    let mut scored: Vec<(usize, &'static str)> = ENTRIES
+        .iter()
+        .filter_map(|e| {
+            let d = edit_distance(&q, e.id);
+            let related = !q.is_empty()
+                && (e.id.starts_with(&q) || e.id.contains(&q) || q.starts_with(e.area));
+            let near = d <= (q.chars().count() / 3).max(2);
+            (related || near).then_some((if e.id.starts_with(&q) { 0 } else { d }, e.id))
+        })
+        .collect();
+    scored.sort();
+    scored.into_iter().take(max).map(|(_, id)| id).collect()
+}
+
+/// Levenshtein distance over chars (ids are short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// README's finding-id table: header and one `| \`id\` | fires | meaning |` row per entry.
+pub fn markdown_table() -> String {
+    let mut s = String::from("| id | fires as | meaning |\n| --- | --- | --- |\n");
+    for e in ENTRIES {
+        s.push_str(&format!("| `{}` | {} | {} |\n", e.id, e.fires, e.meaning));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn ids_are_unique_and_shaped_area_dot_name() {
+        let mut seen = BTreeSet::new();
+        for e in all() {
+            assert!(seen.insert(e.id), "duplicate id {}", e.id);
+            let (area, name) = e.id.split_once('.').expect("area.name");
+            assert_eq!(area, e.area, "{}", e.id);
+            assert!(
+                !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{}",
+                e.id
+            );
+        }
+    }
+
+    #[test]
+    fn every_text_is_filled_and_one_line_where_the_table_needs_it() {
+        for e in all() {
+            for (what, text) in [
+                ("fires", e.fires),
+                ("meaning", e.meaning),
+                ("why", e.why),
+                ("fix", e.fix),
+            ] {
+                assert!(text.trim().len() > 2, "{} has no {what}", e.id);
+                assert!(!text.contains('\n'), "{} {what} spans lines", e.id);
+                assert!(!text.contains("  "), "{} {what} has a double space", e.id);
+            }
+            assert!(
+                !e.meaning.contains('|'),
+                "{} meaning breaks the table",
+                e.id
+            );
+            assert!(
+                ["skip", "pass", "warn", "fail", "error"]
+                    .iter()
+                    .any(|st| e.fires.contains(st)),
+                "{}: fires names no status",
+                e.id
+            );
+        }
+    }
+
+    #[test]
+    fn get_finds_entries_and_rejects_unknown() {
+        assert_eq!(get("port.in-use").map(|e| e.area), Some("port"));
+        assert!(get("port.in_use").is_none());
+        assert!(get("").is_none());
+    }
+
+    #[test]
+    fn closest_suggests_typos_and_prefixes() {
+        assert_eq!(closest("port.in_use", 3).first(), Some(&"port.in-use"));
+        assert_eq!(closest("gpu.cont", 3).first(), Some(&"gpu.count"));
+        let gpu = closest("gpu", 10);
+        assert!(
+            gpu.contains(&"gpu.mig") && gpu.contains(&"gpu.nvml"),
+            "{gpu:?}"
+        );
+        assert!(closest("zzzzzzzzzzzzzz", 3).is_empty());
+    }
+
+    #[test]
+    fn markdown_table_has_a_row_per_entry() {
+        let t = markdown_table();
+        assert_eq!(t.lines().count(), all().len() + 2);
+        assert!(t.contains("| `sys.shm` | warn | /dev/shm smaller than 1 GiB |\n"));
+    }
+}

@@ -1,0 +1,144 @@
+//! `preflight explain ID` and `preflight explain --list`: the finding catalog as plain text.
+
+use crate::cli::{ExplainArgs, exit};
+use crate::output;
+use preflight_checks::catalog::{self, Entry};
+
+/// Width explanations are wrapped to.
+const WIDTH: usize = 78;
+
+/// Prints one entry or the list; an unknown id is an error (exit 2) naming the closest ids.
+pub fn run(args: &ExplainArgs) -> anyhow::Result<u8> {
+    if args.list {
+        output::stdout(&render_list())?;
+        return Ok(exit::OK);
+    }
+    let id = args.id.as_deref().unwrap_or_default();
+    match catalog::get(id.trim()) {
+        Some(entry) => {
+            output::stdout(&render(entry))?;
+            Ok(exit::OK)
+        }
+        None => Err(anyhow::anyhow!("{}", unknown_id_message(id))),
+    }
+}
+
+/// What to say about an id the catalog does not know.
+pub fn unknown_id_message(id: &str) -> String {
+    let near = catalog::closest(id, 5);
+    let hint = if near.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}?", near.join(", "))
+    };
+    format!("unknown finding id {id:?}{hint} (`preflight explain --list` lists every id)")
+}
+
+/// One entry: id and status, then what it means, why it matters, how to fix it.
+pub fn render(e: &Entry) -> String {
+    let mut s = format!("{}  (fires as: {})\n", e.id, e.fires);
+    for (title, text) in [
+        ("What it means", e.meaning),
+        ("Why it matters", e.why),
+        ("How to fix", e.fix),
+    ] {
+        s.push('\n');
+        s.push_str(title);
+        s.push('\n');
+        s.push_str(&wrap(text, "  ", WIDTH));
+    }
+    s
+}
+
+/// Every id with its one-line meaning, aligned.
+pub fn render_list() -> String {
+    let all = catalog::all();
+    let w = all.iter().map(|e| e.id.len()).max().unwrap_or(0);
+    let mut s = String::new();
+    for e in all {
+        s.push_str(&format!("{:<w$}  {}\n", e.id, e.meaning));
+    }
+    s
+}
+
+/// Splits text into words, keeping a `backtick span` whole so commands are not broken.
+fn words(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut in_code = false;
+    for w in text.split_whitespace() {
+        match out.last_mut() {
+            Some(last) if in_code => {
+                last.push(' ');
+                last.push_str(w);
+            }
+            _ => out.push(w.to_string()),
+        }
+        if w.matches('`').count() % 2 == 1 {
+            in_code = !in_code;
+        }
+    }
+    out
+}
+
+/// Greedy word wrap; a word longer than the line gets a line of its own.
+fn wrap(text: &str, indent: &str, width: usize) -> String {
+    let mut s = String::new();
+    let mut line = String::new();
+    for w in words(text) {
+        let len = |x: &str| x.chars().count();
+        if !line.is_empty() && len(indent) + len(&line) + 1 + len(&w) > width {
+            s.push_str(indent);
+            s.push_str(&line);
+            s.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&w);
+    }
+    if !line.is_empty() {
+        s.push_str(indent);
+        s.push_str(&line);
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_without_breaking_commands() {
+        let t = wrap(
+            "run `ss -ltnp 'sport = :29500'` then `kill <pid>` and rerun preflight on every node",
+            "  ",
+            30,
+        );
+        assert!(t.contains("`ss -ltnp 'sport = :29500'`"), "{t}");
+        for line in t.lines() {
+            assert!(line.starts_with("  "), "{t}");
+        }
+        assert!(t.lines().count() >= 3, "{t}");
+    }
+
+    #[test]
+    fn every_entry_renders_with_its_sections() {
+        for e in catalog::all() {
+            let t = render(e);
+            assert!(t.starts_with(e.id), "{t}");
+            for s in ["What it means", "Why it matters", "How to fix"] {
+                assert!(t.contains(s), "{t}");
+            }
+        }
+        assert_eq!(render_list().lines().count(), catalog::all().len());
+    }
+
+    #[test]
+    fn unknown_id_suggests_the_closest() {
+        let m = unknown_id_message("port.inuse");
+        assert!(m.contains("did you mean port.in-use"), "{m}");
+        assert!(!unknown_id_message("qqqqqqqqqq").contains("did you mean"));
+    }
+}

@@ -1,0 +1,624 @@
+//! The report as CI reads it: the committed JSON Schema, JUnit output, the finding catalog
+//! (every emitted id explained, README's table generated from it) and `preflight explain`.
+
+use assert_cmd::Command;
+use preflight_checks::catalog;
+use preflight_checks::model::{
+    CollectiveResult, CollectiveRow, Finding, Fix, LaunchCommand, LinkOutcome, LinkResult, Mode,
+    NodeEntry, NodeFacts, Recommendation, Report, SCHEMA, Status, Tool, overall_status,
+};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const FACTS: [&str; 5] = [
+    "ib-node",
+    "docker-bond-host",
+    "k8s-pod",
+    "plain-vm",
+    "roce-node",
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bin() -> Command {
+    let mut c = Command::cargo_bin("preflight").expect("binary built");
+    c.env("NO_COLOR", "1");
+    c
+}
+
+fn facts_fixture(name: &str) -> PathBuf {
+    root().join(format!("tests/fixtures/facts/{name}.json"))
+}
+
+fn check_output(facts: &Path, format: &str) -> std::process::Output {
+    bin()
+        .args(["check", "--format", format, "--facts"])
+        .arg(facts)
+        .output()
+        .unwrap()
+}
+
+// ------------------------------------------------------------------ finding ids vs the catalog
+
+/// Source text without `#[cfg(test)]` modules (tests build findings with made-up ids).
+fn non_test_source(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for p in paths {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Every string literal in `text`, in order (no escapes are needed for ids).
+fn string_literals(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('"') {
+        let after = &rest[start + 1..];
+        let mut end = None;
+        let mut escaped = false;
+        for (i, c) in after.char_indices() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => {
+                    end = Some(i);
+                    break;
+                }
+                _ => escaped = false,
+            }
+        }
+        let Some(end) = end else { break };
+        out.push(&after[..end]);
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+fn is_id_shaped(s: &str, areas: &BTreeSet<&str>) -> bool {
+    s.split_once('.').is_some_and(|(a, n)| {
+        areas.contains(a)
+            && !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    })
+}
+
+/// `const NAME: &str = "value"` and `let NAME = "value"` bindings in `text`.
+fn string_bindings(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let t = line.trim_start().trim_start_matches("pub ");
+        let decl = t
+            .strip_prefix("const ")
+            .or_else(|| t.strip_prefix("static "))
+            .or_else(|| t.strip_prefix("let "));
+        let Some(decl) = decl else { continue };
+        let name: String = decl
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let Some(eq) = decl.find('=') else { continue };
+        if let Some(lit) = string_literals(&decl[eq..]).first() {
+            out.insert(name, lit.to_string());
+        }
+    }
+    out
+}
+
+/// Ids the code can emit: literal first arguments of `Finding::new(`, consts and `let`s they
+/// name, and id-shaped consts. A first argument that names neither (a function parameter)
+/// counts every id-shaped literal of that file.
+fn emitted_ids() -> (BTreeMap<String, String>, Vec<String>) {
+    let areas: BTreeSet<&str> = catalog::all().iter().map(|e| e.area).collect();
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    rust_files(&root().join("checks/src"), &mut files);
+    let sources: Vec<(PathBuf, String)> = files
+        .into_iter()
+        .map(|p| {
+            let t = non_test_source(&p);
+            (p, t)
+        })
+        .collect();
+    let mut global = BTreeMap::new();
+    for (_, text) in &sources {
+        global.extend(string_bindings(text));
+    }
+    let mut ids: BTreeMap<String, String> = BTreeMap::new();
+    let mut unresolved = Vec::new();
+    for (path, text) in &sources {
+        let rel = path
+            .strip_prefix(root())
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        let local = string_bindings(text);
+        for (name, value) in &local {
+            if name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                && is_id_shaped(value, &areas)
+            {
+                ids.entry(value.clone()).or_insert_with(|| rel.clone());
+            }
+        }
+        for (at, _) in text.match_indices("Finding::new(") {
+            let arg = text[at + "Finding::new(".len()..].trim_start();
+            let line = text[..at].lines().count() + 1;
+            if arg.starts_with('"') {
+                if let Some(lit) = string_literals(arg).first() {
+                    ids.insert(lit.to_string(), format!("{rel}:{line}"));
+                }
+                continue;
+            }
+            let path_expr: String = arg
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let name = path_expr.rsplit("::").next().unwrap_or_default();
+            match local.get(name).or_else(|| global.get(name)) {
+                Some(v) => {
+                    ids.insert(v.clone(), format!("{rel}:{line}"));
+                }
+                None => {
+                    let found: Vec<&str> = string_literals(text)
+                        .into_iter()
+                        .filter(|s| is_id_shaped(s, &areas))
+                        .collect();
+                    if found.is_empty() {
+                        unresolved.push(format!("{rel}:{line}: Finding::new({path_expr}, ..)"));
+                    }
+                    for id in found {
+                        ids.entry(id.to_string()).or_insert_with(|| rel.clone());
+                    }
+                }
+            }
+        }
+    }
+    (ids, unresolved)
+}
+
+#[test]
+fn every_emitted_finding_id_is_in_the_catalog() {
+    let (ids, unresolved) = emitted_ids();
+    assert!(
+        unresolved.is_empty(),
+        "cannot tell which id these findings carry; write the id as a literal or a const:\n{}",
+        unresolved.join("\n")
+    );
+    // The scan must see the code: these ids are emitted as literals, consts and `let`s.
+    for known in [
+        "cluster.rendezvous",
+        "port.in-use",
+        "net.hostname-loopback",
+        "gpu.visible-devices",
+        "env.master",
+    ] {
+        assert!(ids.contains_key(known), "scan missed {known}: {ids:?}");
+    }
+    let missing: Vec<String> = ids
+        .iter()
+        .filter(|(id, _)| catalog::get(id).is_none())
+        .map(|(id, at)| format!("{id} (emitted at {at})"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "finding ids missing from checks/src/catalog.rs (add an entry, then paste the README \
+         table the readme test prints):\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn readme_finding_table_is_the_catalog() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let start = readme
+        .find("| id | fires as | meaning |")
+        .expect("README has the finding-id table");
+    let table: String = readme[start..]
+        .lines()
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let expected = catalog::markdown_table();
+    assert!(
+        table == expected,
+        "README.md's finding-id table differs from checks/src/catalog.rs; replace it with:\n\n{expected}"
+    );
+}
+
+// ------------------------------------------------------------------ JSON Schema
+
+fn committed_schema_path() -> PathBuf {
+    root().join("schema/preflight.report.v1.json")
+}
+
+#[test]
+fn committed_schema_matches_the_types() {
+    let generated = preflight_checks::schema::report_schema_text();
+    let path = committed_schema_path();
+    if std::env::var_os("PREFLIGHT_UPDATE_SCHEMA").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{} differs from the report types. If the change is intended (fields added, none \
+         renamed or dropped), regenerate it with\n  PREFLIGHT_UPDATE_SCHEMA=1 cargo test --test it \
+         committed_schema_matches_the_types\nand commit the file.",
+        path.display()
+    );
+    let printed = bin().arg("schema").output().unwrap();
+    assert_eq!(printed.status.code(), Some(0));
+    assert_eq!(String::from_utf8(printed.stdout).unwrap(), generated);
+}
+
+fn validator() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(committed_schema_path()).expect("committed schema");
+    let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
+    jsonschema::validator_for(&schema).expect("schema compiles")
+}
+
+fn assert_valid(v: &jsonschema::Validator, report: &Value, what: &str) {
+    let errors: Vec<String> = v
+        .iter_errors(report)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{what} does not validate:\n{}",
+        errors.join("\n")
+    );
+}
+
+/// A cluster report with everything filled: links, collectives, recommendation, node_env.
+fn full_cluster_report() -> Report {
+    let mut facts = NodeFacts {
+        hostname: "gpu01".into(),
+        host_id: "gpu01-boot".into(),
+        ..Default::default()
+    };
+    facts
+        .env
+        .insert("NCCL_SOCKET_IFNAME".into(), "bond0".into());
+    let findings = vec![
+        Finding::new(
+            "link.unreachable",
+            Status::Fail,
+            "0->1 10.0.0.2",
+            "rank 0 cannot connect to rank 1",
+        )
+        .on_node(Some(1))
+        .with("results", vec!["timeout"])
+        .with("rtt_us", Option::<f64>::None)
+        .fix(Fix::new("accept the subnet").command("ufw allow from 10.0.0.0/24")),
+        Finding::new(
+            "collective.busbw",
+            Status::Warn,
+            "allreduce tcp",
+            "busbw low",
+        )
+        .with("busbw_gb_s", 0.4),
+        Finding::new("cluster.gpus", Status::Skip, "gpus", "no GPUs"),
+    ];
+    let mut node_env = BTreeMap::new();
+    node_env.insert(
+        "1".to_string(),
+        BTreeMap::from([("NCCL_SOCKET_IFNAME".to_string(), "=eno1".to_string())]),
+    );
+    Report {
+        schema: SCHEMA.into(),
+        tool: Tool {
+            name: "preflight".into(),
+            version: "0.1.0".into(),
+        },
+        mode: Mode::Cluster,
+        status: overall_status(&findings),
+        nodes: vec![
+            NodeEntry {
+                rank: 0,
+                hostname: "gpu01".into(),
+                facts: facts.clone(),
+            },
+            NodeEntry {
+                rank: 1,
+                hostname: "gpu02".into(),
+                facts,
+            },
+        ],
+        findings,
+        links: vec![LinkResult {
+            from: 0,
+            to: 1,
+            interface: "bond0".into(),
+            address: "10.0.0.2".into(),
+            port: 41234,
+            result: LinkOutcome::Timeout,
+            rtt_us: Some(52.5),
+            rtt_p99_us: None,
+            throughput_gbit_s: Some(9.4),
+            mtu: Some(9000),
+            error: Some("timed out".into()),
+        }],
+        collectives: vec![CollectiveResult {
+            op: "allreduce".into(),
+            transport: "tcp".into(),
+            ranks: 2,
+            net: Some("NET/Socket bond0".into()),
+            rows: vec![CollectiveRow {
+                bytes: 1 << 20,
+                time_us: 812.5,
+                algbw_gb_s: 1.29,
+                busbw_gb_s: 1.29,
+                wrong: 0,
+            }],
+            ..Default::default()
+        }],
+        recommendation: Some(Recommendation {
+            env: BTreeMap::from([("NCCL_SOCKET_IFNAME".to_string(), "bond0".to_string())]),
+            node_env,
+            master_addr: Some("10.0.0.1".into()),
+            master_port: 29500,
+            launch: vec![LaunchCommand {
+                node_rank: 0,
+                command: "torchrun --nnodes=2 ...".into(),
+            }],
+            reasons: vec!["bond0 reached by all".into()],
+            standalone: None,
+        }),
+    }
+}
+
+#[test]
+fn every_json_report_validates_against_the_committed_schema() {
+    let v = validator();
+    for name in FACTS {
+        let out = check_output(&facts_fixture(name), "json");
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_valid(&v, &report, &format!("check --facts {name}.json"));
+    }
+    for snap in ["json_ib-node", "json_docker-bond-host", "json_k8s-pod"] {
+        let text = std::fs::read_to_string(
+            root().join(format!("tests/it/snapshots/it__cli__{snap}.snap")),
+        )
+        .unwrap();
+        let body = text.splitn(3, "---\n").nth(2).expect("insta snapshot body");
+        let report: Value = serde_json::from_str(body).unwrap();
+        assert_valid(&v, &report, snap);
+    }
+    let cluster = serde_json::to_value(full_cluster_report()).unwrap();
+    assert_valid(&v, &cluster, "a full cluster report");
+}
+
+#[test]
+fn the_schema_rejects_what_breaks_the_contract() {
+    let v = validator();
+    let good = serde_json::to_value(full_cluster_report()).unwrap();
+    let mut breaks: Vec<(&str, Value)> = Vec::new();
+    let mut b = good.clone();
+    b["status"] = "FAIL".into();
+    breaks.push(("status in capitals", b));
+    let mut b = good.clone();
+    b["schema"] = "preflight.report.v2".into();
+    breaks.push(("another schema", b));
+    let mut b = good.clone();
+    b["findings"][0]["evidence"] = Value::Array(vec![]);
+    breaks.push(("evidence not an object", b));
+    let mut b = good.clone();
+    b["links"][0]["result"] = "lost".into();
+    breaks.push(("unknown link result", b));
+    let mut b = good.clone();
+    b.as_object_mut().unwrap().remove("findings");
+    breaks.push(("no findings", b));
+    for (what, report) in breaks {
+        assert!(!v.is_valid(&report), "schema accepted a report with {what}");
+    }
+    // Nullable and defaulted fields: null node, null fix, facts with fields left out.
+    let mut lax = good;
+    lax["findings"][0]["node"] = Value::Null;
+    lax["findings"][0]["fix"] = Value::Null;
+    lax["nodes"][0]["facts"] = serde_json::json!({"hostname": "gpu01"});
+    lax["recommendation"] = Value::Null;
+    assert_valid(&v, &lax, "a report with nulls and sparse facts");
+}
+
+// ------------------------------------------------------------------ JUnit
+
+fn attr_num(node: roxmltree::Node, name: &str) -> usize {
+    node.attribute(name)
+        .unwrap_or_else(|| panic!("{} lacks {name}", node.tag_name().name()))
+        .parse()
+        .unwrap()
+}
+
+/// Parses JUnit XML and checks its counts against the JSON report's findings.
+fn assert_junit_matches(xml: &str, report: &Value) {
+    let doc = roxmltree::Document::parse(xml)
+        .unwrap_or_else(|e| panic!("JUnit is not well-formed XML ({e}):\n{xml}"));
+    let top = doc.root_element();
+    assert_eq!(top.tag_name().name(), "testsuites");
+    let findings = report["findings"].as_array().unwrap();
+    let count = |s: &str| findings.iter().filter(|f| f["status"] == s).count();
+    assert_eq!(attr_num(top, "tests"), findings.len());
+    assert_eq!(attr_num(top, "failures"), count("fail"));
+    assert_eq!(attr_num(top, "errors"), count("error"));
+    assert_eq!(attr_num(top, "skipped"), count("skip"));
+    let mut cases = 0;
+    for suite in top.children().filter(|n| n.has_tag_name("testsuite")) {
+        let tc: Vec<_> = suite
+            .children()
+            .filter(|n| n.has_tag_name("testcase"))
+            .collect();
+        let with = |tag: &str| {
+            tc.iter()
+                .filter(|c| c.children().any(|x| x.has_tag_name(tag)))
+                .count()
+        };
+        assert_eq!(attr_num(suite, "tests"), tc.len());
+        assert_eq!(attr_num(suite, "failures"), with("failure"));
+        assert_eq!(attr_num(suite, "errors"), with("error"));
+        assert_eq!(attr_num(suite, "skipped"), with("skipped"));
+        cases += tc.len();
+    }
+    assert_eq!(cases, findings.len());
+    // One testcase per finding, named `id subject`: compare the ids as multisets.
+    let mut in_xml: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .filter_map(|n| n.attribute("name")?.split(' ').next().map(str::to_string))
+        .collect();
+    let mut in_json: Vec<String> = findings
+        .iter()
+        .filter_map(|f| f["id"].as_str().map(str::to_string))
+        .collect();
+    in_xml.sort();
+    in_json.sort();
+    assert_eq!(in_xml, in_json);
+}
+
+#[test]
+fn junit_snapshot_of_the_ib_node() {
+    let out = check_output(&facts_fixture("ib-node"), "junit");
+    assert_eq!(out.status.code(), Some(1), "fail findings keep exit 1");
+    let xml = String::from_utf8(out.stdout).unwrap();
+    insta::assert_snapshot!("junit_ib-node", xml);
+}
+
+#[test]
+fn junit_counts_match_the_json_report_for_every_fixture() {
+    for name in FACTS {
+        let json = check_output(&facts_fixture(name), "json");
+        let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+        let junit = check_output(&facts_fixture(name), "junit");
+        assert_eq!(junit.status.code(), json.status.code(), "{name}");
+        assert_junit_matches(&String::from_utf8(junit.stdout).unwrap(), &report);
+    }
+    let cluster = full_cluster_report();
+    let xml = preflight::render::junit::render(&cluster);
+    assert_junit_matches(&xml, &serde_json::to_value(&cluster).unwrap());
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let suites: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testsuite"))
+        .filter_map(|n| n.attribute("name"))
+        .collect();
+    assert_eq!(suites, ["cluster", "rank 1 (gpu02)"]);
+}
+
+#[test]
+fn junit_survives_hostile_text_in_evidence() {
+    let hostile = "<&>\"' \u{1b}[31m\u{0}\u{7}\r\nend]]>";
+    let text = std::fs::read_to_string(facts_fixture("ib-node")).unwrap();
+    let mut facts: Value = serde_json::from_str(&text).unwrap();
+    facts["env"]["NCCL_SOCKET_IFNAME"] = hostile.into();
+    facts["env"]["MASTER_ADDR"] = hostile.into();
+    facts["hostname"] = hostile.into();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hostile.json");
+    std::fs::write(&path, serde_json::to_string(&facts).unwrap()).unwrap();
+    let json = check_output(&path, "json");
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let out = check_output(&path, "junit");
+    let xml = String::from_utf8(out.stdout).unwrap();
+    assert_junit_matches(&xml, &report);
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    // The markup characters come back as text, not as markup.
+    let texts: String = doc
+        .descendants()
+        .filter_map(|n| n.text())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(texts.contains("<&>\"'"), "{texts}");
+    let suite = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testsuite"))
+        .unwrap();
+    assert!(
+        suite.attribute("hostname").unwrap().starts_with("<&>\"'"),
+        "{xml}"
+    );
+}
+
+// ------------------------------------------------------------------ explain and help
+
+#[test]
+fn explain_prints_every_section_for_an_id() {
+    let out = bin().args(["explain", "port.in-use"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("port.in-use  (fires as: fail)"), "{text}");
+    for s in [
+        "What it means",
+        "Why it matters",
+        "How to fix",
+        "Address already in use",
+    ] {
+        assert!(text.contains(s), "{s} missing:\n{text}");
+    }
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}
+
+#[test]
+fn explain_list_names_every_id() {
+    let out = bin().args(["explain", "--list"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let listed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let all: Vec<&str> = catalog::all().iter().map(|e| e.id).collect();
+    assert_eq!(listed, all);
+}
+
+#[test]
+fn explain_unknown_id_exits_2_with_suggestions() {
+    let out = bin().args(["explain", "port.inuse"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("unknown finding id"), "{err}");
+    assert!(err.contains("did you mean port.in-use"), "{err}");
+    assert!(out.stdout.is_empty());
+    let none = bin().arg("explain").output().unwrap();
+    assert_eq!(none.status.code(), Some(2), "an id or --list is required");
+}
+
+#[test]
+fn help_documents_exit_codes_junit_and_explain() {
+    let out = bin().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "Exit codes:",
+        "0  nothing is fail or error",
+        "1  at least one finding",
+        "2  the tool could not run",
+        "--format junit",
+        "preflight explain ID",
+    ] {
+        assert!(
+            text.contains(needle),
+            "{needle} missing from --help:\n{text}"
+        );
+    }
+    let check = bin().args(["check", "--help"]).output().unwrap();
+    let text = String::from_utf8(check.stdout).unwrap();
+    assert!(text.contains("junit"), "{text}");
+}
