@@ -470,6 +470,7 @@ impl Ring<'_> {
         let mut first_err: Option<(usize, bool, Failure)> = None;
         let mut answers = 0;
         let mut seen_ticks = shared.ticks.load(Ordering::Relaxed);
+        let mut quiet_rounds = 0;
         while answers < 2 * used {
             match workers.done.recv_timeout(self.cfg.timeout) {
                 Ok((j, is_send, r)) => {
@@ -487,8 +488,14 @@ impl Ring<'_> {
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     let now = shared.ticks.load(Ordering::Relaxed);
-                    if now == seen_ticks {
-                        // Workers bound their own waits, so this is a last resort.
+                    quiet_rounds = if now == seen_ticks {
+                        quiet_rounds + 1
+                    } else {
+                        0
+                    };
+                    // Workers bound their own waits (at most twice the timeout) and report
+                    // precisely; this is a last resort if one of them never answers.
+                    if quiet_rounds >= 3 {
                         shared.abort.store(true, Ordering::Release);
                         return Err(first_err.unwrap_or((
                             0,

@@ -7,6 +7,7 @@ use super::{RingError, RingPeers};
 use crate::cluster::auth::{self, Secret};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -33,19 +34,35 @@ pub fn establish(
     secret: &Secret,
 ) -> Result<Links, RingError> {
     let deadline = Instant::now() + timeout;
+    let gave_up = AtomicBool::new(false);
     let (send, recv) = std::thread::scope(|s| {
-        let right = s.spawn(|| connect_right(peers, streams, deadline, timeout, secret));
-        let left = accept_left(listener, peers, streams, deadline, timeout, secret);
+        let right = s.spawn(|| {
+            let r = connect_right(peers, streams, deadline, timeout, secret);
+            gave_up.store(r.is_err(), Ordering::Release);
+            r
+        });
+        let left = accept_left(
+            listener, peers, streams, deadline, timeout, secret, &gave_up,
+        );
         let right = right
             .join()
             .unwrap_or_else(|_| Err(RingError::Internal("the connecting thread panicked".into())));
         (right, left)
     });
-    let (send, recv) = (send?, recv?);
+    let (send, recv) = match (send, recv) {
+        (Ok(send), Ok(recv)) => (send, recv),
+        // A refusal on our listener (wrong secret, wrong rank) explains more than a refused connect.
+        (Err(RingError::Connect { .. }), Err(e)) if refused_someone(&e) => return Err(e),
+        (Err(e), _) | (_, Err(e)) => return Err(e),
+    };
     for s in send.iter().chain(&recv) {
         tune(s, timeout).map_err(|e| RingError::Internal(format!("socket options: {e}")))?;
     }
     Ok(Links { send, recv })
+}
+
+fn refused_someone(e: &RingError) -> bool {
+    matches!(e, RingError::LeftMissing { refused, .. } if !refused.is_empty())
 }
 
 fn tune(s: &TcpStream, timeout: Duration) -> io::Result<()> {
@@ -136,6 +153,7 @@ enum Arrival {
     Refused(String),
 }
 
+#[allow(clippy::too_many_arguments)]
 fn accept_left(
     listener: TcpListener,
     peers: &RingPeers,
@@ -143,6 +161,7 @@ fn accept_left(
     deadline: Instant,
     timeout: Duration,
     secret: &Secret,
+    gave_up: &AtomicBool,
 ) -> Result<Vec<TcpStream>, RingError> {
     let missing = |got: usize, refused: &[String]| RingError::LeftMissing {
         rank: peers.left_rank,
@@ -163,7 +182,8 @@ fn accept_left(
         if got == streams {
             return Ok(slots.into_iter().flatten().collect());
         }
-        if remaining(deadline).is_zero() {
+        // The connecting side's error is the one reported when it gave up first.
+        if remaining(deadline).is_zero() || gave_up.load(Ordering::Acquire) {
             return Err(missing(got, &refused));
         }
         while let Ok(arrival) = rx.try_recv() {

@@ -194,8 +194,11 @@ fn a_neighbour_with_the_wrong_secret_is_rejected() {
     for out in &outs {
         assert!(out.is_err());
     }
-    let msg = outs[0].as_ref().unwrap_err().to_string();
-    assert!(msg.contains("secret") || msg.contains("token"), "{msg}");
+    for out in &outs {
+        let msg = out.as_ref().unwrap_err().to_string();
+        eprintln!("{msg}");
+        assert!(msg.contains("secret") || msg.contains("token"), "{msg}");
+    }
 }
 
 #[test]
@@ -297,4 +300,34 @@ fn check_data_is_exact_and_a_perturbation_is_seen() {
     assert_eq!(data::count_wrong(&a, 2), 0);
     data::perturb_first_send(&mut a, 10_001, 2, 0, 1);
     assert_eq!(data::count_wrong(&a, 2), 1);
+}
+
+/// Loopback throughput, for a human: `cargo test --release --lib ring::tests::loopback -- --ignored --nocapture`.
+#[test]
+#[ignore = "benchmark; run by hand in release mode"]
+fn loopback_busbw() {
+    let bytes: u64 = std::env::var("RING_BENCH_BYTES")
+        .ok()
+        .and_then(|v| crate::measure::sizes::parse_sizes(&v).ok())
+        .map_or(64 << 20, |s| s[0]);
+    let streams = std::env::var("RING_BENCH_STREAMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    for n in [2, 4] {
+        let cfg = RingConfig {
+            streams,
+            ..RingConfig::default()
+        };
+        let outs = ring(n, &[bytes], cfg);
+        let rows: Vec<RingRow> = outs.into_iter().map(|o| o.unwrap()[0].clone()).collect();
+        let worst = rows.iter().map(|r| r.time_us).fold(0.0, f64::max);
+        assert!(rows.iter().all(|r| r.wrong == 0));
+        println!(
+            "n={n} streams={streams} {}: time {worst:.0} us, algbw {:.2} GB/s, busbw {:.2} GB/s",
+            crate::measure::sizes::human_bytes(bytes),
+            algbw_gb_s(bytes, worst),
+            busbw_gb_s(bytes, worst, n)
+        );
+    }
 }
