@@ -635,14 +635,21 @@ impl Worker {
         };
         // Drain what the worker said before it ended (phases, rows, its error).
         let mut reported = None;
+        let mut garbage = None;
         while let Ok(e) = self.events.try_recv() {
             match e {
                 Event::Phase(p) => self.phase = p,
                 Event::Row(r) => self.take_row(r),
                 Event::Error(m) => reported = reported.or(Some(m)),
+                Event::Garbage(g) => garbage = garbage.or(Some(g)),
                 _ => {}
             }
         }
+        // A worker that printed garbage and exited may be seen first as a closed pipe.
+        let ending = match (ending, garbage) {
+            (Ending::Closed, Some(g)) => Ending::Garbage(g),
+            (ending, _) => ending,
+        };
         let evidence = self.evidence();
         let phase = self.phase.clone();
         if self.timed_out.load(Ordering::SeqCst) || matches!(ending, Ending::Waited) {
