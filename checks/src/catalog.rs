@@ -437,32 +437,56 @@ static ENTRIES: &[Entry] = &[
     ),
     // ----- launch -----
     entry(
-        "launch.command",
+        "launch.args",
         "launch",
         "fail",
-        "the torchrun command line could not be parsed",
-        "A command preflight cannot parse (a missing value, no script, a malformed option) is \
-         one torchrun also rejects or misreads, so the job would not start as intended.",
-        "Write the launch in torchrun's documented form: \
+        "torchrun would reject the command line: an option missing its value, a value on a flag, or no script",
+        "`preflight torchrun` reads your command as torchrun's argparse does; a command it \
+         cannot read is one torchrun stops with `error: the following arguments are required` \
+         or `expected one argument`, after the scheduler already gave you the nodes.",
+        "Write the launch in torchrun's form, options first and the script last: \
          `torchrun --nnodes=N --nproc-per-node=G --rdzv-backend=c10d \
          --rdzv-endpoint=HOST:PORT train.py ARGS` (see `torchrun --help`).",
     ),
     entry(
         "launch.unknown-flag",
         "launch",
-        "fail / warn",
-        "an option before the script is not a torchrun option",
+        "fail",
+        "an option before the script that torchrun does not know (with \"did you mean\"), or `--use-env` under torchrun",
         "torchrun rejects options it does not know (`error: unrecognized arguments`), and a \
-         script option placed before the script name goes to torchrun instead of the script.",
+         script option placed before the script name goes to torchrun instead of the script. \
+         `--use-env` exists only in the legacy `torch.distributed.launch`.",
         "Correct the spelling (torchrun accepts `--nproc-per-node` and `--nproc_per_node`), or \
          move the script's own options after the script name: `torchrun [torchrun options] \
-         train.py [script options]`.",
+         train.py [script options]`; the printed command drops `--use-env` under torchrun.",
+    ),
+    entry(
+        "launch.nnodes",
+        "launch",
+        "fail / warn",
+        "`--nnodes` malformed, MIN>MAX or 0, missing in a multi-node command, or an elastic range with static rendezvous (warn)",
+        "torchrun waits until `--nnodes` (or the minimum of an elastic `MIN:MAX` range) nodes \
+         join; a wrong count waits for nodes that never come, until the rendezvous timeout, \
+         and the static rendezvous cannot be elastic.",
+        "Give the real node count (`--nnodes=4`) or a valid range with c10d \
+         (`--nnodes=2:4 --rdzv-backend=c10d`), the same on every node.",
+    ),
+    entry(
+        "launch.node-rank",
+        "launch",
+        "fail",
+        "node rank not below nnodes, not a number, or missing in a static multi-node job",
+        "With the static rendezvous every node needs a distinct `--node-rank` in 0..nnodes-1; \
+         torchrun's default 0 on every node makes them all claim rank 0 and the rendezvous \
+         never completes.",
+        "Give each node its own rank, 0 on the master: `--node-rank=$SLURM_NODEID`, \
+         `--node-rank=$NODE_RANK`, or use `--rdzv-backend=c10d`, which assigns ranks itself.",
     ),
     entry(
         "launch.nproc",
         "launch",
         "fail / warn",
-        "`--nproc-per-node` does not match the GPUs visible on this node",
+        "more workers than visible GPUs (lowered to the count), `gpu` with none visible, an invalid value; warn when GPUs would sit idle",
         "More processes than visible GPUs gives `invalid device ordinal` or `Duplicate GPU \
          detected`; fewer leaves GPUs idle. `gpu`, `auto` and `cpu` values are resolved as \
          torchrun does.",
@@ -470,32 +494,40 @@ static ENTRIES: &[Entry] = &[
          `--nproc-per-node=gpu`), or fix `CUDA_VISIBLE_DEVICES`.",
     ),
     entry(
-        "launch.nnodes",
+        "launch.standalone",
         "launch",
         "fail / warn",
-        "`--nnodes` is malformed, an inverted elastic range, or disagrees with the nodes found",
-        "torchrun waits until `--nnodes` (or the minimum of an elastic `MIN:MAX` range) nodes \
-         join; a wrong count waits for nodes that never come, until the rendezvous timeout.",
-        "Give the real node count (`--nnodes=4`) or a valid range (`--nnodes=2:4`), the same on \
-         every node.",
+        "`--standalone` with multi-node flags (dropped when an endpoint is given); warn when it ignores rendezvous flags",
+        "`--standalone` makes torchrun start its own rendezvous on localhost with a random port \
+         and ignore `--rdzv-endpoint`/`--master-addr`, so nodes never meet: each trains alone.",
+        "Use `--standalone` only for one node; for several, drop it and give \
+         `--nnodes=N --rdzv-backend=c10d --rdzv-endpoint=<rank0 IP>:29500`.",
     ),
     entry(
-        "launch.node-rank",
+        "launch.rdzv-backend",
+        "launch",
+        "fail / warn",
+        "unknown rendezvous backend (a near miss is corrected to c10d); etcd needs an etcd server",
+        "torchrun knows `static`, `c10d`, `etcd` and `etcd-v2`; a misspelled backend fails with \
+         `ValueError: unknown rendezvous backend`, and etcd needs a reachable etcd server and \
+         the `python-etcd` module.",
+        "Use `--rdzv-backend=c10d` (no extra service) with `--rdzv-endpoint=<rank0 IP>:29500`, \
+         or the static form `--master-addr`/`--master-port` with `--node-rank`.",
+    ),
+    entry(
+        "launch.rdzv-conf",
         "launch",
         "fail",
-        "`--node-rank` is missing, out of range, or repeated across nodes",
-        "With the static rendezvous every node needs a distinct `--node-rank` in 0..nnodes-1: \
-         a repeated or out-of-range rank blocks the rendezvous or crashes with \
-         `RuntimeError` on the store.",
-        "Give each node its own rank, 0 on the master: `--node-rank=$SLURM_NODEID`, \
-         `--node-rank=$NODE_RANK`, or use `--rdzv-backend=c10d` which assigns ranks itself.",
+        "`--rdzv-conf` is not KEY=VALUE,...",
+        "torchrun parses `--rdzv-conf` as comma-separated KEY=VALUE pairs (`join_timeout=900`, \
+         `read_timeout=60`); anything else stops it with a `ValueError` before any rendezvous.",
+        "Write it as `--rdzv-conf=join_timeout=900,read_timeout=60`.",
     ),
     entry(
         "launch.endpoint",
         "launch",
-        "fail / warn",
-        "the rendezvous endpoint (`--rdzv-endpoint` / `--master-addr`) does not resolve, is \
-         not this machine on rank 0, or is unreachable",
+        "fail",
+        "the endpoint host does not resolve, is loopback in a multi-node job, is not this machine on static rank 0, or a static endpoint has no port",
         "Every node connects to the endpoint's host: a name that does not resolve, a loopback \
          address, or a host other than rank 0's machine makes the others time out after 900 s \
          (`The client socket has timed out after 900s while trying to connect to (addr, \
@@ -508,46 +540,33 @@ static ENTRIES: &[Entry] = &[
         "launch.port",
         "launch",
         "fail",
-        "the rendezvous port is held, not bindable, or filtered on the host that must bind it",
+        "the port this node must bind is held (pid named); the printed command moves it to a free port",
         "The node hosting the rendezvous binds the port: if it is in use torchrun exits with \
-         `Address already in use`; if it is filtered the other nodes time out.",
-        "Stop the process holding it (`ss -ltnp 'sport = :<port>'`, `kill <pid>`) or use the \
-         free port preflight suggests in the corrected command (`--rdzv-endpoint=<host>:<free>` \
-         or `--master-port=<free>`); open it in the firewall.",
-    ),
-    entry(
-        "launch.standalone",
-        "launch",
-        "fail / warn",
-        "`--standalone` is mixed with multi-node flags",
-        "`--standalone` makes torchrun start its own rendezvous on localhost with a random port \
-         and ignore `--rdzv-endpoint`/`--master-addr`, so nodes never meet: each trains alone.",
-        "Use `--standalone` only for one node; for several, drop it and give \
-         `--nnodes=N --rdzv-backend=c10d --rdzv-endpoint=<rank0 IP>:29500`.",
-    ),
-    entry(
-        "launch.rdzv-backend",
-        "launch",
-        "fail / warn",
-        "`--rdzv-backend` is unknown or needs what is not there (etcd)",
-        "torchrun knows `static`, `c10d`, `etcd` and `etcd-v2`; a misspelled backend fails with \
-         `ValueError: unknown rendezvous backend`, and etcd needs a reachable etcd server and \
-         the `python-etcd` module.",
-        "Use `--rdzv-backend=c10d` (no extra service) with `--rdzv-endpoint=<rank0 IP>:29500`, \
-         or the static form `--master-addr`/`--master-port` with `--node-rank`.",
+         `failed to bind to [::]:29500 (errno: 98 - Address already in use)`.",
+        "Stop the process holding it (`kill <pid>`, found with `ss -ltnp 'sport = :<port>'`) \
+         or use the free port in the corrected command (`--rdzv-endpoint=<host>:<free>` or \
+         `--master-port=<free>`) on every node.",
     ),
     entry(
         "launch.legacy",
         "launch",
-        "warn",
-        "`python -m torch.distributed.launch` without `--use-env`, or a script that reads \
-         `--local-rank`",
+        "fail / warn",
+        "`torch.distributed.launch` without `--use-env`: the script must accept `--local-rank` (fail, and `--use-env` added, when the script never mentions local_rank)",
         "The legacy launcher is deprecated; without `--use-env` it passes `--local-rank=N` to \
          the script, which fails with `unrecognized arguments: --local-rank` unless the script \
          parses it, and torchrun never passes it.",
         "Switch to `torchrun` with the same flags and read `LOCAL_RANK` from the environment in \
          the script (`int(os.environ[\"LOCAL_RANK\"])`); or add `--use-env` to the legacy \
          launcher.",
+    ),
+    entry(
+        "launch.command",
+        "launch",
+        "pass",
+        "the command to run on this node: yours, fixed, with the recommended environment in front (evidence `command`)",
+        "It is your own torchrun command with only the flags that would fail corrected and \
+         the measured NCCL environment in front, so the job starts the way preflight tested.",
+        "Run the printed command on this node (each node prints its own).",
     ),
 ];
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use worker::{BufPtr, Failure, Job, Shared};
 
 /// Total bytes one size may move in timed iterations before `iters` is cut (keeps 16 GiB runs bounded).
-pub const ITER_BYTE_BUDGET: u64 = 4 << 30;
+pub const ITER_BYTE_BUDGET: u64 = 1 << 30;
 /// Most streams per neighbour.
 pub const MAX_STREAMS: usize = 64;
 /// Most ranks for which the check data sums exactly in float32.

@@ -610,6 +610,7 @@ fn node_killed_mid_test_does_not_hang_the_others() {
         .preflight()
         .timeout(timeout)
         .thorough()
+        .args(&["--sizes=1M:4M"])
         .deadline(Duration::from_secs(4 * timeout + 30))
         .start();
     // Kill rank 2 once it says it joined (or after 3 s), while --thorough measurements run.
