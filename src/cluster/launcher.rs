@@ -264,42 +264,19 @@ fn parse_port(name: &str, value: &str, fix: &str) -> Result<u16, LauncherError> 
 
 // ----- --rdzv-endpoint -----
 
-/// Splits `HOST:PORT`, `[v6]:PORT`, `HOST`, `[v6]` or a bare IPv6 address.
+/// `--rdzv-endpoint` in torchrun's grammar (`HOST:PORT`, `[v6]:PORT`, `HOST`, `[v6]`, bare IPv6),
+/// with the error in the launcher's terms.
 fn parse_endpoint(value: &str) -> Result<(String, Option<u16>), LauncherError> {
-    const NAME: &str = "--rdzv-endpoint";
-    let bad = |expected| LauncherError::BadValue {
-        name: NAME.into(),
+    crate::torchrun::validate::parse_endpoint(value).map_err(|why| LauncherError::BadValue {
+        name: "--rdzv-endpoint".into(),
         value: value.into(),
-        expected,
-        fix: "give HOST:PORT, e.g. --rdzv-endpoint=10.0.0.1:29500 or [fd00::1]:29500".into(),
-    };
-    let v = value.trim();
-    let (host, port) = if let Some(rest) = v.strip_prefix('[') {
-        let (host, after) = rest
-            .split_once(']')
-            .ok_or_else(|| bad("HOST:PORT ('[' without ']')"))?;
-        match after {
-            "" => (host, None),
-            p => (
-                host,
-                Some(p.strip_prefix(':').ok_or_else(|| bad("HOST:PORT"))?),
-            ),
-        }
-    } else if v.matches(':').count() > 1 {
-        (v, None)
-    } else {
-        match v.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (v, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(bad("HOST:PORT (the host is empty)"));
-    }
-    let port = port
-        .map(|p| parse_port(NAME, p, "give HOST:PORT with a port 1-65535"))
-        .transpose()?;
-    Ok((host.to_string(), port))
+        expected: if why.contains("not a port") {
+            PORT_EXPECTED
+        } else {
+            "HOST:PORT"
+        },
+        fix: format!("{why}; give HOST:PORT, e.g. --rdzv-endpoint=10.0.0.1:29500 or [fd00::1]:29500"),
+    })
 }
 
 // ----- the layers below the flags -----

@@ -5,22 +5,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Stdio;
 
-fn bin() -> Command {
-    let mut c = Command::cargo_bin("preflight").expect("binary built");
-    c.env("NO_COLOR", "1");
-    c
-}
-
-fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel)
-}
-
-fn json_of(out: &[u8]) -> Value {
-    serde_json::from_slice(out)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(out)))
-}
+use crate::common::{bin, fixture, json_of};
 
 fn findings<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
     report["findings"]

@@ -11,23 +11,16 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
+use crate::common::{bin, repo};
 
-fn repo(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
+fn fixtures() -> PathBuf {
+    repo("tests/fixtures")
 }
 
 fn bin_path() -> PathBuf {
     assert_cmd::cargo::cargo_bin("preflight")
 }
 
-fn bin() -> Command {
-    let mut c = Command::cargo_bin("preflight").expect("binary built");
-    c.env("NO_COLOR", "1");
-    c
-}
 
 /// `KEY=VALUE` lines; `#` comments and blank lines skipped.
 fn read_env(name: &str) -> BTreeMap<String, String> {

@@ -3,6 +3,7 @@
 mod allreduce;
 mod cli;
 mod cluster;
+mod common;
 mod launchers;
 mod nccl;
 mod netns;

@@ -19,14 +19,10 @@ const FACTS: [&str; 5] = [
     "roce-node",
 ];
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::bin;
 
-fn bin() -> Command {
-    let mut c = Command::cargo_bin("preflight").expect("binary built");
-    c.env("NO_COLOR", "1");
-    c
+fn root() -> PathBuf {
+    crate::common::repo("")
 }
 
 fn facts_fixture(name: &str) -> PathBuf {

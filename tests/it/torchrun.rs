@@ -6,22 +6,7 @@ use serde_json::Value;
 use std::net::TcpListener;
 use std::path::PathBuf;
 
-fn bin() -> Command {
-    let mut c = Command::cargo_bin("preflight").expect("binary built");
-    c.env("NO_COLOR", "1").env_remove("PREFLIGHT_TOKEN");
-    c
-}
-
-fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel)
-}
-
-fn json_of(out: &[u8]) -> Value {
-    serde_json::from_slice(out)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(out)))
-}
+use crate::common::{bin, fixture, json_of};
 
 fn finding<'a>(report: &'a Value, id: &str) -> &'a Value {
     report["findings"]
