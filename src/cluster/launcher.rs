@@ -275,7 +275,9 @@ fn parse_endpoint(value: &str) -> Result<(String, Option<u16>), LauncherError> {
         } else {
             "HOST:PORT"
         },
-        fix: format!("{why}; give HOST:PORT, e.g. --rdzv-endpoint=10.0.0.1:29500 or [fd00::1]:29500"),
+        fix: format!(
+            "{why}; give HOST:PORT, e.g. --rdzv-endpoint=10.0.0.1:29500 or [fd00::1]:29500"
+        ),
     })
 }
 

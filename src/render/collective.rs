@@ -8,8 +8,8 @@ use std::fmt::Write;
 pub fn blocks(report: &Report) -> String {
     let mut out = String::new();
     for c in &report.collectives {
-        out.push_str(&block(c));
         out.push('\n');
+        out.push_str(&block(c));
     }
     out
 }
@@ -46,11 +46,11 @@ fn block(c: &CollectiveResult) -> String {
         "#{:>12} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>7}",
         "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong"
     );
-    let _ = writeln!(
-        out,
-        "#{:>12} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>7}",
-        "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", ""
+    let units = format!(
+        "#{:>12} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8}",
+        "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)"
     );
+    let _ = writeln!(out, "{}", units.trim_end());
     for r in &c.rows {
         let _ = writeln!(
             out,
@@ -77,4 +77,50 @@ fn block(c: &CollectiveResult) -> String {
         let _ = writeln!(out, "# Could not finish: {e}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use preflight_checks::model::CollectiveRow;
+
+    #[test]
+    fn block_reads_like_nccl_tests() {
+        let c = CollectiveResult {
+            op: "allreduce".into(),
+            transport: "tcp".into(),
+            ranks: 4,
+            network: Some("10.200.1.0/24 (eth0)".into()),
+            streams: Some(4),
+            rows: vec![CollectiveRow {
+                bytes: 1 << 20,
+                time_us: 1000.0,
+                algbw_gb_s: 1.049,
+                busbw_gb_s: 1.573,
+                wrong: 0,
+            }],
+            ..Default::default()
+        };
+        let text = block(&c);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "All-reduce: TCP ring over 10.200.1.0/24 (eth0), 4 nodes, 4 connections per neighbour"
+        );
+        assert!(
+            lines[1].contains("size") && lines[1].contains("busbw") && lines[1].contains("#wrong")
+        );
+        let row: Vec<&str> = lines[3].split_whitespace().collect();
+        assert_eq!(
+            row,
+            [
+                "1048576", "262144", "float", "sum", "1000.0", "1.05", "1.57", "0"
+            ]
+        );
+        assert_eq!(lines[4], "# Bus bandwidth at 1M: 1.573 GB/s");
+        assert!(
+            text.lines().all(|l| l == l.trim_end()),
+            "no trailing spaces:\n{text}"
+        );
+    }
 }

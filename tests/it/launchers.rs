@@ -21,7 +21,6 @@ fn bin_path() -> PathBuf {
     assert_cmd::cargo::cargo_bin("preflight")
 }
 
-
 /// `KEY=VALUE` lines; `#` comments and blank lines skipped.
 fn read_env(name: &str) -> BTreeMap<String, String> {
     let path = fixtures().join("launchers").join(name);
