@@ -111,7 +111,6 @@ fn run_ring(
         iters: order.iters.clamp(1, 1000),
         timeout: Duration::from_millis(order.timeout_ms.clamp(1000, 600_000)),
         corrupt: std::env::var_os(CORRUPT_HOOK).map(|_| Corrupt { size_index: None }),
-        ..RingConfig::default()
     };
     let mut sent: Result<(), WireError> = Ok(());
     let outcome = ring::run_with_progress(

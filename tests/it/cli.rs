@@ -1,8 +1,6 @@
 //! The binary on this machine and on fixtures: snapshots, exit codes, round trips, hostile input.
 
-use assert_cmd::Command;
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::Stdio;
 
 use crate::common::{bin, fixture, json_of};

@@ -1,7 +1,6 @@
 //! Under the launchers people use: env fixtures of srun/torchrun/Kubernetes, the shipped recipes
 //! (sbatch, Indexed Job manifest), torchrun's one-preflight-per-node rule, and `preflight launch`.
 
-use assert_cmd::Command;
 use preflight::cli::{Cli, ClusterArgs, Command as Sub};
 use preflight::cluster::launcher::{self, LocalIdentity, Placement};
 use serde_json::Value;

@@ -1,7 +1,6 @@
 //! The report as CI reads it: the committed JSON Schema, JUnit output, the finding catalog
 //! (every emitted id explained, README's table generated from it) and `preflight explain`.
 
-use assert_cmd::Command;
 use preflight_checks::catalog;
 use preflight_checks::model::{
     CollectiveResult, CollectiveRow, Finding, Fix, LaunchCommand, LinkOutcome, LinkResult, Mode,

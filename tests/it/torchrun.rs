@@ -1,10 +1,8 @@
 //! `preflight torchrun`: the real binary on users' own commands, validated (`--no-run`) and run
 //! as a 1-node cluster on loopback.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::net::TcpListener;
-use std::path::PathBuf;
 
 use crate::common::{bin, fixture, json_of};
 
