@@ -36,6 +36,8 @@ impl Plan {
 pub struct Outcome {
     pub results: Vec<CollectiveResult>,
     pub not_run: Option<String>,
+    /// What the run chose not to measure, and why (for the recommendation's reasons).
+    pub notes: Vec<String>,
 }
 
 /// The transport `--allreduce` resolves to for these nodes, or why none runs.
@@ -69,7 +71,7 @@ pub fn nccl_unready(f: &NodeFacts) -> Option<String> {
 /// `--compare-env`, a second time with those variables changed.
 pub(super) fn run(
     members: &mut [Member],
-    chosen: Option<&NetworkEval>,
+    evals: &[NetworkEval],
     rec: &Recommendation,
     plan: &Plan,
     progress: &Progress,
@@ -88,7 +90,7 @@ pub(super) fn run(
             };
         }
     };
-    let Some(chosen) = chosen else {
+    let Some(chosen) = preflight_checks::networks::choose(evals) else {
         return Outcome {
             not_run: Some(
                 "not measured: no network connects every node (see link.unreachable)".into(),
@@ -101,9 +103,21 @@ pub(super) fn run(
         configs.push(("compare", plan.compare_env.clone()));
     }
     let mut results = Vec::new();
+    let mut notes = Vec::new();
     for (config, overrides) in configs {
+        let net = if transport == "tcp" && config == "compare" {
+            match tcp_compare_network(evals, &overrides) {
+                Ok(net) => net,
+                Err(note) => {
+                    notes.push(note);
+                    continue;
+                }
+            }
+        } else {
+            chosen
+        };
         let env = merged_env(&rec.env, None, &overrides);
-        let base = base_result(transport, chosen, members, env, config);
+        let base = base_result(transport, net, members, env, config);
         progress.phase(format!("{transport} all-reduce ({config})"));
         let result = if transport == "tcp" {
             tcp_ring(members, base, plan, progress)
@@ -125,7 +139,32 @@ pub(super) fn run(
     Outcome {
         results,
         not_run: None,
+        notes,
     }
+}
+
+/// The TCP ring follows only `NCCL_SOCKET_IFNAME`: with `--compare-env` naming it, the network
+/// whose interfaces it selects on every node; otherwise there is nothing to compare.
+fn tcp_compare_network<'a>(
+    evals: &'a [NetworkEval],
+    overrides: &BTreeMap<String, String>,
+) -> Result<&'a NetworkEval, String> {
+    let Some(value) = overrides.get("NCCL_SOCKET_IFNAME") else {
+        return Err(
+            "--compare-env was not measured: the TCP ring changes only with NCCL_SOCKET_IFNAME; the other variables apply to --allreduce nccl"
+                .into(),
+        );
+    };
+    let spec = preflight_checks::ifname::IfnameSpec::parse(value);
+    evals
+        .iter()
+        .filter(|e| e.fully_connected)
+        .find(|e| e.network.members.values().all(|m| spec.matches(&m.interface)))
+        .ok_or_else(|| {
+            format!(
+                "--compare-env NCCL_SOCKET_IFNAME={value} was not measured: it selects no network that connects every node"
+            )
+        })
 }
 
 /// The environment a node runs with: the advice, its own values, then the overrides.

@@ -78,15 +78,14 @@ pub fn run(listener: TcpListener, cfg: CoordConfig) -> Report {
     mtu_phase(&mut members, &mut links);
     progress.inc();
     let mut recommendation = advise(&members, &links, &cfg, BTreeMap::new());
-    let chosen = {
+    let evals = {
         let nodes = alive_or_joined(&members);
         let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
-        let evals = networks::evaluate(&networks::discover(&nodes), &links, &ranks);
-        networks::choose(&evals).cloned()
+        networks::evaluate(&networks::discover(&nodes), &links, &ranks)
     };
     let outcome = allreduce::run(
         &mut members,
-        chosen.as_ref(),
+        &evals,
         &recommendation,
         &cfg.allreduce,
         &progress,
@@ -96,6 +95,7 @@ pub fn run(listener: TcpListener, cfg: CoordConfig) -> Report {
         recommendation = advise(&members, &links, &cfg, over);
     }
     recommendation.reasons.extend(why);
+    recommendation.reasons.extend(outcome.notes.iter().cloned());
     drop(progress);
     let report = build_report(&members, &links, &cfg, recommendation, outcome);
     for m in members.iter_mut().filter(|m| m.alive) {

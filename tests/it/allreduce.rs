@@ -301,3 +301,69 @@ fn nccl_on_another_interface_than_advised_is_flagged() {
         "{f:#}"
     );
 }
+
+#[test]
+fn compare_env_runs_the_ring_on_the_other_network_and_keeps_the_faster_advice() {
+    let built = Cluster::new("ringcmp")
+        .network(Net::new("mgmt", 1).rate("100mbit"))
+        .network(Net::new("data", 2));
+    let built = (0..2).fold(built, |b, i| {
+        b.host(
+            crate::netns::Host::new(&format!("node{i}"))
+                .on("mgmt", "eno1")
+                .on("data", "ens2f0"),
+        )
+    });
+    let Some(c) = built.build() else {
+        return;
+    };
+    let runs = c
+        .preflight()
+        .timeout(TIMEOUT)
+        .master_net("data")
+        .args(&[
+            "--allreduce=tcp",
+            "--sizes=2M:2M",
+            "--compare-env=NCCL_SOCKET_IFNAME=eno1",
+        ])
+        .run();
+    let r0 = &runs[0];
+    assert_eq!(r0.exit_code, Some(0), "{}", r0.describe());
+    let all = collectives(r0);
+    assert_eq!(all.len(), 2, "{all:#?}");
+    let advice = all
+        .iter()
+        .find(|c| c["config"] == "advice")
+        .expect("advice run");
+    let compare = all
+        .iter()
+        .find(|c| c["config"] == "compare")
+        .expect("compare run");
+    assert!(
+        advice["network"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("ens2f0"),
+        "{advice:#}"
+    );
+    assert!(
+        compare["network"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("eno1"),
+        "{compare:#}"
+    );
+    assert_eq!(compare["env"]["NCCL_SOCKET_IFNAME"], "eno1");
+    let busbw = |c: &Value| c["rows"][0]["busbw_gb_s"].as_f64().unwrap_or(0.0);
+    assert!(
+        busbw(advice) > 2.0 * busbw(compare),
+        "{advice:#}\n{compare:#}"
+    );
+    let rec = r0.recommendation();
+    assert_eq!(rec["env"]["NCCL_SOCKET_IFNAME"], "ens2f0", "{rec:#}");
+    let reasons = rec["reasons"].to_string();
+    assert!(
+        reasons.contains("kept the advice") && reasons.contains("NCCL_SOCKET_IFNAME=eno1"),
+        "{reasons}"
+    );
+}
