@@ -390,9 +390,9 @@ static ENTRIES: &[Entry] = &[
         "collective.busbw",
         "collective",
         "warn / fail",
-        "all-reduce bus bandwidth under the threshold",
+        "all-reduce bus bandwidth of the largest message under `--min-busbw` (fail) or under half of the slowest ring link's pairwise throughput (warn)",
         "Large-message all-reduce bus bandwidth (nccl-tests' busbw) under `--min-busbw` or under \
-         half of what the slowest link measured pairwise means the collectives, and so the \
+         half of what the slowest link in the ring measured pairwise means the collectives, and so the \
          training step, will be slow with these settings, even if every link looks fine.",
         "Use the environment preflight recommends (`NCCL_SOCKET_IFNAME`, `NCCL_IB_DISABLE`, \
          `NCCL_IB_HCA`), check link.slow and ib.* findings, and compare transports with \
