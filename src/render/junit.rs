@@ -1,7 +1,8 @@
 //! Report -> JUnit XML, so CI systems (GitLab, Jenkins, GitHub reporters) show findings natively.
 //!
 //! One `<testsuite>` per node (and one named `cluster` for cluster-wide findings), one
-//! `<testcase>` per finding: `fail` is a `<failure>`, `error` an `<error>`, `skip` is
+//! `<testcase>` per finding: `fail` and `error` are a `<failure>` (its `type` says which: an
+//! `error` finding is a check that could not run, and CI must not pass it), `skip` is
 //! `<skipped/>`, and `warn` passes with its summary in `<system-out>`.
 
 use preflight_checks::model::{Finding, Report, Status};
@@ -23,8 +24,8 @@ impl Counts {
         let n = |s: Status| findings.iter().filter(|f| f.status == s).count();
         Counts {
             tests: findings.len(),
-            failures: n(Status::Fail),
-            errors: n(Status::Error),
+            failures: n(Status::Fail) + n(Status::Error),
+            errors: 0,
             skipped: n(Status::Skip),
         }
     }
@@ -135,14 +136,9 @@ fn testcase(out: &mut String, f: &Finding, node: Option<u32>, host: Option<&str>
             );
         }
         Status::Fail | Status::Error => {
-            let tag = if f.status == Status::Fail {
-                "failure"
-            } else {
-                "error"
-            };
             let _ = writeln!(
                 out,
-                "{open}>\n      <{tag} message=\"{}\" type=\"{}\">{}</{tag}>\n    </testcase>",
+                "{open}>\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>",
                 escape(&f.summary),
                 f.status,
                 escape_text(&body())
@@ -227,6 +223,43 @@ mod tests {
         assert_eq!(escape_text("l1\nl2\tx<\"'"), "l1\nl2\tx&lt;\"'");
         assert_eq!(escape_text("]]>"), "]]&gt;");
         assert_eq!(escape("\u{FFFF}é"), "\\u{ffff}é");
+    }
+
+    #[test]
+    fn fail_and_error_are_both_failures_and_warn_passes() {
+        use preflight_checks::model::{Mode, Tool};
+        let f = |id: &str, status| Finding::new(id, status, "x", format!("{id} summary"));
+        let report = Report {
+            schema: preflight_checks::model::SCHEMA.into(),
+            tool: Tool {
+                name: "preflight".into(),
+                version: "0".into(),
+            },
+            mode: Mode::Cluster,
+            status: Status::Error,
+            nodes: Vec::new(),
+            findings: vec![
+                f("port.in-use", Status::Fail),
+                f("collective.error", Status::Error),
+                f("link.slow", Status::Warn),
+                f("ib.partial", Status::Skip),
+                f("link.mtu-mismatch", Status::Pass),
+            ],
+            links: Vec::new(),
+            collectives: Vec::new(),
+            recommendation: None,
+        };
+        let xml = render(&report);
+        assert!(
+            xml.contains(r#"tests="5" failures="2" errors="0" skipped="1""#),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(r#"type="fail">"#) && xml.contains(r#"type="error">"#),
+            "{xml}"
+        );
+        assert!(!xml.contains("<error"), "{xml}");
+        assert!(xml.contains("<system-out>warn: link.slow summary"), "{xml}");
     }
 
     #[test]
