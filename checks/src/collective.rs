@@ -123,10 +123,12 @@ fn wrong_values(r: &CollectiveResult) -> Finding {
             Status::Pass,
             label(r),
             format!(
-                "every value of the {} all-reduce matched the exact sum ({} sizes, {} ranks)",
+                "every value of the {} all-reduce matched the exact sum ({} size{}, {} rank{})",
                 label(r),
                 r.rows.len(),
-                r.ranks
+                if r.rows.len() == 1 { "" } else { "s" },
+                r.ranks,
+                if r.ranks == 1 { "" } else { "s" }
             ),
         )
         .with("sizes", r.rows.len());

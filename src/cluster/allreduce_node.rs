@@ -112,6 +112,11 @@ fn run_ring(
         timeout: Duration::from_millis(order.timeout_ms.clamp(1000, 600_000)),
         corrupt: std::env::var_os(CORRUPT_HOOK).map(|_| Corrupt { size_index: None }),
     };
+    if cfg.corrupt.is_some() {
+        super::log(&format!(
+            "test hook {CORRUPT_HOOK} is set: this node perturbs one value it sends in the ring"
+        ));
+    }
     let mut sent: Result<(), WireError> = Ok(());
     let outcome = ring::run_with_progress(
         listener,
