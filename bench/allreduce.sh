@@ -33,12 +33,17 @@ BIN=$(realpath "$BIN")
 HAVE_TORCH=0
 if "$PYTHON" -c "import torch, torch.distributed" 2>/dev/null; then HAVE_TORCH=1; fi
 
-cleanup() {
+# Kills every process in this run's namespaces and deletes them (and their /etc/netns files).
+destroy_cluster() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$ID-" || true); do
         for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
         ip netns del "$ns" 2>/dev/null || true
         rm -rf "/etc/netns/$ns"
     done
+}
+
+cleanup() {
+    destroy_cluster
     rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
@@ -73,14 +78,6 @@ make_cluster() {
             printf '127.0.0.1\tlocalhost\n'
             for ((j = 0; j < n; j++)); do printf '%s\tnode%s\n' "$(addr "$j")" "$j"; done
         } >"/etc/netns/$h/hosts"
-    done
-}
-
-destroy_cluster() {
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$ID-" || true); do
-        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
-        ip netns del "$ns" 2>/dev/null || true
-        rm -rf "/etc/netns/$ns"
     done
 }
 
