@@ -2,7 +2,7 @@
 //! drives the NCCL child, answering the coordinator's orders.
 
 use super::auth::Secret;
-use super::wire::{Msg, NcclOrder, RankRow, RingOrder, WireError, write_msg};
+use super::wire::{Msg, NcclOrder, RingOrder, WireError, write_msg};
 use crate::measure::ring::{self, Corrupt, RingConfig, RingListener, RingPeers};
 use preflight_checks::model::NodeFacts;
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -126,29 +126,18 @@ fn run_ring(
         &state.secret,
         &mut |row| {
             if sent.is_ok() {
-                sent = write_msg(stream, &Msg::RingRow { row: rank_row(row) });
+                sent = write_msg(stream, &Msg::RingRow { row: row.clone() });
             }
         },
     );
     sent?;
     Ok(match outcome {
-        Ok(rows) => Msg::RingDone {
-            rows: rows.iter().map(rank_row).collect(),
-            error: None,
-        },
+        Ok(rows) => Msg::RingDone { rows, error: None },
         Err(failure) => Msg::RingDone {
-            rows: failure.rows.iter().map(rank_row).collect(),
+            rows: failure.rows,
             error: Some(failure.error.to_string()),
         },
     })
-}
-
-fn rank_row(r: &ring::RingRow) -> RankRow {
-    RankRow {
-        bytes: r.bytes,
-        time_us: r.time_us,
-        wrong: r.wrong,
-    }
 }
 
 /// The NCCL order's fields, checked (the coordinator is trusted only after the handshake, but

@@ -2,7 +2,7 @@
 //! unique id between it and the coordinator, and turns its outcome into the reply.
 
 use super::allreduce_node::bounded;
-use super::wire::{Msg, NcclOrder, RankRow};
+use super::wire::{Msg, NcclOrder};
 use crate::measure::nccl::{self, NcclJob, NcclOutcome, Worker};
 use preflight_checks::model::NodeFacts;
 use std::time::Duration;
@@ -80,15 +80,7 @@ fn done(o: NcclOutcome, env: &std::collections::BTreeMap<String, String>) -> Msg
         .as_ref()
         .and_then(|n| nccl::differs_from_advice(n, env));
     Msg::NcclDone {
-        rows: o
-            .rows
-            .iter()
-            .map(|r| RankRow {
-                bytes: r.bytes,
-                time_us: r.time_us,
-                wrong: r.wrong,
-            })
-            .collect(),
+        rows: o.rows,
         net: o.net,
         net_mismatch,
         error: None,

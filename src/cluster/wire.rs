@@ -2,6 +2,7 @@
 //!
 //! The protocol carries data, never commands to run.
 
+pub use crate::measure::RankRow;
 use preflight_checks::model::{LinkResult, NodeFacts, Report};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::io::{self, Read, Write};
@@ -33,14 +34,6 @@ pub struct Peer {
 pub struct Target {
     pub rank: u32,
     pub listener: Listener,
-}
-
-/// One node's result for one message size.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub struct RankRow {
-    pub bytes: u64,
-    pub time_us: f64,
-    pub wrong: u64,
 }
 
 /// Where this node sits in the TCP ring, and what to run.

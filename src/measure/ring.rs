@@ -10,6 +10,7 @@ mod plan;
 mod worker;
 
 use crate::cluster::auth::Secret;
+pub use crate::measure::RankRow;
 use crate::measure::sizes::human_bytes;
 use std::io;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -90,16 +91,6 @@ pub struct RingPeers {
     pub right_rank: u32,
     /// The right neighbour's ring listener.
     pub right: SocketAddr,
-}
-
-/// One size's result on this rank.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RingRow {
-    pub bytes: u64,
-    /// Mean per timed iteration on this rank, microseconds.
-    pub time_us: f64,
-    /// Elements differing from the exact expected sum after the last iteration.
-    pub wrong: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -195,14 +186,14 @@ pub fn run(
     sizes: &[u64],
     cfg: &RingConfig,
     secret: &Secret,
-) -> Result<Vec<RingRow>, RingError> {
+) -> Result<Vec<RankRow>, RingError> {
     run_with_progress(listener, peers, sizes, cfg, secret, &mut |_| {}).map_err(|f| f.error)
 }
 
 /// What was measured before the ring failed, and why it failed.
 #[derive(Debug)]
 pub struct RingFailure {
-    pub rows: Vec<RingRow>,
+    pub rows: Vec<RankRow>,
     pub error: RingError,
 }
 
@@ -222,8 +213,8 @@ pub fn run_with_progress(
     sizes: &[u64],
     cfg: &RingConfig,
     secret: &Secret,
-    on_row: &mut dyn FnMut(&RingRow),
-) -> Result<Vec<RingRow>, RingFailure> {
+    on_row: &mut dyn FnMut(&RankRow),
+) -> Result<Vec<RankRow>, RingFailure> {
     check_config(peers, sizes)?;
     let streams = cfg.streams.clamp(1, MAX_STREAMS);
     let largest = sizes.iter().copied().max().unwrap_or(0);
@@ -277,7 +268,7 @@ fn run_alone(
     sizes: &[u64],
     cfg: &RingConfig,
     buf: &mut Vec<f32>,
-) -> Vec<RingRow> {
+) -> Vec<RankRow> {
     sizes
         .iter()
         .map(|&bytes| {
@@ -292,7 +283,7 @@ fn run_alone(
                     total += t0.elapsed();
                 }
             }
-            RingRow {
+            RankRow {
                 bytes,
                 time_us: total.as_secs_f64() * 1e6 / iters as f64,
                 wrong: data::count_wrong(&buf[..count], 1),
@@ -320,8 +311,8 @@ impl Ring<'_> {
         links: conn::Links,
         sizes: &[u64],
         buf: &mut Vec<f32>,
-        on_row: &mut dyn FnMut(&RingRow),
-    ) -> Result<Vec<RingRow>, RingFailure> {
+        on_row: &mut dyn FnMut(&RankRow),
+    ) -> Result<Vec<RankRow>, RingFailure> {
         let closers: Vec<TcpStream> = links
             .send
             .iter()
@@ -413,7 +404,7 @@ impl Ring<'_> {
         workers: &Workers,
         syncs: &[worker::Sync],
         shared: &Shared,
-    ) -> Result<RingRow, RingError> {
+    ) -> Result<RankRow, RingError> {
         let (n, pos) = (self.peers.n, self.peers.pos);
         let count = (bytes / 4) as usize;
         let used = plan::streams_used(count, self.streams);
@@ -445,7 +436,7 @@ impl Ring<'_> {
                 total += t0.elapsed();
             }
         }
-        Ok(RingRow {
+        Ok(RankRow {
             bytes,
             time_us: total.as_secs_f64() * 1e6 / iters as f64,
             wrong: data::count_wrong(&buf[..count], n),

@@ -18,7 +18,7 @@ pub mod protocol;
 pub mod worker;
 
 pub use log::{NetUsed, differs_from_advice};
-pub use protocol::NcclRow;
+pub use protocol::RankRow;
 
 use preflight_checks::model::NodeFacts;
 use protocol::Event;
@@ -76,7 +76,7 @@ pub struct NcclJob {
 /// What a finished worker measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NcclOutcome {
-    pub rows: Vec<NcclRow>,
+    pub rows: Vec<RankRow>,
     /// `collectives[].net`: "NET/Socket eth0", "NET/IB mlx5_0:1"; None when no NCCL log was written.
     pub net: Option<String>,
     /// The parsed log, for [`differs_from_advice`].
@@ -271,7 +271,7 @@ pub struct Worker {
     makes_id: bool,
     sizes: Vec<u64>,
     phase: String,
-    rows: Vec<NcclRow>,
+    rows: Vec<RankRow>,
     done: bool,
     dir: libdir::TempDir,
 }
@@ -582,7 +582,7 @@ impl Worker {
         Ok(self.outcome())
     }
 
-    fn take_row(&mut self, row: NcclRow) {
+    fn take_row(&mut self, row: RankRow) {
         self.rows.push(row);
         self.phase = match self.sizes.get(self.rows.len()) {
             Some(next) => format!("allreduce of {next} bytes"),

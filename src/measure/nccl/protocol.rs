@@ -5,29 +5,20 @@
 //! `{"done":true}` at the end, or `{"error":"what failed: detail"}` and a non-zero exit.
 //! Parent to worker: one line `{"unique_id":"<256 hex>"}`.
 
-use serde::{Deserialize, Serialize};
+pub use crate::measure::RankRow;
+use serde::Deserialize;
 
 /// Bytes in an `ncclUniqueId`.
 pub const ID_BYTES: usize = 128;
 /// Longest line either side accepts.
 pub const MAX_LINE: usize = 64 * 1024;
 
-/// One all-reduce size's result.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct NcclRow {
-    pub bytes: u64,
-    /// Mean time of one all-reduce (the slowest local GPU), microseconds.
-    pub time_us: f64,
-    /// Elements that differed from the exact expected sum, over all local GPUs.
-    pub wrong: u64,
-}
-
 /// One line from the worker.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     UniqueId(String),
     Phase(String),
-    Row(NcclRow),
+    Row(RankRow),
     Done,
     Error(String),
     /// Not a line of the protocol (shown shortened).
@@ -39,7 +30,7 @@ struct Line {
     unique_id: Option<String>,
     phase: Option<String>,
     bytes: Option<u64>,
-    row: Option<NcclRow>,
+    row: Option<RankRow>,
     done: Option<bool>,
     error: Option<String>,
 }
@@ -130,7 +121,7 @@ mod tests {
         assert_eq!(parse_line(r#"{"done":true}"#), Event::Done);
         assert_eq!(
             parse_line(r#"{"row":{"bytes":1024,"time_us":12.5,"wrong":0}}"#),
-            Event::Row(NcclRow {
+            Event::Row(RankRow {
                 bytes: 1024,
                 time_us: 12.5,
                 wrong: 0

@@ -43,12 +43,12 @@ fn success_parses_rows_and_the_net_from_the_log() {
     assert_eq!(
         out.rows,
         vec![
-            NcclRow {
+            RankRow {
                 bytes: 1024,
                 time_us: 8.5,
                 wrong: 0
             },
-            NcclRow {
+            RankRow {
                 bytes: 1 << 20,
                 time_us: 1055.5,
                 wrong: 0

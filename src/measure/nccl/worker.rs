@@ -10,7 +10,7 @@
 //! on zeroed buffers (so repeated in-place sums stay finite), `warmup` untimed and `iters`
 //! timed in-place all-reduces, timed with CUDA events (timing enabled) on each GPU's stream.
 
-use super::protocol::{self, ID_BYTES, MAX_LINE, NcclRow};
+use super::protocol::{self, ID_BYTES, MAX_LINE, RankRow};
 use clap::Args;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
@@ -308,7 +308,7 @@ fn measure_size(
     gpus: &Gpus,
     comms: &Comms,
     bytes: u64,
-) -> Result<NcclRow, String> {
+) -> Result<RankRow, String> {
     let count =
         usize::try_from((bytes / 4).max(1)).map_err(|_| format!("size {bytes} too large"))?;
     let what = |s: &str| format!("all-reduce of {bytes} bytes: {s}");
@@ -341,7 +341,7 @@ fn measure_size(
     }
     sync_all(gpus).map_err(|e| what(&e))?;
     let time_us = timed(args, gpus, comms, &bufs, count).map_err(|e| what(&e))?;
-    Ok(NcclRow {
+    Ok(RankRow {
         bytes: count as u64 * 4,
         time_us,
         wrong,

@@ -32,7 +32,7 @@ fn peers(rank: usize, n: usize, right_port: u16) -> RingPeers {
     }
 }
 
-type Outcome = Result<Vec<RingRow>, RingError>;
+type Outcome = Result<Vec<RankRow>, RingError>;
 
 /// Runs a ring of `n` threads; `setup(rank)` gives each rank its config, secret and sizes.
 fn ring_with(
@@ -321,7 +321,7 @@ fn loopback_busbw() {
             ..RingConfig::default()
         };
         let outs = ring(n, &[bytes], cfg);
-        let rows: Vec<RingRow> = outs.into_iter().map(|o| o.unwrap()[0].clone()).collect();
+        let rows: Vec<RankRow> = outs.into_iter().map(|o| o.unwrap()[0].clone()).collect();
         let worst = rows.iter().map(|r| r.time_us).fold(0.0, f64::max);
         assert!(rows.iter().all(|r| r.wrong == 0));
         println!(
