@@ -254,7 +254,7 @@ fn bus_bandwidth(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
     }
     let under_min = input.min_busbw_gb_s.filter(|min| busbw < *min);
     let under_link = slowest.filter(|(_, _, gbit)| busbw < LINK_SHARE * gbit / 8.0);
-    let size = human(row.bytes);
+    let size = human_bytes(row.bytes);
     match (under_min, under_link) {
         (Some(min), _) => {
             f.status = Status::Fail;
@@ -342,12 +342,33 @@ fn network_used(r: &CollectiveResult) -> Option<Finding> {
     })
 }
 
-/// "1M", "256M", "4K", "1G", else the byte count.
-pub fn human(bytes: u64) -> String {
+/// Algorithm bandwidth in GB/s (1e9 bytes/s), as nccl-tests: bytes / time.
+pub fn algbw_gb_s(bytes: u64, time_us: f64) -> f64 {
+    if time_us > 0.0 {
+        bytes as f64 / (time_us * 1e3)
+    } else {
+        0.0
+    }
+}
+
+/// Bus bandwidth in GB/s, as nccl-tests for all-reduce: algbw * 2(n-1)/n.
+pub fn busbw_gb_s(bytes: u64, time_us: f64, n: usize) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    algbw_gb_s(bytes, time_us) * 2.0 * (n as f64 - 1.0) / n as f64
+}
+
+/// "4K", "1M", "256M", "1G" for whole units, "1.5M" otherwise, "1000B" under 1 KiB.
+pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
-    for (size, unit) in UNITS {
-        if bytes >= size && bytes % size == 0 {
-            return format!("{}{unit}", bytes / size);
+    for (size, name) in UNITS {
+        if bytes >= size {
+            return if bytes % size == 0 {
+                format!("{}{name}", bytes / size)
+            } else {
+                format!("{:.1}{name}", bytes as f64 / size as f64)
+            };
         }
     }
     format!("{bytes}B")
@@ -360,12 +381,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn row(bytes: u64, time_us: f64, n: u32, wrong: u64) -> CollectiveRow {
-        let algbw = bytes as f64 / time_us / 1e3;
         CollectiveRow {
             bytes,
             time_us,
-            algbw_gb_s: algbw,
-            busbw_gb_s: algbw * 2.0 * (n as f64 - 1.0) / n as f64,
+            algbw_gb_s: algbw_gb_s(bytes, time_us),
+            busbw_gb_s: busbw_gb_s(bytes, time_us, n as usize),
             wrong,
         }
     }
@@ -554,10 +574,10 @@ mod tests {
 
     #[test]
     fn human_sizes() {
-        assert_eq!(human(1 << 20), "1M");
-        assert_eq!(human(256 << 20), "256M");
-        assert_eq!(human(4096), "4K");
-        assert_eq!(human(1 << 30), "1G");
-        assert_eq!(human(1000), "1000B");
+        assert_eq!(human_bytes(1 << 20), "1M");
+        assert_eq!(human_bytes(256 << 20), "256M");
+        assert_eq!(human_bytes(4096), "4K");
+        assert_eq!(human_bytes(1 << 30), "1G");
+        assert_eq!(human_bytes(1000), "1000B");
     }
 }

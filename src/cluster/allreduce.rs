@@ -383,21 +383,12 @@ fn merge_rows(
 
 /// One nccl-tests row: algbw = bytes / time, busbw = algbw * 2(n-1)/n (GB/s = 1e9 B/s).
 pub fn row(bytes: u64, time_us: f64, n: u32, wrong: u64) -> CollectiveRow {
-    let algbw = if time_us > 0.0 {
-        bytes as f64 / time_us / 1e3
-    } else {
-        0.0
-    };
-    let factor = if n > 0 {
-        2.0 * (n as f64 - 1.0) / n as f64
-    } else {
-        0.0
-    };
+    use preflight_checks::collective::{algbw_gb_s, busbw_gb_s};
     CollectiveRow {
         bytes,
         time_us: (time_us * 100.0).round() / 100.0,
-        algbw_gb_s: round3(algbw),
-        busbw_gb_s: round3(algbw * factor),
+        algbw_gb_s: round3(algbw_gb_s(bytes, time_us)),
+        busbw_gb_s: round3(busbw_gb_s(bytes, time_us, n as usize)),
         wrong,
     }
 }
@@ -545,7 +536,7 @@ pub fn preferred_overrides(
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(" ");
-    let size = preflight_checks::collective::human(ab);
+    let size = preflight_checks::collective::human_bytes(ab);
     if cbw > abw * 1.05 && compare.rows.iter().all(|r| r.wrong == 0) {
         (
             Some(compare_env.clone()),

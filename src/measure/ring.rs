@@ -12,6 +12,7 @@ mod worker;
 use crate::cluster::auth::Secret;
 pub use crate::measure::RankRow;
 use crate::measure::sizes::human_bytes;
+pub use preflight_checks::collective::{algbw_gb_s, busbw_gb_s};
 use std::io;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -154,23 +155,6 @@ pub enum RingError {
     Memory { bytes: u64 },
     #[error("ring all-reduce: {0}")]
     Internal(String),
-}
-
-/// Algorithm bandwidth in GB/s (1e9 bytes/s), as nccl-tests: bytes / time.
-pub fn algbw_gb_s(bytes: u64, time_us: f64) -> f64 {
-    if time_us > 0.0 {
-        bytes as f64 / (time_us * 1e3)
-    } else {
-        0.0
-    }
-}
-
-/// Bus bandwidth in GB/s, as nccl-tests for all-reduce: algbw * 2(n-1)/n.
-pub fn busbw_gb_s(bytes: u64, time_us: f64, n: usize) -> f64 {
-    if n == 0 {
-        return 0.0;
-    }
-    algbw_gb_s(bytes, time_us) * 2.0 * (n as f64 - 1.0) / n as f64
 }
 
 /// Timed iterations for one size: `iters`, cut so a size moves at most [`ITER_BYTE_BUDGET`].

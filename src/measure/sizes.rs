@@ -5,6 +5,8 @@ pub const MAX_SIZE: u64 = 16 << 30;
 /// Most sizes one range may expand to.
 pub const MAX_SIZES: usize = 64;
 
+pub use preflight_checks::collective::human_bytes;
+
 const EXAMPLE: &str =
     "e.g. --sizes 1M:256M (doubling), --sizes 1M:256M:4, --sizes 64M or --sizes 1048576";
 
@@ -71,7 +73,7 @@ fn parse_factor(f: &str) -> Result<u64, String> {
 }
 
 /// One size: digits, then optional K/M/G (1024-based), then optional B or iB. Rounded up to 4 bytes.
-fn parse_size(raw: &str) -> Result<u64, String> {
+pub fn parse_size(raw: &str) -> Result<u64, String> {
     let s = raw.trim();
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (digits, suffix) = s.split_at(digits_end);
@@ -116,21 +118,6 @@ fn unit_of(suffix: &str) -> Option<u64> {
         "ib" if prefix > 1 => Some(prefix),
         _ => None,
     }
-}
-
-/// A short label for tables: `4K`, `1M`, `256M`, `1G`; `1.5M` when not a whole unit; `12B` under 1 KiB.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
-    for (size, name) in UNITS {
-        if bytes >= size {
-            return if bytes % size == 0 {
-                format!("{}{name}", bytes / size)
-            } else {
-                format!("{:.1}{name}", bytes as f64 / size as f64)
-            };
-        }
-    }
-    format!("{bytes}B")
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The measured all-reduce as nccl-tests prints it: one block per transport and configuration.
 
-use preflight_checks::collective::{human, large_row};
+use preflight_checks::collective::{human_bytes, large_row};
 use preflight_checks::model::{CollectiveResult, Report};
 use std::fmt::Write;
 
@@ -69,7 +69,7 @@ fn block(c: &CollectiveResult) -> String {
         let _ = writeln!(
             out,
             "# Bus bandwidth at {}: {:.3} GB/s",
-            human(big.bytes),
+            human_bytes(big.bytes),
             big.busbw_gb_s
         );
     }

@@ -220,27 +220,6 @@ pub fn available(facts: &NodeFacts) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// Parses "1048576", "64K", "1M", "2G" (powers of 1024; a trailing "B"/"iB" is allowed).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let t = t
-        .strip_suffix("iB")
-        .or_else(|| t.strip_suffix('B'))
-        .unwrap_or(t);
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, 'K' | 'k')) => (&t[..i], 1u64 << 10),
-        Some((i, 'M' | 'm')) => (&t[..i], 1 << 20),
-        Some((i, 'G' | 'g')) => (&t[..i], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (examples: 1048576, 64K, 1M, 2G)"))?;
-    n.checked_mul(mult)
-        .filter(|b| *b > 0)
-        .ok_or_else(|| format!("{s:?} is zero or too large"))
-}
-
 /// The program to run: the explicit one, else `PREFLIGHT_NCCL_WORKER`, else this executable.
 fn worker_program(
     explicit: Option<&Path>,

@@ -274,6 +274,7 @@ fn worker_program_prefers_explicit_then_env_then_self() {
 
 #[test]
 fn sizes_parse_with_suffixes() {
+    use crate::measure::sizes::parse_size;
     assert_eq!(parse_size("1048576"), Ok(1 << 20));
     assert_eq!(parse_size("64K"), Ok(64 << 10));
     assert_eq!(parse_size("1M"), Ok(1 << 20));

@@ -33,7 +33,7 @@ pub struct NcclWorkerArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub gpus: u32,
     /// Message sizes in bytes, comma separated; K/M/G suffixes are powers of 1024.
-    #[arg(long, value_delimiter = ',', value_parser = super::parse_size, required = true)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::measure::sizes::parse_size, required = true)]
     pub sizes: Vec<u64>,
     /// Untimed all-reduces per size.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=10_000))]
