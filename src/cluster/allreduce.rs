@@ -47,24 +47,17 @@ pub fn transport(mode: Allreduce, nodes: &[(u32, &NodeFacts)]) -> Result<&'stati
         Allreduce::Tcp => Ok("tcp"),
         Allreduce::Nccl => Ok("nccl"),
         Allreduce::Auto => {
-            if !nodes.is_empty() && nodes.iter().all(|(_, f)| nccl_unready(f).is_none()) {
+            if !nodes.is_empty()
+                && nodes
+                    .iter()
+                    .all(|(_, f)| crate::measure::nccl::unready(f).is_none())
+            {
                 Ok("nccl")
             } else {
                 Ok("tcp")
             }
         }
     }
-}
-
-/// Why a node cannot run the NCCL all-reduce, if it cannot.
-pub fn nccl_unready(f: &NodeFacts) -> Option<String> {
-    if crate::advise::visible_gpu_count(f) == 0 {
-        return Some("no visible GPU (see gpu.nvml / gpu.count)".into());
-    }
-    if f.nccl.library.is_none() {
-        return Some("no libnccl found (see nccl.library)".into());
-    }
-    None
 }
 
 /// Runs the all-reduce the plan asks for, with the advised environment and, with
@@ -414,7 +407,7 @@ fn nccl_run(
         let Some(i) = index_of(members, *r) else {
             continue;
         };
-        if let Some(why) = nccl_unready(&members[i].facts) {
+        if let Some(why) = crate::measure::nccl::unready(&members[i].facts) {
             fail(&mut res, *r, &format!("cannot run NCCL: {why}"));
             continue;
         }

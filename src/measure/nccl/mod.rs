@@ -193,26 +193,43 @@ impl NcclError {
     }
 }
 
-/// Whether this node can run the NCCL worker: GPUs visible and a loadable libnccl; Ok gives its path.
-pub fn available(facts: &NodeFacts) -> Result<PathBuf, String> {
-    if facts.gpu.gpus.is_empty() {
-        return Err(match &facts.gpu.nvml_error {
-            Some(e) => format!("no GPU visible: NVML could not load ({e})"),
-            None => "no GPU visible: NVML found 0 GPUs".to_string(),
+/// Why a node cannot run the NCCL worker, judged from its facts alone (so the coordinator can
+/// judge every node, and the node itself the same way); None when it can.
+pub fn unready(facts: &NodeFacts) -> Option<String> {
+    if crate::advise::visible_gpu_count(facts) == 0 {
+        return Some(match (&facts.gpu.nvml_error, facts.gpu.gpus.len()) {
+            (Some(e), _) => format!("no GPU visible: NVML could not load ({e})"),
+            (None, 0) => "no GPU visible: NVML found 0 GPUs".to_string(),
+            (None, n) => format!(
+                "no GPU visible: CUDA_VISIBLE_DEVICES={} hides all {n} (see gpu.visible-devices)",
+                facts
+                    .env
+                    .get("CUDA_VISIBLE_DEVICES")
+                    .map_or("", String::as_str)
+            ),
         });
     }
     let Some(lib) = &facts.nccl.library else {
-        return Err(
+        return Some(
             "no libnccl found (searched Python environments, LD_LIBRARY_PATH, ld.so.cache); \
              install it with `pip install nvidia-nccl-cu12` in the job's environment"
                 .to_string(),
         );
     };
-    if let Some(e) = &facts.nccl.error {
-        if e.starts_with("ncclGetVersion failed") {
-            return Err(format!("libnccl at {lib} could not be loaded: {e}"));
+    match &facts.nccl.error {
+        Some(e) if e.starts_with("ncclGetVersion failed") => {
+            Some(format!("libnccl at {lib} could not be loaded: {e}"))
         }
+        _ => None,
     }
+}
+
+/// Whether this node can run the NCCL worker ([`unready`], and the library is still there); Ok gives its path.
+pub fn available(facts: &NodeFacts) -> Result<PathBuf, String> {
+    if let Some(why) = unready(facts) {
+        return Err(why);
+    }
+    let lib = facts.nccl.library.as_deref().unwrap_or_default();
     let path = PathBuf::from(lib);
     if !path.exists() {
         return Err(format!("libnccl at {lib} no longer exists"));
