@@ -6,6 +6,7 @@
 //! that `rewrite` applies to the user's own words.
 
 use super::args::{Launcher, Parsed, Problem};
+use crate::cluster::launcher::{join_endpoint, split_endpoint};
 use preflight_checks::model::{BindStatus, Finding, Fix, NodeFacts, Status};
 use std::net::IpAddr;
 
@@ -91,52 +92,6 @@ pub fn parse_nnodes(v: &str) -> Result<(u32, u32), String> {
     }
 }
 
-/// Splits `HOST:PORT`, `[v6]:PORT`, `HOST`, `[v6]` or a bare IPv6 address.
-pub fn parse_endpoint(v: &str) -> Result<(String, Option<u16>), String> {
-    let v = v.trim();
-    let (host, port) = if let Some(rest) = v.strip_prefix('[') {
-        let (host, after) = rest
-            .split_once(']')
-            .ok_or_else(|| format!("{v:?} has '[' without ']'"))?;
-        match after {
-            "" => (host, None),
-            p => (
-                host,
-                Some(
-                    p.strip_prefix(':')
-                        .ok_or_else(|| format!("{v:?}: expected ':' after ']'"))?,
-                ),
-            ),
-        }
-    } else if v.matches(':').count() > 1 {
-        (v, None)
-    } else {
-        match v.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (v, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(format!("{v:?} has no host"));
-    }
-    let port = port
-        .map(|p| match p.parse::<u16>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(format!("{p:?} is not a port (1-65535)")),
-        })
-        .transpose()?;
-    Ok((host.to_string(), port))
-}
-
-/// `host:port` with IPv6 hosts bracketed.
-pub fn join_endpoint(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
 /// Reads the rendezvous out of the parsed flags.
 pub fn plan(p: &Parsed) -> Plan {
     let nnodes = match p.value("nnodes") {
@@ -165,7 +120,7 @@ pub fn plan(p: &Parsed) -> Plan {
     match (rdzv, backend.as_str()) {
         (Some(v), b) => {
             out.endpoint_from = "--rdzv-endpoint";
-            match parse_endpoint(v) {
+            match split_endpoint(v) {
                 Ok((host, Some(port))) => out.endpoint = Some((host, port)),
                 Ok((_, None)) if b == "static" => {
                     out.endpoint_error = Some(format!(
