@@ -30,11 +30,6 @@ impl Progress {
         Progress { bar: Some(bar) }
     }
 
-    /// A progress that never draws.
-    pub fn hidden() -> Progress {
-        Progress { bar: None }
-    }
-
     pub fn is_drawn(&self) -> bool {
         self.bar.is_some()
     }
@@ -49,12 +44,6 @@ impl Progress {
     pub fn inc(&self) {
         if let Some(b) = &self.bar {
             b.inc(1);
-        }
-    }
-
-    pub fn add_steps(&self, n: u64) {
-        if let Some(b) = &self.bar {
-            b.inc_length(n);
         }
     }
 }

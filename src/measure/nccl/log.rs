@@ -31,6 +31,8 @@ pub struct NetUsed {
     pub warnings: Vec<String>,
     /// How channels connected ranks, distinct, in order seen: "NET/Socket", "P2P/IPC", "SHM".
     pub paths: Vec<String>,
+    /// The log said `NET/IB : No device found.`
+    pub ib_no_device: bool,
 }
 
 impl NetUsed {
@@ -97,7 +99,9 @@ impl Parser {
             return;
         };
         let msg = msg.trim();
-        if let Some(net) = msg.strip_prefix("Using network ") {
+        if msg.starts_with("NET/IB : No device found") {
+            self.used.ib_no_device = true;
+        } else if let Some(net) = msg.strip_prefix("Using network ") {
             self.chosen = Some(net.trim().to_string());
         } else if let Some(rest) = msg.strip_prefix("NET/IB : Using ") {
             self.ib = Some(parse_ib_using(rest));
@@ -260,16 +264,14 @@ pub fn differs_from_advice(net: &NetUsed, env: &BTreeMap<String, String>) -> Opt
 
 /// Why IB was not used, from the log: "NET/IB : No device found." or the first IB warning.
 fn ib_reason(net: &NetUsed) -> String {
+    if net.ib_no_device {
+        return ": NCCL said \"NET/IB : No device found\"".into();
+    }
     net.warnings
         .iter()
         .find(|w| w.contains("IB"))
         .map(|w| format!(": NCCL warned {w:?}"))
         .unwrap_or_default()
-}
-
-/// True when the log says IB found no device (`NET/IB : No device found.`).
-pub fn ib_found_no_device(text: &str) -> bool {
-    text.lines().any(|l| l.contains("NET/IB : No device found"))
 }
 
 #[cfg(test)]
@@ -355,12 +357,26 @@ mod tests {
     }
 
     #[test]
+    fn a_socket_fallback_against_ib_advice_cites_no_device_found() {
+        let net = parse(
+            "h:1:1 [0] NCCL INFO NET/IB : No device found.\n\
+             h:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n\
+             h:1:1 [0] NCCL INFO Using network Socket\n",
+        );
+        assert!(net.ib_no_device);
+        let env = BTreeMap::from([("NCCL_IB_DISABLE".to_string(), "0".to_string())]);
+        let why = differs_from_advice(&net, &env).expect("a mismatch");
+        assert!(why.contains("fell back to NET/Socket (eth0)"), "{why}");
+        assert!(why.contains("No device found"), "{why}");
+    }
+
+    #[test]
     fn single_host_uses_no_network() {
         let n = parse(&fixture("single-host-p2p"));
         assert_eq!(n.transport, "Socket");
         assert_eq!(n.paths, ["P2P/IPC"]);
         assert!(n.summary().starts_with("no network"), "{}", n.summary());
-        assert!(ib_found_no_device(&fixture("single-host-p2p")));
+        assert!(n.ib_no_device);
     }
 
     #[test]

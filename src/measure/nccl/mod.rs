@@ -720,11 +720,6 @@ impl Worker {
         }
         text
     }
-
-    /// The temp dir holding the NCCL logs (removed when the worker is dropped).
-    pub fn log_dir(&self) -> &Path {
-        self.dir.path()
-    }
 }
 
 impl Drop for Worker {
