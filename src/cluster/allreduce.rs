@@ -380,14 +380,20 @@ pub fn row(bytes: u64, time_us: f64, n: u32, wrong: u64) -> CollectiveRow {
     CollectiveRow {
         bytes,
         time_us: (time_us * 100.0).round() / 100.0,
-        algbw_gb_s: round3(algbw_gb_s(bytes, time_us)),
-        busbw_gb_s: round3(busbw_gb_s(bytes, time_us, n as usize)),
+        algbw_gb_s: round_sig(algbw_gb_s(bytes, time_us)),
+        busbw_gb_s: round_sig(busbw_gb_s(bytes, time_us, n as usize)),
         wrong,
     }
 }
 
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
+/// Four significant digits: readable JSON that still keeps the bandwidth of a slow small message
+/// (0.0004 GB/s), which a fixed number of decimals would round to 0.
+fn round_sig(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let scale = 10f64.powi(3 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
 }
 
 /// NCCL: one child per node drives its GPUs; the node hosting NCCL rank 0 makes the unique id,
@@ -561,6 +567,10 @@ mod tests {
         assert_eq!(r.busbw_gb_s, 2.013);
         assert_eq!(row(1 << 20, 0.0, 2, 0).algbw_gb_s, 0.0);
         assert_eq!(row(1 << 20, 10.0, 1, 0).busbw_gb_s, 0.0);
+        // 12 KiB in 40 ms: far below a thousandth of a GB/s, and still not 0.
+        let slow = row(12 << 10, 40_000.0, 8, 0);
+        assert_eq!(slow.algbw_gb_s, 0.0003072);
+        assert!(slow.busbw_gb_s > 0.0);
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub fn parse_size(raw: &str) -> Result<u64, String> {
         ));
     }
     let unit = unit_of(suffix).ok_or_else(|| {
-        format!("--sizes: {raw:?} has an unknown suffix {suffix:?} (use K, M or G, 1024-based); {EXAMPLE}")
+        format!("--sizes: {raw:?} is not a size: unknown suffix {suffix:?} (use K, M or G, 1024-based); {EXAMPLE}")
     })?;
     let too_big = || {
         format!(
