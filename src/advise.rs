@@ -85,38 +85,6 @@ fn active_ib_ports(f: &NodeFacts) -> Vec<String> {
         .collect()
 }
 
-/// Quotes one word for a POSIX shell when it needs it.
-pub fn shell_quote(word: &str) -> String {
-    let safe = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c));
-    if safe {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
-/// `KEY=value KEY2=value2` in a stable order (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_DISABLE, then the rest).
-pub fn env_prefix(env: &BTreeMap<String, String>) -> String {
-    const FIRST: [&str; 3] = [
-        "NCCL_SOCKET_IFNAME",
-        "GLOO_SOCKET_IFNAME",
-        "NCCL_IB_DISABLE",
-    ];
-    let mut parts: Vec<String> = FIRST
-        .iter()
-        .filter_map(|k| env.get(*k).map(|v| format!("{k}={}", shell_quote(v))))
-        .collect();
-    parts.extend(
-        env.iter()
-            .filter(|(k, _)| !FIRST.contains(&k.as_str()))
-            .map(|(k, v)| format!("{k}={}", shell_quote(v))),
-    );
-    parts.join(" ")
-}
-
 /// The script words for torchrun, quoted.
 fn script_words(script: &[String]) -> String {
     if script.is_empty() {
@@ -124,7 +92,7 @@ fn script_words(script: &[String]) -> String {
     } else {
         script
             .iter()
-            .map(|w| shell_quote(w))
+            .map(|w| crate::shell::quote(w))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -140,7 +108,7 @@ pub fn torchrun_command(
     master_port: u16,
     script: &[String],
 ) -> String {
-    let prefix = env_prefix(env);
+    let prefix = crate::shell::env_prefix(env);
     let sep = if prefix.is_empty() { "" } else { " " };
     format!(
         "{prefix}{sep}torchrun --nnodes={nnodes} --nproc-per-node={nproc} --node-rank={node_rank} --master-addr={master_addr} --master-port={master_port} {}",
@@ -206,12 +174,6 @@ fn interface_reason(chosen: &Interface, all: &[&Interface]) -> String {
     s
 }
 
-/// Visible GPUs on a node: the count torchrun's --nproc-per-node should default to.
-pub fn visible_gpu_count(facts: &NodeFacts) -> u32 {
-    let cvd = facts.env.get("CUDA_VISIBLE_DEVICES").map(|s| s.as_str());
-    preflight_checks::visible_devices::resolve(cvd, &facts.gpu.gpus).count() as u32
-}
-
 /// The master port to recommend: the requested one when it is free, else the verified free alternative.
 fn master_port_for(facts: &NodeFacts, requested: u16, reasons: &mut Vec<String>) -> u16 {
     let p = &facts.ports;
@@ -271,7 +233,7 @@ pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
     }
     reasons.push(ib_reason);
     let master_port = master_port_for(facts, input.master_port, &mut reasons);
-    let gpus = visible_gpu_count(facts);
+    let gpus = preflight_checks::visible_devices::visible_gpu_count(facts);
     let nproc = input.nproc_per_node.unwrap_or(gpus.max(1));
     if input.nproc_per_node.is_none() {
         reasons.push(if gpus > 0 {
@@ -297,7 +259,7 @@ pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
     }];
     let standalone = format!(
         "{} torchrun --standalone --nproc-per-node={nproc} {}",
-        env_prefix(&env),
+        crate::shell::env_prefix(&env),
         script_words(&input.script)
     );
     Recommendation {
@@ -323,28 +285,6 @@ mod tests {
         );
         assert_eq!(nccl_ifname_value("eth0", ["lo", "eth0", "docker0"]), "eth0");
         assert_eq!(nccl_ifname_value("eth1", ["eth1", "eth10"]), "=eth1");
-    }
-
-    #[test]
-    fn shell_quote_leaves_plain_words_and_quotes_the_rest() {
-        assert_eq!(shell_quote("train.py"), "train.py");
-        assert_eq!(shell_quote("--lr=0.1"), "--lr=0.1");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
-
-    #[test]
-    fn env_prefix_puts_the_three_main_variables_first() {
-        let mut env = BTreeMap::new();
-        env.insert("NCCL_IB_HCA".to_string(), "mlx5_0:1".to_string());
-        env.insert("NCCL_IB_DISABLE".to_string(), "0".to_string());
-        env.insert("NCCL_SOCKET_IFNAME".to_string(), "=bond0".to_string());
-        env.insert("GLOO_SOCKET_IFNAME".to_string(), "bond0".to_string());
-        assert_eq!(
-            env_prefix(&env),
-            "NCCL_SOCKET_IFNAME==bond0 GLOO_SOCKET_IFNAME=bond0 NCCL_IB_DISABLE=0 NCCL_IB_HCA=mlx5_0:1"
-        );
     }
 }
 
@@ -456,7 +396,7 @@ pub fn advise_cluster(
         .unwrap_or_else(|| "<rank-0-address>".into());
     let min_gpus = nodes
         .iter()
-        .map(|(_, f)| visible_gpu_count(f))
+        .map(|(_, f)| preflight_checks::visible_devices::visible_gpu_count(f))
         .min()
         .unwrap_or(0);
     let nproc = input.nproc_per_node.unwrap_or(min_gpus.max(1));

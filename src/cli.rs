@@ -1,4 +1,5 @@
-//! Command-line interface (clap derive). Produces a validated [`Config`] and nothing else.
+//! Command-line interface: the clap structs and nothing else. `config` turns them, with the
+//! environment, into validated jobs.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -50,7 +51,7 @@ pub enum Command {
     Cluster(ClusterArgs),
     /// Internal: the NCCL all-reduce child process `preflight cluster` starts on GPU nodes.
     #[command(hide = true)]
-    NcclWorker(crate::measure::nccl::worker::NcclWorkerArgs),
+    NcclWorker(NcclWorkerArgs),
     /// Print the recommended launch (torchrun commands, an sbatch script, or a Kubernetes env list) from a saved cluster report.
     #[command(after_help = AFTER_HELP)]
     Launch(LaunchArgs),
@@ -148,7 +149,7 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub probe: ProbeArgs,
     /// The port torchrun's rendezvous (the master) will listen on.
-    #[arg(long, alias = "master_port", default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, alias = "master_port", default_value_t = crate::placement::DEFAULT_MASTER_PORT, value_parser = clap::value_parser!(u16).range(1..))]
     pub master_port: u16,
     #[command(flatten)]
     pub job: JobArgs,
@@ -321,11 +322,37 @@ pub struct FactsArgs {
     #[command(flatten)]
     pub probe: ProbeArgs,
     /// The port torchrun's rendezvous (the master) will listen on.
-    #[arg(long, alias = "master_port", default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, alias = "master_port", default_value_t = crate::placement::DEFAULT_MASTER_PORT, value_parser = clap::value_parser!(u16).range(1..))]
     pub master_port: u16,
     /// Write the facts to this file instead of stdout.
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
+}
+
+/// Arguments of the hidden `nccl-worker` subcommand (the parent builds them).
+#[derive(Args, Debug, Clone)]
+pub struct NcclWorkerArgs {
+    /// Total NCCL ranks over all nodes.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub nranks: u32,
+    /// Global rank of this process's first GPU; its GPUs get first-rank .. first-rank+gpus-1.
+    #[arg(long)]
+    pub first_rank: u32,
+    /// Local GPUs to drive (devices 0..gpus-1 of CUDA_VISIBLE_DEVICES).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub gpus: u32,
+    /// Message sizes in bytes, comma separated; K/M/G suffixes are powers of 1024.
+    #[arg(long, required = true)]
+    pub sizes: String,
+    /// Untimed all-reduces per size.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub warmup: u32,
+    /// Timed all-reduces per size.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub iters: u32,
+    /// Create and print the unique id even when --first-rank is not 0.
+    #[arg(long)]
+    pub id_out: bool,
 }
 
 /// Parses argv; on bad flags clap prints the error and exits with code 2.

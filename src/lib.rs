@@ -1,14 +1,27 @@
-//! preflight: the binary's library half (CLI, node and cluster runs, advice, renderers).
+//! preflight: the binary's library half. Layers, top to bottom (a module names only those below it):
+//!
+//! - `app`: runs a command and is the only caller of `render` and `output`;
+//! - `cli` (clap structs) and `config` (clap + environment -> validated jobs);
+//! - `commands`: one module per subcommand, each returns an `Outcome`;
+//! - `runtime`: the node agent, the coordinator, all-reduce scheduling, the torchrun local group;
+//! - `launchline` (the user's torchrun line), `placement` (ranks and master), `advise`, `report`;
+//! - `measure` (tcp, mtu, ring, NCCL worker) over `transport` (auth, wire, events);
+//! - `render` (text, JSON, JUnit, progress) and `shell` (quoting): leaves any layer may format with.
+//!
+//! See docs/ARCHITECTURE.md.
 
 pub mod advise;
 pub mod app;
 pub mod cli;
-pub mod cluster;
-pub mod explain;
-pub mod launch_recipe;
+pub mod commands;
+pub mod config;
+pub mod launchline;
 pub mod measure;
-pub mod node;
 pub mod output;
-pub mod progress;
+pub mod placement;
+pub mod recipe;
 pub mod render;
-pub mod torchrun;
+pub mod report;
+pub mod runtime;
+pub mod shell;
+pub mod transport;

@@ -350,6 +350,13 @@ fn match_mig(uuid: &str, gpus: &[Gpu]) -> Matched {
         .unwrap_or_else(|| Matched::UnresolvedMig(uuid.to_string()))
 }
 
+/// Visible GPUs on a node after `CUDA_VISIBLE_DEVICES`: the count torchrun's
+/// `--nproc-per-node` should default to.
+pub fn visible_gpu_count(facts: &crate::model::NodeFacts) -> u32 {
+    let cvd = facts.env.get("CUDA_VISIBLE_DEVICES").map(|s| s.as_str());
+    resolve(cvd, &facts.gpu.gpus).count() as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 //! Unprivileged: `IP_MTU_DISCOVER = IP_PMTUDISC_DO` sets DF, and the peer echoes a short
 //! acknowledgement (never the whole datagram) only for datagrams tagged with the job secret.
 
-use crate::cluster::auth::Secret;
+use crate::transport::auth::Secret;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;

@@ -9,9 +9,9 @@ mod conn;
 mod plan;
 mod worker;
 
-use crate::cluster::auth::Secret;
 pub use crate::measure::RankRow;
 use crate::measure::sizes::human_bytes;
+use crate::transport::auth::Secret;
 pub use preflight_checks::collective::{algbw_gb_s, busbw_gb_s};
 use std::io;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -164,7 +164,7 @@ pub fn iters_for(bytes: u64, iters: u32) -> u32 {
 }
 
 /// Runs the all-reduce over every size in `sizes` (bytes, multiples of 4) and returns one row each.
-pub fn run(
+pub fn ring_allreduce(
     listener: RingListener,
     peers: &RingPeers,
     sizes: &[u64],
@@ -609,7 +609,7 @@ mod data {
     /// reduce-scatter step 0, so the wrong value travels the whole ring.
     pub fn perturb_first_send(buf: &mut [f32], count: usize, n: usize, pos: usize, used: usize) {
         let first = (0..used)
-            .map(|j| plan::Plan::new(count, n, pos, used, j).step(0).send)
+            .map(|j| plan::SegmentPlan::new(count, n, pos, used, j).step(0).send)
             .find(|r| !r.is_empty());
         if let Some(r) = first {
             buf[r.start] += 1.0;

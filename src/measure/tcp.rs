@@ -1,7 +1,8 @@
 //! TCP between nodes: classified connects, ping-pong RTT, bulk throughput, and the listener that serves them.
 
-use crate::cluster::auth::{self, Secret};
-use crate::cluster::wire::{Msg, read_msg, write_msg};
+use crate::transport::auth::{self, Secret};
+use crate::transport::events::Events;
+use crate::transport::wire::{Msg, read_msg, write_msg};
 use preflight_checks::model::LinkOutcome;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -97,7 +98,12 @@ pub struct DataServer {
 
 impl DataServer {
     /// Binds `ip:0` (a random high port, as NCCL does) and serves in the background.
-    pub fn start(ip: std::net::IpAddr, secret: Secret, my_rank: u32) -> io::Result<DataServer> {
+    pub fn start(
+        ip: std::net::IpAddr,
+        secret: Secret,
+        my_rank: u32,
+        events: Events,
+    ) -> io::Result<DataServer> {
         let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -105,7 +111,7 @@ impl DataServer {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("data-{addr}"))
-            .spawn(move || accept_loop(listener, secret, my_rank, stop2))?;
+            .spawn(move || accept_loop(listener, secret, my_rank, stop2, events))?;
         Ok(DataServer {
             addr,
             stop,
@@ -123,16 +129,23 @@ impl Drop for DataServer {
     }
 }
 
-fn accept_loop(listener: TcpListener, secret: Secret, my_rank: u32, stop: Arc<AtomicBool>) {
+fn accept_loop(
+    listener: TcpListener,
+    secret: Secret,
+    my_rank: u32,
+    stop: Arc<AtomicBool>,
+    events: Events,
+) {
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, peer)) => {
                 let secret = secret.clone();
+                let events = events.clone();
                 let _ = std::thread::Builder::new()
                     .name("data-conn".into())
                     .spawn(move || {
                         if let Err(e) = serve(stream, &secret, my_rank) {
-                            crate::cluster::log(&format!("data connection from {peer}: {e}"));
+                            events.log(format!("data connection from {peer}: {e}"));
                         }
                     });
             }
@@ -200,7 +213,13 @@ mod tests {
     #[test]
     fn ping_and_bulk_through_an_authenticated_listener() {
         let secret = Secret::derive(Some("t"), None, "m", 1);
-        let srv = DataServer::start("127.0.0.1".parse().unwrap(), secret.clone(), 1).unwrap();
+        let srv = DataServer::start(
+            "127.0.0.1".parse().unwrap(),
+            secret.clone(),
+            1,
+            Events::none(),
+        )
+        .unwrap();
         let mut s = connect(srv.addr, Duration::from_secs(1)).unwrap();
         assert_eq!(auth::connect(&mut s, &secret, 0, 2, Some(1)).unwrap(), 1);
         let rtts = ping(&mut s, 20, Duration::from_secs(2)).unwrap();
@@ -214,7 +233,13 @@ mod tests {
     #[test]
     fn wrong_rank_on_the_listener_is_detected() {
         let secret = Secret::derive(Some("t"), None, "m", 1);
-        let srv = DataServer::start("127.0.0.1".parse().unwrap(), secret.clone(), 3).unwrap();
+        let srv = DataServer::start(
+            "127.0.0.1".parse().unwrap(),
+            secret.clone(),
+            3,
+            Events::none(),
+        )
+        .unwrap();
         let mut s = connect(srv.addr, Duration::from_secs(1)).unwrap();
         let r = auth::connect(&mut s, &secret, 0, 4, Some(1));
         assert!(matches!(

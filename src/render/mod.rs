@@ -2,8 +2,11 @@
 
 pub mod cluster;
 pub mod collective;
+pub mod explain;
 pub mod json;
 pub mod junit;
+pub mod launch;
+pub mod progress;
 pub mod table;
 
 /// How the table renderer may decorate its output.

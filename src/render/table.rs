@@ -208,12 +208,12 @@ fn recommendation_block(report: &Report, rec: &preflight_checks::model::Recommen
     };
     let _ = writeln!(s, "Recommended environment for {who}:");
     for (k, v) in &rec.env {
-        let _ = writeln!(s, "  export {k}={}", crate::advise::shell_quote(v));
+        let _ = writeln!(s, "  export {k}={}", crate::shell::quote(v));
     }
     for (rank, env) in &rec.node_env {
         let _ = writeln!(s, "  on rank {rank}:");
         for (k, v) in env {
-            let _ = writeln!(s, "    export {k}={}", crate::advise::shell_quote(v));
+            let _ = writeln!(s, "    export {k}={}", crate::shell::quote(v));
         }
     }
     if !rec.reasons.is_empty() {

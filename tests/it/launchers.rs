@@ -1,8 +1,8 @@
 //! Under the launchers people use: env fixtures of srun/torchrun/Kubernetes, the shipped recipes
 //! (sbatch, Indexed Job manifest), torchrun's one-preflight-per-node rule, and `preflight launch`.
 
-use preflight::cli::{Cli, ClusterArgs, Command as Sub};
-use preflight::cluster::launcher::{self, LocalIdentity, Placement};
+use preflight::cli::{Cli, Command as Sub};
+use preflight::placement::{self as launcher, LocalIdentity, Placement, PlacementFlags};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -34,13 +34,13 @@ fn read_env(name: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn cluster_args(flags: &[&str]) -> ClusterArgs {
+fn cluster_args(flags: &[&str]) -> PlacementFlags {
     use clap::Parser;
     match Cli::try_parse_from(["preflight", "cluster"].iter().chain(flags.iter()))
         .expect("flags parse")
         .command
     {
-        Sub::Cluster(c) => c,
+        Sub::Cluster(c) => preflight::config::placement_flags(&c),
         _ => unreachable!(),
     }
 }

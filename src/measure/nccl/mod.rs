@@ -196,7 +196,7 @@ impl NcclError {
 /// Why a node cannot run the NCCL worker, judged from its facts alone (so the coordinator can
 /// judge every node, and the node itself the same way); None when it can.
 pub fn unready(facts: &NodeFacts) -> Option<String> {
-    if crate::advise::visible_gpu_count(facts) == 0 {
+    if preflight_checks::visible_devices::visible_gpu_count(facts) == 0 {
         return Some(match (&facts.gpu.nvml_error, facts.gpu.gpus.len()) {
             (Some(e), _) => format!("no GPU visible: NVML could not load ({e})"),
             (None, 0) => "no GPU visible: NVML found 0 GPUs".to_string(),

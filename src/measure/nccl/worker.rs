@@ -11,7 +11,6 @@
 //! timed in-place all-reduces, timed with CUDA events (timing enabled) on each GPU's stream.
 
 use super::protocol::{self, ID_BYTES, MAX_LINE, RankRow};
-use clap::Args;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use cudarc::nccl::result as nccl;
@@ -20,39 +19,29 @@ use serde_json::json;
 use std::io::{BufRead, Read, Write};
 use std::sync::Arc;
 
-/// Arguments of the hidden `nccl-worker` subcommand (the parent builds them).
-#[derive(Args, Debug, Clone)]
-pub struct NcclWorkerArgs {
+/// What one worker does (from the hidden `nccl-worker` subcommand's validated flags).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerSpec {
     /// Total NCCL ranks over all nodes.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub nranks: u32,
-    /// Global rank of this process's first GPU; its GPUs get first-rank .. first-rank+gpus-1.
-    #[arg(long)]
+    /// Global rank of this process's first GPU.
     pub first_rank: u32,
     /// Local GPUs to drive (devices 0..gpus-1 of CUDA_VISIBLE_DEVICES).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub gpus: u32,
-    /// Message sizes in bytes, comma separated; K/M/G suffixes are powers of 1024.
-    #[arg(long, value_delimiter = ',', value_parser = crate::measure::sizes::parse_size, required = true)]
+    /// Message sizes in bytes.
     pub sizes: Vec<u64>,
-    /// Untimed all-reduces per size.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub warmup: u32,
-    /// Timed all-reduces per size.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub iters: u32,
-    /// Create and print the unique id even when --first-rank is not 0.
-    #[arg(long)]
+    /// Create and print the unique id even when `first_rank` is not 0.
     pub id_out: bool,
 }
 
-/// Runs the worker; returns the process exit code (0 after `{"done":true}`).
-pub fn main(args: &NcclWorkerArgs) -> u8 {
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
-    let mut out = Out;
+/// Runs the worker, reading the unique id from `input` and writing protocol lines to `output`;
+/// returns the process exit code (0 after `{"done":true}`).
+pub fn serve(args: &WorkerSpec, input: &mut dyn BufRead, output: &mut dyn Write) -> u8 {
+    let mut out = Out(output);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run(args, &mut input, &mut out)
+        drive_gpus(args, input, &mut out)
     }));
     let err = match result {
         Ok(Ok(())) => {
@@ -66,14 +55,13 @@ pub fn main(args: &NcclWorkerArgs) -> u8 {
     1
 }
 
-/// Writes protocol lines to stdout, flushed at once; a closed pipe is ignored (the parent is gone).
-struct Out;
+/// Writes protocol lines, flushed at once; a closed pipe is ignored (the parent is gone).
+struct Out<'a>(&'a mut dyn Write);
 
-impl Out {
+impl Out<'_> {
     fn send(&mut self, v: serde_json::Value) {
-        let mut so = std::io::stdout().lock();
-        let _ = writeln!(so, "{v}");
-        let _ = so.flush();
+        let _ = writeln!(self.0, "{v}");
+        let _ = self.0.flush();
     }
 }
 
@@ -85,7 +73,7 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Checks arguments and libraries, then does the work.
-fn run(args: &NcclWorkerArgs, input: &mut dyn BufRead, out: &mut Out) -> Result<(), String> {
+fn drive_gpus(args: &WorkerSpec, input: &mut dyn BufRead, out: &mut Out<'_>) -> Result<(), String> {
     check_args(args)?;
     check_libraries()?;
     cudarc::driver::result::init().map_err(|e| format!("cuInit failed: {e:?}"))?;
@@ -120,7 +108,7 @@ fn run(args: &NcclWorkerArgs, input: &mut dyn BufRead, out: &mut Out) -> Result<
     Ok(())
 }
 
-fn check_args(args: &NcclWorkerArgs) -> Result<(), String> {
+fn check_args(args: &WorkerSpec) -> Result<(), String> {
     let last = u64::from(args.first_rank) + u64::from(args.gpus);
     if last > u64::from(args.nranks) {
         return Err(format!(
@@ -203,7 +191,7 @@ struct Gpus {
 }
 
 impl Gpus {
-    fn open(args: &NcclWorkerArgs) -> Result<Gpus, String> {
+    fn open(args: &WorkerSpec) -> Result<Gpus, String> {
         let mut streams = Vec::new();
         for i in 0..args.gpus as usize {
             let ctx = CudaContext::new(i).map_err(|e| format!("opening GPU {i}: {e:?}"))?;
@@ -223,11 +211,7 @@ struct Comms {
 
 impl Comms {
     /// ncclCommInitRank for every local GPU inside one group (ranks first_rank+i, device i).
-    fn init(
-        args: &NcclWorkerArgs,
-        gpus: &Gpus,
-        id: nccl_sys::ncclUniqueId,
-    ) -> Result<Comms, String> {
+    fn init(args: &WorkerSpec, gpus: &Gpus, id: nccl_sys::ncclUniqueId) -> Result<Comms, String> {
         let mut comms: Vec<nccl_sys::ncclComm_t> = vec![std::ptr::null_mut(); gpus.streams.len()];
         nccl::group_start().map_err(|e| format!("ncclGroupStart failed: {:?}", e.0))?;
         let mut first_err = None;
@@ -304,7 +288,7 @@ pub fn count_wrong(got: &[f32], table: &[f32; 61]) -> u64 {
 }
 
 fn measure_size(
-    args: &NcclWorkerArgs,
+    args: &WorkerSpec,
     gpus: &Gpus,
     comms: &Comms,
     bytes: u64,
@@ -350,7 +334,7 @@ fn measure_size(
 
 /// `iters` all-reduces between timing events on every stream; the slowest GPU's mean, in microseconds.
 fn timed(
-    args: &NcclWorkerArgs,
+    args: &WorkerSpec,
     gpus: &Gpus,
     comms: &Comms,
     bufs: &[CudaSlice<f32>],
@@ -465,7 +449,7 @@ mod tests {
 
     #[test]
     fn ranks_must_fit() {
-        let args = NcclWorkerArgs {
+        let args = WorkerSpec {
             nranks: 4,
             first_rank: 3,
             gpus: 2,

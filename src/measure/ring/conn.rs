@@ -4,7 +4,7 @@
 //! size, stream count); from then on the sockets carry raw float32 bytes only.
 
 use super::{RingError, RingPeers};
-use crate::cluster::auth::{self, Secret};
+use crate::transport::auth::{self, Secret};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};

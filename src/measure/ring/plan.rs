@@ -42,21 +42,21 @@ pub struct Step {
 
 /// The schedule of one stream for one message.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub struct SegmentPlan {
     part: Range<usize>,
     n: usize,
     pos: usize,
 }
 
-impl Plan {
+impl SegmentPlan {
     /// Stream `stream` of `used` for a `count`-element message at ring position `pos` of `n`.
-    pub fn new(count: usize, n: usize, pos: usize, used: usize, stream: usize) -> Plan {
+    pub fn new(count: usize, n: usize, pos: usize, used: usize, stream: usize) -> SegmentPlan {
         let part = if stream < used {
             split(count, used, stream)
         } else {
             0..0
         };
-        Plan { part, n, pos }
+        SegmentPlan { part, n, pos }
     }
 
     /// Number of steps: reduce-scatter then all-gather, `n-1` each.
@@ -128,7 +128,7 @@ mod tests {
     fn each_step_sends_what_the_previous_one_received() {
         for n in 2..=8 {
             for pos in 0..n {
-                let p = Plan::new(1003, n, pos, 1, 0);
+                let p = SegmentPlan::new(1003, n, pos, 1, 0);
                 for t in 1..p.steps() {
                     assert_eq!(p.step(t).send, p.step(t - 1).recv, "n={n} pos={pos} t={t}");
                 }
@@ -140,8 +140,8 @@ mod tests {
     fn left_neighbour_sends_what_we_receive() {
         for n in 2..=8 {
             for pos in 0..n {
-                let me = Plan::new(999, n, pos, 1, 0);
-                let left = Plan::new(999, n, (pos + n - 1) % n, 1, 0);
+                let me = SegmentPlan::new(999, n, pos, 1, 0);
+                let left = SegmentPlan::new(999, n, (pos + n - 1) % n, 1, 0);
                 for t in 0..me.steps() {
                     assert_eq!(left.step(t).send, me.step(t).recv);
                 }
@@ -155,7 +155,9 @@ mod tests {
         for n in 2..=6 {
             let count = 2 * n + 1;
             let mut held: Vec<Vec<u64>> = (0..n).map(|r| vec![1u64 << r; count]).collect();
-            let plans: Vec<Plan> = (0..n).map(|p| Plan::new(count, n, p, 1, 0)).collect();
+            let plans: Vec<SegmentPlan> = (0..n)
+                .map(|p| SegmentPlan::new(count, n, p, 1, 0))
+                .collect();
             for t in 0..plans[0].steps() {
                 let sent: Vec<Vec<u64>> = (0..n)
                     .map(|p| held[p][plans[p].step(t).send].to_vec())
@@ -178,7 +180,7 @@ mod tests {
         assert_eq!(streams_used(1, 4), 1);
         assert_eq!(streams_used(MIN_STREAM_ELEMS * 2, 4), 2);
         assert_eq!(streams_used(1 << 24, 4), 4);
-        assert!(Plan::new(10, 4, 0, 1, 3).step(0).send.is_empty());
+        assert!(SegmentPlan::new(10, 4, 0, 1, 3).step(0).send.is_empty());
         let r = 5..5 + 2 * SEG_ELEMS + 3;
         assert_eq!(segments(&r), 3);
         assert_eq!(segment(&r, 2), 5 + 2 * SEG_ELEMS..r.end);

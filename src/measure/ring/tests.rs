@@ -1,7 +1,7 @@
 //! Ring all-reduce over 127.0.0.1 with one thread per rank.
 
 use super::*;
-use crate::cluster::auth;
+use crate::transport::auth;
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
 
@@ -49,7 +49,7 @@ fn ring_with(
         .map(|(r, l)| {
             let p = peers(r, n, ports[(r + 1) % n]);
             let (cfg, secret, sizes) = setup(r);
-            std::thread::spawn(move || run(l, &p, &sizes, &cfg, &secret))
+            std::thread::spawn(move || ring_allreduce(l, &p, &sizes, &cfg, &secret))
         })
         .collect();
     handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -145,7 +145,7 @@ fn corrupting_every_size_marks_every_size() {
 fn a_ring_of_one_needs_no_network() {
     let l = RingListener::bind(LOCAL).unwrap();
     let p = peers(0, 1, 9); // nothing listens on port 9; it must not be contacted
-    let rows = run(l, &p, &[4, 4000], &quick(1), &secret()).unwrap();
+    let rows = ring_allreduce(l, &p, &[4, 4000], &quick(1), &secret()).unwrap();
     assert_eq!(rows.len(), 2);
     assert!(rows.iter().all(|r| r.wrong == 0));
 }
@@ -155,7 +155,7 @@ fn a_neighbour_that_never_comes_is_an_error_within_the_timeout() {
     let gone = RingListener::bind(LOCAL).unwrap().port(); // bound then dropped: refuses
     let l = RingListener::bind(LOCAL).unwrap();
     let t = Instant::now();
-    let e = run(l, &peers(0, 2, gone), &[4000], &quick(2), &secret()).unwrap_err();
+    let e = ring_allreduce(l, &peers(0, 2, gone), &[4000], &quick(2), &secret()).unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     let msg = e.to_string();
     assert!(msg.contains("rank 1"), "{msg}");
@@ -172,7 +172,7 @@ fn a_listening_but_silent_left_neighbour_is_reported() {
         ..peers(0, 2, other.port())
     };
     let t = Instant::now();
-    let e = run(l, &p, &[4000], &quick(2), &secret()).unwrap_err();
+    let e = ring_allreduce(l, &p, &[4000], &quick(2), &secret()).unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(9), "{:?}", t.elapsed());
     assert!(e.to_string().contains("rank 1"), "{e}");
 }
@@ -264,7 +264,7 @@ fn a_neighbour_vanishing_mid_run_is_an_error_not_a_hang() {
         drop(socks);
     });
     let t = Instant::now();
-    let e = run(l, &peers(0, 2, fake_port), &[4 << 20], &cfg, &secret()).unwrap_err();
+    let e = ring_allreduce(l, &peers(0, 2, fake_port), &[4 << 20], &cfg, &secret()).unwrap_err();
     h.join().unwrap();
     assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
     let msg = e.to_string();

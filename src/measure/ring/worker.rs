@@ -1,11 +1,11 @@
 //! The data path: per stream, one sender thread (to the right) and one receiver thread (from the left).
 //!
-//! Both walk the same [`Plan`] segment by segment. The sender may send segment `k` of step `t` once
+//! Both walk the same [`SegmentPlan`] segment by segment. The sender may send segment `k` of step `t` once
 //! the receiver has finished segment `k` of step `t-1` (that is the data it forwards); the receiver
 //! may overwrite segment `k` of step `t` once the sender has sent segment `k` of step `t-1` (the
 //! last read of that memory). So receiving, adding and sending overlap across steps, as in NCCL.
 
-use super::plan::{self, Op, Plan};
+use super::plan::{self, Op, SegmentPlan};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,7 +24,7 @@ pub struct BufPtr {
     len: usize,
 }
 
-// SAFETY: the pointer is only dereferenced inside `Plan` ranges, whose concurrent use is ordered
+// SAFETY: the pointer is only dereferenced inside `SegmentPlan` ranges, whose concurrent use is ordered
 // by `Sync` counters (release/acquire through the mutex), while the owning Vec is kept alive and
 // untouched by the thread that posted the job until all workers answered.
 unsafe impl Send for BufPtr {}
@@ -240,7 +240,7 @@ fn send_all(
     sync: &Sync,
     shared: &Shared,
 ) -> Result<(), Failure> {
-    let plan = Plan::new(job.count, job.n, job.pos, job.used, j);
+    let plan = SegmentPlan::new(job.count, job.n, job.pos, job.used, j);
     if job.announce {
         sock.write_all(&header(j, job.count))
             .map_err(|e| io_failure(true, 0, e, shared))?;
@@ -277,7 +277,7 @@ fn recv_all(
     sync: &Sync,
     shared: &Shared,
 ) -> Result<(), Failure> {
-    let plan = Plan::new(job.count, job.n, job.pos, job.used, j);
+    let plan = SegmentPlan::new(job.count, job.n, job.pos, job.used, j);
     if job.announce {
         let mut h = [0u8; 16];
         sock.read_exact(&mut h)

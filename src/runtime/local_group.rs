@@ -17,9 +17,8 @@
 //! the leader's code, or with 2 when the leader dies without writing one, never announces
 //! itself, or outlives the generous cap.
 
-use super::launcher;
-use super::log;
-use crate::cli::ClusterArgs;
+use crate::placement;
+use crate::transport::events::Events;
 use anyhow::{Context, anyhow};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -77,7 +76,7 @@ impl Limits {
 
 /// The local group this process belongs to: `None` when not under torchrun, or alone on its node.
 pub fn detect(env: &BTreeMap<String, String>) -> anyhow::Result<Option<LocalGroup>> {
-    if !launcher::under_torchrun(env) {
+    if !placement::under_torchrun(env) {
         return Ok(None);
     }
     let get = |k: &str| env.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
@@ -123,50 +122,6 @@ fn group_key(uid: u32, agent_pid: u32, agent_start: u64, restart: &str, run_id: 
     format!("{uid}-{agent_pid}-{agent_start}-{hash}")
 }
 
-/// Under torchrun: `--nproc-per-node` defaults to LOCAL_WORLD_SIZE.
-pub fn default_nproc(args: &mut ClusterArgs, env: &BTreeMap<String, String>) {
-    if args.job.nproc_per_node.is_some() || !launcher::under_torchrun(env) {
-        return;
-    }
-    args.job.nproc_per_node = env
-        .get("LOCAL_WORLD_SIZE")
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|n| *n >= 1);
-}
-
-/// Runs `run` once per node: directly when there is no local group, as the leader on local
-/// rank 0, and on the other local ranks waits for the leader and returns its exit code.
-pub fn run_once_per_node(
-    mut args: ClusterArgs,
-    env: &BTreeMap<String, String>,
-    run: impl FnOnce(ClusterArgs) -> anyhow::Result<u8>,
-) -> anyhow::Result<u8> {
-    default_nproc(&mut args, env);
-    let Some(group) = detect(env)? else {
-        return run(args);
-    };
-    if group.local_rank == 0 {
-        group.claim()?;
-        let result = run(args);
-        let code = match &result {
-            Ok(c) => *c,
-            Err(_) => crate::cli::exit::CANNOT_RUN,
-        };
-        if let Err(e) = group.publish(code) {
-            log(&format!(
-                "could not tell the other local ranks this node's exit code ({e:#}); they end with exit 2"
-            ));
-        }
-        result
-    } else {
-        log(&format!(
-            "local rank {} of {}: local rank 0 takes part for this node; waiting for it",
-            group.local_rank, group.local_world_size
-        ));
-        group.follow(Limits::for_timeout(args.timeout))
-    }
-}
-
 impl LocalGroup {
     fn leader_file(&self) -> PathBuf {
         with_suffix(&self.base, ".leader")
@@ -206,7 +161,7 @@ impl LocalGroup {
     }
 
     /// Waits for the leader's exit code, within `limits`.
-    pub fn follow(&self, limits: Limits) -> anyhow::Result<u8> {
+    pub fn follow(&self, limits: Limits, events: &Events) -> anyhow::Result<u8> {
         let started = Instant::now();
         let mut dead_since: Option<Instant> = None;
         loop {
@@ -224,7 +179,7 @@ impl LocalGroup {
                 None => {}
                 Some(leader) => {
                     if let Some(code) = self.exit_code_of(leader) {
-                        log(&format!(
+                        events.log(format!(
                             "local rank 0 (pid {}) finished with exit code {code}",
                             leader.pid
                         ));
@@ -463,7 +418,7 @@ mod tests {
         let leader = group_in(dir.path(), 0);
         leader.claim().unwrap();
         let follower = group_in(dir.path(), 1);
-        let waiter = std::thread::spawn(move || follower.follow(quick()));
+        let waiter = std::thread::spawn(move || follower.follow(quick(), &Events::none()));
         std::thread::sleep(Duration::from_millis(50));
         leader.publish(1).unwrap();
         assert_eq!(waiter.join().unwrap().unwrap(), 1);
@@ -479,10 +434,13 @@ mod tests {
         std::fs::write(g.leader_file(), format!("{} {}\n", me.pid, me.start)).unwrap();
         std::fs::write(g.exit_file(), format!("0 {} {}\n", dead.pid, dead.start)).unwrap();
         let e = g
-            .follow(Limits {
-                total: Duration::from_millis(200),
-                ..quick()
-            })
+            .follow(
+                Limits {
+                    total: Duration::from_millis(200),
+                    ..quick()
+                },
+                &Events::none(),
+            )
             .unwrap_err();
         assert!(e.to_string().contains("still running"), "{e}");
     }
@@ -494,7 +452,7 @@ mod tests {
         let dead = dead_proc();
         std::fs::write(g.leader_file(), format!("{} {}\n", dead.pid, dead.start)).unwrap();
         let t = Instant::now();
-        let e = g.follow(quick()).unwrap_err();
+        let e = g.follow(quick(), &Events::none()).unwrap_err();
         assert!(t.elapsed() < Duration::from_secs(2));
         let s = e.to_string();
         assert!(s.contains(&format!("pid {}", dead.pid)), "{s}");
@@ -504,7 +462,9 @@ mod tests {
     #[test]
     fn no_leader_at_all_ends_after_the_claim_wait() {
         let dir = tempfile::tempdir().unwrap();
-        let e = group_in(dir.path(), 1).follow(quick()).unwrap_err();
+        let e = group_in(dir.path(), 1)
+            .follow(quick(), &Events::none())
+            .unwrap_err();
         assert!(e.to_string().contains("no local rank 0"), "{e}");
         assert!(e.to_string().contains("exec preflight"), "{e}");
     }
@@ -530,34 +490,5 @@ mod tests {
         assert!(!stale.exists());
         assert!(live.exists());
         assert!(other.exists());
-    }
-
-    #[test]
-    fn nproc_defaults_to_local_world_size_under_torchrun() {
-        use crate::cli::{Cli, Command};
-        use clap::Parser;
-        let parse = |flags: &[&str]| match Cli::try_parse_from(
-            ["preflight", "cluster"].iter().chain(flags.iter()),
-        )
-        .unwrap()
-        .command
-        {
-            Command::Cluster(c) => c,
-            _ => unreachable!(),
-        };
-        let torch = env(&[("TORCHELASTIC_RUN_ID", "r"), ("LOCAL_WORLD_SIZE", "8")]);
-        let mut a = parse(&[]);
-        default_nproc(&mut a, &torch);
-        assert_eq!(a.job.nproc_per_node, Some(8));
-        let mut a = parse(&["--nproc-per-node=4"]);
-        default_nproc(&mut a, &torch);
-        assert_eq!(a.job.nproc_per_node, Some(4));
-        let mut a = parse(&[]);
-        default_nproc(&mut a, &env(&[("LOCAL_WORLD_SIZE", "8"), ("FOO", "1")]));
-        // LOCAL_WORLD_SIZE alone marks torchrun too.
-        assert_eq!(a.job.nproc_per_node, Some(8));
-        let mut a = parse(&[]);
-        default_nproc(&mut a, &env(&[("WORLD_SIZE", "8")]));
-        assert_eq!(a.job.nproc_per_node, None);
     }
 }

@@ -86,7 +86,7 @@ pub fn apply(p: &Parsed, fixes: &[Correction]) -> Vec<Word> {
 
 /// Words as one shell line, with `KEY=value ...` in front when `env` is not empty.
 pub fn render(words: &[Word], env: &BTreeMap<String, String>) -> String {
-    let prefix = crate::advise::env_prefix(env);
+    let prefix = crate::shell::env_prefix(env);
     let body = words
         .iter()
         .map(Word::shell_text)
@@ -112,7 +112,7 @@ pub fn rewrite(p: &Parsed, fixes: &[Correction], env: &BTreeMap<String, String>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::torchrun::args::{parse, split_shell, split_shell_words};
+    use crate::launchline::args::{parse, split_shell, split_shell_words};
 
     fn parsed(line: &str) -> Parsed {
         parse(split_shell_words(line).unwrap())

@@ -2,8 +2,8 @@
 //! unique id between it and the coordinator, and turns its outcome into the reply.
 
 use super::allreduce_node::bounded;
-use super::wire::{Msg, NcclOrder};
 use crate::measure::nccl::{self, NcclJob, NcclOutcome, Worker};
+use crate::transport::wire::{Msg, NcclOrder};
 use preflight_checks::model::NodeFacts;
 use std::time::Duration;
 
@@ -54,7 +54,7 @@ pub fn start(slot: &mut Option<Worker>, facts: &NodeFacts, order: &NcclOrder) ->
 }
 
 /// `NcclRun`: join with the unique id (starting the worker unless `NcclStart` did) and run every size.
-pub fn run(slot: &mut Option<Worker>, facts: &NodeFacts, order: &NcclOrder, id: &str) -> Msg {
+pub fn run_nccl(slot: &mut Option<Worker>, facts: &NodeFacts, order: &NcclOrder, id: &str) -> Msg {
     let worker = match slot.take() {
         Some(w) => Ok(w),
         None => job(facts, order).and_then(|j| nccl::start(&j).map_err(|e| e.to_string())),

@@ -2,10 +2,19 @@
 //!
 //! The protocol carries data, never commands to run.
 
-pub use crate::measure::RankRow;
 use preflight_checks::model::{LinkResult, NodeFacts, Report};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::io::{self, Read, Write};
+
+/// One node's result for one message size, as the ring, the NCCL worker and the wire carry it.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct RankRow {
+    pub bytes: u64,
+    /// Mean time of one all-reduce on this node (the slowest local GPU for NCCL), microseconds.
+    pub time_us: f64,
+    /// Elements that differed from the exact expected sum after the last iteration.
+    pub wrong: u64,
+}
 
 /// Protocol version; both ends must agree.
 pub const PROTO: u32 = 1;

@@ -1,11 +1,10 @@
-//! `preflight launch`: the recommended launch from a saved cluster report, as torchrun commands, an sbatch script or a Kubernetes `env:` list.
+//! The recommended launch taken out of a saved cluster report (`preflight launch`): nodes, env,
+//! master and script, checked safe to put into a script; `render::launch` prints it.
 //!
 //! Everything comes from the report's `recommendation` (env, node_env, master address and
 //! port, the launch commands); nothing is measured here. The node rank of each command is the
 //! rank preflight measured, because rank 0 must be the host that owns the master address.
 
-use crate::advise::{env_prefix, shell_quote};
-use crate::cli::{LaunchArgs, LaunchFormat, exit};
 use preflight_checks::model::{Mode, Recommendation, Report, SCHEMA, Status};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,7 +46,7 @@ pub enum LaunchError {
 
 /// What every format needs, taken out of the report once.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
+pub struct LaunchPlan {
     pub nnodes: u32,
     pub nproc_per_node: u32,
     pub master_addr: String,
@@ -55,7 +54,7 @@ pub struct Plan {
     /// Shared by every node.
     pub env: BTreeMap<String, String>,
     /// Per node, in rank order: rank, hostname, its own extra values.
-    pub nodes: Vec<PlanNode>,
+    pub nodes: Vec<LaunchNode>,
     /// The script and its arguments, already shell-quoted.
     pub script: String,
     /// Worst status of the report.
@@ -64,26 +63,10 @@ pub struct Plan {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct PlanNode {
+pub struct LaunchNode {
     pub rank: u32,
     pub hostname: String,
     pub env: BTreeMap<String, String>,
-}
-
-/// Runs `preflight launch`: prints the launch; exit 1 when the report has failing findings.
-pub fn run(args: LaunchArgs) -> anyhow::Result<u8> {
-    let report = load(&args.report)?;
-    let plan = plan(&report, &args)?;
-    crate::output::stdout(&render(&plan, args.format))?;
-    if matches!(plan.status, Status::Fail | Status::Error) {
-        crate::cluster::log(&format!(
-            "{} has failing findings (status {}): the launch above is what preflight recommends, but fix those first",
-            args.report.display(),
-            status_word(plan.status)
-        ));
-        return Ok(exit::FINDINGS);
-    }
-    Ok(exit::OK)
 }
 
 /// Reads a cluster report, telling a missing file, garbage, and a node report apart.
@@ -114,16 +97,13 @@ pub fn load(path: &Path) -> Result<Report, LaunchError> {
     Ok(report)
 }
 
-fn status_word(s: Status) -> String {
-    serde_json::to_value(s)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{s:?}"))
-}
-
 /// Works out nodes, env, master and script from the report and the flags.
-pub fn plan(report: &Report, args: &LaunchArgs) -> Result<Plan, LaunchError> {
-    let path = args.report.as_path();
+pub fn plan(
+    report: &Report,
+    path: &Path,
+    nproc_per_node: Option<u32>,
+    script: &[String],
+) -> Result<LaunchPlan, LaunchError> {
     let no_rec = |why| {
         let failing: Vec<String> = report
             .findings
@@ -137,7 +117,7 @@ pub fn plan(report: &Report, args: &LaunchArgs) -> Result<Plan, LaunchError> {
         LaunchError::NoRecommendation {
             path: path.into(),
             why,
-            status: status_word(report.status),
+            status: report.status.to_string(),
             failing: if failing.is_empty() {
                 "none".into()
             } else {
@@ -157,14 +137,13 @@ pub fn plan(report: &Report, args: &LaunchArgs) -> Result<Plan, LaunchError> {
     let nnodes = flag_value(&first.command, "--nnodes=")
         .unwrap_or(rec.launch.len() as u32)
         .max(1);
-    let nproc_per_node = args
-        .nproc_per_node
+    let nproc_per_node = nproc_per_node
         .or_else(|| flag_value(&first.command, "--nproc-per-node="))
         .unwrap_or(1);
     let nodes = rec
         .launch
         .iter()
-        .map(|l| PlanNode {
+        .map(|l| LaunchNode {
             rank: l.node_rank,
             hostname: report
                 .nodes
@@ -179,14 +158,14 @@ pub fn plan(report: &Report, args: &LaunchArgs) -> Result<Plan, LaunchError> {
                 .unwrap_or_default(),
         })
         .collect();
-    let plan = Plan {
+    let plan = LaunchPlan {
         nnodes,
         nproc_per_node,
         master_addr,
         master_port: rec.master_port,
         env: rec.env.clone(),
         nodes,
-        script: script_words(args, rec),
+        script: script_words(script, rec),
         status: report.status,
         source: path.display().to_string(),
     };
@@ -195,17 +174,11 @@ pub fn plan(report: &Report, args: &LaunchArgs) -> Result<Plan, LaunchError> {
 }
 
 /// `--script S -- args`, or `-- S args`, else the script in the report's own commands, else train.py.
-fn script_words(args: &LaunchArgs, rec: &Recommendation) -> String {
-    let words: Vec<String> = args
-        .script
-        .iter()
-        .chain(args.script_args.iter())
-        .cloned()
-        .collect();
+fn script_words(words: &[String], rec: &Recommendation) -> String {
     if !words.is_empty() {
         return words
             .iter()
-            .map(|w| shell_quote(w))
+            .map(|w| crate::shell::quote(w))
             .collect::<Vec<_>>()
             .join(" ");
     }
@@ -241,7 +214,7 @@ fn is_host_like(s: &str) -> bool {
 }
 
 /// Names and hosts go into scripts unquoted in places: refuse anything but plain ones.
-fn check_safe(plan: &Plan, path: &Path) -> Result<(), LaunchError> {
+fn check_safe(plan: &LaunchPlan, path: &Path) -> Result<(), LaunchError> {
     let unsafe_ = |what, value: &str| LaunchError::Unsafe {
         path: path.into(),
         what,
@@ -265,165 +238,6 @@ fn check_safe(plan: &Plan, path: &Path) -> Result<(), LaunchError> {
         return Err(unsafe_("the hostname", &n.hostname));
     }
     Ok(())
-}
-
-/// The launch in `format`.
-pub fn render(plan: &Plan, format: LaunchFormat) -> String {
-    match format {
-        LaunchFormat::Torchrun => torchrun(plan),
-        LaunchFormat::Sbatch => sbatch(plan),
-        LaunchFormat::K8sEnv => k8s_env(plan),
-    }
-}
-
-fn header(plan: &Plan, format: &str) -> String {
-    format!(
-        "# preflight launch --format {format}: from {} (status {}, {} node(s) measured)\n",
-        plan.source,
-        status_word(plan.status),
-        plan.nodes.len()
-    )
-}
-
-fn node_label(n: &PlanNode) -> String {
-    if n.hostname.is_empty() {
-        format!("node rank {}", n.rank)
-    } else {
-        format!("node rank {} ({})", n.rank, n.hostname)
-    }
-}
-
-fn torchrun_args(plan: &Plan, rank: &str, addr: &str, port: &str) -> String {
-    format!(
-        "torchrun --nnodes={} --nproc-per-node={} --node-rank={rank} --master-addr={addr} --master-port={port} {}",
-        plan.nnodes, plan.nproc_per_node, plan.script
-    )
-}
-
-fn torchrun(plan: &Plan) -> String {
-    let mut out = header(plan, "torchrun");
-    out.push_str("# Run each line on its node.\n");
-    let port = plan.master_port.to_string();
-    for n in &plan.nodes {
-        let mut env = plan.env.clone();
-        env.extend(n.env.clone());
-        let prefix = env_prefix(&env);
-        let sep = if prefix.is_empty() { "" } else { " " };
-        out.push_str(&format!("# {}\n", node_label(n)));
-        out.push_str(&format!(
-            "{prefix}{sep}{}\n",
-            torchrun_args(plan, &n.rank.to_string(), &plan.master_addr, &port)
-        ));
-    }
-    out
-}
-
-fn short(host: &str) -> &str {
-    host.split('.').next().unwrap_or(host)
-}
-
-fn sbatch(plan: &Plan) -> String {
-    let mut out = String::from("#!/bin/bash\n");
-    out.push_str(&format!("#SBATCH --nodes={}\n", plan.nnodes));
-    out.push_str("#SBATCH --ntasks-per-node=1\n");
-    out.push_str(&format!(
-        "#SBATCH --gpus-per-node={}\n",
-        plan.nproc_per_node
-    ));
-    let hosts: Vec<&str> = plan
-        .nodes
-        .iter()
-        .map(|n| short(&n.hostname))
-        .filter(|h| !h.is_empty())
-        .collect();
-    if hosts.len() == plan.nodes.len() && !hosts.is_empty() {
-        out.push_str(&format!("#SBATCH --nodelist={}\n", hosts.join(",")));
-    }
-    out.push_str(&header(plan, "sbatch"));
-    out.push_str(
-        "# The environment was measured on the nodes in --nodelist; on other nodes run\n\
-         # examples/slurm/preflight.sbatch there first. Node ranks follow preflight's ranks:\n\
-         # rank 0 must be the host that owns MASTER_ADDR.\n\
-         set -euo pipefail\n\n",
-    );
-    for (k, v) in &plan.env {
-        out.push_str(&format!("export {k}={}\n", shell_quote(v)));
-    }
-    out.push_str(&format!(
-        "export MASTER_ADDR={}\nexport MASTER_PORT={}\n\n",
-        shell_quote(&plan.master_addr),
-        plan.master_port
-    ));
-    // The per-node part runs on every node under srun; the script words travel as "$@".
-    let mut body = String::from("case \"${SLURMD_NODENAME:-$(hostname -s)}\" in\n");
-    for n in &plan.nodes {
-        let pattern = if n.hostname.is_empty() {
-            format!("rank{}-unknown-host", n.rank)
-        } else {
-            let s = short(&n.hostname);
-            format!("{s}|{s}.*")
-        };
-        let own: String = n
-            .env
-            .iter()
-            .map(|(k, v)| format!("; export {k}={}", shell_quote(v)))
-            .collect();
-        body.push_str(&format!("  {pattern}) NODE_RANK={}{own} ;;\n", n.rank));
-    }
-    body.push_str(
-        "  *) echo \"preflight launch: node $(hostname) was not measured by preflight; rerun preflight cluster on this allocation\" >&2; exit 2 ;;\n\
-         esac\n",
-    );
-    body.push_str(&format!(
-        "exec torchrun --nnodes={} --nproc-per-node={} --node-rank=\"$NODE_RANK\" --master-addr=\"$MASTER_ADDR\" --master-port=\"$MASTER_PORT\" \"$@\"\n",
-        plan.nnodes, plan.nproc_per_node
-    ));
-    out.push_str(&format!(
-        "srun --kill-on-bad-exit=1 bash -c {} bash {}\n",
-        shell_quote(&body),
-        plan.script
-    ));
-    out
-}
-
-fn yaml_str(v: &str) -> String {
-    // A JSON string is a valid YAML double-quoted scalar.
-    serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into())
-}
-
-fn k8s_env(plan: &Plan) -> String {
-    let mut out = header(plan, "k8s-env");
-    out.push_str(
-        "# Paste under the container's `env:`. torchrun reads PET_NNODES and PET_NPROC_PER_NODE as\n\
-         # --nnodes and --nproc-per-node; give it --node-rank=$(JOB_COMPLETION_INDEX) in an Indexed Job.\n",
-    );
-    out.push_str(&format!(
-        "# MASTER_ADDR: use pod 0's stable name (<job>-0.<headless-service>); preflight measured rank 0 at {}.\n",
-        plan.master_addr
-    ));
-    let mut vars: Vec<(String, String)> = plan
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    vars.push(("MASTER_PORT".into(), plan.master_port.to_string()));
-    vars.push(("PET_NNODES".into(), plan.nnodes.to_string()));
-    vars.push(("PET_NPROC_PER_NODE".into(), plan.nproc_per_node.to_string()));
-    for (k, v) in vars {
-        out.push_str(&format!("- name: {k}\n  value: {}\n", yaml_str(&v)));
-    }
-    let own: Vec<&PlanNode> = plan.nodes.iter().filter(|n| !n.env.is_empty()).collect();
-    if !own.is_empty() {
-        out.push_str(
-            "# Per-node values (these differ between nodes; set them in that pod only, or in a wrapper\n\
-             # that switches on JOB_COMPLETION_INDEX):\n",
-        );
-        for n in own {
-            let vals: Vec<String> = n.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            out.push_str(&format!("#   {}: {}\n", node_label(n), vals.join(" ")));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! A node's side of the all-reduce: opens its ring listener, runs its part of the TCP ring, and
 //! drives the NCCL child, answering the coordinator's orders.
 
-use super::auth::Secret;
-use super::wire::{Msg, NcclOrder, RingOrder, WireError, write_msg};
 use crate::measure::ring::{self, Corrupt, RingConfig, RingListener, RingPeers};
+use crate::transport::auth::Secret;
+use crate::transport::events::Events;
+use crate::transport::wire::{Msg, NcclOrder, RingOrder, WireError, write_msg};
 use preflight_checks::model::NodeFacts;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
@@ -18,17 +19,25 @@ pub struct NodeState {
     pub nnodes: u32,
     pub secret: Secret,
     pub facts: NodeFacts,
+    pub events: Events,
     ring: Option<RingListener>,
     nccl: Option<crate::measure::nccl::Worker>,
 }
 
 impl NodeState {
-    pub fn new(rank: u32, nnodes: u32, secret: Secret, facts: NodeFacts) -> NodeState {
+    pub fn new(
+        rank: u32,
+        nnodes: u32,
+        secret: Secret,
+        facts: NodeFacts,
+        events: Events,
+    ) -> NodeState {
         NodeState {
             rank,
             nnodes,
             secret,
             facts,
+            events,
             ring: None,
             nccl: None,
         }
@@ -46,7 +55,7 @@ pub fn handle(
         Msg::Ring { order } => return Some(run_ring(state, order, stream)),
         Msg::NcclStart { order } => super::nccl_node::start(&mut state.nccl, &state.facts, order),
         Msg::NcclRun { order, id } => {
-            super::nccl_node::run(&mut state.nccl, &state.facts, order, id)
+            super::nccl_node::run_nccl(&mut state.nccl, &state.facts, order, id)
         }
         _ => return None,
     }))
@@ -113,7 +122,7 @@ fn run_ring(
         corrupt: std::env::var_os(CORRUPT_HOOK).map(|_| Corrupt { size_index: None }),
     };
     if cfg.corrupt.is_some() {
-        super::log(&format!(
+        state.events.log(format!(
             "test hook {CORRUPT_HOOK} is set: this node perturbs one value it sends in the ring"
         ));
     }

@@ -6,14 +6,10 @@
 //! that `rewrite` applies to the user's own words.
 
 use super::args::{Launcher, Parsed, Problem};
-use crate::cluster::launcher::{join_endpoint, split_endpoint};
+use crate::placement::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, join_endpoint, split_endpoint};
 use preflight_checks::model::{BindStatus, Finding, Fix, NodeFacts, Status};
 use std::net::IpAddr;
 
-/// torchrun's default master port (static rendezvous).
-pub const DEFAULT_MASTER_PORT: u16 = 29500;
-/// torchrun's port for a c10d/etcd endpoint written without one.
-pub const DEFAULT_RDZV_PORT: u16 = 29400;
 /// Rendezvous backends torch registers itself.
 pub const BACKENDS: [&str; 4] = ["static", "c10d", "etcd", "etcd-v2"];
 
@@ -50,7 +46,7 @@ pub enum Correction {
 
 /// The rendezvous the command asks for, as torchrun reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
+pub struct CommandShape {
     /// (min, max) nodes; None when `--nnodes` is malformed.
     pub nnodes: Option<(u32, u32)>,
     /// `--node-rank` (torchrun's default 0 when absent or malformed).
@@ -66,7 +62,7 @@ pub struct Plan {
     pub endpoint_error: Option<String>,
 }
 
-impl Plan {
+impl CommandShape {
     /// The most nodes the job may have.
     pub fn max_nodes(&self) -> u32 {
         self.nnodes.map(|(_, max)| max).unwrap_or(1)
@@ -93,7 +89,7 @@ pub fn parse_nnodes(v: &str) -> Result<(u32, u32), String> {
 }
 
 /// Reads the rendezvous out of the parsed flags.
-pub fn plan(p: &Parsed) -> Plan {
+pub fn shape_of(p: &Parsed) -> CommandShape {
     let nnodes = match p.value("nnodes") {
         Some(v) => parse_nnodes(v).ok(),
         None => Some((1, 1)),
@@ -103,7 +99,7 @@ pub fn plan(p: &Parsed) -> Plan {
         .and_then(|v| v.trim().parse::<u32>().ok());
     let backend = p.value("rdzv-backend").unwrap_or("static").to_string();
     let standalone = p.has("standalone");
-    let mut out = Plan {
+    let mut out = CommandShape {
         nnodes,
         rank: rank_value.unwrap_or(0),
         rank_given: p.has("node-rank"),
@@ -170,7 +166,7 @@ fn finding(
 
 /// Every `launch.*` finding, each with the correction this node can make for it, if any.
 pub fn check(p: &Parsed, ctx: &Context) -> Vec<(Finding, Option<Correction>)> {
-    let plan = plan(p);
+    let plan = shape_of(p);
     let mut out = vec![
         args(p, &plan),
         unknown_flags(p, &plan),
@@ -188,7 +184,7 @@ pub fn check(p: &Parsed, ctx: &Context) -> Vec<(Finding, Option<Correction>)> {
 
 // ----- launch.args, launch.unknown-flag -----
 
-fn args(p: &Parsed, plan: &Plan) -> (Finding, Option<Correction>) {
+fn args(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correction>) {
     let mut bad = Vec::new();
     for problem in &p.problems {
         match problem {
@@ -240,7 +236,7 @@ fn args(p: &Parsed, plan: &Plan) -> (Finding, Option<Correction>) {
     (f, None)
 }
 
-fn unknown_flags(p: &Parsed, plan: &Plan) -> (Finding, Option<Correction>) {
+fn unknown_flags(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correction>) {
     let mut words = Vec::new();
     let mut hints = Vec::new();
     let mut correction = None;
@@ -298,7 +294,7 @@ fn unknown_flags(p: &Parsed, plan: &Plan) -> (Finding, Option<Correction>) {
 
 // ----- launch.nnodes, launch.node-rank -----
 
-fn nnodes(p: &Parsed, plan: &Plan) -> (Finding, Option<Correction>) {
+fn nnodes(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correction>) {
     let name = flag(p, "nnodes");
     let given = p.value("nnodes");
     let rank = plan.rank;
@@ -382,7 +378,7 @@ fn nnodes(p: &Parsed, plan: &Plan) -> (Finding, Option<Correction>) {
 }
 
 /// Why the command looks multi-node although `--nnodes` is absent.
-fn multi_node_hint(p: &Parsed, plan: &Plan) -> Option<String> {
+fn multi_node_hint(p: &Parsed, plan: &CommandShape) -> Option<String> {
     if plan.standalone {
         return None;
     }
@@ -410,7 +406,7 @@ fn is_loopback_name(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-fn node_rank(p: &Parsed, plan: &Plan) -> (Finding, Option<Correction>) {
+fn node_rank(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correction>) {
     let name = flag(p, "node-rank");
     let max = plan.max_nodes();
     let given = p.value("node-rank");
@@ -500,7 +496,7 @@ fn node_rank(p: &Parsed, plan: &Plan) -> (Finding, Option<Correction>) {
 
 // ----- launch.nproc -----
 
-fn nproc(p: &Parsed, plan: &Plan, facts: &NodeFacts) -> (Finding, Option<Correction>) {
+fn nproc(p: &Parsed, plan: &CommandShape, facts: &NodeFacts) -> (Finding, Option<Correction>) {
     let name = flag(p, "nproc-per-node");
     let value = p.value("nproc-per-node").unwrap_or("1");
     let shown = if p.has("nproc-per-node") {
@@ -510,7 +506,7 @@ fn nproc(p: &Parsed, plan: &Plan, facts: &NodeFacts) -> (Finding, Option<Correct
     };
     let rank = plan.rank;
     let counted = facts.gpu.nvml_error.is_none();
-    let visible = crate::advise::visible_gpu_count(facts);
+    let visible = preflight_checks::visible_devices::visible_gpu_count(facts);
     let base = |status, summary: String| {
         finding("launch.nproc", status, rank, shown.clone(), summary)
             .with("nproc_per_node", value)
@@ -569,7 +565,7 @@ fn nproc(p: &Parsed, plan: &Plan, facts: &NodeFacts) -> (Finding, Option<Correct
 
 // ----- launch.standalone, launch.rdzv-backend -----
 
-fn standalone(p: &Parsed, plan: &Plan) -> Option<(Finding, Option<Correction>)> {
+fn standalone(p: &Parsed, plan: &CommandShape) -> Option<(Finding, Option<Correction>)> {
     if !plan.standalone {
         return None;
     }
@@ -644,7 +640,7 @@ fn standalone(p: &Parsed, plan: &Plan) -> Option<(Finding, Option<Correction>)> 
     ))
 }
 
-fn rdzv_backend(p: &Parsed, plan: &Plan) -> Vec<(Finding, Option<Correction>)> {
+fn rdzv_backend(p: &Parsed, plan: &CommandShape) -> Vec<(Finding, Option<Correction>)> {
     let mut out = Vec::new();
     let rank = plan.rank;
     if let Some(v) = p.value("rdzv-backend") {
@@ -721,7 +717,7 @@ fn is_local(facts: &NodeFacts, ip: &IpAddr) -> bool {
 }
 
 /// Does this node host the store (bind the port)?
-pub fn hosts_store(plan: &Plan, resolved: Option<&Resolved>, facts: &NodeFacts) -> bool {
+pub fn hosts_store(plan: &CommandShape, resolved: Option<&Resolved>, facts: &NodeFacts) -> bool {
     if plan.standalone || plan.backend.starts_with("etcd") {
         return false;
     }
@@ -733,7 +729,7 @@ pub fn hosts_store(plan: &Plan, resolved: Option<&Resolved>, facts: &NodeFacts) 
     }
 }
 
-fn endpoint(p: &Parsed, plan: &Plan, ctx: &Context) -> (Finding, Option<Correction>) {
+fn endpoint(p: &Parsed, plan: &CommandShape, ctx: &Context) -> (Finding, Option<Correction>) {
     let rank = plan.rank;
     if plan.standalone {
         return (
@@ -866,7 +862,7 @@ fn endpoint(p: &Parsed, plan: &Plan, ctx: &Context) -> (Finding, Option<Correcti
     )
 }
 
-fn port(p: &Parsed, plan: &Plan, ctx: &Context) -> (Finding, Option<Correction>) {
+fn port(p: &Parsed, plan: &CommandShape, ctx: &Context) -> (Finding, Option<Correction>) {
     let rank = plan.rank;
     let Some((host, port)) = plan.endpoint.clone() else {
         return (
@@ -991,7 +987,11 @@ fn port(p: &Parsed, plan: &Plan, ctx: &Context) -> (Finding, Option<Correction>)
 
 // ----- launch.legacy -----
 
-fn legacy(p: &Parsed, plan: &Plan, script: Option<&str>) -> Option<(Finding, Option<Correction>)> {
+fn legacy(
+    p: &Parsed,
+    plan: &CommandShape,
+    script: Option<&str>,
+) -> Option<(Finding, Option<Correction>)> {
     if p.launcher != Launcher::Launch {
         return None;
     }
@@ -1043,7 +1043,7 @@ fn legacy(p: &Parsed, plan: &Plan, script: Option<&str>) -> Option<(Finding, Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::torchrun::args::{parse, split_shell_words};
+    use crate::launchline::args::{parse, split_shell_words};
     use preflight_checks::model::{BindResult, PortHolder};
 
     fn ib_node() -> NodeFacts {
@@ -1073,7 +1073,7 @@ mod tests {
     /// Judges one command line on `facts`, resolving the endpoint host to `addrs`.
     fn judge(line: &str, facts: &NodeFacts, addrs: &[&str]) -> Vec<(Finding, Option<Correction>)> {
         let p = parse(split_shell_words(line).unwrap());
-        let pl = plan(&p);
+        let pl = shape_of(&p);
         let resolved = pl.endpoint.as_ref().map(|(host, _)| Resolved {
             host: host.clone(),
             addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(),
@@ -1299,7 +1299,7 @@ mod tests {
         );
         assert_eq!(status(&all, "launch.endpoint"), Status::Fail);
         assert_eq!(
-            plan(&parse(
+            shape_of(&parse(
                 split_shell_words("torchrun --rdzv-backend=c10d --rdzv-endpoint=h t.py").unwrap()
             ))
             .endpoint,

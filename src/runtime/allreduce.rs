@@ -1,20 +1,28 @@
 //! The all-reduce phase on the coordinator: picks TCP or NCCL, hands every node its part, merges
 //! the nodes' timings into nccl-tests-style rows (the slowest node's time per size).
 
-use super::coordinator::{Member, read_reply, send_orders, unexpected};
-use super::log;
-use super::wire::{Msg, NcclOrder, RankRow, RingOrder};
-use crate::cli::Allreduce;
-use crate::progress::Progress;
+use super::coordinator::{JoinedNode, read_reply, send_orders, unexpected};
+use crate::transport::events::Events;
+use crate::transport::wire::{Msg, NcclOrder, RankRow, RingOrder};
 use preflight_checks::model::{CollectiveResult, CollectiveRow, NodeFacts, Recommendation};
 use preflight_checks::networks::NetworkEval;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+/// Which all-reduce to measure (`--allreduce`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AllreduceMode {
+    Off,
+    Tcp,
+    Nccl,
+    /// NCCL when every node has GPUs and libnccl, else TCP.
+    Auto,
+}
+
 /// What to measure, from the command line of rank 0.
-#[derive(Clone, Debug)]
-pub struct Plan {
-    pub mode: Allreduce,
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllreducePlan {
+    pub mode: AllreduceMode,
     pub sizes: Vec<u64>,
     pub compare_env: BTreeMap<String, String>,
     pub streams: u32,
@@ -24,7 +32,7 @@ pub struct Plan {
     pub step_timeout: Duration,
 }
 
-impl Plan {
+impl AllreducePlan {
     /// How long a whole run may take before a node is given up on.
     fn limit(&self) -> Duration {
         self.step_timeout * (self.sizes.len() as u32 + 2) + Duration::from_secs(10)
@@ -41,12 +49,12 @@ pub struct Outcome {
 }
 
 /// The transport `--allreduce` resolves to for these nodes, or why none runs.
-pub fn transport(mode: Allreduce, nodes: &[(u32, &NodeFacts)]) -> Result<&'static str, String> {
+pub fn transport(mode: AllreduceMode, nodes: &[(u32, &NodeFacts)]) -> Result<&'static str, String> {
     match mode {
-        Allreduce::Off => Err("not measured (--allreduce off)".into()),
-        Allreduce::Tcp => Ok("tcp"),
-        Allreduce::Nccl => Ok("nccl"),
-        Allreduce::Auto => {
+        AllreduceMode::Off => Err("not measured (--allreduce off)".into()),
+        AllreduceMode::Tcp => Ok("tcp"),
+        AllreduceMode::Nccl => Ok("nccl"),
+        AllreduceMode::Auto => {
             if !nodes.is_empty()
                 && nodes
                     .iter()
@@ -62,12 +70,12 @@ pub fn transport(mode: Allreduce, nodes: &[(u32, &NodeFacts)]) -> Result<&'stati
 
 /// Runs the all-reduce the plan asks for, with the advised environment and, with
 /// `--compare-env`, a second time with those variables changed.
-pub(super) fn run(
-    members: &mut [Member],
+pub(super) fn measure_allreduce(
+    members: &mut [JoinedNode],
     evals: &[NetworkEval],
     rec: &Recommendation,
-    plan: &Plan,
-    progress: &Progress,
+    plan: &AllreducePlan,
+    events: &Events,
 ) -> Outcome {
     let alive: Vec<(u32, &NodeFacts)> = members
         .iter()
@@ -111,13 +119,13 @@ pub(super) fn run(
         };
         let env = merged_env(&rec.env, None, &overrides);
         let base = base_result(transport, net, members, env, config);
-        progress.phase(format!("{transport} all-reduce ({config})"));
+        events.phase(format!("{transport} all-reduce ({config})"));
         let result = if transport == "tcp" {
-            tcp_ring(members, base, plan, progress)
+            tcp_ring(members, base, plan, events)
         } else {
-            nccl_run(members, rec, &overrides, base, plan, progress)
+            nccl_run(members, rec, &overrides, base, plan, events)
         };
-        log(&format!(
+        events.log(format!(
             "coordinator: {} all-reduce ({config}) done: {} sizes{}",
             transport,
             result.rows.len(),
@@ -177,7 +185,7 @@ fn merged_env(
 fn base_result(
     transport: &str,
     chosen: &NetworkEval,
-    members: &[Member],
+    members: &[JoinedNode],
     env: BTreeMap<String, String>,
     config: &str,
 ) -> CollectiveResult {
@@ -213,7 +221,7 @@ fn base_result(
     }
 }
 
-fn index_of(members: &[Member], rank: u32) -> Option<usize> {
+fn index_of(members: &[JoinedNode], rank: u32) -> Option<usize> {
     members.iter().position(|m| m.rank == rank && m.alive)
 }
 
@@ -231,10 +239,10 @@ fn fail(res: &mut CollectiveResult, rank: u32, what: &str) {
 
 /// The TCP ring: every node opens a listener on its chosen address, then connects to its right neighbour.
 fn tcp_ring(
-    members: &mut [Member],
+    members: &mut [JoinedNode],
     mut res: CollectiveResult,
-    plan: &Plan,
-    progress: &Progress,
+    plan: &AllreducePlan,
+    events: &Events,
 ) -> CollectiveResult {
     let order = res.order.clone();
     let n = order.len();
@@ -315,7 +323,7 @@ fn tcp_ring(
                 Some(Msg::RingRow { .. }) => {
                     // The first node's rows pace the bar; the others' are read past.
                     if k == 0 {
-                        progress.inc();
+                        events.step();
                     }
                 }
                 Some(Msg::RingDone { rows, error }) => {
@@ -399,12 +407,12 @@ fn round_sig(v: f64) -> f64 {
 /// NCCL: one child per node drives its GPUs; the node hosting NCCL rank 0 makes the unique id,
 /// the coordinator hands it to every node.
 fn nccl_run(
-    members: &mut [Member],
+    members: &mut [JoinedNode],
     rec: &Recommendation,
     overrides: &BTreeMap<String, String>,
     mut res: CollectiveResult,
-    plan: &Plan,
-    progress: &Progress,
+    plan: &AllreducePlan,
+    events: &Events,
 ) -> CollectiveResult {
     let order = res.order.clone();
     let mut orders: BTreeMap<u32, NcclOrder> = BTreeMap::new();
@@ -417,7 +425,7 @@ fn nccl_run(
             fail(&mut res, *r, &format!("cannot run NCCL: {why}"));
             continue;
         }
-        let gpus = crate::advise::visible_gpu_count(&members[i].facts);
+        let gpus = preflight_checks::visible_devices::visible_gpu_count(&members[i].facts);
         orders.insert(
             *r,
             NcclOrder {
@@ -495,7 +503,7 @@ fn nccl_run(
                     res.net_mismatch = net_mismatch.map(|w| format!("rank {}: {w}", m.rank));
                 }
                 per_rank.insert(m.rank, rows);
-                progress.inc();
+                events.step();
             }
             Some(Msg::Failed { error }) => fail(&mut res, m.rank, &error),
             Some(other) => unexpected(m, "the NCCL all-reduce", &other),
@@ -615,15 +623,15 @@ mod tests {
         gpu.nccl.library = Some("/usr/lib/libnccl.so.2".into());
         let cpu = NodeFacts::default();
         assert_eq!(
-            transport(Allreduce::Auto, &[(0, &gpu), (1, &gpu)]),
+            transport(AllreduceMode::Auto, &[(0, &gpu), (1, &gpu)]),
             Ok("nccl")
         );
         assert_eq!(
-            transport(Allreduce::Auto, &[(0, &gpu), (1, &cpu)]),
+            transport(AllreduceMode::Auto, &[(0, &gpu), (1, &cpu)]),
             Ok("tcp")
         );
-        assert_eq!(transport(Allreduce::Tcp, &[(0, &gpu)]), Ok("tcp"));
-        assert!(transport(Allreduce::Off, &[(0, &gpu)]).is_err());
+        assert_eq!(transport(AllreduceMode::Tcp, &[(0, &gpu)]), Ok("tcp"));
+        assert!(transport(AllreduceMode::Off, &[(0, &gpu)]).is_err());
     }
 
     fn result(config: &str, busbw_time_us: f64) -> CollectiveResult {

@@ -1,38 +1,9 @@
-//! `preflight explain ID` and `preflight explain --list`: the finding catalog as plain text.
+//! The finding catalog as plain text: one entry (`preflight explain ID`) or the list.
 
-use crate::cli::{ExplainArgs, exit};
-use crate::output;
 use preflight_checks::catalog::{self, Entry};
 
 /// Width explanations are wrapped to.
 const WIDTH: usize = 78;
-
-/// Prints one entry or the list; an unknown id is an error (exit 2) naming the closest ids.
-pub fn run(args: &ExplainArgs) -> anyhow::Result<u8> {
-    if args.list {
-        output::stdout(&render_list())?;
-        return Ok(exit::OK);
-    }
-    let id = args.id.as_deref().unwrap_or_default();
-    match catalog::get(id.trim()) {
-        Some(entry) => {
-            output::stdout(&render(entry))?;
-            Ok(exit::OK)
-        }
-        None => Err(anyhow::anyhow!("{}", unknown_id_message(id))),
-    }
-}
-
-/// What to say about an id the catalog does not know.
-pub fn unknown_id_message(id: &str) -> String {
-    let near = catalog::closest(id, 5);
-    let hint = if near.is_empty() {
-        String::new()
-    } else {
-        format!("; did you mean {}?", near.join(", "))
-    };
-    format!("unknown finding id {id:?}{hint} (`preflight explain --list` lists every id)")
-}
 
 /// One entry: id and status, then what it means, why it matters, how to fix it.
 pub fn render(e: &Entry) -> String {
@@ -133,12 +104,5 @@ mod tests {
             }
         }
         assert_eq!(render_list().lines().count(), catalog::all().len());
-    }
-
-    #[test]
-    fn unknown_id_suggests_the_closest() {
-        let m = unknown_id_message("port.inuse");
-        assert!(m.contains("did you mean port.in-use"), "{m}");
-        assert!(!unknown_id_message("qqqqqqqqqq").contains("did you mean"));
     }
 }

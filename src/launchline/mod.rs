@@ -1,22 +1,17 @@
-//! `preflight torchrun ARGS`: take the user's own torchrun command, check it against this node,
-//! run the cluster preflight with exactly its endpoint and ranks, and print it back fixed.
+//! The user's own launch line: its words, what torchrun will do with it, how it fares against
+//! this node, and the command printed back fixed (`preflight torchrun`).
 
 pub mod args;
 pub mod rewrite;
 pub mod validate;
 
 use crate::advise::{AdviceInput, advise_node};
-use crate::cli::{ClusterArgs, JobArgs, TorchrunArgs};
-use crate::node::{load_facts, probe_facts};
 use args::{Parsed, Word};
-use preflight_checks::model::{
-    self, Finding, Mode, NodeEntry, NodeFacts, Recommendation, Report, SCHEMA, Status,
-};
-use preflight_checks::root::Root;
+use preflight_checks::model::{self, Finding, NodeFacts, Recommendation, Status};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::time::Duration;
-use validate::{Context, Correction, Plan, Resolved};
+use validate::{CommandShape, Context, Correction, Resolved};
 
 /// Longest wait for the endpoint's name to resolve.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -113,7 +108,7 @@ pub fn env_for_rank(rec: Option<&Recommendation>, rank: u32) -> BTreeMap<String,
 /// Everything judged about the command on this node.
 pub struct Judged {
     pub parsed: Parsed,
-    pub plan: Plan,
+    pub shape: CommandShape,
     pub findings: Vec<Finding>,
     pub fixes: Vec<Correction>,
     pub resolved: Option<Resolved>,
@@ -122,7 +117,7 @@ pub struct Judged {
 /// Parses and validates the command against `facts`; the fixed command (without environment)
 /// goes into the fix of every finding that has a correction.
 pub fn judge(parsed: Parsed, facts: &NodeFacts, resolved: Option<Resolved>) -> Judged {
-    let plan = validate::plan(&parsed);
+    let shape = validate::shape_of(&parsed);
     let this_addr = advise_node(facts, &AdviceInput::default()).master_addr;
     let ctx = Context {
         facts,
@@ -150,7 +145,7 @@ pub fn judge(parsed: Parsed, facts: &NodeFacts, resolved: Option<Resolved>) -> J
         .collect();
     Judged {
         parsed,
-        plan,
+        shape,
         findings,
         fixes,
         resolved,
@@ -159,7 +154,7 @@ pub fn judge(parsed: Parsed, facts: &NodeFacts, resolved: Option<Resolved>) -> J
 
 /// The `launch.command` finding: the command to run on this node, fixed, environment in front.
 pub fn command_finding(j: &Judged, rec: Option<&Recommendation>) -> (Finding, String) {
-    let rank = j.plan.rank;
+    let rank = j.shape.rank;
     let env = env_for_rank(rec, rank);
     let command = rewrite::rewrite(&j.parsed, &j.fixes, &env);
     let f = Finding::new(
@@ -178,61 +173,17 @@ pub fn command_finding(j: &Judged, rec: Option<&Recommendation>) -> (Finding, St
     (f, command)
 }
 
-fn epilogue(rank: u32, command: &str, fixes: usize) -> String {
-    let what = if fixes == 0 {
-        "with the recommended environment".to_string()
-    } else {
-        format!("with the recommended environment and {fixes} corrected flag(s)")
-    };
-    format!("\nYour command for rank {rank}, {what}:\n  {command}\n")
-}
-
 /// The port to probe: the endpoint's (the one this node may have to bind).
-fn probe_port(plan: &Plan) -> u16 {
-    plan.endpoint
+pub fn probe_port(shape: &CommandShape) -> u16 {
+    shape
+        .endpoint
         .as_ref()
         .map(|(_, p)| *p)
-        .unwrap_or(validate::DEFAULT_MASTER_PORT)
-}
-
-/// Runs `preflight torchrun`.
-pub fn run(a: TorchrunArgs) -> anyhow::Result<u8> {
-    let parsed = args::parse(words_of(&a.args)?);
-    let plan = validate::plan(&parsed);
-    let resolved = plan.endpoint.as_ref().map(|(host, _)| resolve_host(host));
-    let facts = match &a.facts {
-        Some(path) => load_facts(path)?,
-        None => probe_facts(&Root::at(&a.probe.root), probe_port(&plan), a.probe.no_gpu),
-    };
-    let judged = judge(parsed, &facts, resolved);
-    let etcd = judged.plan.backend.starts_with("etcd");
-    let blocking = blocking_failures(&judged);
-    if a.no_run || a.facts.is_some() || etcd || !blocking.is_empty() {
-        let asked = a.no_run || a.facts.is_some();
-        if !asked && etcd {
-            crate::cluster::log(
-                "the etcd backend's endpoint is an etcd server, not a node: validating only (run `preflight cluster --hosts LIST` for the network checks)",
-            );
-        } else if !asked {
-            crate::cluster::log(&format!(
-                "not starting the rendezvous: it would wait for the timeout because of {}; fix those first",
-                blocking.join(", ")
-            ));
-        }
-        return node_only(&a, judged, facts);
-    }
-    let cluster = cluster_args(&a, &judged, &facts);
-    let rank = judged.plan.rank;
-    let fixes = judged.fixes.len();
-    let addendum = |report: &Report| {
-        let (f, command) = command_finding(&judged, report.recommendation.as_ref());
-        (vec![f], Some(epilogue(rank, &command, fixes)))
-    };
-    crate::cluster::agent::run_with(cluster, judged.findings.clone(), Some(&addendum))
+        .unwrap_or(crate::placement::DEFAULT_MASTER_PORT)
 }
 
 /// Failed findings that would make a multi-node rendezvous wait for nothing (wrong ranks, endpoint, node count).
-fn blocking_failures(j: &Judged) -> Vec<String> {
+pub fn blocking_failures(j: &Judged) -> Vec<String> {
     const BLOCKING: [&str; 5] = [
         "launch.args",
         "launch.nnodes",
@@ -240,7 +191,7 @@ fn blocking_failures(j: &Judged) -> Vec<String> {
         "launch.endpoint",
         "launch.standalone",
     ];
-    if j.plan.max_nodes() <= 1 {
+    if j.shape.max_nodes() <= 1 {
         return Vec::new();
     }
     j.findings
@@ -250,107 +201,15 @@ fn blocking_failures(j: &Judged) -> Vec<String> {
         .collect()
 }
 
-/// `--no-run`: this node's checks, the `launch.*` findings and the fixed command.
-fn node_only(a: &TorchrunArgs, judged: Judged, facts: NodeFacts) -> anyhow::Result<u8> {
-    let rank = judged.plan.rank;
-    let port = probe_port(&judged.plan);
-    let mut findings = crate::cluster::node_findings(rank, &facts, port, None, None);
-    findings.extend(judged.findings.iter().cloned());
-    let rec = advise_node(
-        &facts,
-        &AdviceInput {
-            master_port: port,
-            nproc_per_node: None,
-            script: judged.parsed.script_and_args(),
-        },
-    );
-    let (f, command) = command_finding(&judged, Some(&rec));
-    findings.push(f);
-    let report = Report {
-        schema: SCHEMA.to_string(),
-        tool: crate::node::tool(),
-        mode: Mode::Node,
-        status: model::overall_status(&findings),
-        nodes: vec![NodeEntry {
-            rank,
-            hostname: facts.hostname.clone(),
-            facts,
-        }],
-        findings,
-        links: Vec::new(),
-        collectives: Vec::new(),
-        recommendation: Some(rec),
-    };
-    crate::app::emit_cluster(&report, a.format, a.output.as_deref(), rank)?;
-    if a.format == crate::cli::Format::Table {
-        crate::output::stdout(&epilogue(rank, &command, judged.fixes.len()))?;
-    }
-    Ok(crate::app::exit_code(&report, a.strict))
-}
-
 /// A port on 127.0.0.1 that was free a moment ago, for a 1-node run.
-fn free_local_port() -> Option<u16> {
+pub fn free_local_port() -> Option<u16> {
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .ok()
 }
 
-/// The cluster run with exactly the command's endpoint and ranks; a 1-node job runs on loopback.
-pub fn cluster_args(a: &TorchrunArgs, j: &Judged, facts: &NodeFacts) -> ClusterArgs {
-    let plan = &j.plan;
-    let single = plan.standalone || plan.max_nodes() <= 1;
-    let (nnodes, node_rank, master_addr, master_port) = if single {
-        let port = match (&plan.endpoint, plan.standalone) {
-            (Some((_, p)), false) if port_free(facts, *p) => Some(*p),
-            _ => free_local_port(),
-        };
-        (1, Some(0), Some("127.0.0.1".to_string()), port)
-    } else {
-        let rank = if plan.rank_given {
-            Some(plan.rank)
-        } else if plan.backend == "static"
-            || validate::hosts_store(plan, j.resolved.as_ref(), facts)
-        {
-            // static: torchrun's default rank 0 (launch.node-rank says why that is wrong);
-            // c10d: the node that hosts the endpoint is the one preflight makes rank 0.
-            Some(0)
-        } else {
-            None
-        };
-        let (host, port) = plan.endpoint.clone().unzip();
-        (plan.max_nodes(), rank, host, port)
-    };
-    ClusterArgs {
-        probe: a.probe.clone(),
-        nnodes: Some(nnodes),
-        node_rank,
-        master_port,
-        master_addr,
-        rdzv_endpoint: None,
-        rdzv_id: j.parsed.value("rdzv-id").map(str::to_string),
-        hosts: None,
-        token: a.token.clone(),
-        timeout: a.timeout,
-        quick: a.quick,
-        thorough: false,
-        coordinator_port: None,
-        allreduce: crate::cli::Allreduce::Auto,
-        sizes: None,
-        min_busbw: None,
-        compare_env: None,
-        job: JobArgs {
-            nproc_per_node: None,
-            expect_gpus: None,
-            format: a.format,
-            output: a.output.clone(),
-            strict: a.strict,
-        },
-        script: j.parsed.script_and_args(),
-    }
-}
-
-fn port_free(facts: &NodeFacts, port: u16) -> bool {
+pub fn port_free(facts: &NodeFacts, port: u16) -> bool {
     facts.ports.port == port && facts.ports.ipv4.status == model::BindStatus::Free
 }
 

@@ -141,7 +141,7 @@ impl Word {
     pub fn shell_text(&self) -> String {
         self.raw
             .clone()
-            .unwrap_or_else(|| crate::advise::shell_quote(&self.value))
+            .unwrap_or_else(|| crate::shell::quote(&self.value))
     }
 }
 

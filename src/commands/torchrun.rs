@@ -1,0 +1,153 @@
+//! `preflight torchrun [OPTIONS] COMMAND`: check the user's own torchrun command on this node,
+//! run the cluster preflight with exactly its endpoint and ranks, and give it back fixed.
+
+use super::{Outcome, Shown, YourCommand, load_facts};
+use crate::advise::{AdviceInput, advise_node};
+use crate::config::{self, ClusterJob, JobShape, ProbeJob, TorchrunJob};
+use crate::launchline::{
+    self, Judged, args, blocking_failures, command_finding, free_local_port, port_free, probe_port,
+    validate,
+};
+use crate::placement::PlacementFlags;
+use crate::report::{ReportBuilder, add_findings};
+use crate::runtime::agent;
+use crate::runtime::node::{node_findings, probe_facts};
+use crate::transport::events::Events;
+use preflight_checks::model::{Mode, NodeFacts};
+use preflight_checks::root::Root;
+
+pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
+    let parsed = args::parse(job.words.clone());
+    let shape = validate::shape_of(&parsed);
+    let resolved = shape
+        .endpoint
+        .as_ref()
+        .map(|(host, _)| launchline::resolve_host(host));
+    let facts = match &job.facts_file {
+        Some(path) => load_facts(path)?,
+        None => probe_facts(
+            &Root::at(&job.probe.root),
+            probe_port(&shape),
+            job.probe.no_gpu,
+        ),
+    };
+    let judged = launchline::judge(parsed, &facts, resolved);
+    let etcd = judged.shape.backend.starts_with("etcd");
+    let blocking = blocking_failures(&judged);
+    let asked = job.no_run || job.facts_file.is_some();
+    if asked || etcd || !blocking.is_empty() {
+        if !asked && etcd {
+            events.log(
+                "the etcd backend's endpoint is an etcd server, not a node: validating only (run `preflight cluster --hosts LIST` for the network checks)",
+            );
+        } else if !asked {
+            events.log(format!(
+                "not starting the rendezvous: it would wait for the timeout because of {}; fix those first",
+                blocking.join(", ")
+            ));
+        }
+        return Ok(node_only(job, judged, facts));
+    }
+    let cluster = cluster_job(&job, &judged, &facts)?;
+    let mut done = agent::run_node(&cluster, events)?;
+    add_findings(&mut done.report, judged.findings.iter().cloned());
+    let (f, command) = command_finding(&judged, done.report.recommendation.as_ref());
+    add_findings(&mut done.report, [f]);
+    Ok(Outcome::Report(Box::new(Shown {
+        report: done.report,
+        view: job.view,
+        rank: done.rank,
+        your_command: Some(YourCommand {
+            rank: judged.shape.rank,
+            command,
+            corrections: judged.fixes.len(),
+        }),
+    })))
+}
+
+/// `--no-run`: this node's checks, the `launch.*` findings and the fixed command.
+fn node_only(job: TorchrunJob, judged: Judged, facts: NodeFacts) -> Outcome {
+    let rank = judged.shape.rank;
+    let port = probe_port(&judged.shape);
+    let findings = node_findings(rank, &facts, port, JobShape::default());
+    let rec = advise_node(
+        &facts,
+        &AdviceInput {
+            master_port: port,
+            nproc_per_node: None,
+            script: judged.parsed.script_and_args(),
+        },
+    );
+    let (f, command) = command_finding(&judged, Some(&rec));
+    let report = ReportBuilder::single(Mode::Node, rank, facts)
+        .findings(findings)
+        .findings(judged.findings.iter().cloned())
+        .findings([f])
+        .recommendation(Some(rec))
+        .build();
+    Outcome::Report(Box::new(Shown {
+        report,
+        view: job.view,
+        rank,
+        your_command: Some(YourCommand {
+            rank,
+            command,
+            corrections: judged.fixes.len(),
+        }),
+    }))
+}
+
+/// The cluster run with exactly the command's endpoint and ranks; a 1-node job runs on loopback.
+pub fn cluster_job(job: &TorchrunJob, j: &Judged, facts: &NodeFacts) -> anyhow::Result<ClusterJob> {
+    let shape = &j.shape;
+    let single = shape.standalone || shape.max_nodes() <= 1;
+    let (nnodes, node_rank, master_addr, master_port) = if single {
+        let port = match (&shape.endpoint, shape.standalone) {
+            (Some((_, p)), false) if port_free(facts, *p) => Some(*p),
+            _ => free_local_port(),
+        };
+        (1, Some(0), Some("127.0.0.1".to_string()), port)
+    } else {
+        let rank = if shape.rank_given {
+            Some(shape.rank)
+        } else if shape.backend == "static"
+            || validate::hosts_store(shape, j.resolved.as_ref(), facts)
+        {
+            // static: torchrun's default rank 0 (launch.node-rank says why that is wrong);
+            // c10d: the node that hosts the endpoint is the one preflight makes rank 0.
+            Some(0)
+        } else {
+            None
+        };
+        let (host, port) = shape.endpoint.clone().unzip();
+        (shape.max_nodes(), rank, host, port)
+    };
+    Ok(ClusterJob {
+        probe: ProbeJob {
+            root: job.probe.root.clone(),
+            no_gpu: job.probe.no_gpu,
+        },
+        placement: PlacementFlags {
+            nnodes: Some(nnodes),
+            node_rank,
+            master_addr,
+            master_port,
+            rdzv_id: j.parsed.value("rdzv-id").map(str::to_string),
+            ..Default::default()
+        },
+        env: job.env.clone(),
+        token: job.token.clone(),
+        timeout: job.timeout,
+        timing: config::timing(job.quick, false),
+        allreduce: config::allreduce_plan(
+            crate::cli::Allreduce::Auto,
+            None,
+            None,
+            job.quick,
+            false,
+        )?,
+        min_busbw: None,
+        shape: JobShape::default(),
+        script: j.parsed.script_and_args(),
+    })
+}

@@ -1,0 +1,361 @@
+//! clap's structs plus the environment become validated jobs: every check of a flag lives here,
+//! and nothing below `commands` ever sees a clap type.
+
+use crate::cli::{self, Cli, Command, Format};
+use crate::launchline::args::Word;
+use crate::measure::nccl::worker::WorkerSpec;
+use crate::measure::sizes::{parse_size, parse_sizes};
+use crate::placement::{self, PlacementFlags};
+use crate::runtime::Timing;
+use crate::runtime::allreduce::{AllreduceMode, AllreducePlan};
+pub use crate::runtime::job::{ClusterJob, JobShape, ProbeJob};
+use anyhow::anyhow;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a report is shown and kept: the format on stdout, the JSON copy, and `--strict`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    pub format: Format,
+    pub output: Option<PathBuf>,
+    pub strict: bool,
+}
+
+/// `preflight check`.
+#[derive(Clone, Debug)]
+pub struct CheckJob {
+    pub probe: ProbeJob,
+    pub master_port: u16,
+    pub shape: JobShape,
+    /// Judge this facts file instead of probing.
+    pub facts_file: Option<PathBuf>,
+    pub script: Vec<String>,
+    pub view: View,
+}
+
+/// `preflight facts`.
+#[derive(Clone, Debug)]
+pub struct FactsJob {
+    pub probe: ProbeJob,
+    pub master_port: u16,
+    pub output: Option<PathBuf>,
+}
+
+/// `preflight torchrun`.
+#[derive(Clone, Debug)]
+pub struct TorchrunJob {
+    pub probe: ProbeJob,
+    pub no_run: bool,
+    pub facts_file: Option<PathBuf>,
+    pub token: Option<String>,
+    pub timeout: Duration,
+    pub quick: bool,
+    /// The user's command, as argv or one pasted line split as a shell would.
+    pub words: Vec<Word>,
+    pub env: BTreeMap<String, String>,
+    pub view: View,
+}
+
+/// `preflight launch`.
+#[derive(Clone, Debug)]
+pub struct LaunchJob {
+    pub report: PathBuf,
+    pub format: cli::LaunchFormat,
+    pub nproc_per_node: Option<u32>,
+    /// `--script S -- args` or `-- S args`: the script and its arguments.
+    pub script: Vec<String>,
+}
+
+/// `preflight explain`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExplainJob {
+    One(String),
+    List,
+}
+
+/// A command, validated.
+#[derive(Clone, Debug)]
+pub enum Job {
+    Check(CheckJob),
+    Facts(FactsJob),
+    Cluster(Box<ClusterJob>, View),
+    Torchrun(Box<TorchrunJob>),
+    Launch(LaunchJob),
+    Explain(ExplainJob),
+    Schema,
+    NcclWorker(WorkerSpec),
+}
+
+/// Validates the parsed command line against `env` (the process environment).
+pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
+    Ok(match cli.command {
+        Command::Check(a) => Job::Check(CheckJob {
+            probe: probe(&a.probe),
+            master_port: a.master_port,
+            shape: shape(&a.job),
+            facts_file: a.facts,
+            script: a.script,
+            view: view(&a.job),
+        }),
+        Command::Facts(a) => Job::Facts(FactsJob {
+            probe: probe(&a.probe),
+            master_port: a.master_port,
+            output: a.output,
+        }),
+        Command::Cluster(a) => {
+            let v = view(&a.job);
+            Job::Cluster(Box::new(cluster(&a, env)?), v)
+        }
+        Command::Torchrun(a) => Job::Torchrun(Box::new(torchrun(a, env)?)),
+        Command::Launch(a) => Job::Launch(LaunchJob {
+            report: a.report,
+            format: a.format,
+            nproc_per_node: a.nproc_per_node,
+            script: a.script.into_iter().chain(a.script_args).collect(),
+        }),
+        Command::Explain(a) => Job::Explain(if a.list {
+            ExplainJob::List
+        } else {
+            ExplainJob::One(a.id.unwrap_or_default().trim().to_string())
+        }),
+        Command::Schema => Job::Schema,
+        Command::NcclWorker(a) => Job::NcclWorker(nccl_worker(&a)?),
+    })
+}
+
+fn probe(a: &cli::ProbeArgs) -> ProbeJob {
+    ProbeJob {
+        root: a.root.clone(),
+        no_gpu: a.no_gpu,
+    }
+}
+
+fn shape(a: &cli::JobArgs) -> JobShape {
+    JobShape {
+        nproc_per_node: a.nproc_per_node,
+        expect_gpus: a.expect_gpus,
+    }
+}
+
+fn view(a: &cli::JobArgs) -> View {
+    View {
+        format: a.format,
+        output: a.output.clone(),
+        strict: a.strict,
+    }
+}
+
+/// The placement flags of `preflight cluster`, as `placement::resolve` takes them.
+pub fn placement_flags(a: &cli::ClusterArgs) -> PlacementFlags {
+    PlacementFlags {
+        nnodes: a.nnodes,
+        node_rank: a.node_rank,
+        master_addr: a.master_addr.clone(),
+        master_port: a.master_port,
+        rdzv_endpoint: a.rdzv_endpoint.clone(),
+        rdzv_id: a.rdzv_id.clone(),
+        hosts: a.hosts.clone(),
+        coordinator_port: a.coordinator_port,
+    }
+}
+
+/// How long each measurement runs: `--quick`, the default, `--thorough`.
+pub fn timing(quick: bool, thorough: bool) -> Timing {
+    if quick {
+        Timing {
+            connect_timeout: Duration::from_secs(1),
+            pings: 20,
+            bulk: Duration::from_millis(200),
+        }
+    } else if thorough {
+        Timing {
+            connect_timeout: Duration::from_secs(3),
+            pings: 200,
+            bulk: Duration::from_secs(3),
+        }
+    } else {
+        Timing {
+            connect_timeout: Duration::from_secs(2),
+            pings: 50,
+            bulk: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The all-reduce plan from `--allreduce`, `--sizes`, `--compare-env` and the timing flags.
+pub fn allreduce_plan(
+    mode: cli::Allreduce,
+    sizes: Option<&str>,
+    compare_env: Option<&cli::EnvList>,
+    quick: bool,
+    thorough: bool,
+) -> anyhow::Result<AllreducePlan> {
+    let (default_sizes, warmup, iters) = if quick {
+        ("1M:16M", 1, 2)
+    } else if thorough {
+        ("1M:1G", 2, 20)
+    } else {
+        ("1M:256M", 1, 5)
+    };
+    let spec = sizes.unwrap_or(default_sizes);
+    let sizes = parse_sizes(spec).map_err(|e| anyhow!("--sizes {spec}: {e}"))?;
+    Ok(AllreducePlan {
+        mode: match mode {
+            cli::Allreduce::Off => AllreduceMode::Off,
+            cli::Allreduce::Tcp => AllreduceMode::Tcp,
+            cli::Allreduce::Nccl => AllreduceMode::Nccl,
+            cli::Allreduce::Auto => AllreduceMode::Auto,
+        },
+        sizes,
+        compare_env: compare_env.cloned().unwrap_or_default().0,
+        streams: 4,
+        warmup,
+        iters,
+        step_timeout: Duration::from_secs(30),
+    })
+}
+
+/// Under torchrun, `--nproc-per-node` defaults to LOCAL_WORLD_SIZE.
+fn default_nproc(given: Option<u32>, env: &BTreeMap<String, String>) -> Option<u32> {
+    if given.is_some() || !placement::under_torchrun(env) {
+        return given;
+    }
+    env.get("LOCAL_WORLD_SIZE")
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|n| *n >= 1)
+}
+
+fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Result<ClusterJob> {
+    let mut shape = shape(&a.job);
+    shape.nproc_per_node = default_nproc(shape.nproc_per_node, env);
+    Ok(ClusterJob {
+        probe: probe(&a.probe),
+        placement: placement_flags(a),
+        env: env.clone(),
+        token: a.token.clone(),
+        timeout: Duration::from_secs(a.timeout),
+        timing: timing(a.quick, a.thorough),
+        allreduce: allreduce_plan(
+            a.allreduce,
+            a.sizes.as_deref(),
+            a.compare_env.as_ref(),
+            a.quick,
+            a.thorough,
+        )?,
+        min_busbw: a.min_busbw,
+        shape,
+        script: a.script.clone(),
+    })
+}
+
+fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Result<TorchrunJob> {
+    Ok(TorchrunJob {
+        probe: probe(&a.probe),
+        no_run: a.no_run,
+        facts_file: a.facts,
+        token: a.token,
+        timeout: Duration::from_secs(a.timeout),
+        quick: a.quick,
+        words: crate::launchline::words_of(&a.args)?,
+        env: env.clone(),
+        view: View {
+            format: a.format,
+            output: a.output,
+            strict: a.strict,
+        },
+    })
+}
+
+fn nccl_worker(a: &cli::NcclWorkerArgs) -> anyhow::Result<WorkerSpec> {
+    let sizes = a
+        .sizes
+        .split(',')
+        .map(|s| parse_size(s.trim()))
+        .collect::<Result<Vec<u64>, String>>()
+        .map_err(|e| anyhow!("--sizes {}: {e}", a.sizes))?;
+    Ok(WorkerSpec {
+        nranks: a.nranks,
+        first_rank: a.first_rank,
+        gpus: a.gpus,
+        sizes,
+        warmup: a.warmup,
+        iters: a.iters,
+        id_out: a.id_out,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(argv: &[&str]) -> anyhow::Result<Job> {
+        let cli = Cli::try_parse_from(["preflight"].iter().chain(argv)).expect("clap parses");
+        job(cli, &BTreeMap::new())
+    }
+
+    #[test]
+    fn bad_sizes_are_refused_before_anything_runs() {
+        let e = parse(&["cluster", "--sizes", "1M:xx"]).unwrap_err();
+        assert!(e.to_string().contains("--sizes 1M:xx"), "{e}");
+        let Job::Cluster(c, _) = parse(&["cluster", "--quick"]).unwrap() else {
+            panic!("not a cluster job")
+        };
+        assert_eq!(c.timing.pings, 20);
+        assert_eq!(c.allreduce.sizes.first(), Some(&(1 << 20)));
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn nproc_defaults_to_local_world_size_under_torchrun() {
+        let nproc = |flags: &[&str], env: &BTreeMap<String, String>| {
+            let cli =
+                Cli::try_parse_from(["preflight", "cluster"].iter().chain(flags.iter())).unwrap();
+            match job(cli, env).unwrap() {
+                Job::Cluster(c, _) => c.shape.nproc_per_node,
+                _ => unreachable!(),
+            }
+        };
+        let torch = env(&[("TORCHELASTIC_RUN_ID", "r"), ("LOCAL_WORLD_SIZE", "8")]);
+        assert_eq!(nproc(&[], &torch), Some(8));
+        assert_eq!(nproc(&["--nproc-per-node=4"], &torch), Some(4));
+        // LOCAL_WORLD_SIZE alone marks torchrun too.
+        assert_eq!(
+            nproc(&[], &env(&[("LOCAL_WORLD_SIZE", "8"), ("FOO", "1")])),
+            Some(8)
+        );
+        assert_eq!(nproc(&[], &env(&[("WORLD_SIZE", "8")])), None);
+    }
+
+    #[test]
+    fn nccl_worker_sizes_take_suffixes_and_refuse_garbage() {
+        let Job::NcclWorker(w) = parse(&[
+            "nccl-worker",
+            "--nranks=2",
+            "--first-rank=0",
+            "--gpus=1",
+            "--sizes=1K,2M",
+        ])
+        .unwrap() else {
+            panic!("not a worker job")
+        };
+        assert_eq!(w.sizes, vec![1024, 2 << 20]);
+        assert!(
+            parse(&[
+                "nccl-worker",
+                "--nranks=2",
+                "--first-rank=0",
+                "--gpus=1",
+                "--sizes=x"
+            ])
+            .is_err()
+        );
+    }
+}

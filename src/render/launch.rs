@@ -1,0 +1,173 @@
+//! The recommended launch as torchrun commands, an sbatch script or a Kubernetes `env:` list.
+
+use crate::cli::LaunchFormat;
+use crate::recipe::{LaunchNode, LaunchPlan};
+
+/// The launch in `format`.
+pub fn render(plan: &LaunchPlan, format: LaunchFormat) -> String {
+    match format {
+        LaunchFormat::Torchrun => torchrun(plan),
+        LaunchFormat::Sbatch => sbatch(plan),
+        LaunchFormat::K8sEnv => k8s_env(plan),
+    }
+}
+
+fn header(plan: &LaunchPlan, format: &str) -> String {
+    format!(
+        "# preflight launch --format {format}: from {} (status {}, {} node(s) measured)\n",
+        plan.source,
+        plan.status,
+        plan.nodes.len()
+    )
+}
+
+fn node_label(n: &LaunchNode) -> String {
+    if n.hostname.is_empty() {
+        format!("node rank {}", n.rank)
+    } else {
+        format!("node rank {} ({})", n.rank, n.hostname)
+    }
+}
+
+fn torchrun_args(plan: &LaunchPlan, rank: &str, addr: &str, port: &str) -> String {
+    format!(
+        "torchrun --nnodes={} --nproc-per-node={} --node-rank={rank} --master-addr={addr} --master-port={port} {}",
+        plan.nnodes, plan.nproc_per_node, plan.script
+    )
+}
+
+fn torchrun(plan: &LaunchPlan) -> String {
+    let mut out = header(plan, "torchrun");
+    out.push_str("# Run each line on its node.\n");
+    let port = plan.master_port.to_string();
+    for n in &plan.nodes {
+        let mut env = plan.env.clone();
+        env.extend(n.env.clone());
+        let prefix = crate::shell::env_prefix(&env);
+        let sep = if prefix.is_empty() { "" } else { " " };
+        out.push_str(&format!("# {}\n", node_label(n)));
+        out.push_str(&format!(
+            "{prefix}{sep}{}\n",
+            torchrun_args(plan, &n.rank.to_string(), &plan.master_addr, &port)
+        ));
+    }
+    out
+}
+
+fn short(host: &str) -> &str {
+    host.split('.').next().unwrap_or(host)
+}
+
+fn sbatch(plan: &LaunchPlan) -> String {
+    let mut out = String::from("#!/bin/bash\n");
+    out.push_str(&format!("#SBATCH --nodes={}\n", plan.nnodes));
+    out.push_str("#SBATCH --ntasks-per-node=1\n");
+    out.push_str(&format!(
+        "#SBATCH --gpus-per-node={}\n",
+        plan.nproc_per_node
+    ));
+    let hosts: Vec<&str> = plan
+        .nodes
+        .iter()
+        .map(|n| short(&n.hostname))
+        .filter(|h| !h.is_empty())
+        .collect();
+    if hosts.len() == plan.nodes.len() && !hosts.is_empty() {
+        out.push_str(&format!("#SBATCH --nodelist={}\n", hosts.join(",")));
+    }
+    out.push_str(&header(plan, "sbatch"));
+    out.push_str(
+        "# The environment was measured on the nodes in --nodelist; on other nodes run\n\
+         # examples/slurm/preflight.sbatch there first. Node ranks follow preflight's ranks:\n\
+         # rank 0 must be the host that owns MASTER_ADDR.\n\
+         set -euo pipefail\n\n",
+    );
+    for (k, v) in &plan.env {
+        out.push_str(&format!("export {k}={}\n", crate::shell::quote(v)));
+    }
+    out.push_str(&format!(
+        "export MASTER_ADDR={}\nexport MASTER_PORT={}\n\n",
+        crate::shell::quote(&plan.master_addr),
+        plan.master_port
+    ));
+    // The per-node part runs on every node under srun; the script words travel as "$@".
+    let mut body = String::from("case \"${SLURMD_NODENAME:-$(hostname -s)}\" in\n");
+    for n in &plan.nodes {
+        let pattern = if n.hostname.is_empty() {
+            format!("rank{}-unknown-host", n.rank)
+        } else {
+            let s = short(&n.hostname);
+            format!("{s}|{s}.*")
+        };
+        let own: String = n
+            .env
+            .iter()
+            .map(|(k, v)| format!("; export {k}={}", crate::shell::quote(v)))
+            .collect();
+        body.push_str(&format!("  {pattern}) NODE_RANK={}{own} ;;\n", n.rank));
+    }
+    body.push_str(
+        "  *) echo \"preflight launch: node $(hostname) was not measured by preflight; rerun preflight cluster on this allocation\" >&2; exit 2 ;;\n\
+         esac\n",
+    );
+    body.push_str(&format!(
+        "exec torchrun --nnodes={} --nproc-per-node={} --node-rank=\"$NODE_RANK\" --master-addr=\"$MASTER_ADDR\" --master-port=\"$MASTER_PORT\" \"$@\"\n",
+        plan.nnodes, plan.nproc_per_node
+    ));
+    out.push_str(&format!(
+        "srun --kill-on-bad-exit=1 bash -c {} bash {}\n",
+        crate::shell::quote(&body),
+        plan.script
+    ));
+    out
+}
+
+fn yaml_str(v: &str) -> String {
+    // A JSON string is a valid YAML double-quoted scalar.
+    serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into())
+}
+
+fn k8s_env(plan: &LaunchPlan) -> String {
+    let mut out = header(plan, "k8s-env");
+    out.push_str(
+        "# Paste under the container's `env:`. torchrun reads PET_NNODES and PET_NPROC_PER_NODE as\n\
+         # --nnodes and --nproc-per-node; give it --node-rank=$(JOB_COMPLETION_INDEX) in an Indexed Job.\n",
+    );
+    out.push_str(&format!(
+        "# MASTER_ADDR: use pod 0's stable name (<job>-0.<headless-service>); preflight measured rank 0 at {}.\n",
+        plan.master_addr
+    ));
+    let mut vars: Vec<(String, String)> = plan
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    vars.push(("MASTER_PORT".into(), plan.master_port.to_string()));
+    vars.push(("PET_NNODES".into(), plan.nnodes.to_string()));
+    vars.push(("PET_NPROC_PER_NODE".into(), plan.nproc_per_node.to_string()));
+    for (k, v) in vars {
+        out.push_str(&format!("- name: {k}\n  value: {}\n", yaml_str(&v)));
+    }
+    let own: Vec<&LaunchNode> = plan.nodes.iter().filter(|n| !n.env.is_empty()).collect();
+    if !own.is_empty() {
+        out.push_str(
+            "# Per-node values (these differ between nodes; set them in that pod only, or in a wrapper\n\
+             # that switches on JOB_COMPLETION_INDEX):\n",
+        );
+        for n in own {
+            let vals: Vec<String> = n.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out.push_str(&format!("#   {}: {}\n", node_label(n), vals.join(" ")));
+        }
+    }
+    out
+}
+
+/// The user's own command for one node, after the report (`preflight torchrun`).
+pub fn your_command(rank: u32, command: &str, corrections: usize) -> String {
+    let what = if corrections == 0 {
+        "with the recommended environment".to_string()
+    } else {
+        format!("with the recommended environment and {corrections} corrected flag(s)")
+    };
+    format!("\nYour command for rank {rank}, {what}:\n  {command}\n")
+}

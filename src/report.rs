@@ -1,0 +1,107 @@
+//! The one place a [`Report`] is put together: schema, tool, mode, nodes, findings, and the
+//! status recomputed over every finding whenever one is added.
+
+use preflight_checks::model::{
+    self, CollectiveResult, Finding, LinkResult, Mode, NodeEntry, NodeFacts, Recommendation,
+    Report, SCHEMA, Tool,
+};
+
+/// This tool's name and version, as written in every report.
+pub fn tool() -> Tool {
+    Tool {
+        name: "preflight".to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    }
+}
+
+/// Builds a report; [`ReportBuilder::build`] sets the status from the findings.
+#[derive(Debug)]
+pub struct ReportBuilder {
+    report: Report,
+}
+
+impl ReportBuilder {
+    pub fn new(mode: Mode) -> ReportBuilder {
+        ReportBuilder {
+            report: Report {
+                schema: SCHEMA.to_string(),
+                tool: tool(),
+                mode,
+                status: model::Status::Pass,
+                nodes: Vec::new(),
+                findings: Vec::new(),
+                links: Vec::new(),
+                collectives: Vec::new(),
+                recommendation: None,
+            },
+        }
+    }
+
+    /// A report about one node: its facts as `rank`.
+    pub fn single(mode: Mode, rank: u32, facts: NodeFacts) -> ReportBuilder {
+        ReportBuilder::new(mode).node(rank, facts)
+    }
+
+    pub fn node(mut self, rank: u32, facts: NodeFacts) -> ReportBuilder {
+        self.report.nodes.push(NodeEntry {
+            rank,
+            hostname: facts.hostname.clone(),
+            facts,
+        });
+        self
+    }
+
+    pub fn findings(mut self, findings: impl IntoIterator<Item = Finding>) -> ReportBuilder {
+        self.report.findings.extend(findings);
+        self
+    }
+
+    pub fn links(mut self, links: Vec<LinkResult>) -> ReportBuilder {
+        self.report.links = links;
+        self
+    }
+
+    pub fn collectives(mut self, collectives: Vec<CollectiveResult>) -> ReportBuilder {
+        self.report.collectives = collectives;
+        self
+    }
+
+    pub fn recommendation(mut self, rec: Option<Recommendation>) -> ReportBuilder {
+        self.report.recommendation = rec;
+        self
+    }
+
+    pub fn build(mut self) -> Report {
+        self.report.status = model::overall_status(&self.report.findings);
+        self.report
+    }
+}
+
+/// Adds findings to a finished report and recomputes its status.
+pub fn add_findings(report: &mut Report, findings: impl IntoIterator<Item = Finding>) {
+    report.findings.extend(findings);
+    report.status = model::overall_status(&report.findings);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use preflight_checks::model::Status;
+
+    #[test]
+    fn status_is_the_worst_finding_and_follows_additions() {
+        let mut r = ReportBuilder::single(Mode::Node, 3, NodeFacts::default())
+            .findings([Finding::new("a.b", Status::Warn, "x", "y")])
+            .build();
+        assert_eq!(
+            (r.status, r.nodes[0].rank, r.schema.as_str()),
+            (Status::Warn, 3, SCHEMA)
+        );
+        add_findings(&mut r, [Finding::new("c.d", Status::Fail, "x", "y")]);
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(
+            ReportBuilder::new(Mode::Cluster).build().status,
+            Status::Pass
+        );
+    }
+}

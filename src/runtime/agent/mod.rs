@@ -1,0 +1,203 @@
+//! The agent: what every node runs. Probes itself, joins the coordinator on the master port,
+//! serves and runs the measurements it is asked for, and returns the report it gets back.
+
+mod data;
+mod join;
+mod orders;
+
+use super::allreduce_node::NodeState;
+use super::coordinator::{self, CoordConfig};
+use super::node::{node_findings, probe_facts};
+use crate::placement::{self, LocalIdentity, Placement};
+use crate::report::ReportBuilder;
+use crate::runtime::job::ClusterJob;
+use crate::transport::auth::Secret;
+use crate::transport::events::Events;
+use crate::transport::wire::{Listener, WireError};
+use preflight_checks::cluster::master_unreachable;
+use preflight_checks::model::{self, Finding, Mode, NodeFacts, Report};
+use preflight_checks::probe;
+use preflight_checks::root::Root;
+use std::net::{SocketAddr, TcpListener};
+use std::time::Instant;
+
+/// What this node ends with: the report to show and its own rank.
+#[derive(Debug)]
+pub struct NodeDone {
+    pub report: Report,
+    pub rank: u32,
+}
+
+/// Runs this node's part of `preflight cluster`.
+pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
+    let root = Root::at(&job.probe.root);
+    let net = probe::net::probe(&root);
+    let (hostname, _, _) = probe::env::identity(&root);
+    let me = LocalIdentity {
+        hostname,
+        addrs: net
+            .interfaces
+            .iter()
+            .flat_map(|i| i.usable_addrs())
+            .map(|a| a.addr)
+            .collect(),
+    };
+    let placement =
+        placement::resolve(&job.placement, &job.env, &me).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The rendezvous (bind, join, the port probed here) uses the coordinator's port; the
+    // advice and the port checks keep the job's own master port (they differ under torchrun).
+    let job_master_port = placement.master_port;
+    let coordinator_note = placement.coordinator_note.clone();
+    if let Some(note) = &coordinator_note {
+        events.log(note.clone());
+    }
+    let placement = placement.for_rendezvous();
+    let secret = Secret::derive(
+        job.token.as_deref(),
+        placement.job_id.as_deref(),
+        &placement.master_addr,
+        placement.master_port,
+    );
+    events.log(format!(
+        "rank {} of {} (from {}), master {}:{}",
+        placement.rank,
+        placement.nnodes,
+        placement.source,
+        placement.master_addr,
+        placement.master_port
+    ));
+    let facts = probe_facts(&root, placement.master_port, job.probe.no_gpu);
+    let done = |report: Report| NodeDone {
+        report,
+        rank: placement.rank,
+    };
+
+    // Rank 0 hosts the coordinator on the master port itself: joining proves that port is open.
+    let coordinator = if placement.rank == 0 {
+        match bind_master(placement.master_port) {
+            Ok(listener) => {
+                let cfg = CoordConfig {
+                    nnodes: placement.nnodes,
+                    master_port: job_master_port,
+                    join_timeout: job.timeout,
+                    timing: job.timing,
+                    expected_hosts: placement.expected_hosts.clone(),
+                    secret: secret.clone(),
+                    shape: job.shape,
+                    script: job.script.clone(),
+                    allreduce: job.allreduce.clone(),
+                    min_busbw: job.min_busbw,
+                    coordinator_note,
+                    events: events.clone(),
+                };
+                Some(
+                    std::thread::Builder::new()
+                        .name("coordinator".into())
+                        .spawn(move || coordinator::coordinate(listener, cfg))?,
+                )
+            }
+            Err(e) => {
+                events.log(format!(
+                    "cannot host the coordinator on port {}: {e}",
+                    placement.master_port
+                ));
+                return Ok(done(solo_report(&placement, facts, job, Vec::new())));
+            }
+        }
+    } else {
+        None
+    };
+
+    let servers = data::start_data_servers(&facts, &secret, placement.rank, events);
+    let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();
+
+    let deadline = Instant::now() + job.timeout;
+    let mut node = NodeState::new(
+        placement.rank,
+        placement.nnodes,
+        secret.clone(),
+        facts.clone(),
+        events.clone(),
+    );
+    let report = match join::join(&placement, &secret, deadline, job.timing, events) {
+        Ok(mut stream) => {
+            match orders::serve_orders(
+                &mut stream,
+                &placement,
+                &mut node,
+                listeners,
+                job.timeout,
+                events,
+            ) {
+                Ok(report) => report,
+                Err(e) => {
+                    let f = lost_coordinator(&placement, &e);
+                    solo_report(&placement, facts, job, vec![f])
+                }
+            }
+        }
+        Err((outcome, error)) => {
+            let f = master_unreachable(
+                placement.rank,
+                &placement.master_addr,
+                placement.master_port,
+                outcome,
+                job.timeout.as_secs_f64(),
+                &error,
+            )
+            .on_node(Some(placement.rank));
+            solo_report(&placement, facts, job, vec![f])
+        }
+    };
+    let report = match coordinator {
+        // Rank 0 shows what the coordinator decided (it is the same report it sent to everyone).
+        Some(h) => h.join().unwrap_or(report),
+        None => report,
+    };
+    drop(servers);
+    Ok(done(report))
+}
+
+/// Binds the master port on every address, dual stack, as torchrun does.
+fn bind_master(port: u16) -> std::io::Result<TcpListener> {
+    let sock = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None);
+    let v6 = sock.and_then(|s| {
+        s.set_only_v6(false)?;
+        s.set_reuse_address(true)?;
+        s.bind(&SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)).into())?;
+        s.listen(128)?;
+        Ok(TcpListener::from(s))
+    });
+    match v6 {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(e),
+        Err(_) => TcpListener::bind(("0.0.0.0", port)),
+    }
+}
+
+fn lost_coordinator(p: &Placement, e: &WireError) -> Finding {
+    Finding::new(
+        "cluster.rendezvous",
+        model::Status::Fail,
+        format!("{}:{}", p.master_addr, p.master_port),
+        format!(
+            "rank {} lost the coordinator on {}:{} before the report arrived: {e}",
+            p.rank, p.master_addr, p.master_port
+        ),
+    )
+    .with("rank", p.rank)
+    .with("error", e.to_string())
+    .on_node(Some(p.rank))
+    .fix(model::Fix::new(
+        "rank 0 stopped or became unreachable during the run; check that preflight on rank 0 is running and rerun on every node",
+    ))
+}
+
+/// A report with only this node's facts and findings, for when there is no cluster report.
+fn solo_report(p: &Placement, facts: NodeFacts, job: &ClusterJob, extra: Vec<Finding>) -> Report {
+    let findings = node_findings(p.rank, &facts, p.master_port, job.shape);
+    ReportBuilder::single(Mode::Cluster, p.rank, facts)
+        .findings(findings)
+        .findings(extra)
+        .build()
+}

@@ -1,0 +1,131 @@
+//! The coordinator: runs inside rank 0 on the master port; admits authenticated nodes, schedules the
+//! measurements, judges the cluster and sends every node the same report.
+
+mod admit;
+mod phases;
+mod verdict;
+
+pub(super) use phases::{read_reply, send_orders, unexpected};
+
+use super::Timing;
+use super::allreduce::{self, AllreducePlan};
+use crate::runtime::job::JobShape;
+use crate::transport::auth::Secret;
+use crate::transport::events::{Events, FinishOnDrop};
+use crate::transport::wire::{Listener, Msg, write_msg};
+use preflight_checks::model::{NodeFacts, Report};
+use preflight_checks::networks;
+use std::collections::BTreeMap;
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+/// What the coordinator needs to know about the job.
+#[derive(Clone, Debug)]
+pub struct CoordConfig {
+    pub nnodes: u32,
+    pub master_port: u16,
+    pub join_timeout: Duration,
+    pub timing: Timing,
+    pub expected_hosts: Vec<String>,
+    pub secret: Secret,
+    pub shape: JobShape,
+    pub script: Vec<String>,
+    pub allreduce: AllreducePlan,
+    pub min_busbw: Option<f64>,
+    /// Why the coordinator listened on another port than the master port (under torchrun).
+    pub coordinator_note: Option<String>,
+    /// Where progress and log lines go.
+    pub events: Events,
+}
+
+/// A node that joined.
+pub(super) struct JoinedNode {
+    pub(super) rank: u32,
+    pub(super) stream: TcpStream,
+    pub(super) facts: NodeFacts,
+    pub(super) listeners: Vec<Listener>,
+    pub(super) alive: bool,
+    /// Why it stopped answering (set with `alive = false`).
+    pub(super) lost: Option<String>,
+}
+
+/// Runs the whole coordination on the calling thread and returns the report it sent.
+pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
+    let events = &cfg.events;
+    let mut members = admit::admit(listener, &cfg);
+    let ranks: Vec<u32> = members.iter().map(|m| m.rank).collect();
+    events.log(format!(
+        "coordinator: {} of {} nodes joined (ranks {:?})",
+        ranks.len(),
+        cfg.nnodes,
+        ranks
+    ));
+    let sizes = cfg.allreduce.sizes.len() as u64;
+    let configs = if cfg.allreduce.compare_env.is_empty() {
+        1
+    } else {
+        2
+    };
+    let finish = FinishOnDrop(events);
+    events.start(3 + sizes * configs);
+    events.phase("connectivity");
+    let mut links = phases::probe_phase(&mut members, &cfg);
+    log_losses(&mut members, events);
+    events.step();
+    events.phase("throughput");
+    phases::bulk_phase(&mut members, &cfg, &mut links);
+    log_losses(&mut members, events);
+    events.step();
+    events.phase("path MTU");
+    phases::mtu_phase(&mut members, &mut links);
+    log_losses(&mut members, events);
+    events.step();
+    let mut recommendation = verdict::advise(&members, &links, &cfg, BTreeMap::new());
+    let evals = {
+        let nodes = verdict::alive_or_joined(&members);
+        let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
+        networks::evaluate(&networks::discover(&nodes), &links, &ranks)
+    };
+    let outcome = allreduce::measure_allreduce(
+        &mut members,
+        &evals,
+        &recommendation,
+        &cfg.allreduce,
+        events,
+    );
+    log_losses(&mut members, events);
+    let (over, why) = allreduce::preferred_overrides(&outcome.results, &cfg.allreduce.compare_env);
+    if let Some(over) = over {
+        recommendation = verdict::advise(&members, &links, &cfg, over);
+    }
+    recommendation.reasons.extend(why);
+    recommendation.reasons.extend(outcome.notes.iter().cloned());
+    drop(finish);
+    let report = verdict::build_report(&members, &links, &cfg, recommendation, outcome);
+    for m in members.iter_mut().filter(|m| m.alive) {
+        m.stream
+            .set_write_timeout(Some(Duration::from_secs(10)))
+            .ok();
+        if let Err(e) = write_msg(
+            &mut m.stream,
+            &Msg::Report {
+                report: Box::new(report.clone()),
+            },
+        ) {
+            events.log(format!(
+                "coordinator: could not send the report to rank {}: {e}",
+                m.rank
+            ));
+        }
+    }
+    report
+}
+
+/// Logs every node lost since the last call, once.
+fn log_losses(members: &mut [JoinedNode], events: &Events) {
+    for m in members.iter_mut() {
+        if let Some(why) = m.lost.take() {
+            events.log(format!("coordinator: lost rank {} {why}", m.rank));
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The verdict: advice from every joined node's facts and the links, then every finding, in one report.
+
+use super::super::allreduce;
+use super::super::node::node_findings;
+use super::{CoordConfig, JoinedNode};
+use crate::advise::{ClusterAdviceInput, advise_cluster};
+use crate::report::ReportBuilder;
+use preflight_checks::cluster::{ClusterInput, check_cluster};
+use preflight_checks::collective::{CollectiveInput, check_collectives};
+use preflight_checks::model::{self, LinkResult, Mode, NodeFacts, Report};
+use preflight_checks::networks;
+use std::collections::BTreeMap;
+
+/// The advice from every joined node's facts and the links, with `env_override` set on top.
+pub(super) fn advise(
+    members: &[JoinedNode],
+    links: &[LinkResult],
+    cfg: &CoordConfig,
+    env_override: BTreeMap<String, String>,
+) -> model::Recommendation {
+    let nodes = alive_or_joined(members);
+    let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
+    let evals = networks::evaluate(&networks::discover(&nodes), links, &ranks);
+    advise_cluster(
+        &nodes,
+        &evals,
+        &ClusterAdviceInput {
+            nnodes: cfg.nnodes,
+            master_port: cfg.master_port,
+            nproc_per_node: cfg.shape.nproc_per_node,
+            script: cfg.script.clone(),
+            env_override,
+            coordinator_note: cfg.coordinator_note.clone(),
+        },
+    )
+}
+
+pub(super) fn build_report(
+    members: &[JoinedNode],
+    links: &[LinkResult],
+    cfg: &CoordConfig,
+    recommendation: model::Recommendation,
+    outcome: allreduce::Outcome,
+) -> Report {
+    let nodes = alive_or_joined(members);
+    let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
+    let evals = networks::evaluate(&networks::discover(&nodes), links, &ranks);
+    let chosen = networks::choose(&evals);
+    let mut findings = Vec::new();
+    for (rank, facts) in &nodes {
+        findings.extend(node_findings(*rank, facts, cfg.master_port, cfg.shape));
+    }
+    for m in members.iter().filter(|m| !m.alive) {
+        findings.push(
+            model::Finding::new(
+                "cluster.rendezvous",
+                model::Status::Fail,
+                format!("rank {}", m.rank),
+                format!(
+                    "rank {} ({}) joined but stopped answering during the measurements; its results are incomplete",
+                    m.rank, m.facts.hostname
+                ),
+            )
+            .with("rank", m.rank)
+            .with("hostname", &m.facts.hostname)
+            .on_node(Some(m.rank))
+            .fix(model::Fix::new("check that preflight is still running on that node and that it was not killed (dmesg, the scheduler's log)")),
+        );
+    }
+    findings.extend(check_cluster(&ClusterInput {
+        nodes: &nodes,
+        nnodes: cfg.nnodes,
+        expected_hosts: &cfg.expected_hosts,
+        links,
+        evals: &evals,
+        chosen,
+        master_port: cfg.master_port,
+    }));
+    findings.extend(check_collectives(&CollectiveInput {
+        results: &outcome.results,
+        links,
+        min_busbw_gb_s: cfg.min_busbw,
+        not_run: outcome.not_run.clone(),
+    }));
+    let mut builder = ReportBuilder::new(Mode::Cluster);
+    for m in members {
+        builder = builder.node(m.rank, m.facts.clone());
+    }
+    builder
+        .findings(findings)
+        .links(links.to_vec())
+        .collectives(outcome.results)
+        .recommendation(Some(recommendation))
+        .build()
+}
+
+/// Every joined node (dead ones included: their facts still count for the checks).
+pub(super) fn alive_or_joined(members: &[JoinedNode]) -> Vec<(u32, &NodeFacts)> {
+    members.iter().map(|m| (m.rank, &m.facts)).collect()
+}
