@@ -6,6 +6,7 @@
 
 use crate::model::{Finding, FirewallFacts, Fix, LinkOutcome, LinkResult, NodeFacts, Status};
 use crate::networks::{Member, NetworkEval};
+use crate::stats::median;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -1341,19 +1342,6 @@ fn interface_mtus_differ(
 }
 
 // ----- link.slow -----
-
-fn median(values: &mut [f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len() % 2 == 0 {
-        (values[mid - 1] + values[mid]) / 2.0
-    } else {
-        values[mid]
-    })
-}
 
 fn slow_links(input: &ClusterInput) -> Vec<Finding> {
     let Some(eval) = input.chosen else {
