@@ -1,9 +1,13 @@
 //! Checks for the gpu concern (pure functions of facts): NVML, GPU count,
-//! CUDA_VISIBLE_DEVICES, GPUs busy with other processes, MIG.
+//! CUDA_VISIBLE_DEVICES, GPUs busy with other processes, MIG; and, across the
+//! cluster, GPU counts or models that differ between nodes (`cluster.gpus`).
 
 use crate::CheckContext;
+use crate::cluster::ClusterInput;
+use crate::cluster::common::{rank_map, ranks_phrase};
 use crate::model::{Finding, Fix, Gpu, NodeFacts, Status};
 use crate::visible_devices::{self, Visible};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// GPU memory used by others above this share of the total counts as "in use".
 const IN_USE_SHARE: f64 = 0.05;
@@ -422,6 +426,103 @@ pub fn check_mig(facts: &NodeFacts) -> Finding {
     )
 }
 
+/// `cluster.gpus`: GPU counts or models that differ between the nodes.
+pub(crate) fn check_cluster_gpus(input: &ClusterInput) -> Finding {
+    let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut models: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    let mut unknown: Vec<u32> = Vec::new();
+    for (rank, facts) in input.nodes {
+        if facts.gpu.nvml_error.is_some() && facts.gpu.gpus.is_empty() {
+            unknown.push(*rank);
+            continue;
+        }
+        counts.insert(*rank, facts.gpu.gpus.len());
+        let names: BTreeSet<String> = facts
+            .gpu
+            .gpus
+            .iter()
+            .map(|g| g.name.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect();
+        models.insert(*rank, names.into_iter().collect());
+    }
+    unknown.sort_unstable();
+    if counts.is_empty() {
+        return Finding::new(
+            "cluster.gpus",
+            Status::Skip,
+            "gpus",
+            "no node could list its GPUs (NVML not loaded anywhere)",
+        )
+        .with("unknown", &unknown);
+    }
+    let distinct_counts: BTreeSet<usize> = counts.values().copied().collect();
+    let distinct_models: BTreeSet<&Vec<String>> =
+        models.values().filter(|m| !m.is_empty()).collect();
+    let count_differs = distinct_counts.len() > 1;
+    let model_differs = distinct_models.len() > 1;
+    let base = |status, summary: String| {
+        Finding::new("cluster.gpus", status, "gpus", summary)
+            .with("count", rank_map(&counts))
+            .with("models", rank_map(&models))
+            .with("unknown", &unknown)
+    };
+    if !count_differs && !model_differs {
+        let n = distinct_counts.into_iter().next().unwrap_or(0);
+        let model = distinct_models
+            .into_iter()
+            .next()
+            .map(|m| m.join(" + "))
+            .unwrap_or_else(|| "GPU".into());
+        return base(
+            Status::Pass,
+            format!("{n} x {model} on each of {} nodes", counts.len()),
+        );
+    }
+    let mut parts = Vec::new();
+    let min = counts.values().copied().min().unwrap_or(0);
+    if count_differs {
+        let mut by_count: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+        for (r, c) in &counts {
+            by_count.entry(*c).or_default().push(*r);
+        }
+        let t: Vec<String> = by_count
+            .iter()
+            .map(|(c, rs)| format!("{c} on {}", ranks_phrase(rs)))
+            .collect();
+        parts.push(format!("GPU count differs ({})", t.join("; ")));
+    }
+    if model_differs {
+        let mut by_model: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for (r, m) in &models {
+            if !m.is_empty() {
+                by_model.entry(m.join(" + ")).or_default().push(*r);
+            }
+        }
+        let t: Vec<String> = by_model
+            .iter()
+            .map(|(m, rs)| format!("{m} on {}", ranks_phrase(rs)))
+            .collect();
+        parts.push(format!(
+            "GPU models differ ({}): the job runs at the pace of the slowest",
+            t.join("; ")
+        ));
+    }
+    let mut hint = String::new();
+    if count_differs {
+        hint.push_str(&format!(
+            "torchrun starts --nproc-per-node processes on every node: use at most {min}, or fix the nodes with fewer GPUs. "
+        ));
+    }
+    if model_differs {
+        hint.push_str("Prefer nodes with one GPU model for one job. ");
+    }
+    hint.push_str("List each node's GPUs to compare");
+    base(Status::Warn, parts.join("; "))
+        .with("min_count", min)
+        .fix(Fix::new(hint).command("nvidia-smi -L"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -690,5 +791,41 @@ mod tests {
         ] {
             assert!(one(&out, id).status <= Status::Pass);
         }
+    }
+}
+
+#[cfg(test)]
+mod cluster_tests {
+    use crate::cluster::testkit::*;
+    use crate::model::Status;
+    use serde_json::json;
+
+    #[test]
+    fn gpu_count_and_model_differences_warn() {
+        let mut c = Cluster::healthy(3);
+        c.facts[1].gpu.gpus.truncate(4);
+        let fs = c.findings();
+        let f = only(&fs, "cluster.gpus");
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.evidence["count"]["1"], json!(4));
+        assert_eq!(f.evidence["min_count"], json!(4));
+        assert!(f.summary.contains("4 on rank 1"), "{}", f.summary);
+
+        let mut c = Cluster::healthy(2);
+        c.facts[1].gpu.gpus = (0..8).map(|i| gpu("NVIDIA A100-SXM4-80GB", i)).collect();
+        let fs = c.findings();
+        let f = only(&fs, "cluster.gpus");
+        assert_eq!(f.status, Status::Warn);
+        assert!(f.summary.contains("models differ"), "{}", f.summary);
+    }
+
+    #[test]
+    fn gpus_skip_without_nvml_anywhere() {
+        let mut c = Cluster::healthy(2);
+        for f in &mut c.facts {
+            f.gpu.gpus.clear();
+            f.gpu.nvml_error = Some("libnvidia-ml.so not found".into());
+        }
+        assert_eq!(only(&c.findings(), "cluster.gpus").status, Status::Skip);
     }
 }

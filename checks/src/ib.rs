@@ -1,7 +1,11 @@
-//! InfiniBand / RoCE checks: ports that are not ACTIVE (`ib.port-down`) and a missing libibverbs (`ib.verbs`).
+//! InfiniBand / RoCE checks: ports that are not ACTIVE (`ib.port-down`), a missing libibverbs (`ib.verbs`),
+//! and, across the cluster, IB on some nodes but not on others (`ib.partial`).
 
 use crate::CheckContext;
+use crate::cluster::ClusterInput;
+use crate::cluster::common::{LIST_CAP, rank_map, ranks_phrase};
 use crate::model::{Finding, Fix, IbDevice, IbPort, NodeFacts, Status};
+use std::collections::{BTreeMap, BTreeSet};
 
 pub const PORT_DOWN: &str = "ib.port-down";
 pub const VERBS: &str = "ib.verbs";
@@ -205,6 +209,85 @@ fn check_verbs(facts: &NodeFacts) -> Finding {
     }
 }
 
+fn active_ports(f: &NodeFacts) -> Vec<String> {
+    f.ib.active_ports()
+        .into_iter()
+        .map(|(d, p)| format!("{d}/{p}"))
+        .collect()
+}
+
+/// `ib.partial`: InfiniBand/RoCE ACTIVE on some nodes but not on others (NCCL may try IB and hang).
+pub(crate) fn check_partial(input: &ClusterInput) -> Finding {
+    let per_rank: BTreeMap<u32, Vec<String>> = input
+        .nodes
+        .iter()
+        .map(|(r, f)| (*r, active_ports(f)))
+        .collect();
+    let with: Vec<u32> = per_rank
+        .iter()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(r, _)| *r)
+        .collect();
+    let without: Vec<u32> = per_rank
+        .iter()
+        .filter(|(_, p)| p.is_empty())
+        .map(|(r, _)| *r)
+        .collect();
+    let base = |status, summary: String| {
+        Finding::new("ib.partial", status, "InfiniBand/RoCE", summary)
+            .with("active_ports", rank_map(&per_rank))
+            .with("with_ib", &with)
+            .with("without_ib", &without)
+    };
+    if with.is_empty() {
+        return base(
+            Status::Skip,
+            "no node has an ACTIVE InfiniBand/RoCE port".into(),
+        );
+    }
+    if without.is_empty() {
+        return base(
+            Status::Pass,
+            format!(
+                "every node ({}) has an ACTIVE InfiniBand/RoCE port",
+                with.len()
+            ),
+        );
+    }
+    let down_devices: Vec<String> = without
+        .iter()
+        .filter_map(|r| input.facts(*r))
+        .flat_map(|f| f.ib.devices.iter().map(|d| d.name.clone()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let without_text: Vec<String> = without
+        .iter()
+        .take(LIST_CAP)
+        .map(|r| input.who(*r))
+        .collect();
+    let mut fix = Fix::new(format!(
+        "NCCL needs InfiniBand on every node or none: run this job with NCCL_IB_DISABLE=1 (TCP sockets), or bring up an IB/RoCE port on {}{}",
+        ranks_phrase(&without),
+        if down_devices.is_empty() {
+            String::new()
+        } else {
+            format!(" (their devices: {})", down_devices.join(", "))
+        }
+    ))
+    .command("export NCCL_IB_DISABLE=1");
+    fix = fix.command("ibstat   # on the nodes without an ACTIVE port");
+    base(
+        Status::Warn,
+        format!(
+            "InfiniBand/RoCE is ACTIVE on {} but not on {}: NCCL may try IB and hang",
+            ranks_phrase(&with),
+            without_text.join(", ")
+        ),
+    )
+    .fix(fix)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,5 +453,43 @@ mod tests {
         };
         let out = check(&facts_with(vec![no_ports], None), &CheckContext::default());
         assert_eq!(by_id(&out, PORT_DOWN)[0].status, Status::Warn);
+    }
+}
+
+#[cfg(test)]
+mod cluster_tests {
+    use crate::cluster::testkit::*;
+    use crate::model::{IbDevice, IbPort, NodeFacts, Status};
+    use serde_json::json;
+
+    fn with_ib(f: &mut NodeFacts, state: &str) {
+        f.ib.devices = vec![IbDevice {
+            name: "mlx5_0".into(),
+            ports: vec![IbPort {
+                port: 1,
+                state: state.into(),
+                link_layer: "InfiniBand".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }];
+    }
+
+    #[test]
+    fn ib_partial_warns_and_names_the_nodes_without() {
+        let mut c = Cluster::healthy(3);
+        with_ib(&mut c.facts[0], "ACTIVE");
+        with_ib(&mut c.facts[1], "ACTIVE");
+        with_ib(&mut c.facts[2], "DOWN");
+        let fs = c.findings();
+        let f = only(&fs, "ib.partial");
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.evidence["without_ib"], json!([2]));
+        assert_eq!(f.evidence["active_ports"]["0"], json!(["mlx5_0/1"]));
+        assert!(f.summary.contains("rank 2 (node03)"), "{}", f.summary);
+        assert!(commands(f).contains(&"export NCCL_IB_DISABLE=1".to_string()));
+
+        with_ib(&mut c.facts[2], "ACTIVE");
+        assert_eq!(only(&c.findings(), "ib.partial").status, Status::Pass);
     }
 }

@@ -20,6 +20,7 @@ pub mod ports;
 pub mod probe;
 pub mod root;
 pub mod schema;
+pub mod stats;
 pub mod sys;
 pub mod visible_devices;
 

@@ -1,0 +1,144 @@
+//! Cluster-wide checks over every node's facts and the pairwise link results (pure functions).
+//!
+//! [`check_cluster`] runs on the coordinator once every node has joined (or the
+//! join timeout ended); [`master_unreachable`] is what a node says about itself
+//! when it could not reach the coordinator at all. Each group of findings lives
+//! in its own module; `ib.partial` and `cluster.gpus` live beside the node
+//! checks of their concern ([`crate::ib`], [`crate::gpu`]).
+
+pub(crate) mod common;
+mod hosts;
+mod mtu;
+mod rendezvous;
+mod slow;
+mod unreachable;
+mod versions;
+
+pub use rendezvous::{NOT_PREFLIGHT, master_unreachable};
+
+use crate::model::{Finding, LinkResult, NodeFacts};
+use crate::networks::NetworkEval;
+use std::collections::BTreeSet;
+
+/// Everything the cluster checks look at.
+pub struct ClusterInput<'a> {
+    /// The ranks that joined, with their facts.
+    pub nodes: &'a [(u32, &'a NodeFacts)],
+    /// Expected number of nodes.
+    pub nnodes: u32,
+    /// Expected host per rank when known (from --hosts / Slurm), else empty.
+    pub expected_hosts: &'a [String],
+    /// Every ordered pair x every candidate address of the target.
+    pub links: &'a [LinkResult],
+    /// `networks::evaluate(...)`, best first.
+    pub evals: &'a [NetworkEval],
+    /// `networks::choose(...)`.
+    pub chosen: Option<&'a NetworkEval>,
+    pub master_port: u16,
+}
+
+impl ClusterInput<'_> {
+    pub(crate) fn facts(&self, rank: u32) -> Option<&NodeFacts> {
+        self.nodes.iter().find(|(r, _)| *r == rank).map(|(_, f)| *f)
+    }
+
+    pub(crate) fn joined(&self) -> BTreeSet<u32> {
+        self.nodes.iter().map(|(r, _)| *r).collect()
+    }
+
+    /// The host a rank runs on, as best known: its own hostname, else the expected one.
+    pub(crate) fn host(&self, rank: u32) -> Option<String> {
+        self.facts(rank)
+            .map(|f| f.hostname.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .or_else(|| self.expected_host(rank))
+    }
+
+    pub(crate) fn expected_host(&self, rank: u32) -> Option<String> {
+        self.expected_hosts
+            .get(rank as usize)
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+    }
+
+    /// "rank 2 (node03)" or "rank 2".
+    pub(crate) fn who(&self, rank: u32) -> String {
+        match self.host(rank) {
+            Some(h) => format!("rank {rank} ({h})"),
+            None => format!("rank {rank}"),
+        }
+    }
+
+    /// What the other nodes dial to reach the coordinator, as best known here.
+    pub(crate) fn master_label(&self) -> String {
+        self.expected_host(0)
+            .or_else(|| self.host(0))
+            .unwrap_or_else(|| "MASTER".to_string())
+    }
+}
+
+/// Runs every cluster-wide check. Each id appears at least once, with `pass` or `skip` when nothing is wrong.
+pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
+    let mut out = vec![rendezvous::rendezvous(input)];
+    out.extend(hosts::duplicate_hosts(input));
+    out.extend(versions::versions(input));
+    out.push(crate::gpu::check_cluster_gpus(input));
+    out.push(crate::ib::check_partial(input));
+    out.extend(unreachable::unreachable_links(input));
+    out.push(mtu::mtu_mismatch(input));
+    out.extend(slow::slow_links(input));
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod testkit;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::testkit::*;
+    use crate::model::Status;
+    use serde_json::json;
+
+    #[test]
+    fn healthy_cluster_passes_every_check_once() {
+        let fs = Cluster::healthy(3).findings();
+        for id in IDS {
+            let f = only(&fs, id);
+            let expected = if *id == "ib.partial" {
+                Status::Skip
+            } else {
+                Status::Pass
+            };
+            assert_eq!(f.status, expected, "{f:#?}");
+            assert!(f.fix.is_none(), "no fix on {id}");
+        }
+        let link = only(&fs, "link.unreachable");
+        assert_eq!(link.evidence["pairs_ok"], json!(6));
+        assert_eq!(link.evidence["network"], json!("10.0.0.0/24"));
+        // docker0's failures are no finding, only evidence.
+        assert_eq!(
+            link.evidence["other_networks"],
+            json!([{"network": "172.17.0.0/24", "ok": 0, "total": 6}])
+        );
+    }
+
+    #[test]
+    fn a_single_node_skips_the_link_checks_and_never_panics_on_empty_input() {
+        let c = Cluster::healthy(1);
+        let fs = c.findings();
+        assert_eq!(only(&fs, "link.unreachable").status, Status::Skip);
+        let empty = check_cluster(&ClusterInput {
+            nodes: &[],
+            nnodes: 0,
+            expected_hosts: &[],
+            links: &[],
+            evals: &[],
+            chosen: None,
+            master_port: 29500,
+        });
+        for id in IDS {
+            assert!(!with_id(&empty, id).is_empty(), "{id} missing");
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! `cluster.rendezvous`: which ranks never joined the coordinator, and what a node that cannot reach it says about itself.
+
+use super::ClusterInput;
+use super::common::{LIST_CAP, host_port, outcome_word};
+use crate::model::{Finding, Fix, LinkOutcome, Status};
+use serde_json::{Value, json};
+
+/// The error text the agent uses when the master port answered but the peer does not speak preflight.
+pub const NOT_PREFLIGHT: &str = "the port answered but is not preflight";
+
+pub(super) fn rendezvous(input: &ClusterInput) -> Finding {
+    let joined = input.joined();
+    let missing: Vec<u32> = (0..input.nnodes).filter(|r| !joined.contains(r)).collect();
+    let master = host_port(&input.master_label(), input.master_port);
+    let joined_list: Vec<u32> = joined.iter().copied().collect();
+    if missing.is_empty() {
+        return Finding::new(
+            "cluster.rendezvous",
+            Status::Pass,
+            master,
+            format!("all {} nodes joined", input.nnodes),
+        )
+        .with("joined", &joined_list)
+        .with("nnodes", input.nnodes);
+    }
+    let described: Vec<String> = missing
+        .iter()
+        .take(LIST_CAP)
+        .map(|r| match input.expected_host(*r) {
+            Some(h) => format!("rank {r} ({h})"),
+            None => format!("rank {r} (unknown host)"),
+        })
+        .collect();
+    let more = missing.len().saturating_sub(LIST_CAP);
+    let more_text = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    let missing_ev: Vec<Value> = missing
+        .iter()
+        .map(|r| json!({"rank": r, "host": input.expected_host(*r)}))
+        .collect();
+    let known_hosts: Vec<String> = missing
+        .iter()
+        .filter_map(|r| input.expected_host(*r))
+        .collect();
+    let where_ = if known_hosts.is_empty() {
+        "the missing nodes".to_string()
+    } else {
+        known_hosts
+            .iter()
+            .take(LIST_CAP)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (mhost, mport) = (input.master_label(), input.master_port);
+    Finding::new(
+        "cluster.rendezvous",
+        Status::Fail,
+        master.clone(),
+        format!(
+            "{} of {} nodes never joined the coordinator at {master}: {}{more_text}",
+            missing.len(),
+            input.nnodes,
+            described.join(", ")
+        ),
+    )
+    .with("joined", &joined_list)
+    .with("missing", missing_ev)
+    .with("nnodes", input.nnodes)
+    .with("master_port", input.master_port)
+    .fix(
+        Fix::new(format!(
+            "Start `preflight cluster` with the same flags on {where_}; if it is running there, check from that host that it reaches {master} (a node that cannot reach the master says why in its own report)"
+        ))
+        .command(format!("nc -vz {mhost} {mport}")),
+    )
+}
+
+/// The finding a node reports about itself when it could not reach the coordinator.
+pub fn master_unreachable(
+    rank: u32,
+    master: &str,
+    port: u16,
+    outcome: LinkOutcome,
+    waited_s: f64,
+    error: &str,
+) -> Finding {
+    let target = host_port(master, port);
+    let nc = format!("nc -vz {master} {port}");
+    let not_preflight = error.to_ascii_lowercase().contains("not preflight");
+    let (summary, fix) = match outcome {
+        LinkOutcome::Timeout => (
+            format!(
+                "cannot reach the coordinator at {target}: connections time out (filtered: a firewall on the master, or between, drops packets to {port})"
+            ),
+            Fix::new(format!(
+                "On the master, as root, accept TCP {port} with the command for the firewall it runs; then check from this node"
+            ))
+            .command(format!("iptables -I INPUT -p tcp --dport {port} -j ACCEPT"))
+            .command(format!("ufw allow {port}/tcp"))
+            .command(format!("firewall-cmd --add-port={port}/tcp"))
+            .command(nc),
+        ),
+        LinkOutcome::Refused => (
+            format!(
+                "cannot reach the coordinator at {target}: connection refused (nothing listens on {target}, or a firewall REJECT rule)"
+            ),
+            Fix::new(format!(
+                "Start rank 0 first (it hosts the coordinator on port {port}) with the same --master-port; if it runs, look for a REJECT rule for {port} on the master"
+            ))
+            .command(format!("ss -ltnp 'sport = :{port}'"))
+            .command("iptables -S INPUT | grep -i reject")
+            .command(nc),
+        ),
+        LinkOutcome::Unreachable => (
+            format!(
+                "cannot reach the coordinator at {target}: no route to {master} ({error})"
+            ),
+            Fix::new(format!(
+                "Check the master address ({master}) and that this node has an interface on its subnet or a route to it"
+            ))
+            .command(format!("ip route get {master}"))
+            .command(nc),
+        ),
+        _ if not_preflight => (
+            format!(
+                "the port {target} answered but is not preflight: something else (a leftover torchrun or training process?) holds port {port} on the master"
+            ),
+            Fix::new(format!(
+                "On the master, find and stop the process holding port {port}, or use another --master-port on every node"
+            ))
+            .command(format!("ss -ltnp 'sport = :{port}'")),
+        ),
+        _ => (
+            format!("cannot reach the coordinator at {target}: {error}"),
+            Fix::new(format!(
+                "Check that rank 0 runs preflight with the same flags (and the same --token or PREFLIGHT_TOKEN) on {target}"
+            ))
+            .command(nc),
+        ),
+    };
+    Finding::new("cluster.rendezvous", Status::Fail, target, summary)
+        .on_node(Some(rank))
+        .with("master", master)
+        .with("port", port)
+        .with("result", outcome_word(outcome))
+        .with("waited_s", waited_s)
+        .with("error", error)
+        .fix(fix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::testkit::*;
+
+    #[test]
+    fn rendezvous_names_missing_ranks_with_expected_hosts() {
+        let mut c = Cluster::healthy(4);
+        c.expected = (1..=4).map(|i| format!("gpu{i:02}")).collect();
+        c.not_joined = vec![2];
+        let fs = c.findings();
+        let f = only(&fs, "cluster.rendezvous");
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(f.node, None);
+        assert!(f.summary.contains("rank 2 (gpu03)"), "{}", f.summary);
+        assert_eq!(f.evidence["joined"], json!([0, 1, 3]));
+        assert_eq!(f.evidence["missing"], json!([{"rank": 2, "host": "gpu03"}]));
+        assert_eq!(commands(f), vec!["nc -vz gpu01 29500"]);
+    }
+
+    #[test]
+    fn rendezvous_says_unknown_host_without_a_host_list() {
+        let mut c = Cluster::healthy(3);
+        c.nnodes = 4;
+        let fs = c.findings();
+        let f = only(&fs, "cluster.rendezvous");
+        assert_eq!(f.status, Status::Fail);
+        assert!(f.summary.contains("rank 3 (unknown host)"), "{}", f.summary);
+        assert_eq!(commands(f), vec!["nc -vz node01 29500"]);
+    }
+
+    #[test]
+    fn master_timeout_is_a_filter_with_firewall_commands_for_the_master() {
+        let f = master_unreachable(2, "10.0.0.1", 29500, LinkOutcome::Timeout, 60.0, "");
+        assert_eq!(f.id, "cluster.rendezvous");
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(f.node, Some(2));
+        assert_eq!(f.subject, "10.0.0.1:29500");
+        assert!(f.summary.contains("filtered"), "{}", f.summary);
+        let cmds = commands(&f);
+        assert!(cmds.contains(&"iptables -I INPUT -p tcp --dport 29500 -j ACCEPT".to_string()));
+        assert!(cmds.contains(&"ufw allow 29500/tcp".to_string()));
+        assert!(cmds.contains(&"firewall-cmd --add-port=29500/tcp".to_string()));
+        assert!(cmds.contains(&"nc -vz 10.0.0.1 29500".to_string()));
+        assert_eq!(f.evidence["result"], json!("timeout"));
+        assert_eq!(f.evidence["waited_s"], json!(60.0));
+    }
+
+    #[test]
+    fn master_refused_unreachable_and_foreign_listener_are_told_apart() {
+        let refused = master_unreachable(1, "gpu01", 29500, LinkOutcome::Refused, 0.1, "");
+        assert!(refused.summary.contains("nothing listens on gpu01:29500"));
+        assert!(refused.summary.contains("REJECT"));
+        assert!(
+            refused
+                .fix
+                .as_ref()
+                .unwrap()
+                .hint
+                .contains("Start rank 0 first")
+        );
+
+        let route = master_unreachable(
+            1,
+            "10.9.0.1",
+            29500,
+            LinkOutcome::Unreachable,
+            0.0,
+            "No route to host (os error 113)",
+        );
+        assert!(route.summary.contains("no route"));
+        assert!(commands(&route).contains(&"ip route get 10.9.0.1".to_string()));
+
+        let foreign =
+            master_unreachable(3, "fd00::1", 29500, LinkOutcome::Error, 0.2, NOT_PREFLIGHT);
+        assert_eq!(foreign.subject, "[fd00::1]:29500");
+        assert!(foreign.summary.contains("is not preflight"));
+        assert!(foreign.summary.contains("leftover torchrun"));
+
+        let other = master_unreachable(1, "gpu01", 29500, LinkOutcome::Error, 0.2, "bad token");
+        assert!(other.summary.contains("bad token"));
+        assert!(other.fix.as_ref().unwrap().hint.contains("--token"));
+    }
+}

@@ -1,0 +1,536 @@
+//! `link.unreachable`: pairs of nodes that cannot connect on the judged network, one finding per destination, with the firewall command that opens it.
+
+use super::ClusterInput;
+use super::common::{LIST_CAP, host_port, links_on, outcome_word, rank_map, ranks_phrase};
+use crate::model::{Finding, FirewallFacts, Fix, LinkOutcome, LinkResult, Status};
+use crate::networks::{Member, NetworkEval};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The evaluation the link checks judge: the chosen network, else the best evaluated one.
+fn judged_network<'a>(input: &'a ClusterInput) -> Option<&'a NetworkEval> {
+    input.chosen.or_else(|| input.evals.first())
+}
+
+fn other_networks(input: &ClusterInput, judged: Option<&NetworkEval>) -> Value {
+    let judged_id = judged.map(|e| e.network.id.as_str());
+    Value::Array(
+        input
+            .evals
+            .iter()
+            .filter(|e| Some(e.network.id.as_str()) != judged_id)
+            .map(|e| {
+                json!({
+                    "network": e.network.id,
+                    "ok": e.pairs_ok,
+                    "total": e.pairs_total,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn interfaces_by_rank(eval: &NetworkEval) -> Value {
+    let m: BTreeMap<u32, String> = eval
+        .network
+        .members
+        .iter()
+        .map(|(r, m)| (*r, m.interface.clone()))
+        .collect();
+    rank_map(&m)
+}
+
+/// True when a `ufw`/`firewalld` state line says the firewall is on.
+fn says_active(state: Option<&str>, word: &str) -> bool {
+    state.is_some_and(|s| {
+        let s = s.trim().to_ascii_lowercase();
+        let s = s.strip_prefix("status:").unwrap_or(&s).trim();
+        s == word
+    })
+}
+
+/// Commands that make a node accept every connection from `subnet`, for the firewall it runs.
+fn accept_subnet_commands(fw: Option<&FirewallFacts>, subnet: &str) -> Vec<String> {
+    let Some(fw) = fw else {
+        return vec![format!("iptables -I INPUT -s {subnet} -j ACCEPT")];
+    };
+    if says_active(fw.ufw.as_deref(), "active") {
+        vec![format!("ufw allow from {subnet}")]
+    } else if says_active(fw.firewalld.as_deref(), "running") {
+        vec![
+            format!("firewall-cmd --zone=trusted --add-source={subnet}"),
+            format!("firewall-cmd --permanent --zone=trusted --add-source={subnet}"),
+        ]
+    } else if fw
+        .backend
+        .as_deref()
+        .is_some_and(|b| b.eq_ignore_ascii_case("nftables"))
+    {
+        vec![format!(
+            "nft insert rule inet filter input ip saddr {subnet} accept"
+        )]
+    } else {
+        vec![format!("iptables -I INPUT -s {subnet} -j ACCEPT")]
+    }
+}
+
+/// What happened on one ordered pair on the judged network.
+enum PairState<'a> {
+    Ok,
+    Failed(&'a LinkResult),
+    NotMeasured,
+}
+
+fn pair_state<'a>(links: &[&'a LinkResult], from: u32, to: u32) -> PairState<'a> {
+    let mut first_fail = None;
+    for l in links.iter().filter(|l| l.from == from && l.to == to) {
+        if l.result == LinkOutcome::Ok {
+            return PairState::Ok;
+        }
+        first_fail.get_or_insert(*l);
+    }
+    match first_fail {
+        Some(l) => PairState::Failed(l),
+        None => PairState::NotMeasured,
+    }
+}
+
+/// The outcome that best explains a destination's failures: a filter (timeout) first, then refused, no route, error.
+fn dominant_outcome(failed: &[&LinkResult]) -> LinkOutcome {
+    [
+        LinkOutcome::Timeout,
+        LinkOutcome::Refused,
+        LinkOutcome::Unreachable,
+    ]
+    .into_iter()
+    .find(|o| failed.iter().any(|l| l.result == *o))
+    .unwrap_or(LinkOutcome::Error)
+}
+
+pub(super) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
+    let joined: Vec<u32> = input.joined().into_iter().collect();
+    if joined.len() < 2 {
+        return vec![
+            Finding::new(
+                "link.unreachable",
+                Status::Skip,
+                "links",
+                "fewer than two nodes joined: no pairs to test",
+            )
+            .with("joined", &joined),
+        ];
+    }
+    let Some(eval) = judged_network(input) else {
+        return vec![
+            Finding::new(
+                "link.unreachable",
+                Status::Fail,
+                "links",
+                "the nodes share no IPv4 network: no interface with a usable address was found to test",
+            )
+            .with("joined", &joined)
+            .fix(
+                Fix::new("Give every node an address on a common network (see net.no-interface on each node)")
+                    .command("ip -br addr"),
+            ),
+        ];
+    };
+    let others = other_networks(input, Some(eval));
+    let members: Vec<u32> = joined
+        .iter()
+        .copied()
+        .filter(|r| eval.network.members.contains_key(r))
+        .collect();
+    let absent: Vec<u32> = joined
+        .iter()
+        .copied()
+        .filter(|r| !eval.network.members.contains_key(r))
+        .collect();
+    let links = links_on(input, eval);
+    let mut out = Vec::new();
+    if !absent.is_empty() {
+        out.push(absent_members(input, eval, &absent, &others));
+    }
+    for to in &members {
+        if let Some(f) = unreachable_destination(input, eval, &links, &members, *to, &others) {
+            out.push(f);
+        }
+    }
+    if out.is_empty() {
+        if eval.fully_connected || input.chosen.is_some() {
+            out.push(
+                Finding::new(
+                    "link.unreachable",
+                    Status::Pass,
+                    eval.network.id.clone(),
+                    format!(
+                        "every node reaches every other on {} ({} of {} ordered pairs)",
+                        eval.network.id, eval.pairs_ok, eval.pairs_total
+                    ),
+                )
+                .with("network", &eval.network.id)
+                .with("interfaces", interfaces_by_rank(eval))
+                .with("pairs_ok", eval.pairs_ok)
+                .with("pairs_total", eval.pairs_total)
+                .with("other_networks", others),
+            );
+        } else {
+            out.push(
+                Finding::new(
+                    "link.unreachable",
+                    Status::Fail,
+                    eval.network.id.clone(),
+                    format!(
+                        "no network connects every node: the best, {}, has {} of {} ordered pairs connected",
+                        eval.network.id, eval.pairs_ok, eval.pairs_total
+                    ),
+                )
+                .with("network", &eval.network.id)
+                .with("pairs_ok", eval.pairs_ok)
+                .with("pairs_total", eval.pairs_total)
+                .with("other_networks", others)
+                .fix(Fix::new("Rerun preflight on every node; if it repeats, send the JSON report (links[]) with the issue")),
+            );
+        }
+    }
+    out
+}
+
+fn absent_members(
+    input: &ClusterInput,
+    eval: &NetworkEval,
+    absent: &[u32],
+    others: &Value,
+) -> Finding {
+    let who: Vec<String> = absent
+        .iter()
+        .take(LIST_CAP)
+        .map(|r| input.who(*r))
+        .collect();
+    Finding::new(
+        "link.unreachable",
+        Status::Fail,
+        eval.network.id.clone(),
+        format!(
+            "no network connects every node: the best one, {}, has no address on {}",
+            eval.network.id,
+            who.join(", ")
+        ),
+    )
+    .with("network", &eval.network.id)
+    .with("absent", absent)
+    .with("interfaces", interfaces_by_rank(eval))
+    .with("pairs_ok", eval.pairs_ok)
+    .with("pairs_total", eval.pairs_total)
+    .with("other_networks", others.clone())
+    .fix(
+        Fix::new(format!(
+            "Give {} an address on {} (or connect it to a network every node shares), then rerun; compare the addresses on each node",
+            ranks_phrase(absent),
+            eval.network.id
+        ))
+        .command("ip -br addr"),
+    )
+}
+
+fn unreachable_destination(
+    input: &ClusterInput,
+    eval: &NetworkEval,
+    links: &[&LinkResult],
+    members: &[u32],
+    to: u32,
+    others: &Value,
+) -> Option<Finding> {
+    let member = eval.network.members.get(&to)?;
+    let mut failed: Vec<&LinkResult> = Vec::new();
+    let mut not_measured: Vec<u32> = Vec::new();
+    for from in members.iter().copied().filter(|f| *f != to) {
+        match pair_state(links, from, to) {
+            PairState::Ok => {}
+            PairState::Failed(l) => failed.push(l),
+            PairState::NotMeasured => not_measured.push(from),
+        }
+    }
+    if failed.is_empty() && not_measured.is_empty() {
+        return None;
+    }
+    let sources: Vec<u32> = failed
+        .iter()
+        .map(|l| l.from)
+        .chain(not_measured.iter().copied())
+        .collect();
+    let subject = format!(
+        "{}->{to} {}",
+        sources
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        member.interface
+    );
+    let addr = member.address.to_string();
+    let ports: BTreeSet<u16> = failed.iter().map(|l| l.port).filter(|p| *p != 0).collect();
+    let ports: Vec<u16> = ports.into_iter().collect();
+    let where_ = match ports.as_slice() {
+        [p] => host_port(&addr, p),
+        _ => addr.clone(),
+    };
+    let sources_ev: Vec<Value> = failed
+        .iter()
+        .map(|l| {
+            json!({
+                "from": l.from,
+                "host": input.host(l.from),
+                "result": outcome_word(l.result),
+                "port": l.port,
+                "error": l.error,
+            })
+        })
+        .collect();
+    let dominant = dominant_outcome(&failed);
+    let summary = if failed.is_empty() {
+        format!(
+            "{} at {addr} on {} was not measured from {}",
+            input.who(to),
+            member.interface,
+            ranks_phrase(&not_measured)
+        )
+    } else {
+        destination_summary(input, eval, links, to, member, &failed, &where_, dominant)
+    };
+    let mut f = Finding::new("link.unreachable", Status::Fail, subject, summary)
+        .on_node(Some(to))
+        .with("network", &eval.network.id)
+        .with("to", to)
+        .with("to_host", input.host(to))
+        .with("interface", &member.interface)
+        .with("address", &addr)
+        .with("ports", &ports)
+        .with("sources", sources_ev)
+        .with("not_measured", &not_measured)
+        .with("pairs_ok", eval.pairs_ok)
+        .with("pairs_total", eval.pairs_total)
+        .with("other_networks", others.clone());
+    if !failed.is_empty() {
+        f = f.fix(destination_fix(input, eval, to, &failed, &addr, dominant));
+    }
+    Some(f)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn destination_summary(
+    input: &ClusterInput,
+    eval: &NetworkEval,
+    links: &[&LinkResult],
+    to: u32,
+    member: &Member,
+    failed: &[&LinkResult],
+    where_: &str,
+    dominant: LinkOutcome,
+) -> String {
+    let cause = match dominant {
+        LinkOutcome::Timeout => format!(
+            "connections time out: a firewall on {} drops packets to NCCL's random high ports",
+            input.who(to)
+        ),
+        LinkOutcome::Refused => format!(
+            "connections are refused: a REJECT rule on {}, or nothing listened on the port",
+            input.who(to)
+        ),
+        LinkOutcome::Unreachable => format!("there is no route to {}", member.address),
+        _ => {
+            let errs: BTreeSet<&str> = failed.iter().filter_map(|l| l.error.as_deref()).collect();
+            format!(
+                "the connection failed: {}",
+                errs.into_iter().collect::<Vec<_>>().join("; ")
+            )
+        }
+    };
+    if let [one] = failed {
+        let back_ok = eval
+            .network
+            .members
+            .contains_key(&one.from)
+            .then(|| pair_state(links, to, one.from))
+            .is_some_and(|s| matches!(s, PairState::Ok));
+        let results = outcome_word(one.result);
+        return if back_ok {
+            format!(
+                "{} cannot connect to {} at {where_} on {} ({results}), though {} reaches {} the other way: {cause}",
+                input.who(one.from),
+                input.who(to),
+                member.interface,
+                input.who(to),
+                input.who(one.from),
+            )
+        } else {
+            format!(
+                "{} cannot connect to {} at {where_} on {} ({results}): {cause}",
+                input.who(one.from),
+                input.who(to),
+                member.interface,
+            )
+        };
+    }
+    let per_source: Vec<String> = failed
+        .iter()
+        .map(|l| format!("{} from {}", outcome_word(l.result), l.from))
+        .collect();
+    format!(
+        "{} at {where_} on {} is not reachable from {} ({}): {cause}",
+        input.who(to),
+        member.interface,
+        ranks_phrase(&failed.iter().map(|l| l.from).collect::<Vec<_>>()),
+        per_source.join(", ")
+    )
+}
+
+fn destination_fix(
+    input: &ClusterInput,
+    eval: &NetworkEval,
+    to: u32,
+    failed: &[&LinkResult],
+    addr: &str,
+    dominant: LinkOutcome,
+) -> Fix {
+    let subnet = &eval.network.id;
+    let fw = input.facts(to).map(|f| &f.firewall);
+    match dominant {
+        LinkOutcome::Timeout | LinkOutcome::Refused => {
+            let lead = if dominant == LinkOutcome::Timeout {
+                format!(
+                    "On {} (the node that filters), accept every connection from the cluster's subnet {subnet}: NCCL listens on random high ports, so opening only the master port is not enough",
+                    input.who(to)
+                )
+            } else {
+                format!(
+                    "On {}, remove the REJECT rule or accept every connection from {subnet} (if no rule rejects, the listener was not up: rerun preflight)",
+                    input.who(to)
+                )
+            };
+            accept_subnet_commands(fw, subnet)
+                .into_iter()
+                .fold(Fix::new(lead), Fix::command)
+        }
+        LinkOutcome::Unreachable => {
+            let from: Vec<u32> = failed.iter().map(|l| l.from).collect();
+            Fix::new(format!(
+                "On {}, check the route to {addr}: it should leave through the interface on {subnet}",
+                ranks_phrase(&from)
+            ))
+            .command(format!("ip route get {addr}"))
+        }
+        _ => {
+            let port = failed.first().map(|l| l.port).unwrap_or(0);
+            Fix::new(format!(
+                "Check the connection by hand from {} to {}",
+                ranks_phrase(&failed.iter().map(|l| l.from).collect::<Vec<_>>()),
+                input.who(to)
+            ))
+            .command(format!("nc -vz {addr} {port}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::testkit::*;
+
+    #[test]
+    fn dropped_high_ports_fail_once_for_the_filtering_node_with_its_firewall_command() {
+        let mut c = Cluster::healthy(3);
+        c.set(0, 2, LinkOutcome::Timeout);
+        c.set(1, 2, LinkOutcome::Timeout);
+        c.facts[2].firewall.ufw = Some("active".into());
+        let fs = c.findings();
+        let v = with_id(&fs, "link.unreachable");
+        assert_eq!(v.len(), 1, "{v:#?}");
+        let f = v[0];
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(f.node, Some(2));
+        assert_eq!(f.subject, "0,1->2 eno1");
+        assert!(f.summary.contains("rank 2 (node03)"), "{}", f.summary);
+        assert!(f.summary.contains("time out"), "{}", f.summary);
+        assert!(f.summary.contains("10.0.0.3:40002"), "{}", f.summary);
+        assert_eq!(commands(f), vec!["ufw allow from 10.0.0.0/24"]);
+        assert_eq!(f.evidence["sources"][0]["result"], json!("timeout"));
+        assert_eq!(
+            f.evidence["other_networks"][0]["network"],
+            json!("172.17.0.0/24")
+        );
+        // Nothing is chosen, so the MTU and speed checks have nothing to judge.
+        assert_eq!(only(&fs, "link.mtu-mismatch").status, Status::Skip);
+    }
+
+    #[test]
+    fn firewall_command_follows_the_nodes_firewall() {
+        let fw = |f: FirewallFacts| accept_subnet_commands(Some(&f), "10.0.0.0/24");
+        assert_eq!(
+            fw(FirewallFacts {
+                firewalld: Some("running".into()),
+                ..Default::default()
+            })[0],
+            "firewall-cmd --zone=trusted --add-source=10.0.0.0/24"
+        );
+        assert_eq!(
+            fw(FirewallFacts {
+                backend: Some("nftables".into()),
+                ufw: Some("inactive".into()),
+                ..Default::default()
+            }),
+            vec!["nft insert rule inet filter input ip saddr 10.0.0.0/24 accept"]
+        );
+        assert_eq!(
+            fw(FirewallFacts::default()),
+            vec!["iptables -I INPUT -s 10.0.0.0/24 -j ACCEPT"]
+        );
+    }
+
+    #[test]
+    fn one_way_failure_names_both_ends_and_refused_is_not_a_timeout() {
+        let mut c = Cluster::healthy(2);
+        c.set(0, 1, LinkOutcome::Refused);
+        c.facts[1].firewall.backend = Some("nftables".into());
+        let fs = c.findings();
+        let f = only(&fs, "link.unreachable");
+        assert_eq!(f.node, Some(1));
+        assert!(
+            f.summary
+                .contains("rank 0 (node01) cannot connect to rank 1 (node02)"),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("the other way"), "{}", f.summary);
+        assert!(f.summary.contains("refused"), "{}", f.summary);
+        assert!(!f.summary.contains("time out"), "{}", f.summary);
+        assert!(f.fix.as_ref().unwrap().hint.contains("REJECT"));
+        assert_eq!(
+            commands(f),
+            vec!["nft insert rule inet filter input ip saddr 10.0.0.0/24 accept"]
+        );
+    }
+
+    #[test]
+    fn no_route_points_at_the_sources_routing() {
+        let mut c = Cluster::healthy(2);
+        c.set(1, 0, LinkOutcome::Unreachable);
+        let fs = c.findings();
+        let f = only(&fs, "link.unreachable");
+        assert_eq!(commands(f), vec!["ip route get 10.0.0.1"]);
+    }
+
+    #[test]
+    fn a_node_without_an_address_on_the_best_network_is_named() {
+        let mut c = Cluster::healthy(3);
+        c.facts[2].net.interfaces[0].ipv4[0].addr = "10.9.9.3".parse().unwrap();
+        let fs = c.findings();
+        let v = with_id(&fs, "link.unreachable");
+        let absent = v
+            .iter()
+            .find(|f| f.evidence.contains_key("absent"))
+            .expect("absent finding");
+        assert_eq!(absent.evidence["absent"], json!([2]));
+        assert!(absent.summary.contains("rank 2 (node03)"));
+    }
+}

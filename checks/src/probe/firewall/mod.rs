@@ -1,0 +1,280 @@
+//! Local firewall: nftables / iptables rulesets, ufw and firewalld state.
+//!
+//! Rules are read only on the live system (`nft -j list ruleset`, else
+//! `iptables-save`), each command under a timeout. The parsers are pure
+//! functions over the tools' text, tested on captured output. Both flatten the
+//! input path into one ordered list of [`FwRule`]s: jumps into user chains are
+//! inlined, carrying the jump's own matches into every inlined rule.
+//!
+//! This module holds the probe and the flattening both parsers share; the
+//! parsers live in `iptables_save` and `nft`, the command runner in
+//! `runner`, the ufw/firewalld state in `ufw_firewalld`.
+
+mod iptables_save;
+mod nft;
+mod runner;
+mod ufw_firewalld;
+
+pub use iptables_save::parse_iptables_save;
+pub use nft::parse_nft_json;
+
+use crate::model::{FirewallFacts, FwAction, FwRule, InputChain};
+use crate::root::Root;
+use runner::{command_failure, find_tool, run_with_timeout};
+use std::collections::HashMap;
+use ufw_firewalld::{firewalld_state, ufw_state};
+
+/// Deepest chain nesting followed when flattening (firewalld nests three deep).
+const MAX_DEPTH: usize = 12;
+
+pub fn probe(root: &Root) -> FirewallFacts {
+    let mut facts = FirewallFacts {
+        ufw: ufw_state(root),
+        firewalld: firewalld_state(root),
+        ..Default::default()
+    };
+    if !root.is_system() {
+        facts.read_error =
+            Some("firewall rules are read only on the live system, not from a fixture root".into());
+        return facts;
+    }
+    match read_live_rules() {
+        Ok((backend, chain)) => {
+            facts.backend = Some(backend.into());
+            facts.input = Some(chain);
+        }
+        Err(why) => facts.read_error = Some(why),
+    }
+    facts
+}
+
+/// nftables first (it sees iptables-nft rules too); iptables-save when nft is missing,
+/// shows no input hook, or shows iptables-nft rules only as opaque `xt` matches.
+fn read_live_rules() -> Result<(&'static str, InputChain), String> {
+    let mut problems = Vec::new();
+    match find_tool("nft") {
+        Some(nft) => match run_with_timeout(&nft, &["-j", "list", "ruleset"]) {
+            Ok(out) if out.success => match parse_nft_json(&out.stdout) {
+                Ok(chain) if chain.name.is_some() && !uses_xtables_compat(&chain) => {
+                    return Ok(("nftables", chain));
+                }
+                Ok(chain) if chain.name.is_none() => {
+                    problems.push("nft: no input hook chain".to_string())
+                }
+                Ok(_) => problems.push("nft: iptables-nft rules (xt matches)".to_string()),
+                Err(e) => problems.push(format!("nft: {e}")),
+            },
+            Ok(out) => problems.push(command_failure("nft", &out)),
+            Err(e) => problems.push(format!("nft: {e}")),
+        },
+        None => problems.push("nft not found".into()),
+    }
+    match find_tool("iptables-save") {
+        Some(save) => match run_with_timeout(&save, &["-t", "filter"]) {
+            Ok(out) if out.success => Ok((
+                "iptables",
+                parse_iptables_save(&out.stdout).unwrap_or_else(no_rules),
+            )),
+            Ok(out) => {
+                problems.push(command_failure("iptables-save", &out));
+                Err(problems.join("; "))
+            }
+            Err(e) => {
+                problems.push(format!("iptables-save: {e}"));
+                Err(problems.join("; "))
+            }
+        },
+        None if problems.iter().any(|p| p.contains("no input hook")) => {
+            Ok(("nftables", no_rules()))
+        }
+        None => {
+            problems.push("iptables-save not found".into());
+            Err(problems.join("; "))
+        }
+    }
+}
+
+/// An empty ruleset: nothing filters input.
+fn no_rules() -> InputChain {
+    InputChain {
+        policy: "accept".into(),
+        ..Default::default()
+    }
+}
+
+/// True when nftables shows iptables-nft rules whose matches it cannot print (`xt match conntrack`).
+pub fn uses_xtables_compat(chain: &InputChain) -> bool {
+    let own = chain
+        .rules
+        .iter()
+        .any(|r| r.conditions.iter().any(|c| c.starts_with("xt ")) || r.text.contains("xt "));
+    own || chain.then.iter().any(uses_xtables_compat)
+}
+
+/// Normalises protocol names: "6" and "TCP" are "tcp"; "all"/"0" is any.
+fn normalize_protocol(p: &str) -> Option<String> {
+    match p.to_ascii_lowercase().as_str() {
+        "all" | "0" => None,
+        "6" => Some("tcp".into()),
+        "17" => Some("udp".into()),
+        other => Some(other.to_string()),
+    }
+}
+
+fn intersect_ports(a: &[(u16, u16)], b: &[(u16, u16)]) -> Option<Vec<(u16, u16)>> {
+    if a.is_empty() {
+        return Some(b.to_vec());
+    }
+    if b.is_empty() {
+        return Some(a.to_vec());
+    }
+    let out: Vec<(u16, u16)> = a
+        .iter()
+        .flat_map(|x| b.iter().map(move |y| (x.0.max(y.0), x.1.min(y.1))))
+        .filter(|(lo, hi)| lo <= hi)
+        .collect();
+    (!out.is_empty()).then_some(out)
+}
+
+/// The match part of a jump combined with a rule of the chain it jumps to;
+/// None when no packet can match both (tcp vs udp, disjoint ports).
+fn merge_matches(outer: &FwRule, inner: &FwRule) -> Option<FwRule> {
+    let protocol = match (&outer.protocol, &inner.protocol) {
+        (Some(a), Some(b)) if a != b => return None,
+        (a, b) => b.clone().or_else(|| a.clone()),
+    };
+    let mut conditions = outer.conditions.clone();
+    let mut pick = |label: &str, o: &Option<String>, i: &Option<String>| match (o, i) {
+        (Some(o), Some(i)) if o != i => {
+            conditions.push(format!("{label} {o}"));
+            Some(i.clone())
+        }
+        (o, i) => i.clone().or_else(|| o.clone()),
+    };
+    let in_interface = pick("in-interface", &outer.in_interface, &inner.in_interface);
+    let source = pick("source", &outer.source, &inner.source);
+    let destination = pick("destination", &outer.destination, &inner.destination);
+    let ct_state = pick("ct-state", &outer.ct_state, &inner.ct_state);
+    conditions.extend(inner.conditions.iter().cloned());
+    Some(FwRule {
+        action: inner.action,
+        protocol,
+        dports: intersect_ports(&outer.dports, &inner.dports)?,
+        in_interface,
+        source,
+        destination,
+        ct_state,
+        conditions,
+        text: inner.text.clone(),
+        chain: inner.chain.clone(),
+    })
+}
+
+/// A rule with no matches at all (a plain `-j RETURN`, `goto X`).
+fn matches_everything(r: &FwRule) -> bool {
+    r.protocol.is_none()
+        && r.dports.is_empty()
+        && r.in_interface.is_none()
+        && r.source.is_none()
+        && r.destination.is_none()
+        && r.ct_state.is_none()
+        && r.conditions.is_empty()
+}
+
+/// What a rule does once its matches hold.
+#[derive(Clone, Debug, PartialEq)]
+enum Target {
+    Verdict(FwAction),
+    Jump(String),
+    Goto(String),
+    Return,
+    /// LOG, MARK, counters: no verdict.
+    None,
+}
+
+#[derive(Clone, Debug)]
+struct ParsedRule {
+    matches: FwRule,
+    target: Target,
+}
+
+/// Inlines `chain` (and the chains it jumps to) into `out`, each rule combined with `outer`.
+/// Returns false when an unconditional RETURN/goto ended the chain early.
+fn flatten(
+    chain: &str,
+    outer: &FwRule,
+    chains: &HashMap<String, Vec<ParsedRule>>,
+    base: &str,
+    depth: usize,
+    out: &mut Vec<FwRule>,
+) {
+    let Some(rules) = chains.get(chain) else {
+        return;
+    };
+    for rule in rules {
+        let Some(mut merged) = merge_matches(outer, &rule.matches) else {
+            continue;
+        };
+        merged.chain = (chain != base).then(|| chain.to_string());
+        match &rule.target {
+            Target::Verdict(action) => {
+                merged.action = *action;
+                out.push(merged);
+            }
+            Target::Jump(next) if depth < MAX_DEPTH => {
+                flatten(next, &merged, chains, base, depth + 1, out)
+            }
+            Target::Goto(next) if depth < MAX_DEPTH => {
+                flatten(next, &merged, chains, base, depth + 1, out);
+                if matches_everything(&rule.matches) {
+                    return;
+                }
+            }
+            Target::Return if matches_everything(&rule.matches) => return,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(super) fn fixture(name: &str) -> String {
+        crate::testutil::fixture_text(&format!("firewall/{name}"))
+    }
+
+    pub(super) fn texts(chain: &InputChain) -> Vec<&str> {
+        chain.rules.iter().map(|r| r.text.as_str()).collect()
+    }
+
+    #[test]
+    fn merging_a_jump_narrows_or_excludes() {
+        let tcp139 = FwRule {
+            protocol: Some("tcp".into()),
+            dports: vec![(139, 139)],
+            ..Default::default()
+        };
+        let udp = FwRule {
+            protocol: Some("udp".into()),
+            ..Default::default()
+        };
+        assert_eq!(merge_matches(&tcp139, &udp), None);
+        let merged = merge_matches(&tcp139, &FwRule::default()).expect("merges");
+        assert_eq!(merged.dports, vec![(139, 139)]);
+        let other_ports = FwRule {
+            dports: vec![(200, 300)],
+            ..Default::default()
+        };
+        assert_eq!(merge_matches(&tcp139, &other_ports), None);
+    }
+
+    #[test]
+    fn live_probe_never_panics() {
+        let facts = probe(&Root::system());
+        assert!(
+            facts.input.is_some() || facts.read_error.is_some(),
+            "{facts:?}"
+        );
+    }
+}
