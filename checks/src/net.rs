@@ -166,6 +166,15 @@ fn bring_up_fix(net: &NetFacts) -> Fix {
     fix.command("ip -br addr show")
 }
 
+/// `host:port` as torchrun writes an endpoint, bracketing IPv6 literals (`[fd00::1]:29500`).
+pub fn host_port(host: &str, port: impl std::fmt::Display) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,9 @@
 //! that `rewrite` applies to the user's own words.
 
 use super::args::{Launcher, Parsed, Problem};
-use crate::placement::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, join_endpoint, split_endpoint};
+use crate::placement::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, split_endpoint};
 use preflight_checks::model::{BindStatus, Finding, Fix, NodeFacts, Status};
+use preflight_checks::net::host_port;
 use std::net::IpAddr;
 
 /// Rendezvous backends torch registers itself.
@@ -769,7 +770,7 @@ fn endpoint(p: &Parsed, plan: &CommandShape, ctx: &Context) -> (Finding, Option<
             None,
         );
     };
-    let subject = join_endpoint(&host, port);
+    let subject = host_port(&host, port);
     let resolved = ctx.resolved.clone().unwrap_or_default();
     let local_addrs: Vec<String> = ctx
         .facts
@@ -818,7 +819,7 @@ fn endpoint(p: &Parsed, plan: &CommandShape, ctx: &Context) -> (Finding, Option<
             Status::Fail,
             format!("{subject} is loopback ({}) in a {}-node job: the other nodes connect to themselves and wait until the rendezvous times out", resolved.addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "), plan.max_nodes()),
         )
-        .fix(Fix::new(format!("use rank 0's address reachable by every node instead of {host}, e.g. {}", join_endpoint(&use_addr, port))));
+        .fix(Fix::new(format!("use rank 0's address reachable by every node instead of {host}, e.g. {}", host_port(&use_addr, port))));
         return (f, None);
     }
     let local = resolved.addrs.iter().all(|a| is_local(ctx.facts, a));
@@ -965,7 +966,7 @@ fn port(p: &Parsed, plan: &CommandShape, ctx: &Context) -> (Finding, Option<Corr
     let correction = if plan.endpoint_from == "--rdzv-endpoint" {
         Correction::SetValue {
             name: "rdzv-endpoint",
-            value: join_endpoint(&host, free),
+            value: host_port(&host, free),
         }
     } else {
         Correction::SetValue {

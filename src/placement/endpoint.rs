@@ -45,15 +45,6 @@ pub fn split_endpoint(v: &str) -> Result<(String, Option<u16>), String> {
     Ok((host.to_string(), port))
 }
 
-/// `host:port` with IPv6 hosts bracketed.
-pub fn join_endpoint(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
 /// `--rdzv-endpoint` in torchrun's grammar (`HOST:PORT`, `[v6]:PORT`, `HOST`, `[v6]`, bare IPv6),
 /// with the error in the launcher's terms.
 pub(super) fn parse_endpoint(value: &str) -> Result<(String, Option<u16>), LauncherError> {

@@ -32,7 +32,7 @@ mod layers;
 mod values;
 
 use endpoint::parse_endpoint;
-pub use endpoint::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, join_endpoint, split_endpoint};
+pub use endpoint::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, split_endpoint};
 pub use hostlist::expand_hostlist;
 use layers::*;
 use values::*;

@@ -34,14 +34,7 @@ pub(crate) fn ranks_phrase(ranks: &[u32]) -> String {
     plural(ranks.len(), &t, &t)
 }
 
-/// `host:port`, bracketing IPv6 literals.
-pub(super) fn host_port(host: &str, port: impl std::fmt::Display) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
+pub(crate) use crate::net::host_port;
 
 pub(super) fn outcome_word(o: LinkOutcome) -> &'static str {
     match o {

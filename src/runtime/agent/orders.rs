@@ -7,6 +7,7 @@ use crate::transport::auth::{self, AuthError, Secret};
 use crate::transport::events::Events;
 use crate::transport::wire::{Listener, Msg, Peer, Target, WireError, read_msg, write_msg};
 use preflight_checks::model::{LinkOutcome, LinkResult, Report};
+use preflight_checks::stats::percentile;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -227,13 +228,4 @@ fn mtu_targets(me: u32, targets: &[Target], max_mtu: u32, secret: &Secret) -> Ve
         }
         link
     })
-}
-
-// TODO(merge checks-split): use preflight_checks::stats::percentile.
-fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted.get(i).map(|v| (v * 10.0).round() / 10.0)
 }
