@@ -7,5 +7,6 @@ mod common;
 mod launchers;
 mod nccl;
 mod netns;
+mod render_cluster;
 mod report_contract;
 mod torchrun;
