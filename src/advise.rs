@@ -273,21 +273,6 @@ pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ifname_value_uses_equals_only_when_a_prefix_collides() {
-        assert_eq!(
-            nccl_ifname_value("bond0", ["lo", "bond0", "bond0.100"]),
-            "=bond0"
-        );
-        assert_eq!(nccl_ifname_value("eth0", ["lo", "eth0", "docker0"]), "eth0");
-        assert_eq!(nccl_ifname_value("eth1", ["eth1", "eth10"]), "=eth1");
-    }
-}
-
 /// What the cluster advice needs beyond the facts.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterAdviceInput {
@@ -493,4 +478,19 @@ fn rejected_reason(
         other.network.id,
         names.join("/")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ifname_value_uses_equals_only_when_a_prefix_collides() {
+        assert_eq!(
+            nccl_ifname_value("bond0", ["lo", "bond0", "bond0.100"]),
+            "=bond0"
+        );
+        assert_eq!(nccl_ifname_value("eth0", ["lo", "eth0", "docker0"]), "eth0");
+        assert_eq!(nccl_ifname_value("eth1", ["eth1", "eth10"]), "=eth1");
+    }
 }

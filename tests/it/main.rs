@@ -5,6 +5,7 @@ mod cli;
 mod cluster;
 mod common;
 mod launchers;
+mod layers;
 mod nccl;
 mod netns;
 mod render_cluster;
