@@ -190,6 +190,7 @@ pub fn allreduce_plan(
     compare_env: Option<&cli::EnvList>,
     quick: bool,
     thorough: bool,
+    timeout: Duration,
 ) -> anyhow::Result<AllreducePlan> {
     let (default_sizes, warmup, iters) = if quick {
         ("1M:16M", 1, 2)
@@ -212,7 +213,9 @@ pub fn allreduce_plan(
         streams: 4,
         warmup,
         iters,
-        step_timeout: Duration::from_secs(30),
+        // --timeout bounds every wait: one step, and a node's silence.
+        step_timeout: timeout.min(Duration::from_secs(30)),
+        silence: timeout + Duration::from_secs(5),
     })
 }
 
@@ -242,6 +245,7 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
             a.compare_env.as_ref(),
             a.quick,
             a.thorough,
+            Duration::from_secs(a.timeout),
         )?,
         min_busbw: a.min_busbw,
         shape,

@@ -145,6 +145,7 @@ pub fn cluster_job(job: &TorchrunJob, j: &Judged, facts: &NodeFacts) -> anyhow::
             None,
             job.quick,
             false,
+            job.timeout,
         )?,
         min_busbw: None,
         shape: JobShape::default(),

@@ -1,13 +1,13 @@
 //! The all-reduce phase on the coordinator: picks TCP or NCCL, hands every node its part, merges
 //! the nodes' timings into nccl-tests-style rows (the slowest node's time per size).
 
-use super::coordinator::{JoinedNode, read_reply, send_orders, unexpected};
+use super::coordinator::{JoinedNode, Step, Wait, gather, send_orders};
 use crate::transport::events::Events;
 use crate::transport::wire::{Msg, NcclOrder, RankRow, RingOrder};
 use preflight_checks::model::{CollectiveResult, CollectiveRow, NodeFacts, Recommendation};
 use preflight_checks::networks::NetworkEval;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Which all-reduce to measure (`--allreduce`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -30,6 +30,8 @@ pub struct AllreducePlan {
     pub iters: u32,
     /// Bounds every wait inside one size (a connect, a chunk).
     pub step_timeout: Duration,
+    /// The longest a node may stay silent before it is given up on (from `--timeout`).
+    pub silence: Duration,
 }
 
 impl AllreducePlan {
@@ -261,22 +263,31 @@ fn tcp_ring(
             .get(&m.rank)
             .map(|a| Msg::RingListen { address: a.clone() })
     });
-    let deadline = Instant::now() + plan.step_timeout;
     let mut ports: BTreeMap<u32, u16> = BTreeMap::new();
-    for i in asked {
-        let m = &mut members[i];
-        match read_reply(m, deadline, "the all-reduce") {
-            Some(Msg::RingReady { port }) => {
+    let lost = gather(
+        members,
+        &asked,
+        "the all-reduce",
+        Wait::within(plan.step_timeout),
+        |m| matches!(m, Msg::RingReady { .. } | Msg::Failed { .. }),
+        |m, msg| match msg {
+            Msg::RingReady { port } => {
                 ports.insert(m.rank, port);
+                Step::Done
             }
-            Some(Msg::Failed { error }) => fail(&mut res, m.rank, &error),
-            Some(other) => unexpected(m, "the all-reduce", &other),
-            None => fail(
-                &mut res,
-                m.rank,
-                "stopped answering before the ring started",
-            ),
-        }
+            Msg::Failed { error } => {
+                fail(&mut res, m.rank, &error);
+                Step::Done
+            }
+            _ => Step::Unexpected,
+        },
+    );
+    for i in lost {
+        fail(
+            &mut res,
+            members[i].rank,
+            "stopped answering before the ring started",
+        );
     }
     if ports.len() != n {
         for r in &order {
@@ -314,36 +325,43 @@ fn tcp_ring(
     let asked = send_orders(members, "the all-reduce", |m| {
         orders.get(&m.rank).map(|o| Msg::Ring { order: o.clone() })
     });
-    let deadline = Instant::now() + plan.limit();
+    // Rows arrive per size as each node finishes it, so a node lost midway keeps the sizes
+    // every node finished before.
+    let pacer = asked.first().map(|&i| members[i].rank);
     let mut per_rank: BTreeMap<u32, Vec<RankRow>> = BTreeMap::new();
-    for (k, i) in asked.into_iter().enumerate() {
-        let m = &mut members[i];
-        loop {
-            match read_reply(m, deadline, "the all-reduce") {
-                Some(Msg::RingRow { .. }) => {
-                    // The first node's rows pace the bar; the others' are read past.
-                    if k == 0 {
-                        events.step();
-                    }
+    let lost = gather(
+        members,
+        &asked,
+        "the all-reduce",
+        Wait {
+            limit: plan.limit(),
+            silence: plan.silence,
+        },
+        |m| matches!(m, Msg::RingDone { .. }),
+        |m, msg| match msg {
+            Msg::RingRow { row } => {
+                per_rank.entry(m.rank).or_default().push(row);
+                if pacer == Some(m.rank) {
+                    events.step();
                 }
-                Some(Msg::RingDone { rows, error }) => {
-                    if let Some(e) = error {
-                        fail(&mut res, m.rank, &e);
-                    }
-                    per_rank.insert(m.rank, rows);
-                    break;
-                }
-                Some(other) => {
-                    unexpected(m, "the all-reduce", &other);
-                    fail(&mut res, m.rank, "answered out of protocol");
-                    break;
-                }
-                None => {
-                    fail(&mut res, m.rank, "stopped answering during the ring");
-                    break;
-                }
+                Step::More
             }
-        }
+            Msg::RingDone { rows, error } => {
+                if let Some(e) = error {
+                    fail(&mut res, m.rank, &e);
+                }
+                per_rank.insert(m.rank, rows);
+                Step::Done
+            }
+            _ => Step::Unexpected,
+        },
+    );
+    for i in lost {
+        fail(
+            &mut res,
+            members[i].rank,
+            "stopped answering during the ring",
+        );
     }
     merge_rows(&mut res, &order, &per_rank, n as u32);
     res.streams = Some(plan.streams);
@@ -453,21 +471,36 @@ fn nccl_run(
         res.error = Some("no node to run on".into());
         return res;
     };
-    let deadline = Instant::now() + plan.step_timeout;
     let asked = send_orders(members, "the NCCL all-reduce", |m| {
         (m.rank == first).then(|| Msg::NcclStart {
             order: orders[&first].clone(),
         })
     });
     let mut id = None;
-    for i in asked {
-        let m = &mut members[i];
-        match read_reply(m, deadline, "the NCCL all-reduce") {
-            Some(Msg::NcclId { id: got }) => id = Some(got),
-            Some(Msg::Failed { error }) => fail(&mut res, m.rank, &error),
-            Some(other) => unexpected(m, "the NCCL all-reduce", &other),
-            None => fail(&mut res, m.rank, "stopped answering while starting NCCL"),
-        }
+    let lost = gather(
+        members,
+        &asked,
+        "the NCCL all-reduce",
+        Wait::within(plan.step_timeout),
+        |m| matches!(m, Msg::NcclId { .. } | Msg::Failed { .. }),
+        |m, msg| match msg {
+            Msg::NcclId { id: got } => {
+                id = Some(got);
+                Step::Done
+            }
+            Msg::Failed { error } => {
+                fail(&mut res, m.rank, &error);
+                Step::Done
+            }
+            _ => Step::Unexpected,
+        },
+    );
+    for i in lost {
+        fail(
+            &mut res,
+            members[i].rank,
+            "stopped answering while starting NCCL",
+        );
     }
     let Some(id) = id else {
         if res.error.is_none() {
@@ -482,17 +515,23 @@ fn nccl_run(
             id: id.clone(),
         })
     });
-    let deadline = Instant::now() + plan.limit();
     let mut per_rank: BTreeMap<u32, Vec<RankRow>> = BTreeMap::new();
-    for i in asked {
-        let m = &mut members[i];
-        match read_reply(m, deadline, "the NCCL all-reduce") {
-            Some(Msg::NcclDone {
+    let lost = gather(
+        members,
+        &asked,
+        "the NCCL all-reduce",
+        Wait {
+            limit: plan.limit(),
+            silence: plan.limit(),
+        },
+        |m| matches!(m, Msg::NcclDone { .. } | Msg::Failed { .. }),
+        |m, msg| match msg {
+            Msg::NcclDone {
                 rows,
                 net,
                 net_mismatch,
                 error,
-            }) => {
+            } => {
                 if let Some(e) = error {
                     fail(&mut res, m.rank, &e);
                 }
@@ -504,15 +543,21 @@ fn nccl_run(
                 }
                 per_rank.insert(m.rank, rows);
                 events.step();
+                Step::Done
             }
-            Some(Msg::Failed { error }) => fail(&mut res, m.rank, &error),
-            Some(other) => unexpected(m, "the NCCL all-reduce", &other),
-            None => fail(
-                &mut res,
-                m.rank,
-                "stopped answering during the NCCL all-reduce",
-            ),
-        }
+            Msg::Failed { error } => {
+                fail(&mut res, m.rank, &error);
+                Step::Done
+            }
+            _ => Step::Unexpected,
+        },
+    );
+    for i in lost {
+        fail(
+            &mut res,
+            members[i].rank,
+            "stopped answering during the NCCL all-reduce",
+        );
     }
     let nranks = res.ranks;
     merge_rows(&mut res, &order, &per_rank, nranks);

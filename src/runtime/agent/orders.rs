@@ -30,8 +30,9 @@ pub(super) fn serve_orders(
         },
     )?;
     events.log("joined; waiting for the other nodes and the measurements");
-    // The coordinator may wait up to the join timeout for others, then run the phases.
-    let idle_limit = timeout + Duration::from_secs(60);
+    // The coordinator may wait up to the join timeout for others; every phase after that ends
+    // within --timeout + 5 s. Past --timeout + 10 s of silence rank 0 is gone or stopped.
+    let idle_limit = timeout + Duration::from_secs(10);
     loop {
         stream.set_read_timeout(Some(idle_limit)).ok();
         let msg: Msg = read_msg(stream)?;

@@ -2,10 +2,12 @@
 //! measurements, judges the cluster and sends every node the same report.
 
 mod admit;
+mod gather;
 mod phases;
 mod verdict;
 
-pub(super) use phases::{read_reply, send_orders, unexpected};
+pub(super) use gather::{Step, Wait, gather};
+pub(super) use phases::send_orders;
 
 use super::Timing;
 use super::allreduce::{self, AllreducePlan};
@@ -77,7 +79,7 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     log_losses(&mut members, events);
     events.step();
     events.phase("path MTU");
-    phases::mtu_phase(&mut members, &mut links);
+    phases::mtu_phase(&mut members, &cfg, &mut links);
     log_losses(&mut members, events);
     events.step();
     let mut recommendation = verdict::advise(&members, &links, &cfg, BTreeMap::new());

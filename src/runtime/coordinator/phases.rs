@@ -1,13 +1,13 @@
 //! The measurement phases the coordinator schedules: orders out, replies in within a deadline; connectivity, throughput in rounds of disjoint pairs, path MTU.
 
-use super::admit::kind;
+use super::gather::{Step, Wait, gather, lose};
 use super::{CoordConfig, JoinedNode};
 use crate::transport::auth;
-use crate::transport::wire::{Listener, Msg, Peer, Target, WireError, read_msg, write_msg};
+use crate::transport::wire::{Listener, Msg, Peer, Target, write_msg};
 use preflight_checks::model::{LinkResult, NodeFacts};
 use preflight_checks::networks;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Sends each alive member its order (None: nothing for it); returns the indices of the members asked.
 pub(in crate::runtime) fn send_orders(
@@ -23,69 +23,52 @@ pub(in crate::runtime) fn send_orders(
             .ok();
         match write_msg(&mut m.stream, &msg) {
             Ok(()) => asked.push(i),
-            Err(e) => lose(m, phase, &e),
+            Err(e) => lose(m, phase, &e.to_string()),
         }
     }
     asked
 }
 
-/// Reads the next message from a member, waiting until `deadline` at most; a lost member is marked dead.
-pub(in crate::runtime) fn read_reply(
-    m: &mut JoinedNode,
-    deadline: Instant,
-    phase: &str,
-) -> Option<Msg> {
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(100));
-    m.stream.set_read_timeout(Some(left)).ok();
-    match read_msg::<_, Msg>(&mut m.stream) {
-        Ok(msg) => Some(msg),
-        Err(e) => {
-            lose(m, phase, &e);
-            None
-        }
-    }
+fn is_links(m: &Msg) -> bool {
+    matches!(
+        m,
+        Msg::ProbeDone { .. } | Msg::BulkDone { .. } | Msg::MtuDone { .. }
+    )
 }
 
-/// Sends each alive member its order (None: nothing for it) and collects the links it answers, within `limit`.
+/// Sends each alive member its order (None: nothing for it) and collects the links every node
+/// answers, all at once, within `limit`.
 pub(super) fn exchange(
     members: &mut [JoinedNode],
     limit: Duration,
     phase: &str,
     order: impl Fn(&JoinedNode) -> Option<Msg>,
 ) -> Vec<LinkResult> {
-    let deadline = Instant::now() + limit;
     let asked = send_orders(members, phase, order);
     let mut links = Vec::new();
-    for i in asked {
-        let m = &mut members[i];
-        match read_reply(m, deadline, phase) {
-            None => {}
-            Some(Msg::ProbeDone { links: l })
-            | Some(Msg::BulkDone { links: l })
-            | Some(Msg::MtuDone { links: l }) => {
-                links.extend(l.into_iter().filter(|x| x.from == m.rank))
+    gather(
+        members,
+        &asked,
+        phase,
+        Wait::within(limit),
+        is_links,
+        |m, msg| match msg {
+            Msg::ProbeDone { links: l }
+            | Msg::BulkDone { links: l }
+            | Msg::MtuDone { links: l } => {
+                links.extend(l.into_iter().filter(|x| x.from == m.rank));
+                Step::Done
             }
-            Some(other) => unexpected(m, phase, &other),
-        }
-    }
+            _ => Step::Unexpected,
+        },
+    );
     links
 }
 
-/// A member answered out of protocol: it is dropped from the rest of the run.
-pub(in crate::runtime) fn unexpected(m: &mut JoinedNode, phase: &str, msg: &Msg) {
-    lose(
-        m,
-        phase,
-        &WireError::Malformed(format!("unexpected {}", kind(msg))),
-    );
-}
-
-/// Marks a node lost; the coordinator logs it after the phase (see [`super::log_losses`]).
-fn lose(m: &mut JoinedNode, phase: &str, e: &WireError) {
-    m.lost = Some(format!("during {phase}: {e}"));
-    m.alive = false;
+/// A phase's natural limit, but never past `--timeout` + 5 s: a node waiting for its next order
+/// gives up at `--timeout` + 10 s (see the agent), so every phase must end before that.
+fn bounded(cfg: &CoordConfig, natural: Duration) -> Duration {
+    natural.min(cfg.join_timeout + Duration::from_secs(5))
 }
 
 pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<LinkResult> {
@@ -97,7 +80,10 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
         })
         .collect();
     let t = cfg.timing;
-    let limit = t.connect_timeout * 2 + auth::HANDSHAKE_TIMEOUT * 2 + Duration::from_secs(10);
+    let limit = bounded(
+        cfg,
+        t.connect_timeout * 2 + auth::HANDSHAKE_TIMEOUT * 2 + Duration::from_secs(10),
+    );
     exchange(members, limit, "the connectivity test", |m| {
         Some(Msg::Probe {
             peers: peers.iter().filter(|p| p.rank != m.rank).cloned().collect(),
@@ -175,10 +161,12 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
                     }
                 }
             }
-            let limit = dur
-                + cfg.timing.connect_timeout
-                + auth::HANDSHAKE_TIMEOUT
-                + Duration::from_secs(10);
+            let limit = bounded(
+                cfg,
+                dur + cfg.timing.connect_timeout
+                    + auth::HANDSHAKE_TIMEOUT
+                    + Duration::from_secs(10),
+            );
             let got = exchange(members, limit, "the throughput test", |m| {
                 orders.get(&m.rank).map(|t| Msg::Bulk {
                     targets: t.clone(),
@@ -196,7 +184,7 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
 }
 
 /// Path MTU from every node to every other on the chosen network.
-pub(super) fn mtu_phase(members: &mut [JoinedNode], links: &mut [LinkResult]) {
+pub(super) fn mtu_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &mut [LinkResult]) {
     let refs = alive_facts(members);
     let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
     let evals = networks::evaluate(&networks::discover(&refs), links, &ranks);
@@ -224,12 +212,17 @@ pub(super) fn mtu_phase(members: &mut [JoinedNode], links: &mut [LinkResult]) {
             (*rank, (targets, own.mtu.unwrap_or(1500)))
         })
         .collect();
-    let got = exchange(members, Duration::from_secs(20), "the MTU test", |m| {
-        orders.get(&m.rank).map(|(t, mtu)| Msg::Mtu {
-            targets: t.clone(),
-            max_mtu: *mtu,
-        })
-    });
+    let got = exchange(
+        members,
+        bounded(cfg, Duration::from_secs(20)),
+        "the MTU test",
+        |m| {
+            orders.get(&m.rank).map(|(t, mtu)| Msg::Mtu {
+                targets: t.clone(),
+                max_mtu: *mtu,
+            })
+        },
+    );
     merge(links, &got, |dst, src| dst.mtu = src.mtu);
 }
 
