@@ -4,16 +4,53 @@
 //! HMAC(secret, server nonce) and its own nonce; the server answers with
 //! HMAC(secret, client nonce). Neither side serves or sends data before the proof checks out.
 
-use super::wire::{MAGIC, Msg, PROTO, WireError, read_msg, write_msg};
+use super::wire::{HANDSHAKE_FRAME, MAGIC, Msg, PROTO, WireError, read_msg_capped, write_msg};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// How long each handshake step may take.
+/// How long the whole handshake may take, however the peer paces its bytes.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A stream whose every read and write must finish by one instant: a peer sending one byte
+/// a second cannot stretch the handshake past its deadline.
+struct ByDeadline<'a> {
+    stream: &'a TcpStream,
+    until: Instant,
+}
+
+impl ByDeadline<'_> {
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            Err(io::Error::new(io::ErrorKind::TimedOut, "handshake deadline"))
+        } else {
+            Ok(left)
+        }
+    }
+}
+
+impl Read for ByDeadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.set_read_timeout(Some(self.left()?))?;
+        (&mut &*self.stream).read(buf)
+    }
+}
+
+impl Write for ByDeadline<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.left()?))?;
+        (&mut &*self.stream).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        (&mut &*self.stream).flush()
+    }
+}
 
 /// The job's shared secret.
 #[derive(Clone)]
@@ -125,8 +162,10 @@ pub fn accept(
     secret: &Secret,
     my_rank: u32,
 ) -> Result<ClientInfo, AuthError> {
-    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
-    stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
+    let stream = &mut ByDeadline {
+        stream,
+        until: Instant::now() + HANDSHAKE_TIMEOUT,
+    };
     let server_nonce = nonce();
     write_msg(
         stream,
@@ -136,7 +175,7 @@ pub fn accept(
             nonce: server_nonce.clone(),
         },
     )?;
-    let hello: Msg = read_msg(stream)?;
+    let hello: Msg = read_msg_capped(stream, HANDSHAKE_FRAME)?;
     let Msg::Hello {
         proto,
         rank,
@@ -192,14 +231,16 @@ pub fn connect(
     nnodes: u32,
     expect: Option<u32>,
 ) -> Result<u32, AuthError> {
-    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
-    stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)).ok();
-    let first: Msg = read_msg(stream).map_err(|e| match e {
+    let stream = &mut ByDeadline {
+        stream,
+        until: Instant::now() + HANDSHAKE_TIMEOUT,
+    };
+    let first: Msg = read_msg_capped(stream, HANDSHAKE_FRAME).map_err(|e| match e {
         WireError::Timeout => {
             AuthError::NotPreflight("it accepted the connection but sent nothing".into())
         }
         WireError::Malformed(m) => AuthError::NotPreflight(format!("it sent something else ({m})")),
-        WireError::TooLarge(_) => AuthError::NotPreflight("it sent something else".into()),
+        WireError::TooLarge { .. } => AuthError::NotPreflight("it sent something else".into()),
         other => AuthError::Wire(other),
     })?;
     let Msg::Challenge {
@@ -230,7 +271,7 @@ pub fn connect(
             mac,
         },
     )?;
-    match read_msg(stream)? {
+    match read_msg_capped(stream, HANDSHAKE_FRAME)? {
         Msg::Welcome { rank, mac } => {
             if !secret.verify("server", &client_nonce, rank, &mac) {
                 return Err(AuthError::BadProof);

@@ -3,4 +3,5 @@
 
 pub mod auth;
 pub mod events;
+pub mod gate;
 pub mod wire;

@@ -20,8 +20,16 @@ pub struct RankRow {
 pub const PROTO: u32 = 1;
 /// Magic string in every challenge, so a wrong service is told apart from a wrong secret.
 pub const MAGIC: &str = "preflight";
-/// Largest frame accepted (facts of a big node are ~100 KiB; reports of 64 nodes a few MiB).
+/// Largest frame accepted after authentication, as sent (compressed when large).
 pub const MAX_FRAME: usize = 32 << 20;
+/// Largest frame before authentication: challenge, hello, welcome and reject are tiny.
+pub const HANDSHAKE_FRAME: usize = 4 << 10;
+/// Largest message once decompressed (a report of thousands of nodes, trimmed per node).
+pub const MAX_MESSAGE: usize = 512 << 20;
+/// Messages larger than this are sent deflated.
+const COMPRESS_ABOVE: usize = 64 << 10;
+/// The length word's top bit: the body is deflated.
+const DEFLATED: u32 = 1 << 31;
 
 /// A data listener one node offers to its peers: one per candidate address.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -188,8 +196,8 @@ pub enum WireError {
     Closed,
     #[error("timed out waiting for the peer")]
     Timeout,
-    #[error("frame of {0} bytes exceeds the {MAX_FRAME}-byte cap")]
-    TooLarge(usize),
+    #[error("a frame of {len} bytes exceeds the {cap}-byte cap")]
+    TooLarge { len: usize, cap: usize },
     #[error("malformed message: {0}")]
     Malformed(String),
     #[error("{0}")]
@@ -209,30 +217,74 @@ impl From<io::Error> for WireError {
     }
 }
 
-/// Writes one frame: u32 big-endian length, then JSON.
+/// Writes one frame: u32 big-endian length (top bit: deflated), then the JSON body.
 pub fn write_msg<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), WireError> {
-    let body = serde_json::to_vec(msg).map_err(|e| WireError::Malformed(e.to_string()))?;
+    let json = serde_json::to_vec(msg).map_err(|e| WireError::Malformed(e.to_string()))?;
+    if json.len() > MAX_MESSAGE {
+        return Err(WireError::TooLarge {
+            len: json.len(),
+            cap: MAX_MESSAGE,
+        });
+    }
+    let (body, flag) = if json.len() > COMPRESS_ABOVE {
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(&json)?;
+        (z.finish()?, DEFLATED)
+    } else {
+        (json, 0)
+    };
     if body.len() > MAX_FRAME {
-        return Err(WireError::TooLarge(body.len()));
+        return Err(WireError::TooLarge {
+            len: body.len(),
+            cap: MAX_FRAME,
+        });
     }
     let mut buf = Vec::with_capacity(body.len() + 4);
-    buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    buf.extend_from_slice(&(body.len() as u32 | flag).to_be_bytes());
     buf.extend_from_slice(&body);
     w.write_all(&buf)?;
     w.flush()?;
     Ok(())
 }
 
-/// Reads one frame; the caller sets the read timeout on the stream.
+/// Reads one frame of at most [`MAX_FRAME`] bytes; the caller sets the read timeout.
 pub fn read_msg<R: Read, T: DeserializeOwned>(r: &mut R) -> Result<T, WireError> {
-    let mut len = [0u8; 4];
-    r.read_exact(&mut len)?;
-    let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(WireError::TooLarge(len));
+    read_msg_capped(r, MAX_FRAME)
+}
+
+/// Reads one frame of at most `max` bytes as sent. A larger declared length is refused before
+/// anything is allocated, and a deflated body may not grow past [`MAX_MESSAGE`].
+pub fn read_msg_capped<R: Read, T: DeserializeOwned>(r: &mut R, max: usize) -> Result<T, WireError> {
+    let mut word = [0u8; 4];
+    r.read_exact(&mut word)?;
+    let word = u32::from_be_bytes(word);
+    let deflated = word & DEFLATED != 0;
+    let len = (word & !DEFLATED) as usize;
+    let cap = max.min(MAX_FRAME);
+    if len > cap {
+        return Err(WireError::TooLarge { len, cap });
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body)?;
+    if deflated {
+        if max < MAX_FRAME {
+            return Err(WireError::Malformed(
+                "a compressed frame where only small ones are allowed".into(),
+            ));
+        }
+        let mut json = Vec::new();
+        flate2::read::DeflateDecoder::new(body.as_slice())
+            .take(MAX_MESSAGE as u64 + 1)
+            .read_to_end(&mut json)
+            .map_err(|e| WireError::Malformed(format!("bad compressed frame: {e}")))?;
+        if json.len() > MAX_MESSAGE {
+            return Err(WireError::TooLarge {
+                len: json.len(),
+                cap: MAX_MESSAGE,
+            });
+        }
+        body = json;
+    }
     serde_json::from_slice(&body).map_err(|e| WireError::Malformed(e.to_string()))
 }
 
