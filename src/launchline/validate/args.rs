@@ -1,0 +1,113 @@
+//! `launch.args` and `launch.unknown-flag`: whether torchrun accepts the command's words at all.
+
+use super::{CommandShape, Correction, finding};
+use crate::launchline::args::{Parsed, Problem, suggest};
+use preflight_checks::model::{Finding, Fix, Status};
+
+pub(super) fn args(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correction>) {
+    let mut bad = Vec::new();
+    for problem in &p.problems {
+        match problem {
+            Problem::MissingValue { word, .. } => bad.push(format!("{word} needs a value")),
+            Problem::ValueOnFlag { word, .. } => bad.push(format!(
+                "{word}: {} is a flag and takes no value (torchrun: \"ignored explicit argument\")",
+                word.split('=').next().unwrap_or(word)
+            )),
+            Problem::NoScript => bad.push(
+                "no training script: torchrun needs the script (or module with -m) after its options"
+                    .into(),
+            ),
+            _ => {}
+        }
+    }
+    if bad.is_empty() {
+        let what = if p.has("module") { "module" } else { "script" };
+        let f = finding(
+            "launch.args",
+            Status::Pass,
+            plan.rank,
+            p.script().unwrap_or_default(),
+            format!(
+                "torchrun reads the command: {what} {} with {} argument(s) of its own",
+                p.script().unwrap_or_default(),
+                p.script_args().len()
+            ),
+        )
+        .with("script", p.script())
+        .with("script_args", p.script_args())
+        .with("launcher", format!("{:?}", p.launcher));
+        return (f, None);
+    }
+    let f = finding(
+        "launch.args",
+        Status::Fail,
+        plan.rank,
+        "command",
+        format!(
+            "torchrun on rank {} would reject this command: {}",
+            plan.rank,
+            bad.join("; ")
+        ),
+    )
+    .with("problems", &bad)
+    .fix(Fix::new(
+        "give every option that takes one a value (--flag=value), and put the script after the options",
+    ));
+    (f, None)
+}
+
+pub(super) fn unknown_flags(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correction>) {
+    let mut words = Vec::new();
+    let mut hints = Vec::new();
+    let mut correction = None;
+    for problem in &p.problems {
+        match problem {
+            Problem::Unknown { word, .. } => {
+                words.push(word.clone());
+                hints.push(match suggest(word) {
+                    Some(s) => format!("{word}: did you mean {s}?"),
+                    None => format!("{word}: not a torchrun option; move it after the script if the script takes it"),
+                });
+            }
+            Problem::LaunchOnly { index, word } => {
+                words.push(word.clone());
+                hints.push(format!(
+                    "{word}: only torch.distributed.launch takes it; torchrun always sets LOCAL_RANK, so drop it"
+                ));
+                correction = Some(Correction::RemoveWord { index: *index });
+            }
+            _ => {}
+        }
+    }
+    if words.is_empty() {
+        let f = finding(
+            "launch.unknown-flag",
+            Status::Pass,
+            plan.rank,
+            "options",
+            format!(
+                "every option before the script is one torchrun knows ({} given)",
+                p.opts.len()
+            ),
+        )
+        .with(
+            "options",
+            p.opts.iter().map(|o| o.spelled.clone()).collect::<Vec<_>>(),
+        );
+        return (f, None);
+    }
+    let f = finding(
+        "launch.unknown-flag",
+        Status::Fail,
+        plan.rank,
+        words.join(" "),
+        format!(
+            "torchrun on rank {} stops with \"unrecognized arguments: {}\"",
+            plan.rank,
+            words.join(" ")
+        ),
+    )
+    .with("unknown", &words)
+    .fix(Fix::new(hints.join("; ")));
+    (f, correction)
+}

@@ -1,0 +1,295 @@
+//! `launch.endpoint` and `launch.port`: where the rendezvous store is, and whether this node can bind it.
+
+use super::{CommandShape, Context, Correction, Resolved, finding, flag};
+use crate::launchline::args::Parsed;
+use crate::placement::DEFAULT_RDZV_PORT;
+use preflight_checks::model::{BindStatus, Finding, Fix, NodeFacts, Status};
+use preflight_checks::net::host_port;
+use std::net::IpAddr;
+
+/// Is this address one of this node's (or loopback)?
+fn is_local(facts: &NodeFacts, ip: &IpAddr) -> bool {
+    ip.is_loopback()
+        || facts
+            .net
+            .interfaces
+            .iter()
+            .any(|i| i.ipv4.iter().chain(i.ipv6.iter()).any(|a| a.addr == *ip))
+}
+
+/// Does this node host the store (bind the port)?
+pub fn hosts_store(plan: &CommandShape, resolved: Option<&Resolved>, facts: &NodeFacts) -> bool {
+    if plan.standalone || plan.backend.starts_with("etcd") {
+        return false;
+    }
+    let local =
+        resolved.is_some_and(|r| !r.addrs.is_empty() && r.addrs.iter().all(|a| is_local(facts, a)));
+    match plan.backend.as_str() {
+        "static" => plan.rank == 0,
+        _ => local,
+    }
+}
+
+pub(super) fn endpoint(
+    p: &Parsed,
+    plan: &CommandShape,
+    ctx: &Context,
+) -> (Finding, Option<Correction>) {
+    let rank = plan.rank;
+    if plan.standalone {
+        return (
+            finding(
+                "launch.endpoint",
+                Status::Pass,
+                rank,
+                "standalone",
+                "--standalone: the rendezvous is local to this node".into(),
+            ),
+            None,
+        );
+    }
+    if let Some(e) = &plan.endpoint_error {
+        let f = finding(
+            "launch.endpoint",
+            Status::Fail,
+            rank,
+            "endpoint",
+            format!("rank {rank}: {e}"),
+        )
+        .fix(Fix::new(format!(
+            "give HOST:PORT, e.g. {}=10.0.0.1:{DEFAULT_RDZV_PORT}",
+            flag(p, "rdzv-endpoint")
+        )));
+        return (f, None);
+    }
+    let Some((host, port)) = plan.endpoint.clone() else {
+        return (
+            finding(
+                "launch.endpoint",
+                Status::Skip,
+                rank,
+                "endpoint",
+                "no rendezvous endpoint".into(),
+            ),
+            None,
+        );
+    };
+    let subject = host_port(&host, port);
+    let resolved = ctx.resolved.clone().unwrap_or_default();
+    let local_addrs: Vec<String> = ctx
+        .facts
+        .net
+        .interfaces
+        .iter()
+        .flat_map(|i| i.usable_addrs())
+        .map(|a| a.addr.to_string())
+        .collect();
+    let base = |status, summary: String| {
+        finding("launch.endpoint", status, rank, subject.clone(), summary)
+            .with("host", &host)
+            .with("port", port)
+            .with("from", plan.endpoint_from)
+            .with("backend", &plan.backend)
+            .with(
+                "resolved",
+                resolved
+                    .addrs
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .with("this_node_addresses", &local_addrs)
+    };
+    let use_addr = ctx
+        .this_addr
+        .clone()
+        .unwrap_or_else(|| "<rank 0's address>".into());
+    if let Some(err) = &resolved.error {
+        let f = base(
+            Status::Fail,
+            format!("rank {rank} cannot resolve the rendezvous host {host}: {err}"),
+        )
+        .fix(Fix::new(format!(
+            "use an IP address, or add {host} to /etc/hosts on every node"
+        )));
+        return (f, None);
+    }
+    if resolved.addrs.is_empty() {
+        return (base(Status::Skip, format!("{host} was not resolved")), None);
+    }
+    let all_loopback = resolved.addrs.iter().all(|a| a.is_loopback());
+    if plan.is_multi_node() && all_loopback {
+        let f = base(
+            Status::Fail,
+            format!("{subject} is loopback ({}) in a {}-node job: the other nodes connect to themselves and wait until the rendezvous times out", resolved.addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "), plan.max_nodes()),
+        )
+        .fix(Fix::new(format!("use rank 0's address reachable by every node instead of {host}, e.g. {}", host_port(&use_addr, port))));
+        return (f, None);
+    }
+    let local = resolved.addrs.iter().all(|a| is_local(ctx.facts, a));
+    if plan.backend == "static" && rank == 0 && !local {
+        let f = base(
+            Status::Fail,
+            format!("rank 0 hosts the static rendezvous, but {host} ({}) is not this machine: the other nodes would look for the master elsewhere", resolved.addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")),
+        )
+        .fix(Fix::new(format!("run rank 0 on {host}, or point every node at this machine: {}={use_addr}", flag(p, if plan.endpoint_from == "--rdzv-endpoint" { "rdzv-endpoint" } else { "master-addr" }))));
+        return (f, None);
+    }
+    if plan.backend.starts_with("etcd") {
+        return (
+            base(
+                Status::Warn,
+                format!("{subject} must be an etcd server; preflight's cluster run cannot use it"),
+            ),
+            None,
+        );
+    }
+    let role = if hosts_store(plan, Some(&resolved), ctx.facts) {
+        "this node hosts the rendezvous store there".to_string()
+    } else {
+        format!("rank {rank} connects to it; the cluster run checks that it is reachable")
+    };
+    (
+        base(
+            Status::Pass,
+            format!(
+                "{subject} resolves to {}; {role}",
+                resolved
+                    .addrs
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+        .with("local", local),
+        None,
+    )
+}
+
+pub(super) fn port(
+    p: &Parsed,
+    plan: &CommandShape,
+    ctx: &Context,
+) -> (Finding, Option<Correction>) {
+    let rank = plan.rank;
+    let Some((host, port)) = plan.endpoint.clone() else {
+        return (
+            finding(
+                "launch.port",
+                Status::Skip,
+                rank,
+                "port",
+                "no fixed port: --standalone picks a free one".into(),
+            ),
+            None,
+        );
+    };
+    if !hosts_store(plan, ctx.resolved.as_ref(), ctx.facts) {
+        return (
+            finding(
+                "launch.port",
+                Status::Skip,
+                rank,
+                port.to_string(),
+                format!("rank {rank} does not bind {port}; the node that hosts {host} does"),
+            )
+            .with("port", port),
+            None,
+        );
+    }
+    let facts = &ctx.facts.ports;
+    if facts.port != port {
+        return (
+            finding(
+                "launch.port",
+                Status::Skip,
+                rank,
+                port.to_string(),
+                format!(
+                    "port {port} was not probed on this node (the facts are for {})",
+                    facts.port
+                ),
+            )
+            .with("port", port),
+            None,
+        );
+    }
+    let held = facts.ipv4.status == BindStatus::InUse || facts.ipv6.status == BindStatus::InUse;
+    let base = |status, summary: String| {
+        finding("launch.port", status, rank, port.to_string(), summary)
+            .with("port", port)
+            .with("ipv4", facts.ipv4.status)
+            .with("ipv6", facts.ipv6.status)
+            .with("holders", &facts.holders)
+            .with("suggested_free", facts.suggested_free)
+    };
+    if !held {
+        return match facts.ipv4.status {
+            BindStatus::Free => (
+                base(
+                    Status::Pass,
+                    format!("port {port} is free on rank {rank}, which binds it"),
+                ),
+                None,
+            ),
+            s => (
+                base(
+                    Status::Warn,
+                    format!(
+                        "port {port} could not be test-bound on rank {rank} ({s:?}); see port.in-use"
+                    ),
+                ),
+                None,
+            ),
+        };
+    }
+    let who: Vec<String> = facts
+        .holders
+        .iter()
+        .filter_map(|h| {
+            Some(format!(
+                "pid {} ({})",
+                h.pid?,
+                h.command.clone().unwrap_or_default()
+            ))
+        })
+        .collect();
+    let who = if who.is_empty() {
+        "a process this user cannot see".to_string()
+    } else {
+        who.join(", ")
+    };
+    let summary = format!(
+        "port {port} is held on rank {rank} by {who}: torchrun fails with \"Address already in use\""
+    );
+    let Some(free) = facts.suggested_free else {
+        return (
+            base(Status::Fail, summary).fix(Fix::new(format!(
+                "stop {who}, or choose another port on every node"
+            ))),
+            None,
+        );
+    };
+    let correction = if plan.endpoint_from == "--rdzv-endpoint" {
+        Correction::SetValue {
+            name: "rdzv-endpoint",
+            value: host_port(&host, free),
+        }
+    } else {
+        Correction::SetValue {
+            name: "master-port",
+            value: free.to_string(),
+        }
+    };
+    let flag_text = match &correction {
+        Correction::SetValue { name, value } => format!("{}={value}", flag(p, name)),
+        _ => String::new(),
+    };
+    (
+        base(Status::Fail, summary).fix(Fix::new(format!(
+            "use {flag_text} (bound successfully here) on every node, or stop {who}"
+        ))),
+        Some(correction),
+    )
+}

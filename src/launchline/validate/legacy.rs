@@ -1,0 +1,58 @@
+//! `launch.legacy`: `python -m torch.distributed.launch` and the `--local-rank` argument it passes.
+
+use super::{CommandShape, Correction, finding};
+use crate::launchline::args::{Launcher, Parsed};
+use preflight_checks::model::{Finding, Fix, Status};
+
+pub(super) fn legacy(
+    p: &Parsed,
+    plan: &CommandShape,
+    script: Option<&str>,
+) -> Option<(Finding, Option<Correction>)> {
+    if p.launcher != Launcher::Launch {
+        return None;
+    }
+    let rank = plan.rank;
+    let subject = "torch.distributed.launch";
+    if p.has("use-env") {
+        return Some((
+            finding("launch.legacy", Status::Warn, rank, subject, "torch.distributed.launch is deprecated; with --use-env it behaves as torchrun (LOCAL_RANK in the environment)".into())
+                .fix(Fix::new("replace `python -m torch.distributed.launch --use-env` with `torchrun`")),
+            None,
+        ));
+    }
+    let reads_arg = script.map(|s| s.contains("local_rank") || s.contains("local-rank"));
+    let script_name = p.script().unwrap_or_default();
+    match reads_arg {
+        Some(false) => Some((
+            finding(
+                "launch.legacy",
+                Status::Fail,
+                rank,
+                subject,
+                format!("torch.distributed.launch without --use-env passes --local-rank=N to {script_name}, which never mentions local_rank: its argument parser stops with \"unrecognized arguments: --local-rank=0\""),
+            )
+            .with("script", script_name)
+            .fix(Fix::new("add --use-env (the script then reads LOCAL_RANK from the environment), or switch to torchrun")),
+            Some(Correction::SetValue { name: "use-env", value: String::new() }),
+        )),
+        Some(true) => Some((
+            finding("launch.legacy", Status::Warn, rank, subject, format!("torch.distributed.launch is deprecated; {script_name} reads local_rank, so --local-rank=N works"))
+                .with("script", script_name)
+                .fix(Fix::new("switch to torchrun and read LOCAL_RANK from the environment")),
+            None,
+        )),
+        None => Some((
+            finding(
+                "launch.legacy",
+                Status::Warn,
+                rank,
+                subject,
+                format!("torch.distributed.launch without --use-env passes --local-rank=N to {script_name} (torch < 2.0: --local_rank=N); the script must accept it"),
+            )
+            .with("script", script_name)
+            .fix(Fix::new("make the script accept --local-rank (parser.add_argument(\"--local-rank\", \"--local_rank\", type=int)), or add --use-env and read LOCAL_RANK")),
+            None,
+        )),
+    }
+}
