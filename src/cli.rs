@@ -190,9 +190,12 @@ pub struct ClusterArgs {
     /// Port preflight's coordinator listens on, when not the master port (or PREFLIGHT_COORDINATOR_PORT; default: the master port, MASTER_PORT + 1 under torchrun).
     #[arg(long, alias = "coordinator_port", value_parser = clap::value_parser!(u16).range(1..))]
     pub coordinator_port: Option<u16>,
-    /// Shared secret every node must know (or PREFLIGHT_TOKEN).
+    /// Shared secret every node must know (or PREFLIGHT_TOKEN); default: derived from the job id (--rdzv-id, SLURM_JOB_ID, TORCHELASTIC_RUN_ID) and the endpoint.
     #[arg(long, env = "PREFLIGHT_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the shared secret from this file (a Kubernetes Secret, a file the job script writes); used when --token is not given.
+    #[arg(long, alias = "token_file")]
+    pub token_file: Option<PathBuf>,
     /// Seconds to wait for every node to join; also bounds each phase.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
@@ -289,9 +292,12 @@ pub struct TorchrunArgs {
     /// Judge a saved facts file (from `preflight facts`) instead of probing this node; implies --no-run.
     #[arg(long)]
     pub facts: Option<PathBuf>,
-    /// Shared secret every node must know (or PREFLIGHT_TOKEN); default: derived from --rdzv-id and the endpoint.
+    /// Shared secret every node must know (or PREFLIGHT_TOKEN); default: derived from the job id (--rdzv-id, SLURM_JOB_ID, TORCHELASTIC_RUN_ID) and the endpoint.
     #[arg(long, env = "PREFLIGHT_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the shared secret from this file (a Kubernetes Secret, a file the job script writes); used when --token is not given.
+    #[arg(long, alias = "token_file")]
+    pub token_file: Option<PathBuf>,
     /// Seconds to wait for every node to join; also bounds each phase.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,

@@ -8,7 +8,7 @@ use crate::measure::sizes::{parse_size, parse_sizes};
 use crate::placement::{self, PlacementFlags};
 use crate::runtime::Timing;
 use crate::runtime::allreduce::{AllreduceMode, AllreducePlan};
-pub use crate::runtime::job::{ClusterJob, JobShape, ProbeJob};
+pub use crate::runtime::job::{ClusterJob, JobShape, ProbeJob, Token};
 use anyhow::anyhow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -48,7 +48,7 @@ pub struct TorchrunJob {
     pub probe: ProbeJob,
     pub no_run: bool,
     pub facts_file: Option<PathBuf>,
-    pub token: Option<String>,
+    pub token: Option<Token>,
     pub timeout: Duration,
     pub quick: bool,
     /// The user's command, as argv or one pasted line split as a shell would.
@@ -236,7 +236,7 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
         probe: probe(&a.probe),
         placement: placement_flags(a),
         env: env.clone(),
-        token: a.token.clone(),
+        token: token(a.token.as_deref(), a.token_file.as_deref())?,
         timeout: Duration::from_secs(a.timeout),
         timing: timing(a.quick, a.thorough),
         allreduce: allreduce_plan(
@@ -258,7 +258,7 @@ fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Res
         probe: probe(&a.probe),
         no_run: a.no_run,
         facts_file: a.facts,
-        token: a.token,
+        token: token(a.token.as_deref(), a.token_file.as_deref())?,
         timeout: Duration::from_secs(a.timeout),
         quick: a.quick,
         words: crate::launchline::words_of(&a.args)?,
@@ -269,6 +269,53 @@ fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Res
             strict: a.strict,
         },
     })
+}
+
+/// Largest token file read.
+const TOKEN_FILE_CAP: u64 = 64 << 10;
+
+/// The token from `--token`/`PREFLIGHT_TOKEN`, else `--token-file`; an empty one is an error.
+fn token(flag: Option<&str>, file: Option<&std::path::Path>) -> anyhow::Result<Option<Token>> {
+    if let Some(t) = flag {
+        if t.trim().is_empty() {
+            return Err(anyhow!(
+                "--token (or PREFLIGHT_TOKEN) is empty: an empty secret protects nothing; give every node the same non-empty value, e.g. `export PREFLIGHT_TOKEN=$(openssl rand -hex 16)` in the job script, or unset it to use the job id"
+            ));
+        }
+        return Ok(Some(Token {
+            value: t.to_string(),
+            from: "--token / PREFLIGHT_TOKEN".into(),
+        }));
+    }
+    let Some(path) = file else {
+        return Ok(None);
+    };
+    let shown = path.display();
+    let meta =
+        std::fs::metadata(path).map_err(|e| anyhow!("cannot read --token-file {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(anyhow!(
+            "--token-file {shown} is not a regular file; give the file that holds the token (a mounted Kubernetes Secret key, a file the job script wrote)"
+        ));
+    }
+    if meta.len() > TOKEN_FILE_CAP {
+        return Err(anyhow!(
+            "--token-file {shown} has {} bytes; a token file holds one token (at most {TOKEN_FILE_CAP} bytes)",
+            meta.len()
+        ));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow!("cannot read --token-file {shown}: {e}"))?;
+    let value = text.trim();
+    if value.is_empty() {
+        return Err(anyhow!(
+            "--token-file {shown} is empty: an empty secret protects nothing; write the token into it (e.g. `openssl rand -hex 16 > {shown}`)"
+        ));
+    }
+    Ok(Some(Token {
+        value: value.to_string(),
+        from: format!("--token-file {shown}"),
+    }))
 }
 
 fn nccl_worker(a: &cli::NcclWorkerArgs) -> anyhow::Result<WorkerSpec> {

@@ -310,6 +310,35 @@ static ENTRIES: &[Entry] = &[
          (`ss -ltnp 'sport = :29500'`).",
     ),
     entry(
+        "cluster.refused",
+        "cluster",
+        "fail",
+        "a node reached the coordinator and was turned away: another secret, another --nnodes, \
+         another preflight version, a rank already taken, an address not in the host list, or \
+         facts over the limits",
+        "A refused node is not missing: it is running with a different idea of the job. \
+         torchrun would either never let it join (another secret or node count: a 900 s \
+         timeout) or, with a rank claimed twice, start two processes as one rank.",
+        "Start every node with the same flags: the same --token / PREFLIGHT_TOKEN / \
+         --token-file (or --rdzv-id), the same --nnodes and its own --node-rank, the same \
+         preflight release; the finding names the address, the rank it claimed and what \
+         differs.",
+    ),
+    entry(
+        "cluster.auth",
+        "cluster",
+        "warn",
+        "no secret source (no --token, PREFLIGHT_TOKEN, --token-file or job id): anyone who can \
+         reach the master port could join",
+        "Without a secret the nodes prove only that they know the master endpoint, which anyone \
+         on the network can compute: another host could join as a rank, read the nodes' facts \
+         (interfaces, addresses, versions) and put made-up links into the report.",
+        "Give every node one secret through the launcher's environment, e.g. \
+         `export PREFLIGHT_TOKEN=$(openssl rand -hex 16)` in the job script before srun or \
+         torchrun (every node inherits it), a Kubernetes Secret mounted as `--token-file`, or \
+         run under Slurm/torchrun where the job id is the secret.",
+    ),
+    entry(
         "cluster.duplicate-host",
         "cluster",
         "fail",

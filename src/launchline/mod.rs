@@ -6,15 +6,12 @@ pub mod rewrite;
 pub mod validate;
 
 use crate::advise::{AdviceInput, advise_node};
+pub use crate::placement::resolve_host;
 use args::{Parsed, Word};
 use preflight_checks::model::{self, Finding, NodeFacts, Recommendation, Status};
 use std::collections::BTreeMap;
-use std::net::{IpAddr, ToSocketAddrs};
-use std::time::Duration;
 use validate::{CommandShape, Context, Correction, Resolved};
 
-/// Longest wait for the endpoint's name to resolve.
-const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Largest script read for the legacy `--local-rank` check.
 const SCRIPT_READ_LIMIT: u64 = 4 << 20;
 
@@ -24,58 +21,6 @@ pub fn words_of(raw: &[String]) -> anyhow::Result<Vec<Word>> {
         [line] if line.trim().contains(char::is_whitespace) => args::split_shell_words(line)
             .map_err(|e| anyhow::anyhow!("cannot split the pasted command line: {e}")),
         _ => Ok(raw.iter().map(Word::plain).collect()),
-    }
-}
-
-/// Resolves the endpoint's host, giving up after [`RESOLVE_TIMEOUT`].
-pub fn resolve_host(host: &str) -> Resolved {
-    let bare = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    if let Ok(ip) = bare.parse::<IpAddr>() {
-        return Resolved {
-            host: host.to_string(),
-            addrs: vec![ip],
-            error: None,
-        };
-    }
-    let (tx, rx) = std::sync::mpsc::channel();
-    let name = bare.clone();
-    let spawned = std::thread::Builder::new()
-        .name("resolve".into())
-        .spawn(move || {
-            let r = (name.as_str(), 0u16)
-                .to_socket_addrs()
-                .map(|it| it.map(|a| a.ip()).collect::<Vec<_>>());
-            let _ = tx.send(r);
-        });
-    let outcome = match spawned {
-        Err(e) => Err(format!("cannot start the resolver: {e}")),
-        Ok(_) => match rx.recv_timeout(RESOLVE_TIMEOUT) {
-            Ok(Ok(mut addrs)) => {
-                addrs.dedup();
-                if addrs.is_empty() {
-                    Err("it resolves to no address".to_string())
-                } else {
-                    Ok(addrs)
-                }
-            }
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer within {} s", RESOLVE_TIMEOUT.as_secs())),
-        },
-    };
-    match outcome {
-        Ok(addrs) => Resolved {
-            host: host.to_string(),
-            addrs,
-            error: None,
-        },
-        Err(e) => Resolved {
-            host: host.to_string(),
-            addrs: Vec::new(),
-            error: Some(e),
-        },
     }
 }
 
@@ -295,7 +240,7 @@ mod tests {
     #[test]
     fn literal_addresses_resolve_without_a_lookup() {
         let r = resolve_host("[::1]");
-        assert_eq!(r.addrs, vec!["::1".parse::<IpAddr>().unwrap()]);
+        assert_eq!(r.addrs, vec!["::1".parse::<std::net::IpAddr>().unwrap()]);
         assert!(resolve_host("127.0.0.1").error.is_none());
         assert!(
             resolve_host("localhost")

@@ -4,6 +4,7 @@
 //! acknowledgement (never the whole datagram) only for datagrams tagged with the job secret.
 
 use crate::transport::auth::Secret;
+use crate::transport::gate::Gate;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -26,7 +27,8 @@ pub struct EchoServer {
 
 impl EchoServer {
     /// Binds UDP on `ip:port` (the same port as the TCP data listener).
-    pub fn start(ip: IpAddr, port: u16, secret: &Secret) -> io::Result<EchoServer> {
+    /// Only `admitted` peers get an answer.
+    pub fn start(ip: IpAddr, port: u16, secret: &Secret, admitted: Gate) -> io::Result<EchoServer> {
         let sock = UdpSocket::bind(SocketAddr::new(ip, port))?;
         sock.set_read_timeout(Some(Duration::from_millis(100)))?;
         let addr = sock.local_addr()?;
@@ -42,6 +44,7 @@ impl EchoServer {
                         && n >= 28
                         && &buf[..8] == MAGIC
                         && buf[8..24] == tag
+                        && admitted.admits(from.ip())
                     {
                         let mut ack = [0u8; 32];
                         ack[..28].copy_from_slice(&buf[..28]);
@@ -170,17 +173,19 @@ mod tests {
 
     #[test]
     fn loopback_path_mtu_reaches_the_requested_size() {
-        let secret = Secret::derive(Some("t"), None, "m", 1);
-        let echo = EchoServer::start("127.0.0.1".parse().unwrap(), 0, &secret).unwrap();
+        let secret = Secret::token("t");
+        let echo =
+            EchoServer::start("127.0.0.1".parse().unwrap(), 0, &secret, Gate::open()).unwrap();
         let mtu = path_mtu("127.0.0.1".parse().unwrap(), echo.addr, 9000, &secret).unwrap();
         assert_eq!(mtu, Some(9000));
     }
 
     #[test]
     fn untagged_datagrams_get_no_answer() {
-        let secret = Secret::derive(Some("t"), None, "m", 1);
-        let echo = EchoServer::start("127.0.0.1".parse().unwrap(), 0, &secret).unwrap();
-        let other = Secret::derive(Some("other"), None, "m", 1);
+        let secret = Secret::token("t");
+        let echo =
+            EchoServer::start("127.0.0.1".parse().unwrap(), 0, &secret, Gate::open()).unwrap();
+        let other = Secret::token("other");
         let mtu = path_mtu("127.0.0.1".parse().unwrap(), echo.addr, 1500, &other).unwrap();
         assert_eq!(mtu, None);
     }

@@ -92,6 +92,8 @@ pub struct RingPeers {
     pub right_rank: u32,
     /// The right neighbour's ring listener.
     pub right: SocketAddr,
+    /// Who may connect to this node's ring listener (the admitted nodes).
+    pub admitted: crate::transport::gate::Gate,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -2,6 +2,7 @@
 
 use crate::transport::auth::{self, Secret};
 use crate::transport::events::Events;
+use crate::transport::gate::{Gate, Pass};
 use crate::transport::wire::{Msg, read_msg, write_msg};
 use preflight_checks::model::LinkOutcome;
 use std::io::{self, Read, Write};
@@ -98,11 +99,13 @@ pub struct DataServer {
 
 impl DataServer {
     /// Binds `ip:0` (a random high port, as NCCL does) and serves in the background.
+    /// Only `admitted` peers may start a handshake, a capped number at once.
     pub fn start(
         ip: std::net::IpAddr,
         secret: Secret,
         my_rank: u32,
         events: Events,
+        admitted: Gate,
     ) -> io::Result<DataServer> {
         let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
         listener.set_nonblocking(true)?;
@@ -111,7 +114,7 @@ impl DataServer {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("data-{addr}"))
-            .spawn(move || accept_loop(listener, secret, my_rank, stop2, events))?;
+            .spawn(move || accept_loop(listener, secret, my_rank, stop2, events, admitted))?;
         Ok(DataServer {
             addr,
             stop,
@@ -135,16 +138,22 @@ fn accept_loop(
     my_rank: u32,
     stop: Arc<AtomicBool>,
     events: Events,
+    admitted: Gate,
 ) {
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, peer)) => {
+                let pass = match admitted.enter(peer.ip()) {
+                    Ok(pass) => pass,
+                    Err(_) => continue,
+                };
                 let secret = secret.clone();
                 let events = events.clone();
+                let admitted = admitted.clone();
                 let _ = std::thread::Builder::new()
                     .name("data-conn".into())
                     .spawn(move || {
-                        if let Err(e) = serve(stream, &secret, my_rank) {
+                        if let Err(e) = serve(stream, &secret, my_rank, pass, &admitted) {
                             events.log(format!("data connection from {peer}: {e}"));
                         }
                     });
@@ -158,10 +167,21 @@ fn accept_loop(
 }
 
 /// Serves one connection: authenticate, then one request.
-fn serve(mut stream: TcpStream, secret: &Secret, my_rank: u32) -> Result<(), String> {
+fn serve(
+    mut stream: TcpStream,
+    secret: &Secret,
+    my_rank: u32,
+    pass: Pass,
+    admitted: &Gate,
+) -> Result<(), String> {
+    let peer = stream.peer_addr().map_err(|e| e.to_string())?;
+    if !admitted.settle(peer.ip(), auth::HANDSHAKE_TIMEOUT) {
+        return Err(format!("dropped: {} is not an admitted node", peer.ip()));
+    }
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
     stream.set_nodelay(true).ok();
     auth::accept(&mut stream, secret, my_rank).map_err(|e| format!("dropped: {e}"))?;
+    drop(pass);
     stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
     match read_msg::<_, Msg>(&mut stream).map_err(|e| e.to_string())? {
         Msg::PingReq { count } => {
@@ -212,12 +232,13 @@ mod tests {
 
     #[test]
     fn ping_and_bulk_through_an_authenticated_listener() {
-        let secret = Secret::derive(Some("t"), None, "m", 1);
+        let secret = Secret::token("t");
         let srv = DataServer::start(
             "127.0.0.1".parse().unwrap(),
             secret.clone(),
             1,
             Events::none(),
+            Gate::open(),
         )
         .unwrap();
         let mut s = connect(srv.addr, Duration::from_secs(1)).unwrap();
@@ -232,12 +253,13 @@ mod tests {
 
     #[test]
     fn wrong_rank_on_the_listener_is_detected() {
-        let secret = Secret::derive(Some("t"), None, "m", 1);
+        let secret = Secret::token("t");
         let srv = DataServer::start(
             "127.0.0.1".parse().unwrap(),
             secret.clone(),
             3,
             Events::none(),
+            Gate::open(),
         )
         .unwrap();
         let mut s = connect(srv.addr, Duration::from_secs(1)).unwrap();

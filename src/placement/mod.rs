@@ -29,12 +29,14 @@ use thiserror::Error;
 mod endpoint;
 mod hostlist;
 mod layers;
+mod resolve;
 mod values;
 
 use endpoint::parse_endpoint;
 pub use endpoint::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, split_endpoint};
 pub use hostlist::expand_hostlist;
 use layers::*;
+pub use resolve::{Resolved, resolve_host};
 use values::*;
 
 /// The placement flags as given, in torchrun's spellings; `resolve` works from these and the environment.
@@ -66,6 +68,8 @@ pub struct Placement {
     pub master_addr: String,
     pub master_port: u16,
     pub job_id: Option<String>,
+    /// Where the job id came from (`--rdzv-id`, `SLURM_JOB_ID`, `TORCHELASTIC_RUN_ID`).
+    pub job_id_source: Option<&'static str>,
     /// Expected host per rank, from `--hosts` or Slurm; empty otherwise.
     pub expected_hosts: Vec<String>,
     /// "flags" | "--hosts" | "slurm" | "torchrun-env"
@@ -349,17 +353,18 @@ fn master_port(
     }
 }
 
-fn job_id(args: &PlacementFlags, env: &Env) -> Option<String> {
+/// The job id and where it came from: `--rdzv-id`, else `SLURM_JOB_ID`, else `TORCHELASTIC_RUN_ID`.
+fn job_id(args: &PlacementFlags, env: &Env) -> Option<(String, &'static str)> {
     args.rdzv_id
         .as_deref()
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(str::to_string)
+        .map(|s| (s.to_string(), "--rdzv-id"))
         .or_else(|| {
             env.first(&["SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"])
                 // torchrun's placeholder when no --rdzv-id was given: the same everywhere, so no id at all.
                 .filter(|(_, v)| !v.eq_ignore_ascii_case("none"))
-                .map(|(_, v)| v.to_string())
+                .map(|(k, v)| (v.to_string(), k))
         })
 }
 
@@ -461,7 +466,8 @@ pub fn resolve(
         rank: rank.value,
         master_addr,
         master_port,
-        job_id: job_id(args, &env),
+        job_id_source: job_id(args, &env).map(|(_, from)| from),
+        job_id: job_id(args, &env).map(|(id, _)| id),
         expected_hosts: layer.hosts,
         source: layer.source.unwrap_or("flags"),
         coordinator_port,

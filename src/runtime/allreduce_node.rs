@@ -4,6 +4,7 @@
 use crate::measure::ring::{self, Corrupt, RingConfig, RingListener, RingPeers};
 use crate::transport::auth::Secret;
 use crate::transport::events::Events;
+use crate::transport::gate::Gate;
 use crate::transport::wire::{Msg, NcclOrder, RingOrder, WireError, write_msg};
 use preflight_checks::model::NodeFacts;
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -20,6 +21,8 @@ pub struct NodeState {
     pub secret: Secret,
     pub facts: NodeFacts,
     pub events: Events,
+    /// The nodes the coordinator admitted: the only ones this node's listeners serve.
+    pub admitted: Gate,
     ring: Option<RingListener>,
     nccl: Option<crate::measure::nccl::Worker>,
 }
@@ -38,6 +41,7 @@ impl NodeState {
             secret,
             facts,
             events,
+            admitted: Gate::pending(),
             ring: None,
             nccl: None,
         }
@@ -113,6 +117,7 @@ fn run_ring(
         left_rank: order.left_rank,
         right_rank: order.right_rank,
         right,
+        admitted: state.admitted.clone(),
     };
     let cfg = RingConfig {
         streams: order.streams.clamp(1, 16) as usize,

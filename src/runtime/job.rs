@@ -28,7 +28,8 @@ pub struct ClusterJob {
     pub placement: PlacementFlags,
     /// The process environment the placement and the local group read.
     pub env: BTreeMap<String, String>,
-    pub token: Option<String>,
+    /// The job's token, when given (else the job id, else nothing, is the secret).
+    pub token: Option<Token>,
     /// Bounds the join and every phase.
     pub timeout: Duration,
     pub timing: Timing,
@@ -36,4 +37,17 @@ pub struct ClusterJob {
     pub min_busbw: Option<f64>,
     pub shape: JobShape,
     pub script: Vec<String>,
+}
+
+/// A token and where it came from (`--token / PREFLIGHT_TOKEN`, `--token-file PATH`); never empty.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token {
+    pub value: String,
+    pub from: String,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Token(from {})", self.from)
+    }
 }

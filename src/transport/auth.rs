@@ -27,7 +27,10 @@ impl ByDeadline<'_> {
     fn left(&self) -> io::Result<Duration> {
         let left = self.until.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            Err(io::Error::new(io::ErrorKind::TimedOut, "handshake deadline"))
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "handshake deadline",
+            ))
         } else {
             Ok(left)
         }
@@ -62,12 +65,57 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Where the job's secret came from, in the order they are tried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SecretSource {
+    /// `--token`, `PREFLIGHT_TOKEN` or `--token-file FILE` (named).
+    Token(String),
+    /// A job id (`--rdzv-id`, `SLURM_JOB_ID`, `TORCHELASTIC_RUN_ID`) with the master endpoint.
+    JobId(String),
+    /// None: the key is the master endpoint alone, which anyone who can reach it can compute.
+    EndpointOnly,
+}
+
+impl SecretSource {
+    /// Whether the secret keeps strangers out.
+    pub fn is_secret(&self) -> bool {
+        !matches!(self, SecretSource::EndpointOnly)
+    }
+
+    /// The source in words, for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            SecretSource::Token(from) => format!("the token from {from}"),
+            SecretSource::JobId(from) => format!("the job id from {from} with the master endpoint"),
+            SecretSource::EndpointOnly => "the master endpoint alone (no secret)".to_string(),
+        }
+    }
+}
+
 impl Secret {
-    /// `--token`/`PREFLIGHT_TOKEN` when given, else derived from the job id and the master endpoint.
-    pub fn derive(token: Option<&str>, job_id: Option<&str>, master: &str, port: u16) -> Secret {
-        match token {
-            Some(t) => Secret(format!("token:{t}").into_bytes()),
-            None => Secret(format!("job:{}|{master}:{port}", job_id.unwrap_or("")).into_bytes()),
+    /// The secret a token gives.
+    pub fn token(t: &str) -> Secret {
+        Secret(format!("token:{t}").into_bytes())
+    }
+
+    /// A token when given (`from` names it), else derived from the job id and the master
+    /// endpoint; with neither, from the endpoint alone (see [`SecretSource::EndpointOnly`]).
+    pub fn derive(
+        token: Option<(&str, &str)>,
+        job_id: Option<(&str, &str)>,
+        master: &str,
+        port: u16,
+    ) -> (Secret, SecretSource) {
+        match (token, job_id) {
+            (Some((t, from)), _) => (Secret::token(t), SecretSource::Token(from.to_string())),
+            (None, Some((id, from))) => (
+                Secret(format!("job:{id}|{master}:{port}").into_bytes()),
+                SecretSource::JobId(from.to_string()),
+            ),
+            (None, None) => (
+                Secret(format!("job:|{master}:{port}").into_bytes()),
+                SecretSource::EndpointOnly,
+            ),
         }
     }
 
@@ -136,7 +184,11 @@ pub enum AuthError {
     #[error(
         "protocol version {theirs} differs from ours ({PROTO}); run the same preflight version on every node"
     )]
-    Version { theirs: u32 },
+    Version { theirs: u32, rank: Option<u32> },
+    #[error(
+        "a node claiming rank {rank} of {nnodes} does not know the job secret (check --token / PREFLIGHT_TOKEN / --token-file / --rdzv-id on every node)"
+    )]
+    ClientBadProof { rank: u32, nnodes: u32 },
     #[error(
         "the peer does not know the job secret (check --token / PREFLIGHT_TOKEN / --rdzv-id on every node)"
     )]
@@ -201,16 +253,19 @@ pub fn accept(
                 reason: format!("protocol {proto} != {PROTO}"),
             },
         );
-        return Err(AuthError::Version { theirs: proto });
+        return Err(AuthError::Version {
+            theirs: proto,
+            rank: Some(rank),
+        });
     }
     if !secret.verify("client", &server_nonce, rank, &mac) {
         let _ = write_msg(
             stream,
             &Msg::Reject {
-                reason: "bad proof of the job secret".into(),
+                reason: "bad proof of the job secret: this node was started with another secret than the one it connected to (--token, PREFLIGHT_TOKEN, --token-file, --rdzv-id or the job id differ)".into(),
             },
         );
-        return Err(AuthError::BadProof);
+        return Err(AuthError::ClientBadProof { rank, nnodes });
     }
     let proof = secret.mac("server", &client_nonce, my_rank);
     write_msg(
@@ -257,7 +312,10 @@ pub fn connect(
         return Err(AuthError::NotPreflight(format!("magic {magic:?}")));
     }
     if proto != PROTO {
-        return Err(AuthError::Version { theirs: proto });
+        return Err(AuthError::Version {
+            theirs: proto,
+            rank: None,
+        });
     }
     let client_nonce = nonce();
     let mac = secret.mac("client", &server_nonce, my_rank);
@@ -311,7 +369,7 @@ mod tests {
 
     #[test]
     fn same_secret_authenticates_both_ways() {
-        let s = Secret::derive(Some("t"), None, "m", 1);
+        let s = Secret::token("t");
         let (srv, cli) = pair(s.clone(), s);
         assert_eq!(srv.unwrap().rank, 2);
         assert_eq!(cli.unwrap(), 0);
@@ -319,11 +377,11 @@ mod tests {
 
     #[test]
     fn wrong_secret_is_rejected_by_the_server() {
-        let (srv, cli) = pair(
-            Secret::derive(Some("a"), None, "m", 1),
-            Secret::derive(Some("b"), None, "m", 1),
-        );
-        assert!(matches!(srv, Err(AuthError::BadProof)));
+        let (srv, cli) = pair(Secret::token("a"), Secret::token("b"));
+        assert!(matches!(
+            srv,
+            Err(AuthError::ClientBadProof { rank: 2, nnodes: 3 })
+        ));
         assert!(matches!(cli, Err(AuthError::Rejected(_))));
     }
 
@@ -333,7 +391,7 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let h = std::thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();
-            accept(&mut s, &Secret::derive(Some("t"), None, "m", 1), 0)
+            accept(&mut s, &Secret::token("t"), 0)
         });
         let mut c = TcpStream::connect(addr).unwrap();
         std::io::Write::write_all(&mut c, b"GET / HTTP/1.0\r\n\r\n").unwrap();
@@ -347,13 +405,7 @@ mod tests {
         let mut c = TcpStream::connect(addr).unwrap();
         let _keep = l.accept().unwrap();
         let t = std::time::Instant::now();
-        let r = connect(
-            &mut c,
-            &Secret::derive(Some("t"), None, "m", 1),
-            1,
-            2,
-            Some(0),
-        );
+        let r = connect(&mut c, &Secret::token("t"), 1, 2, Some(0));
         assert!(matches!(r, Err(AuthError::NotPreflight(_))));
         assert!(t.elapsed() < HANDSHAKE_TIMEOUT + Duration::from_secs(2));
     }

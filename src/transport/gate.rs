@@ -30,12 +30,23 @@ impl std::fmt::Display for Turned {
     }
 }
 
+/// Which addresses may connect.
+#[derive(Clone, Debug, Default)]
+enum Allow {
+    /// Any address may try (the handshake still decides).
+    #[default]
+    Any,
+    /// Not known yet: connections wait for [`Gate::allow`] (see [`Gate::settle`]).
+    Pending,
+    /// Only these.
+    Only(BTreeSet<IpAddr>),
+}
+
 /// Shared by a listener's accept loop and whoever learns which peers are admitted.
 #[derive(Clone, Debug, Default)]
 pub struct Gate {
     pending: Arc<AtomicUsize>,
-    /// None: any address may try (the handshake still decides); Some: only these.
-    allowed: Arc<RwLock<Option<BTreeSet<IpAddr>>>>,
+    allowed: Arc<RwLock<Allow>>,
 }
 
 /// Held while one handshake runs; dropping it frees the slot.
@@ -54,10 +65,13 @@ impl Gate {
         Gate::default()
     }
 
-    /// Nobody until [`Gate::allow`] names the admitted addresses.
-    pub fn closed() -> Gate {
+    /// Nobody is admitted until [`Gate::allow`] names the addresses; until then connections
+    /// may take a slot and wait for the list ([`Gate::settle`]).
+    pub fn pending() -> Gate {
         let g = Gate::default();
-        g.allow(std::iter::empty());
+        if let Ok(mut a) = g.allowed.write() {
+            *a = Allow::Pending;
+        }
         g
     }
 
@@ -65,20 +79,42 @@ impl Gate {
     pub fn allow(&self, addrs: impl IntoIterator<Item = IpAddr>) {
         let set: BTreeSet<IpAddr> = addrs.into_iter().map(canonical).collect();
         if let Ok(mut a) = self.allowed.write() {
-            *a = Some(set);
+            *a = Allow::Only(set);
         }
+    }
+
+    /// Whether `peer` may connect now (no slot taken); false while the list is pending.
+    pub fn admits(&self, peer: IpAddr) -> bool {
+        let peer = canonical(peer);
+        match self.allowed.read().as_deref() {
+            Ok(Allow::Any) => true,
+            Ok(Allow::Only(set)) => set.contains(&peer),
+            _ => false,
+        }
+    }
+
+    /// Waits (at most `wait`) for a pending list, then says whether `peer` is on it. A peer
+    /// may connect a moment before this node hears who is admitted.
+    pub fn settle(&self, peer: IpAddr, wait: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + wait;
+        while matches!(self.allowed.read().as_deref(), Ok(Allow::Pending))
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.admits(peer)
+    }
+
+    /// Whether `peer` is known not to be admitted (a pending list refuses nobody yet).
+    fn refuses(&self, peer: IpAddr) -> bool {
+        let peer = canonical(peer);
+        matches!(self.allowed.read().as_deref(), Ok(Allow::Only(set)) if !set.contains(&peer))
     }
 
     /// A slot for `peer`'s handshake, or why not.
     pub fn enter(&self, peer: IpAddr) -> Result<Pass, Turned> {
-        let peer = canonical(peer);
-        let allowed = self
-            .allowed
-            .read()
-            .map(|a| a.as_ref().is_none_or(|s| s.contains(&peer)))
-            .unwrap_or(false);
-        if !allowed {
-            return Err(Turned::NotAdmitted(peer));
+        if self.refuses(peer) {
+            return Err(Turned::NotAdmitted(canonical(peer)));
         }
         let before = self.pending.fetch_add(1, Ordering::SeqCst);
         let pass = Pass(self.pending.clone());
@@ -89,7 +125,7 @@ impl Gate {
     }
 
     /// Handshakes in flight now.
-    pub fn pending(&self) -> usize {
+    pub fn in_flight(&self) -> usize {
         self.pending.load(Ordering::SeqCst)
     }
 }
@@ -114,18 +150,33 @@ mod tests {
             .map(|_| g.enter(ip).unwrap())
             .collect();
         assert_eq!(g.enter(ip).unwrap_err(), Turned::Busy);
-        assert_eq!(g.pending(), MAX_PENDING_HANDSHAKES);
+        assert_eq!(g.in_flight(), MAX_PENDING_HANDSHAKES);
         drop(passes);
-        assert_eq!(g.pending(), 0);
+        assert_eq!(g.in_flight(), 0);
         assert!(g.enter(ip).is_ok());
     }
 
     #[test]
     fn only_admitted_addresses_pass_once_named() {
-        let g = Gate::closed();
+        let g = Gate::pending();
         let a: IpAddr = "10.200.0.1".parse().unwrap();
-        assert_eq!(g.enter(a).unwrap_err(), Turned::NotAdmitted(a));
-        g.allow([a]);
+        // Pending: a slot, but not admitted until the list comes (settle waits for it).
+        assert!(g.enter(a).is_ok());
+        assert!(!g.admits(a));
+        let t = std::time::Instant::now();
+        assert!(!g.settle(a, std::time::Duration::from_millis(50)));
+        assert!(t.elapsed() >= std::time::Duration::from_millis(50));
+        let g2 = g.clone();
+        let later = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            g2.allow([a]);
+        });
+        assert!(g.settle(a, std::time::Duration::from_secs(5)));
+        later.join().unwrap();
+        assert_eq!(
+            g.enter("10.200.0.9".parse().unwrap()).unwrap_err(),
+            Turned::NotAdmitted("10.200.0.9".parse().unwrap())
+        );
         assert!(g.enter(a).is_ok());
         // A dual-stack listener sees IPv4 peers as mapped IPv6.
         assert!(g.enter("::ffff:10.200.0.1".parse().unwrap()).is_ok());

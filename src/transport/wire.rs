@@ -114,6 +114,9 @@ pub enum Msg {
         peers: Vec<Peer>,
         pings: u32,
         connect_timeout_ms: u64,
+        /// Every address of every admitted node: the only ones data listeners serve.
+        #[serde(default)]
+        admitted: Vec<String>,
     },
     ProbeDone {
         links: Vec<LinkResult>,
@@ -247,40 +250,53 @@ pub fn write_msg<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), WireE
     Ok(())
 }
 
-/// Reads one frame of at most [`MAX_FRAME`] bytes; the caller sets the read timeout.
+/// Reads one message of up to [`MAX_MESSAGE`] bytes (a report); the caller sets the read timeout.
 pub fn read_msg<R: Read, T: DeserializeOwned>(r: &mut R) -> Result<T, WireError> {
-    read_msg_capped(r, MAX_FRAME)
+    read_frame(r, MAX_FRAME, MAX_MESSAGE)
 }
 
-/// Reads one frame of at most `max` bytes as sent. A larger declared length is refused before
-/// anything is allocated, and a deflated body may not grow past [`MAX_MESSAGE`].
-pub fn read_msg_capped<R: Read, T: DeserializeOwned>(r: &mut R, max: usize) -> Result<T, WireError> {
+/// Reads one message of at most `max` bytes, compressed or not. A larger declared length is
+/// refused before anything is allocated, and a deflated body may not grow past `max`.
+pub fn read_msg_capped<R: Read, T: DeserializeOwned>(
+    r: &mut R,
+    max: usize,
+) -> Result<T, WireError> {
+    read_frame(r, max.min(MAX_FRAME), max.min(MAX_MESSAGE))
+}
+
+fn read_frame<R: Read, T: DeserializeOwned>(
+    r: &mut R,
+    frame_cap: usize,
+    message_cap: usize,
+) -> Result<T, WireError> {
     let mut word = [0u8; 4];
     r.read_exact(&mut word)?;
     let word = u32::from_be_bytes(word);
     let deflated = word & DEFLATED != 0;
     let len = (word & !DEFLATED) as usize;
-    let cap = max.min(MAX_FRAME);
-    if len > cap {
-        return Err(WireError::TooLarge { len, cap });
+    if len > frame_cap {
+        return Err(WireError::TooLarge {
+            len,
+            cap: frame_cap,
+        });
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body)?;
     if deflated {
-        if max < MAX_FRAME {
+        if message_cap <= COMPRESS_ABOVE {
             return Err(WireError::Malformed(
                 "a compressed frame where only small ones are allowed".into(),
             ));
         }
         let mut json = Vec::new();
         flate2::read::DeflateDecoder::new(body.as_slice())
-            .take(MAX_MESSAGE as u64 + 1)
+            .take(message_cap as u64 + 1)
             .read_to_end(&mut json)
             .map_err(|e| WireError::Malformed(format!("bad compressed frame: {e}")))?;
-        if json.len() > MAX_MESSAGE {
+        if json.len() > message_cap {
             return Err(WireError::TooLarge {
                 len: json.len(),
-                cap: MAX_MESSAGE,
+                cap: message_cap,
             });
         }
         body = json;
@@ -305,7 +321,7 @@ mod tests {
         let mut buf = (u32::MAX).to_be_bytes().to_vec();
         buf.extend_from_slice(b"xx");
         let r: Result<Msg, _> = read_msg(&mut buf.as_slice());
-        assert!(matches!(r, Err(WireError::TooLarge(_))));
+        assert!(matches!(r, Err(WireError::TooLarge { .. })));
     }
 
     #[test]

@@ -55,6 +55,8 @@ fn sources() -> Vec<(String, String, String)> {
                 return None;
             }
             let text = std::fs::read_to_string(&p).unwrap();
+            // `#[cfg(test)] mod tests;` only names a test file: production code follows it.
+            let text = text.replace("#[cfg(test)]\nmod tests;", "");
             let prod = text.split("#[cfg(test)]").next().unwrap().to_string();
             Some((top, rel, prod))
         })

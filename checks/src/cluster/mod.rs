@@ -9,11 +9,13 @@
 pub(crate) mod common;
 mod hosts;
 mod mtu;
+mod refused;
 mod rendezvous;
 mod slow;
 mod unreachable;
 mod versions;
 
+pub use refused::{Refusal, RefusalKind};
 pub use rendezvous::{NOT_PREFLIGHT, master_unreachable};
 
 use crate::model::{Finding, LinkResult, NodeFacts};
@@ -35,6 +37,8 @@ pub struct ClusterInput<'a> {
     /// `networks::choose(...)`.
     pub chosen: Option<&'a NetworkEval>,
     pub master_port: u16,
+    /// Nodes that reached the coordinator and were turned away.
+    pub refused: &'a [Refusal],
 }
 
 impl ClusterInput<'_> {
@@ -80,6 +84,7 @@ impl ClusterInput<'_> {
 /// Runs every cluster-wide check. Each id appears at least once, with `pass` or `skip` when nothing is wrong.
 pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     let mut out = vec![rendezvous::rendezvous(input)];
+    out.extend(refused::refused(input));
     out.extend(hosts::duplicate_hosts(input));
     out.extend(versions::versions(input));
     out.push(crate::gpu::check_cluster_gpus(input));
@@ -136,6 +141,7 @@ mod tests {
             evals: &[],
             chosen: None,
             master_port: 29500,
+            refused: &[],
         });
         for id in IDS {
             assert!(!with_id(&empty, id).is_empty(), "{id} missing");

@@ -26,9 +26,19 @@ pub(super) fn rendezvous(input: &ClusterInput) -> Finding {
     let described: Vec<String> = missing
         .iter()
         .take(LIST_CAP)
-        .map(|r| match input.expected_host(*r) {
-            Some(h) => format!("rank {r} ({h})"),
-            None => format!("rank {r} (unknown host)"),
+        .map(|r| {
+            let who = match input.expected_host(*r) {
+                Some(h) => format!("rank {r} ({h})"),
+                None => format!("rank {r}"),
+            };
+            match input.refused.iter().find(|x| x.claimed_rank == Some(*r)) {
+                Some(x) => format!(
+                    "{who} connected from {} but was refused ({})",
+                    x.address, x.reason
+                ),
+                None if input.expected_host(*r).is_none() => format!("{who} (unknown host)"),
+                None => who,
+            }
         })
         .collect();
     let more = missing.len().saturating_sub(LIST_CAP);

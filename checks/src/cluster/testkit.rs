@@ -90,6 +90,7 @@ pub(crate) struct Cluster {
     pub(crate) nnodes: u32,
     pub(crate) expected: Vec<String>,
     pub(crate) not_joined: Vec<u32>,
+    pub(crate) refused: Vec<super::Refusal>,
 }
 
 impl Cluster {
@@ -109,6 +110,7 @@ impl Cluster {
             nnodes: n,
             expected: Vec::new(),
             not_joined: Vec::new(),
+            refused: Vec::new(),
         }
     }
 
@@ -143,6 +145,7 @@ impl Cluster {
             evals: &evals,
             chosen,
             master_port: 29500,
+            refused: &self.refused,
         })
     }
 }
@@ -166,6 +169,7 @@ pub(crate) fn commands(f: &Finding) -> Vec<String> {
 
 pub(crate) const IDS: &[&str] = &[
     "cluster.rendezvous",
+    "cluster.refused",
     "cluster.duplicate-host",
     "cluster.versions",
     "cluster.gpus",

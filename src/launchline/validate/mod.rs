@@ -21,7 +21,6 @@ pub use endpoint::hosts_store;
 use crate::launchline::args::Parsed;
 use crate::placement::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, split_endpoint};
 use preflight_checks::model::{Finding, NodeFacts, Status};
-use std::net::IpAddr;
 
 /// Rendezvous backends torch registers itself.
 pub const BACKENDS: [&str; 4] = ["static", "c10d", "etcd", "etcd-v2"];
@@ -38,13 +37,7 @@ pub struct Context<'a> {
     pub this_addr: Option<String>,
 }
 
-/// The endpoint host's resolution.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Resolved {
-    pub host: String,
-    pub addrs: Vec<IpAddr>,
-    pub error: Option<String>,
-}
+pub use crate::placement::Resolved;
 
 /// A change to the user's command that fixes a finding on this node.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -194,6 +194,9 @@ fn accept_left(
             }
         }
         match listener.accept() {
+            Ok((_, from)) if !peers.admitted.admits(from.ip()) => {
+                refused.push(format!("{from} is not an admitted node"));
+            }
             Ok((s, from)) if accepted < MAX_ACCEPTS => {
                 accepted += 1;
                 let (tx, secret) = (tx.clone(), secret.clone());

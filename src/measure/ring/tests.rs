@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 fn secret() -> Secret {
-    Secret::derive(Some("ring-test"), None, "m", 1)
+    Secret::token("ring-test")
 }
 
 fn quick(timeout_s: u64) -> RingConfig {
@@ -29,6 +29,7 @@ fn peers(rank: usize, n: usize, right_port: u16) -> RingPeers {
         left_rank: ((rank + n - 1) % n) as u32,
         right_rank: ((rank + 1) % n) as u32,
         right: SocketAddr::new(LOCAL, right_port),
+        admitted: crate::transport::gate::Gate::open(),
     }
 }
 
@@ -183,7 +184,7 @@ fn a_neighbour_with_the_wrong_secret_is_rejected() {
         2,
         |r| {
             let s = if r == 1 {
-                Secret::derive(Some("other"), None, "m", 1)
+                Secret::token("other")
             } else {
                 secret()
             };

@@ -3,6 +3,7 @@
 use crate::measure::{mtu, tcp};
 use crate::transport::auth::Secret;
 use crate::transport::events::Events;
+use crate::transport::gate::Gate;
 use crate::transport::wire::Listener;
 use preflight_checks::model::NodeFacts;
 
@@ -18,6 +19,7 @@ pub(super) fn start_data_servers(
     secret: &Secret,
     rank: u32,
     events: &Events,
+    admitted: &Gate,
 ) -> Vec<Served> {
     let mut out = Vec::new();
     for iface in facts.net.interfaces.iter().filter(|i| i.up) {
@@ -26,10 +28,16 @@ pub(super) fn start_data_servers(
             .iter()
             .filter(|a| preflight_checks::net::is_usable_addr(&a.addr))
         {
-            match tcp::DataServer::start(a.addr, secret.clone(), rank, events.clone()) {
+            match tcp::DataServer::start(
+                a.addr,
+                secret.clone(),
+                rank,
+                events.clone(),
+                admitted.clone(),
+            ) {
                 Ok(server) => {
                     let port = server.addr.port();
-                    let udp = mtu::EchoServer::start(a.addr, port, secret).ok();
+                    let udp = mtu::EchoServer::start(a.addr, port, secret, admitted.clone()).ok();
                     out.push(Served {
                         listener: Listener {
                             interface: iface.name.clone(),

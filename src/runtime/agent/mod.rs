@@ -11,7 +11,7 @@ use super::node::{node_findings, probe_facts};
 use crate::placement::{self, LocalIdentity, Placement};
 use crate::report::ReportBuilder;
 use crate::runtime::job::ClusterJob;
-use crate::transport::auth::Secret;
+use crate::transport::auth::{Secret, SecretSource};
 use crate::transport::events::Events;
 use crate::transport::wire::{Listener, WireError};
 use preflight_checks::cluster::master_unreachable;
@@ -52,12 +52,19 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
         events.log(note.clone());
     }
     let placement = placement.for_rendezvous();
-    let secret = Secret::derive(
-        job.token.as_deref(),
-        placement.job_id.as_deref(),
+    let (secret, source) = Secret::derive(
+        job.token
+            .as_ref()
+            .map(|t| (t.value.as_str(), t.from.as_str())),
+        placement.job_id.as_deref().zip(placement.job_id_source),
         &placement.master_addr,
         placement.master_port,
     );
+    if !source.is_secret() {
+        events.log(
+            "no secret source (no --token, PREFLIGHT_TOKEN, --token-file or job id): anyone who can reach the master port could join; see cluster.auth",
+        );
+    }
     events.log(format!(
         "rank {} of {} (from {}), master {}:{}",
         placement.rank,
@@ -78,6 +85,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
             Ok(listener) => {
                 let cfg = CoordConfig {
                     nnodes: placement.nnodes,
+                    master_addr: placement.master_addr.clone(),
                     master_port: job_master_port,
                     join_timeout: job.timeout,
                     timing: job.timing,
@@ -89,6 +97,8 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                     min_busbw: job.min_busbw,
                     coordinator_note,
                     events: events.clone(),
+                    secret_source: source.clone(),
+                    own_addrs: me.addrs.clone(),
                 };
                 Some(
                     std::thread::Builder::new()
@@ -101,17 +111,19 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                     "cannot host the coordinator on port {}: {e}",
                     placement.master_port
                 ));
-                return Ok(done(solo_report(&placement, facts, job, Vec::new())));
+                return Ok(done(solo_report(
+                    &placement,
+                    facts,
+                    job,
+                    &source,
+                    Vec::new(),
+                )));
             }
         }
     } else {
         None
     };
 
-    let servers = data::start_data_servers(&facts, &secret, placement.rank, events);
-    let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();
-
-    let deadline = Instant::now() + job.timeout;
     let mut node = NodeState::new(
         placement.rank,
         placement.nnodes,
@@ -119,6 +131,10 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
         facts.clone(),
         events.clone(),
     );
+    let servers = data::start_data_servers(&facts, &secret, placement.rank, events, &node.admitted);
+    let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();
+
+    let deadline = Instant::now() + job.timeout;
     let report = match join::join(&placement, &secret, deadline, job.timing, events) {
         Ok(mut stream) => {
             match orders::serve_orders(
@@ -132,7 +148,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 Ok(report) => report,
                 Err(e) => {
                     let f = lost_coordinator(&placement, &e);
-                    solo_report(&placement, facts, job, vec![f])
+                    solo_report(&placement, facts, job, &source, vec![f])
                 }
             }
         }
@@ -146,7 +162,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 &error,
             )
             .on_node(Some(placement.rank));
-            solo_report(&placement, facts, job, vec![f])
+            solo_report(&placement, facts, job, &source, vec![f])
         }
     };
     let report = match coordinator {
@@ -194,10 +210,46 @@ fn lost_coordinator(p: &Placement, e: &WireError) -> Finding {
 }
 
 /// A report with only this node's facts and findings, for when there is no cluster report.
-fn solo_report(p: &Placement, facts: NodeFacts, job: &ClusterJob, extra: Vec<Finding>) -> Report {
+fn solo_report(
+    p: &Placement,
+    facts: NodeFacts,
+    job: &ClusterJob,
+    source: &SecretSource,
+    extra: Vec<Finding>,
+) -> Report {
     let findings = node_findings(p.rank, &facts, p.master_port, job.shape);
     ReportBuilder::single(Mode::Cluster, p.rank, facts)
         .findings(findings)
+        .findings([auth_finding(source, &p.master_addr, p.master_port)])
         .findings(extra)
         .build()
+}
+
+/// `cluster.auth`: where the secret came from; a warning with the fix when there is none.
+pub fn auth_finding(source: &SecretSource, master: &str, port: u16) -> Finding {
+    let subject = preflight_checks::net::host_port(master, port);
+    if source.is_secret() {
+        return Finding::new(
+            "cluster.auth",
+            model::Status::Pass,
+            subject,
+            format!("nodes authenticate with {}", source.describe()),
+        )
+        .with("source", source.describe());
+    }
+    Finding::new(
+        "cluster.auth",
+        model::Status::Warn,
+        subject.clone(),
+        format!(
+            "no secret source: nodes prove only that they know {subject}, so anyone who can reach it could join as a rank, read every node's facts and add made-up links"
+        ),
+    )
+    .with("source", source.describe())
+    .fix(
+        model::Fix::new(
+            "Give every node one secret through the launcher's environment (the job script exports it before srun/torchrun), or a file: --token-file PATH",
+        )
+        .command("export PREFLIGHT_TOKEN=$(openssl rand -hex 16)"),
+    )
 }

@@ -45,16 +45,21 @@ pub(super) fn serve_orders(
                 peers,
                 pings,
                 connect_timeout_ms,
-            } => Msg::ProbeDone {
-                links: probe_peers(
-                    p.rank,
-                    p.nnodes,
-                    &peers,
-                    pings,
-                    Duration::from_millis(connect_timeout_ms),
-                    secret,
-                ),
-            },
+                admitted,
+            } => {
+                node.admitted
+                    .allow(admitted.iter().filter_map(|a| a.parse().ok()));
+                Msg::ProbeDone {
+                    links: probe_peers(
+                        p.rank,
+                        p.nnodes,
+                        &peers,
+                        pings,
+                        Duration::from_millis(connect_timeout_ms),
+                        secret,
+                    ),
+                }
+            }
             Msg::Bulk {
                 targets,
                 duration_ms,

@@ -3,6 +3,7 @@
 
 mod admit;
 mod gather;
+mod limits;
 mod phases;
 mod verdict;
 
@@ -12,8 +13,9 @@ pub(super) use phases::send_orders;
 use super::Timing;
 use super::allreduce::{self, AllreducePlan};
 use crate::runtime::job::JobShape;
-use crate::transport::auth::Secret;
+use crate::transport::auth::{Secret, SecretSource};
 use crate::transport::events::{Events, FinishOnDrop};
+use crate::transport::gate::Gate;
 use crate::transport::wire::{Listener, Msg, write_msg};
 use preflight_checks::model::{NodeFacts, Report};
 use preflight_checks::networks;
@@ -25,6 +27,8 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct CoordConfig {
     pub nnodes: u32,
+    /// The master's address as the nodes dial it (for `cluster.auth`).
+    pub master_addr: String,
     pub master_port: u16,
     pub join_timeout: Duration,
     pub timing: Timing,
@@ -38,12 +42,18 @@ pub struct CoordConfig {
     pub coordinator_note: Option<String>,
     /// Where progress and log lines go.
     pub events: Events,
+    /// Where the secret came from (`cluster.auth`).
+    pub secret_source: SecretSource,
+    /// This node's own addresses (admitted with the known hosts').
+    pub own_addrs: Vec<std::net::IpAddr>,
 }
 
 /// A node that joined.
 pub(super) struct JoinedNode {
     pub(super) rank: u32,
     pub(super) stream: TcpStream,
+    /// Where it connected from.
+    pub(super) peer: std::net::SocketAddr,
     pub(super) facts: NodeFacts,
     pub(super) listeners: Vec<Listener>,
     pub(super) alive: bool,
@@ -54,7 +64,17 @@ pub(super) struct JoinedNode {
 /// Runs the whole coordination on the calling thread and returns the report it sent.
 pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     let events = &cfg.events;
-    let mut members = admit::admit(listener, &cfg);
+    let gate = Gate::open();
+    match admit::known_addresses(&cfg.expected_hosts, &cfg.own_addrs) {
+        Ok(addrs) => gate.allow(addrs),
+        Err(why) if !cfg.expected_hosts.is_empty() => events.log(format!(
+            "coordinator: admitting any address that knows the secret: {why}"
+        )),
+        Err(_) => {}
+    }
+    let admitted = admit::admit(listener, &cfg, &gate);
+    let refused = admitted.refused;
+    let mut members = admitted.members;
     let ranks: Vec<u32> = members.iter().map(|m| m.rank).collect();
     events.log(format!(
         "coordinator: {} of {} nodes joined (ranks {:?})",
@@ -103,7 +123,7 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     recommendation.reasons.extend(why);
     recommendation.reasons.extend(outcome.notes.iter().cloned());
     drop(finish);
-    let report = verdict::build_report(&members, &links, &cfg, recommendation, outcome);
+    let report = verdict::build_report(&members, &links, &cfg, recommendation, outcome, &refused);
     for m in members.iter_mut().filter(|m| m.alive) {
         m.stream
             .set_write_timeout(Some(Duration::from_secs(10)))

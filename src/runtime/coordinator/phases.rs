@@ -80,6 +80,21 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
         })
         .collect();
     let t = cfg.timing;
+    // Every address of every admitted node: where it connected from and what it has.
+    let admitted: Vec<String> = members
+        .iter()
+        .flat_map(|m| {
+            let own = m
+                .facts
+                .net
+                .interfaces
+                .iter()
+                .flat_map(|i| i.usable_addrs())
+                .map(|a| a.addr);
+            std::iter::once(crate::transport::gate::canonical(m.peer.ip())).chain(own)
+        })
+        .map(|ip| ip.to_string())
+        .collect();
     let limit = bounded(
         cfg,
         t.connect_timeout * 2 + auth::HANDSHAKE_TIMEOUT * 2 + Duration::from_secs(10),
@@ -89,6 +104,7 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
             peers: peers.iter().filter(|p| p.rank != m.rank).cloned().collect(),
             pings: t.pings,
             connect_timeout_ms: t.connect_timeout.as_millis() as u64,
+            admitted: admitted.clone(),
         })
     })
 }

@@ -5,7 +5,7 @@ use super::super::node::node_findings;
 use super::{CoordConfig, JoinedNode};
 use crate::advise::{ClusterAdviceInput, advise_cluster};
 use crate::report::ReportBuilder;
-use preflight_checks::cluster::{ClusterInput, check_cluster};
+use preflight_checks::cluster::{ClusterInput, Refusal, check_cluster};
 use preflight_checks::collective::{CollectiveInput, check_collectives};
 use preflight_checks::model::{self, LinkResult, Mode, NodeFacts, Report};
 use preflight_checks::networks;
@@ -41,6 +41,7 @@ pub(super) fn build_report(
     cfg: &CoordConfig,
     recommendation: model::Recommendation,
     outcome: allreduce::Outcome,
+    refused: &[Refusal],
 ) -> Report {
     let nodes = alive_or_joined(members);
     let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
@@ -75,7 +76,13 @@ pub(super) fn build_report(
         evals: &evals,
         chosen,
         master_port: cfg.master_port,
+        refused,
     }));
+    findings.push(crate::runtime::agent::auth_finding(
+        &cfg.secret_source,
+        &cfg.master_addr,
+        cfg.master_port,
+    ));
     findings.extend(check_collectives(&CollectiveInput {
         results: &outcome.results,
         links,

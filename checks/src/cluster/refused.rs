@@ -1,0 +1,135 @@
+//! `cluster.refused`: nodes that reached the coordinator and were turned away, and why.
+
+use super::ClusterInput;
+use super::common::LIST_CAP;
+use crate::model::{Finding, Fix, Status};
+use serde::{Deserialize, Serialize};
+
+/// Why the coordinator turned a node away.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum RefusalKind {
+    /// It does not know the job's secret.
+    Secret,
+    /// It was started with another `--nnodes`, or a rank outside it.
+    Nnodes,
+    /// It runs another preflight protocol version.
+    Version,
+    /// Its rank had already joined from another host.
+    RankTaken,
+    /// Its address is not one of the known hosts'.
+    NotAdmitted,
+    /// What it sent broke a limit (too many interfaces, a huge hostname, ...).
+    Limits,
+}
+
+/// One node the coordinator refused.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The address it connected from.
+    pub address: String,
+    /// The rank it said it is (unverified when the secret was wrong).
+    pub claimed_rank: Option<u32>,
+    /// Its hostname, when it got as far as sending its facts.
+    pub hostname: Option<String>,
+    pub kind: RefusalKind,
+    /// What differs, in words.
+    pub reason: String,
+    /// For [`RefusalKind::RankTaken`]: the host that holds the rank (it keeps it).
+    pub holder: Option<String>,
+}
+
+impl Refusal {
+    /// "10.0.0.9 (gpu09)" or "10.0.0.9".
+    pub fn who(&self) -> String {
+        match &self.hostname {
+            Some(h) => format!("{} ({h})", self.address),
+            None => self.address.clone(),
+        }
+    }
+}
+
+fn fix_for(r: &Refusal) -> Fix {
+    match r.kind {
+        RefusalKind::Secret => Fix::new(format!(
+            "Start preflight on {} with the same secret as rank 0: the same --token / PREFLIGHT_TOKEN / --token-file, or the same --rdzv-id (or job id) and master endpoint",
+            r.who()
+        )),
+        RefusalKind::Nnodes => Fix::new(format!(
+            "Give every node the same --nnodes and a --node-rank below it; {} said: {}",
+            r.who(),
+            r.reason
+        )),
+        RefusalKind::Version => {
+            Fix::new("Install the same preflight release on every node (`preflight --version`)")
+        }
+        RefusalKind::RankTaken => Fix::new(format!(
+            "Give each node its own rank: {} and {} both said rank {}; fix --node-rank (or the host list) on one of them and rerun on every node",
+            r.holder.as_deref().unwrap_or("another host"),
+            r.who(),
+            r.claimed_rank.map_or("?".to_string(), |n| n.to_string())
+        )),
+        RefusalKind::NotAdmitted => Fix::new(format!(
+            "{} is not an address of the hosts given (--hosts or Slurm's node list): add its host to the list, or stop preflight there",
+            r.address
+        )),
+        RefusalKind::Limits => Fix::new(format!(
+            "See what {} reports about itself (`preflight facts` there); {}",
+            r.who(),
+            r.reason
+        )),
+    }
+}
+
+pub(super) fn refused(input: &ClusterInput) -> Vec<Finding> {
+    if input.refused.is_empty() {
+        return vec![Finding::new(
+            "cluster.refused",
+            Status::Pass,
+            "coordinator",
+            "no node was refused",
+        )];
+    }
+    let mut out: Vec<Finding> = input
+        .refused
+        .iter()
+        .take(LIST_CAP)
+        .map(|r| {
+            let subject = r
+                .claimed_rank
+                .map_or_else(|| r.address.clone(), |n| format!("rank {n}"));
+            let claimed = r
+                .claimed_rank
+                .map_or(String::new(), |n| format!(" claiming rank {n}"));
+            let summary = match (&r.kind, &r.holder) {
+                (RefusalKind::RankTaken, Some(holder)) => format!(
+                    "{}{claimed} was refused: rank {} already joined from {holder}, which keeps it",
+                    r.who(),
+                    r.claimed_rank.unwrap_or_default()
+                ),
+                _ => format!("{}{claimed} was refused: {}", r.who(), r.reason),
+            };
+            Finding::new("cluster.refused", Status::Fail, subject, summary)
+                .with("address", &r.address)
+                .with("claimed_rank", r.claimed_rank)
+                .with("hostname", &r.hostname)
+                .with("kind", r.kind)
+                .with("reason", &r.reason)
+                .with("holder", &r.holder)
+                .fix(fix_for(r))
+        })
+        .collect();
+    let more = input.refused.len().saturating_sub(LIST_CAP);
+    if more > 0 {
+        out.push(
+            Finding::new(
+                "cluster.refused",
+                Status::Fail,
+                "coordinator",
+                format!("{more} more connections were refused (the first {LIST_CAP} are listed)"),
+            )
+            .with("more", more),
+        );
+    }
+    out
+}
