@@ -1122,6 +1122,26 @@ impl Running<'_> {
         false
     }
 
+    /// Waits (at most `limit`) until host `rank`'s namespace holds at least `n` processes
+    /// (its preflight and what that started).
+    pub fn wait_processes(&self, rank: usize, n: usize, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if namespace_pids(self.cluster.ns(rank)).len() >= n {
+                return true;
+            }
+            thread::sleep(POLL);
+        }
+        false
+    }
+
+    /// Sends `sig` to rank's preflight.
+    pub fn signal(&mut self, rank: usize, sig: i32) {
+        let pid = i32::try_from(self.node(rank).child.id()).expect("pid");
+        // SAFETY: kill(2) on our own child, not yet reaped (finish reaps it).
+        unsafe { libc::kill(pid, sig) };
+    }
+
     /// SIGKILLs rank's preflight now.
     pub fn kill(&mut self, rank: usize) {
         let node = self.node(rank);
