@@ -167,13 +167,18 @@ impl LocalGroup {
     }
 
     /// The leader's exit code, for the followers.
+    /// Refused once an interrupted run is cleaning up, so no file is written after the
+    /// cleanup removed the group's files.
     pub fn publish(&self, code: u8) -> anyhow::Result<()> {
         let me = own_proc();
-        write_atomically(
-            &self.exit_file(),
-            &format!("{code} {} {}\n", me.pid, me.start),
-        )
-        .with_context(|| format!("cannot write {}", self.exit_file().display()))
+        let text = format!("{code} {} {}\n", me.pid, me.start);
+        cleanup::global()
+            .make(
+                || write_atomically(&self.exit_file(), &text),
+                |()| Vec::new(),
+            )
+            .map(|((), _nothing_new)| ())
+            .with_context(|| format!("cannot write {}", self.exit_file().display()))
     }
 
     /// Waits for the leader's exit code, within `limits`.

@@ -54,6 +54,11 @@ struct Run {
 
 impl Run {
     fn start(mode: &str) -> Run {
+        Run::start_with(mode, &[])
+    }
+
+    /// With more environment (e.g. torchrun's local-rank variables).
+    fn start_with(mode: &str, env: &[(&str, &str)]) -> Run {
         let tmp = tempfile::Builder::new()
             .prefix("pf-signals-")
             .tempdir()
@@ -80,6 +85,7 @@ impl Run {
             .env("PREFLIGHT_TEST_FAKE_GPUS", "1")
             .env("PREFLIGHT_NCCL_WORKER", fake_worker())
             .env("FAKE_MODE", mode)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
@@ -283,6 +289,36 @@ fn sigint_stops_the_nccl_worker_group_removes_temp_files_and_exits_130() {
 #[test]
 fn sigterm_stops_the_nccl_worker_group_removes_temp_files_and_exits_143() {
     interrupted_run_leaves_nothing(libc::SIGTERM, 143);
+}
+
+#[test]
+fn an_interrupted_torchrun_leader_removes_its_local_group_files_too() {
+    // Local rank 0 of 2 under (emulated) torchrun: it writes preflight-local-*.leader first.
+    let mut run = Run::start_with(
+        "hang-init",
+        &[
+            ("TORCHELASTIC_RUN_ID", "signals-test"),
+            ("LOCAL_RANK", "0"),
+            ("LOCAL_WORLD_SIZE", "2"),
+        ],
+    );
+    run.wait_for_worker("sleep 1000");
+    let files = run.preflight_files();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.starts_with("preflight-local-") && f.ends_with(".leader"))
+            && files.iter().any(|f| f.starts_with("preflight-nccl-")),
+        "{files:?}"
+    );
+    let (exit, _) = run.interrupt(libc::SIGTERM, None);
+    assert_eq!(exit, Some(143), "{}", run.stderr());
+    run.assert_nothing_left(true);
+    assert!(
+        run.stderr().contains("removed 2 temp path(s)"),
+        "the nccl dir and .leader (.exit is not written yet): {}",
+        run.stderr()
+    );
 }
 
 #[test]
