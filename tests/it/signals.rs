@@ -272,8 +272,10 @@ fn interrupted_run_leaves_nothing(sig: i32, code: i32) {
     assert!(took < Duration::from_secs(3), "cleanup took {took:?}");
     run.assert_nothing_left(true);
     let err = run.stderr();
+    // The temp dir may be gone before the cleanup looks: the worker's owner removes it when it
+    // sees the worker die. Either way none is left (checked above).
     assert!(
-        err.contains("stopped 1 child process group(s), removed 1 temp path(s)"),
+        err.contains("stopped 1 child process group(s), removed "),
         "{err}"
     );
     eprintln!(
@@ -315,8 +317,10 @@ fn an_interrupted_torchrun_leader_removes_its_local_group_files_too() {
     assert_eq!(exit, Some(143), "{}", run.stderr());
     run.assert_nothing_left(true);
     assert!(
-        run.stderr().contains("removed 2 temp path(s)"),
-        "the nccl dir and .leader (.exit is not written yet): {}",
+        ["removed 1 temp path(s)", "removed 2 temp path(s)"]
+            .iter()
+            .any(|n| run.stderr().contains(n)),
+        ".leader, and the nccl dir unless its owner removed it first: {}",
         run.stderr()
     );
 }
