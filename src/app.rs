@@ -1,6 +1,7 @@
 //! Runs a parsed command: validates it, runs it, and renders its outcome. The only caller of
 //! `render` and `output`; the event stream of the run is drawn here too.
 
+use crate::cleanup;
 use crate::cli::{Cli, Format, exit};
 use crate::commands::{self, Outcome, Shown};
 use crate::config::{self, Job};
@@ -13,8 +14,83 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     let env = preflight_checks::probe::env::all();
     let job = config::job(cli, &env)?;
     let events = events_for(&job);
-    let outcome = commands::run(job, &events)?;
-    show(outcome, &events)
+    // The NCCL worker keeps the default actions: its parent kills its whole group.
+    if !matches!(job, Job::NcclWorker(_)) {
+        watch_signals(&events)?;
+    }
+    let result = commands::run(job, &events);
+    if cleanup::global().is_draining() {
+        // Interrupted: the signal thread is cleaning up and ends the process; show nothing
+        // (the run was cut short, and the report could blame the killed worker).
+        loop {
+            std::thread::park();
+        }
+    }
+    show(result?, &events)
+}
+
+/// SIGINT and SIGTERM: signal-hook's handler only records the signal; a dedicated thread
+/// reads it, undoes what [`cleanup::global`] holds (child process groups, temp files) on a
+/// thread of its own, and exits 130 (SIGINT) or 143 (SIGTERM). A second signal while that
+/// runs exits at once with the code of the first.
+fn watch_signals(events: &Events) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| anyhow::anyhow!("cannot watch SIGINT and SIGTERM: {e}"))?;
+    let events = events.clone();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut first: Option<u8> = None;
+            for sig in signals.forever() {
+                if let Some(code) = first {
+                    // At once: SIGKILL to the child groups (no waiting), then _exit.
+                    cleanup::global().kill_now();
+                    signal_hook::low_level::exit(i32::from(code));
+                }
+                let (name, code) = if sig == SIGINT {
+                    ("SIGINT", exit::INTERRUPTED)
+                } else {
+                    ("SIGTERM", exit::TERMINATED)
+                };
+                first = Some(code);
+                let events = events.clone();
+                let _ = std::thread::Builder::new()
+                    .name("cleanup".into())
+                    .spawn(move || {
+                        events.log(format!(
+                            "{name}: stopping; cleaning up (again to exit at once)"
+                        ));
+                        let done = cleanup::global().drain(cleanup::TERM_GRACE);
+                        events.log(describe_cleanup(name, &done));
+                        std::process::exit(i32::from(code));
+                    });
+            }
+        })?;
+    Ok(())
+}
+
+fn describe_cleanup(name: &str, d: &cleanup::Drained) -> String {
+    let mut s = format!(
+        "{name}: stopped {} child process group(s){}, removed {} temp path(s)",
+        d.groups,
+        if d.killed > 0 {
+            format!(" ({} needed SIGKILL)", d.killed)
+        } else {
+            String::new()
+        },
+        d.removed.len()
+    );
+    if !d.stubborn.is_empty() {
+        s.push_str(&format!(
+            "; process group(s) {:?} still have live members",
+            d.stubborn
+        ));
+    }
+    for (path, e) in &d.failed {
+        s.push_str(&format!("; cannot remove {}: {e}", path.display()));
+    }
+    s
 }
 
 /// Progress drawn as a bar only for the table on a terminal; log lines on stderr always.

@@ -12,6 +12,10 @@ pub mod exit {
     pub const FINDINGS: u8 = 1;
     /// The tool could not run: bad arguments, unreadable `--facts`, cannot bind or reach anything.
     pub const CANNOT_RUN: u8 = 2;
+    /// Interrupted by SIGINT (Ctrl-C), after stopping children and removing temp files (128 + 2).
+    pub const INTERRUPTED: u8 = 130;
+    /// Stopped by SIGTERM, after the same cleanup (128 + 15).
+    pub const TERMINATED: u8 = 143;
 }
 
 const AFTER_HELP: &str = "\
@@ -19,6 +23,7 @@ Exit codes:
   0  nothing is fail or error (with --strict: nothing is warn either)
   1  at least one finding is fail or error (or warn with --strict)
   2  the tool could not run (bad arguments, unreadable --facts file, ...)
+  130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; children stopped, temp files removed
 
 --format junit prints one JUnit testcase per finding (fail/error: failure, skip: skipped,
 warn: passed with the summary in system-out). `preflight explain ID` explains a finding id.

@@ -6,12 +6,14 @@
 //! - `runtime`: the node agent, the coordinator, all-reduce scheduling, the torchrun local group;
 //! - `launchline` (the user's torchrun line), `placement` (ranks and master), `advise`, `report`;
 //! - `measure` (tcp, mtu, ring, NCCL worker) over `transport` (auth, wire, events);
-//! - `render` (text, JSON, JUnit, progress) and `shell` (quoting): leaves any layer may format with.
+//! - `render` (text, JSON, JUnit, progress) and `shell` (quoting): leaves any layer may format with;
+//! - `cleanup`: what an interrupted run must undo (child process groups, temp paths); a leaf.
 //!
 //! See docs/ARCHITECTURE.md.
 
 pub mod advise;
 pub mod app;
+pub mod cleanup;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -13,7 +13,8 @@ pub fn cluster(job: ClusterJob, view: View, events: &Events) -> anyhow::Result<O
         return this_node(&job, view, events);
     };
     if group.local_rank == 0 {
-        group.claim()?;
+        // Registered for removal if this run is interrupted; kept once the code is published.
+        let files = group.claim()?;
         let result = this_node(&job, view, events);
         let code = result.as_ref().map_or(exit::CANNOT_RUN, Outcome::exit_code);
         if let Err(e) = group.publish(code) {
@@ -21,6 +22,7 @@ pub fn cluster(job: ClusterJob, view: View, events: &Events) -> anyhow::Result<O
                 "could not tell the other local ranks this node's exit code ({e:#}); they end with exit 2"
             ));
         }
+        drop(files);
         result
     } else {
         events.log(format!(

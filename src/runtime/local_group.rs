@@ -16,7 +16,12 @@
 //! reader accepts only files owned by its own user. A follower polls (bounded): it exits with
 //! the leader's code, or with 2 when the leader dies without writing one, never announces
 //! itself, or outlives the generous cap.
+//!
+//! A leader stopped by SIGINT/SIGTERM before it published its code removes both files (they are
+//! registered in `cleanup` from the claim until the publication); its followers, which saw it,
+//! then judge it by pid like a leader that died.
 
+use crate::cleanup;
 use crate::placement;
 use crate::transport::events::Events;
 use anyhow::{Context, anyhow};
@@ -135,38 +140,58 @@ impl LocalGroup {
         self.base.parent().unwrap_or(Path::new("/tmp"))
     }
 
-    /// The leader announces itself (after removing files of finished runs).
-    pub fn claim(&self) -> anyhow::Result<()> {
+    /// The leader announces itself (after removing files of finished runs). Both group files
+    /// stay registered in [`cleanup::global`] while the guard lives, so an interrupted leader
+    /// removes them; drop the guard after [`publish`](Self::publish), when the followers need them.
+    pub fn claim(&self) -> anyhow::Result<cleanup::Guard<'static>> {
         remove_finished_runs(self.dir());
         let me = own_proc();
         let _ = std::fs::remove_file(self.exit_file());
-        write_atomically(&self.leader_file(), &format!("{} {}\n", me.pid, me.start)).with_context(
-            || {
-                format!(
-                    "local rank 0 cannot write {} for the other local ranks; set TMPDIR to a writable directory on this node",
-                    self.leader_file().display()
-                )
+        let (leader, exit) = (self.leader_file(), self.exit_file());
+        let made = cleanup::global().make(
+            || write_atomically(&leader, &format!("{} {}\n", me.pid, me.start)),
+            |()| {
+                vec![
+                    cleanup::Undo::Path(leader.clone()),
+                    cleanup::Undo::Path(exit.clone()),
+                ]
             },
-        )
+        );
+        let ((), guard) = made.with_context(|| {
+            format!(
+                "local rank 0 cannot write {} for the other local ranks; set TMPDIR to a writable directory on this node",
+                leader.display()
+            )
+        })?;
+        Ok(guard)
     }
 
     /// The leader's exit code, for the followers.
+    /// Refused once an interrupted run is cleaning up, so no file is written after the
+    /// cleanup removed the group's files.
     pub fn publish(&self, code: u8) -> anyhow::Result<()> {
         let me = own_proc();
-        write_atomically(
-            &self.exit_file(),
-            &format!("{code} {} {}\n", me.pid, me.start),
-        )
-        .with_context(|| format!("cannot write {}", self.exit_file().display()))
+        let text = format!("{code} {} {}\n", me.pid, me.start);
+        cleanup::global()
+            .make(
+                || write_atomically(&self.exit_file(), &text),
+                |()| Vec::new(),
+            )
+            .map(|((), _nothing_new)| ())
+            .with_context(|| format!("cannot write {}", self.exit_file().display()))
     }
 
     /// Waits for the leader's exit code, within `limits`.
     pub fn follow(&self, limits: Limits, events: &Events) -> anyhow::Result<u8> {
         let started = Instant::now();
         let mut dead_since: Option<Instant> = None;
+        // The leader last seen: an interrupted leader removes its file, and is then judged by pid.
+        let mut seen: Option<Proc> = None;
         loop {
             let waited = started.elapsed();
-            match read_owned(&self.leader_file()).and_then(|s| parse_proc(&s)) {
+            let leader = read_owned(&self.leader_file()).and_then(|s| parse_proc(&s));
+            seen = leader.or(seen);
+            match seen {
                 None if waited >= limits.claim_wait => {
                     return Err(anyhow!(
                         "local rank {}: no local rank 0 of torchrun agent pid {} announced itself in {} within {} s; run preflight itself as torchrun's entry point (torchrun --no-python ... preflight cluster; a wrapper script must `exec preflight ...`) and give every local rank the same TMPDIR",
@@ -192,7 +217,7 @@ impl LocalGroup {
                         let since = *dead_since.get_or_insert_with(Instant::now);
                         if since.elapsed() >= limits.poll * 5 {
                             return Err(anyhow!(
-                                "local rank 0 (pid {}) ended without reporting its exit code (killed or crashed: see its output above, and dmesg for the OOM killer); this node's result is unknown: rerun the same torchrun command",
+                                "local rank 0 (pid {}) ended without reporting its exit code (interrupted, killed or crashed: see its output above, and dmesg for the OOM killer); this node's result is unknown: rerun the same torchrun command",
                                 leader.pid
                             ));
                         }
@@ -416,7 +441,7 @@ mod tests {
     fn follower_gets_the_leaders_exit_code() {
         let dir = tempfile::tempdir().unwrap();
         let leader = group_in(dir.path(), 0);
-        leader.claim().unwrap();
+        let _files = leader.claim().unwrap();
         let follower = group_in(dir.path(), 1);
         let waiter = std::thread::spawn(move || follower.follow(quick(), &Events::none()));
         std::thread::sleep(Duration::from_millis(50));
@@ -457,6 +482,54 @@ mod tests {
         let s = e.to_string();
         assert!(s.contains(&format!("pid {}", dead.pid)), "{s}");
         assert!(s.contains("without reporting its exit code"), "{s}");
+    }
+
+    #[test]
+    fn the_claim_registers_both_files_for_an_interrupted_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = group_in(dir.path(), 0);
+        let files = g.claim().unwrap();
+        assert!(g.leader_file().is_file());
+        assert_eq!(
+            files.entries(),
+            vec![
+                cleanup::Undo::Path(g.leader_file()),
+                cleanup::Undo::Path(g.exit_file())
+            ]
+        );
+        g.publish(0).unwrap();
+        // Dropped after the publication: the files stay for the followers.
+        drop(files);
+        assert!(g.leader_file().is_file() && g.exit_file().is_file());
+    }
+
+    #[test]
+    fn a_leader_whose_file_vanished_is_judged_by_its_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = group_in(dir.path(), 1);
+        let mut leader = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = leader.id();
+        let start = proc_start(pid).expect("start time");
+        std::fs::write(g.leader_file(), format!("{pid} {start}\n")).unwrap();
+        let file = g.leader_file();
+        let follower = std::thread::spawn(move || g.follow(quick(), &Events::none()));
+        std::thread::sleep(Duration::from_millis(100));
+        // As an interrupted leader does: remove the file, then exit.
+        std::fs::remove_file(&file).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        leader.kill().unwrap();
+        leader.wait().unwrap();
+        let t = Instant::now();
+        let e = follower.join().unwrap().unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(2));
+        assert!(
+            e.to_string()
+                .contains(&format!("local rank 0 (pid {pid}) ended without reporting")),
+            "{e}"
+        );
     }
 
     #[test]

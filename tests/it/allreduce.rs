@@ -3,6 +3,7 @@
 
 use crate::netns::{Cluster, Net, NodeRun};
 use serde_json::Value;
+use std::time::{Duration, Instant};
 
 const TIMEOUT: u64 = 20;
 
@@ -263,6 +264,48 @@ fn nccl_with_fakes(tag: &str, iface_on_rank1: &str) -> Option<Vec<NodeRun>> {
             );
     }
     Some(run.run())
+}
+
+#[test]
+fn sigint_and_sigterm_on_nodes_hung_in_nccl_init_leave_nothing_behind() {
+    let Some(c) = Cluster::flat("ncclsig", 2, "eth0").build() else {
+        return;
+    };
+    let mut run = c
+        .preflight()
+        .timeout(30)
+        .args(&["--allreduce=nccl", "--sizes=1M"]);
+    for rank in 0..2 {
+        run = run
+            .env_on(rank, "PREFLIGHT_TEST_FAKE_GPUS", "1")
+            .env_on(rank, "PREFLIGHT_NCCL_WORKER", &fake_worker())
+            .env_on(rank, "FAKE_MODE", "hang-init");
+    }
+    let mut running = run.start();
+    // preflight, the worker and the worker's `sleep` on each host: both hang in NCCL init.
+    for rank in 0..2 {
+        assert!(
+            running.wait_processes(rank, 3, Duration::from_secs(40)),
+            "rank {rank}'s worker never hung in init"
+        );
+    }
+    let t0 = Instant::now();
+    running.signal(0, libc::SIGINT);
+    running.signal(1, libc::SIGTERM);
+    let runs = running.finish();
+    let took = t0.elapsed();
+    for (rank, code) in [(0, 130), (1, 143)] {
+        let r = &runs[rank];
+        assert_eq!(r.exit_code, Some(code), "{}", r.describe());
+        assert!(
+            r.stderr
+                .contains("stopped 1 child process group(s), removed "),
+            "{}",
+            r.describe()
+        );
+    }
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // Dropping the cluster asserts that no process, socket or preflight-* file is left.
 }
 
 #[test]

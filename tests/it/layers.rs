@@ -9,6 +9,7 @@ use std::path::Path;
 /// Each top-level module of src/ and its layer; a module may name only lower layers.
 const LAYERS: &[(&str, u32)] = &[
     ("output", 0),
+    ("cleanup", 0),
     ("shell", 0),
     ("transport", 0),
     ("report", 0),

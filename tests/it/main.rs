@@ -10,4 +10,5 @@ mod nccl;
 mod netns;
 mod render_cluster;
 mod report_contract;
+mod signals;
 mod torchrun;

@@ -6,6 +6,11 @@
 //! test packet can leave the machine. Every namespace, `/etc/netns/<ns>` directory and process
 //! the harness started is removed when the `Cluster` (or a [`Running`]) is dropped.
 //!
+//! Each host gets its own `TMPDIR` (`<tmp>/<cluster>/h<rank>`). When the `Cluster` is dropped,
+//! after the harness's own port holders are stopped, nothing of the runs may be left: no
+//! process in its namespaces, no listening TCP or bound UDP socket, no `preflight-*` entry in
+//! a host's TMPDIR. Anything left fails the test (only logged when the test already panics).
+//!
 //! Each host runs its commands under `unshare --uts` with its own hostname and `NCCL_HOSTID`, and
 //! sees an `/etc/hosts` (bind-mounted by `ip netns exec`) naming every test host.
 
@@ -28,6 +33,8 @@ pub const SLACK: Duration = Duration::from_secs(6);
 const SKIP_MESSAGE: &str = "skipped: needs root for network namespaces";
 const SETUP_COMMAND_LIMIT: Duration = Duration::from_secs(30);
 const REAP_LIMIT: Duration = Duration::from_secs(3);
+/// How long a process of a finished run may take to vanish before it counts as left behind.
+const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
 const POLL: Duration = Duration::from_millis(20);
 /// Environment that would change how `preflight cluster` finds its rank or picks interfaces.
 const INHERITED_ENV_TO_CLEAR: &[&str] = &[
@@ -403,6 +410,8 @@ pub struct Cluster {
     nets: Vec<Net>,
     hosts: Vec<HostNs>,
     token: String,
+    /// Holds every host's TMPDIR (`h<rank>`); removed on drop.
+    tmp: PathBuf,
     created: Mutex<Vec<String>>,
     background: Mutex<Vec<Child>>,
 }
@@ -443,6 +452,7 @@ impl Cluster {
         Cluster {
             switch_ns: format!("{id}-sw"),
             token: format!("{id}-{}", token_salt()),
+            tmp: std::env::temp_dir().join(&id),
             id,
             nets,
             hosts,
@@ -457,6 +467,10 @@ impl Cluster {
             self.create_bridge(k, net);
         }
         for rank in 0..self.hosts.len() {
+            let tmp = self.host_tmp(rank);
+            if let Err(e) = std::fs::create_dir_all(&tmp) {
+                panic!("cannot create {}: {e}", tmp.display());
+            }
             self.add_namespace(&self.hosts[rank].ns);
             self.write_hosts_file(rank);
             for (net, ifname) in &self.hosts[rank].host.ifaces {
@@ -618,6 +632,11 @@ impl Cluster {
         &self.token
     }
 
+    /// The host's own TMPDIR (every command run in it sees it).
+    pub fn host_tmp(&self, rank: usize) -> PathBuf {
+        self.tmp.join(format!("h{rank}"))
+    }
+
     /// Every namespace this cluster made (hosts and switch).
     pub fn namespaces(&self) -> Vec<String> {
         self.created.lock().map(|c| c.clone()).unwrap_or_default()
@@ -639,6 +658,7 @@ impl Cluster {
         for var in INHERITED_ENV_TO_CLEAR {
             cmd.env_remove(var);
         }
+        cmd.env("TMPDIR", self.host_tmp(rank));
         cmd
     }
 
@@ -756,6 +776,50 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// What the runs left behind, once the harness's own background processes are gone:
+    /// processes and sockets in the namespaces, `preflight-*` entries in the hosts' TMPDIRs.
+    fn leftovers(&self) -> Vec<String> {
+        let namespaces = self.namespaces();
+        let deadline = Instant::now() + LEFTOVER_GRACE;
+        let procs = loop {
+            let procs: Vec<(&String, i32)> = namespaces
+                .iter()
+                .flat_map(|ns| namespace_pids(ns).into_iter().map(move |p| (ns, p)))
+                .collect();
+            if procs.is_empty() || Instant::now() >= deadline {
+                break procs;
+            }
+            thread::sleep(POLL);
+        };
+        let mut left: Vec<String> = procs
+            .into_iter()
+            .map(|(ns, pid)| format!("process {pid} ({}) in {ns}", cmdline(pid)))
+            .collect();
+        for ns in &namespaces {
+            left.extend(
+                namespace_sockets(ns)
+                    .into_iter()
+                    .map(|s| format!("{s} in {ns}")),
+            );
+        }
+        for rank in 0..self.hosts.len() {
+            let dir = self.host_tmp(rank);
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            left.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("preflight-"))
+                    .map(|n| format!("{} (temp file of rank {rank})", dir.join(n).display())),
+            );
+        }
+        left
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         if let Ok(mut bg) = self.background.lock() {
@@ -763,10 +827,79 @@ impl Drop for Cluster {
                 kill_and_reap(child);
             }
         }
+        let left = self.leftovers();
         for ns in self.namespaces().iter().rev() {
             Cluster::remove_namespace(ns);
         }
+        let _ = std::fs::remove_dir_all(&self.tmp);
+        if !left.is_empty() {
+            let msg = format!(
+                "cluster {} left behind (now removed):\n  {}",
+                self.id,
+                left.join("\n  ")
+            );
+            // Failing while the test already unwinds would abort the whole test binary.
+            if thread::panicking() {
+                eprintln!("{msg}");
+            } else {
+                panic!("{msg}");
+            }
+        }
     }
+}
+
+/// A process's command line, for messages.
+fn cmdline(pid: i32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&raw)
+        .replace('\0', " ")
+        .trim()
+        .to_string()
+}
+
+/// Listening TCP and bound UDP sockets inside network namespace `ns`, from its `/proc/net`.
+fn namespace_sockets(ns: &str) -> Vec<String> {
+    let script = "for f in tcp tcp6 udp udp6; do echo \"# $f\"; cat /proc/net/$f 2>/dev/null; done";
+    let Ok(out) = bounded(
+        ip(&["netns", "exec", ns, "sh", "-c", script]),
+        SETUP_COMMAND_LIMIT,
+    ) else {
+        return vec![format!("(cannot list the sockets of {ns})")];
+    };
+    parse_sockets(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `# tcp` sections of `/proc/net/{tcp,tcp6,udp,udp6}` -> "tcp listening on 0100007F:29500".
+fn parse_sockets(text: &str) -> Vec<String> {
+    let mut kind = "";
+    let mut found = Vec::new();
+    for line in text.lines() {
+        if let Some(k) = line.strip_prefix("# ") {
+            kind = if k.starts_with("tcp") { "tcp" } else { "udp" };
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // sl local_address rem_address st ...; the header's first field is "sl".
+        let (Some(local), Some(state)) = (fields.get(1), fields.get(3)) else {
+            continue;
+        };
+        if fields[0] == "sl" {
+            continue;
+        }
+        let port = local
+            .rsplit(':')
+            .next()
+            .and_then(|p| u16::from_str_radix(p, 16).ok())
+            .unwrap_or(0);
+        let addr = local.rsplit_once(':').map_or(*local, |(a, _)| a);
+        match kind {
+            // 0A: TCP_LISTEN; connections left in TIME_WAIT are the kernel's, not a process's.
+            "tcp" if *state == "0A" => found.push(format!("tcp listening on {addr}:{port}")),
+            "udp" => found.push(format!("udp bound to {addr}:{port}")),
+            _ => {}
+        }
+    }
+    found
 }
 
 /// Pids of processes inside network namespace `ns` (`ip netns pids`); empty on any error.
@@ -987,6 +1120,26 @@ impl Running<'_> {
             thread::sleep(POLL);
         }
         false
+    }
+
+    /// Waits (at most `limit`) until host `rank`'s namespace holds at least `n` processes
+    /// (its preflight and what that started).
+    pub fn wait_processes(&self, rank: usize, n: usize, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if namespace_pids(self.cluster.ns(rank)).len() >= n {
+                return true;
+            }
+            thread::sleep(POLL);
+        }
+        false
+    }
+
+    /// Sends `sig` to rank's preflight.
+    pub fn signal(&mut self, rank: usize, sig: i32) {
+        let pid = i32::try_from(self.node(rank).child.id()).expect("pid");
+        // SAFETY: kill(2) on our own child, not yet reaped (finish reaps it).
+        unsafe { libc::kill(pid, sig) };
     }
 
     /// SIGKILLs rank's preflight now.
@@ -1270,4 +1423,62 @@ fn netns_faults_behave_as_injected() {
     let docker = c.exec(2, &["ip", "-br", "addr", "show", "dev", "docker0"]);
     assert!(String::from_utf8_lossy(&docker.stdout).contains("10.200.255.1/24"));
     assert_eq!(c.ifname(2, "data"), "eno2");
+}
+
+#[test]
+fn netns_drop_fails_the_test_when_a_run_leaves_anything_behind() {
+    let Some(c) = Cluster::flat("leak", 1, "eth0").needs(&["python3"]).build() else {
+        return;
+    };
+    let tmp = c.host_tmp(0);
+    std::fs::write(tmp.join("preflight-nccl-leaked"), b"x").expect("write");
+    // A stray listener, detached from the harness (as a leaked worker would be).
+    let listen = "import socket,time\n\
+                  s=socket.socket()\n\
+                  s.bind(('0.0.0.0',4555))\n\
+                  s.listen(1)\n\
+                  time.sleep(60)\n";
+    c.exec(
+        0,
+        &[
+            "sh",
+            "-c",
+            "python3 -c \"$1\" >/dev/null 2>&1 &",
+            "sh",
+            listen,
+        ],
+    );
+    let ns = c.ns(0).to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while namespace_sockets(&ns).is_empty() && Instant::now() < deadline {
+        thread::sleep(POLL);
+    }
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(c)));
+    let err = failed.expect_err("the drop must fail the test");
+    let msg = err
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_else(|| format!("{err:?}"));
+    assert!(msg.contains("python3 -c"), "{msg}");
+    assert!(msg.contains("tcp listening on 00000000:4555"), "{msg}");
+    assert!(msg.contains("preflight-nccl-leaked"), "{msg}");
+    // It still cleaned up.
+    assert!(!Path::new("/etc/netns").join(&ns).exists());
+    assert!(!tmp.exists(), "{} survived", tmp.display());
+}
+
+#[test]
+fn proc_net_sockets_parse_to_listeners_and_bound_udp() {
+    let text = "# tcp\n  sl  local_address rem_address   st tx_queue rx_queue\n   \
+                0: 00000000:7530 00000000:0000 0A 00000000:00000000\n   \
+                1: 0100007F:7530 0100007F:D431 06 00000000:00000000\n\
+                # tcp6\n# udp\n  sl  local_address rem_address   st\n \
+                5: 00000000:1F90 00000000:0000 07 00000000:00000000\n";
+    assert_eq!(
+        parse_sockets(text),
+        vec![
+            "tcp listening on 00000000:30000".to_string(),
+            "udp bound to 00000000:8080".to_string()
+        ]
+    );
 }

@@ -611,6 +611,7 @@ fn help_documents_exit_codes_junit_and_explain() {
         "0  nothing is fail or error",
         "1  at least one finding",
         "2  the tool could not run",
+        "130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM",
         "--format junit",
         "preflight explain ID",
     ] {

@@ -3,6 +3,7 @@
 //! cudarc looks for `libnccl.so` (and `.so.1`, `.so.12`, ...) but not `libnccl.so.2`, the only
 //! name PyTorch's `nvidia-nccl-cu*` wheel ships; a symlink first in `LD_LIBRARY_PATH` fixes that.
 
+use crate::cleanup;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -10,10 +11,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// How many names are tried before giving up on creating a temp dir.
 const MAX_TRIES: u32 = 16;
 
-/// A directory removed (with its contents) on drop.
+/// A directory removed (with its contents) on drop, and by the signal handler if preflight is
+/// interrupted first (it is registered in [`cleanup::global`]).
 #[derive(Debug)]
 pub struct TempDir {
     path: PathBuf,
+    _registered: cleanup::Guard<'static>,
 }
 
 impl TempDir {
@@ -32,8 +35,17 @@ impl TempDir {
                 "preflight-nccl-{}-{n}-{nanos:x}",
                 std::process::id()
             ));
-            match create_private_dir(&path) {
-                Ok(()) => return Ok(TempDir { path }),
+            let made = cleanup::global().make(
+                || create_private_dir(&path),
+                |()| vec![cleanup::Undo::Path(path.clone())],
+            );
+            match made {
+                Ok(((), guard)) => {
+                    return Ok(TempDir {
+                        path,
+                        _registered: guard,
+                    });
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
                 Err(e) => return Err(e),
             }

@@ -4,7 +4,9 @@
 //! `NCCL_DEBUG=INFO` to a private temp dir, and `LD_LIBRARY_PATH` starting with a dir holding
 //! a `libnccl.so` link to the library the node probe found. A watchdog thread kills the
 //! worker's whole process group (SIGKILL, then reaps it) when the job's timeout passes, so a
-//! hung or aborting NCCL never hangs the tool. Rank 0's worker makes the unique id
+//! hung or aborting NCCL never hangs the tool. The group and the temp dir are registered in
+//! `cleanup` (SIGINT/SIGTERM of preflight kill and remove them), and the worker gets
+//! `PR_SET_PDEATHSIG`, so even a `kill -9` of preflight ends it. Rank 0's worker makes the unique id
 //! ([`Worker::unique_id`]); the coordinator hands it to every node ([`Worker::give_id`]);
 //! [`Worker::finish`] collects the rows and the network NCCL used (from its log).
 //!
@@ -20,6 +22,7 @@ pub mod worker;
 pub use log::{NetUsed, differs_from_advice};
 pub use protocol::RankRow;
 
+use crate::cleanup;
 use preflight_checks::model::NodeFacts;
 use protocol::Event;
 use std::collections::{BTreeMap, VecDeque};
@@ -305,9 +308,19 @@ pub fn start(job: &NcclJob) -> Result<Worker, NcclError> {
             libdir::prepend_path(&libdir, existing.as_deref()),
         );
     }
-    // Its own process group, so the watchdog can kill anything it started too.
+    // Its own process group, so the watchdog (and the signal handler) can kill anything it started too.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().map_err(|e| NcclError::Spawn {
+    die_with_parent(&mut cmd);
+    // Registered until the watchdog reaps it: SIGINT/SIGTERM of preflight kill the group.
+    let spawned = cleanup::global().make(
+        || cmd.spawn(),
+        |c| {
+            i32::try_from(c.id())
+                .map(|pid| vec![cleanup::Undo::Group(pid)])
+                .unwrap_or_default()
+        },
+    );
+    let (mut child, group) = spawned.map_err(|e| NcclError::Spawn {
         program: program.display().to_string(),
         detail: e.to_string(),
     })?;
@@ -328,7 +341,7 @@ pub fn start(job: &NcclJob) -> Result<Worker, NcclError> {
     {
         let (stop, timed_out) = (stop.clone(), timed_out.clone());
         let deadline = started + job.timeout;
-        std::thread::spawn(move || watchdog(child, deadline, stop, timed_out, xtx));
+        std::thread::spawn(move || watchdog(child, group, deadline, stop, timed_out, xtx));
     }
     let makes_id = job.first_rank == 0;
     Ok(Worker {
@@ -372,9 +385,41 @@ fn worker_args(job: &NcclJob) -> Vec<String> {
     ]
 }
 
-/// Kills the child's process group at the deadline or when asked; always reaps it and reports how it ended.
+/// The worker gets SIGKILL when the thread that spawned it ends (`PR_SET_PDEATHSIG`), so even a
+/// `kill -9` of preflight (no handler runs) cannot leave a worker holding GPUs. The kernel ties
+/// the signal to the spawning *thread*: [`start`] must be called from a thread that outlives
+/// the worker (the node agent's main thread does).
+fn die_with_parent(cmd: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: between fork and exec the closure calls only async-signal-safe functions
+    // (prctl, getppid) and builds errors without allocating.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died between fork and prctl: then no signal would ever come.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Kills the child's process group at the deadline or when asked; always reaps it and reports
+/// how it ended. `_group` (the group's registration for the signal handler) ends with it, once
+/// the child is reaped.
 fn watchdog(
     mut child: Child,
+    _group: cleanup::Guard<'static>,
     deadline: Instant,
     stop: Arc<AtomicBool>,
     timed_out: Arc<AtomicBool>,
