@@ -33,6 +33,7 @@ impl ReportBuilder {
                 links: Vec::new(),
                 collectives: Vec::new(),
                 recommendation: None,
+                trimmed: None,
             },
         }
     }

@@ -605,6 +605,23 @@ pub struct Report {
     pub links: Vec<LinkResult>,
     pub collectives: Vec<CollectiveResult>,
     pub recommendation: Option<Recommendation>,
+    /// Set on a node's copy of a cluster report too big to send whole: what was left out of
+    /// it (rank 0's own report, and its `-o FILE`, are always whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trimmed: Option<Trimmed>,
+}
+
+/// What a node's copy of the cluster report leaves out, and why.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+pub struct Trimmed {
+    /// Links in the whole report.
+    pub links_total: u64,
+    /// Links kept here: those from or to this node.
+    pub links_kept: u64,
+    /// Nodes whose facts are left out here (their rank, hostname and findings stay).
+    pub facts_omitted: u32,
+    /// Why, in words, and where the whole report is.
+    pub why: String,
 }
 
 /// Worst status of the findings, with `skip` counting as `pass`.

@@ -248,6 +248,7 @@ mod tests {
             links: Vec::new(),
             collectives: Vec::new(),
             recommendation: None,
+            trimmed: None,
         };
         let xml = render(&report);
         assert!(

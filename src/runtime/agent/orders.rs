@@ -129,12 +129,20 @@ fn open(
     }
 }
 
-/// Runs `f` for every item on its own thread (bounded count), preserving order.
+/// Threads one node runs at once to measure its peers.
+const MAX_THREADS: usize = 256;
+
+/// Runs `f` for every item, [`MAX_THREADS`] at a time, preserving order: every item is
+/// measured (thousands of peers take a few waves), none is dropped.
 fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = items.iter().take(512).map(|it| s.spawn(|| f(it))).collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
-    })
+    let mut out = Vec::with_capacity(items.len());
+    for wave in items.chunks(MAX_THREADS) {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = wave.iter().map(|it| s.spawn(|| f(it))).collect();
+            out.extend(handles.into_iter().filter_map(|h| h.join().ok()));
+        });
+    }
+    out
 }
 
 fn probe_peers(
@@ -234,4 +242,18 @@ fn mtu_targets(me: u32, targets: &[Target], max_mtu: u32, secret: &Secret) -> Ve
         }
         link
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_item_is_run_in_order_past_one_wave() {
+        let items: Vec<usize> = (0..(MAX_THREADS * 2 + 7)).collect();
+        assert_eq!(
+            parallel(&items, |i| i * 2),
+            items.iter().map(|i| i * 2).collect::<Vec<_>>()
+        );
+    }
 }

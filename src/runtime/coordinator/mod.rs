@@ -2,6 +2,7 @@
 //! measurements, judges the cluster and sends every node the same report.
 
 mod admit;
+mod delivery;
 mod gather;
 mod limits;
 mod phases;
@@ -124,14 +125,21 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     recommendation.reasons.extend(outcome.notes.iter().cloned());
     drop(finish);
     let report = verdict::build_report(&members, &links, &cfg, recommendation, outcome, &refused);
+    let whole = delivery::json_size(&report);
+    if whole > delivery::WHOLE_REPORT_CAP {
+        events.log(format!(
+            "coordinator: the report is {whole} bytes of JSON; each node gets its own links and facts and every finding (see `trimmed` in its report)"
+        ));
+    }
     for m in members.iter_mut().filter(|m| m.alive) {
         m.stream
-            .set_write_timeout(Some(Duration::from_secs(10)))
+            .set_write_timeout(Some(Duration::from_secs(30)))
             .ok();
+        let copy = delivery::report_for(&report, m.rank, whole).into_owned();
         if let Err(e) = write_msg(
             &mut m.stream,
             &Msg::Report {
-                report: Box::new(report.clone()),
+                report: Box::new(copy),
             },
         ) {
             events.log(format!(

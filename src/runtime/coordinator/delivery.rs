@@ -1,0 +1,250 @@
+//! Each node's copy of the cluster report: the whole report while it is small enough to send,
+//! else what that node needs (its own links and facts, everyone's findings, the advice), with
+//! `trimmed` saying what was left out. Rank 0 keeps and prints the whole report.
+
+use preflight_checks::model::{NodeEntry, NodeFacts, Report, Trimmed};
+use std::borrow::Cow;
+use std::io::Write;
+
+/// Largest report (JSON bytes, before compression) sent whole to every node. A cluster of a
+/// few hundred nodes with one address each stays under it.
+pub const WHOLE_REPORT_CAP: usize = 24 << 20;
+
+/// Links measured to estimate the size of all of them.
+const LINK_SAMPLE: usize = 1000;
+
+/// Bytes of a value's JSON, counted without building it.
+fn counted<T: serde::Serialize>(value: &T) -> usize {
+    struct Count(usize);
+    impl Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, value);
+    c.0
+}
+
+/// About how many bytes the report's JSON has: everything but the links counted, the links
+/// estimated from a sample (millions of them would take seconds to count).
+pub fn json_size(report: &Report) -> usize {
+    let rest = counted(&Report {
+        links: Vec::new(),
+        ..report.clone_without_links()
+    });
+    let sample = &report.links[..report.links.len().min(LINK_SAMPLE)];
+    let per_link = if sample.is_empty() {
+        0.0
+    } else {
+        counted(&sample) as f64 / sample.len() as f64
+    };
+    rest + (per_link * report.links.len() as f64) as usize
+}
+
+/// Everything of a report but its links, cloned.
+trait CloneWithoutLinks {
+    fn clone_without_links(&self) -> Report;
+}
+
+impl CloneWithoutLinks for Report {
+    fn clone_without_links(&self) -> Report {
+        Report {
+            schema: self.schema.clone(),
+            tool: self.tool.clone(),
+            mode: self.mode,
+            status: self.status,
+            nodes: self.nodes.clone(),
+            findings: self.findings.clone(),
+            links: Vec::new(),
+            collectives: self.collectives.clone(),
+            recommendation: self.recommendation.clone(),
+            trimmed: self.trimmed.clone(),
+        }
+    }
+}
+
+/// The copy of `report` to send to `rank`, given the whole report's JSON size.
+pub fn report_for(report: &Report, rank: u32, whole_size: usize) -> Cow<'_, Report> {
+    if whole_size <= WHOLE_REPORT_CAP {
+        return Cow::Borrowed(report);
+    }
+    let links: Vec<_> = report
+        .links
+        .iter()
+        .filter(|l| l.from == rank || l.to == rank)
+        .cloned()
+        .collect();
+    let mut facts_omitted = 0u32;
+    let nodes = report
+        .nodes
+        .iter()
+        .map(|n| {
+            if n.rank == rank {
+                return n.clone();
+            }
+            facts_omitted += 1;
+            NodeEntry {
+                rank: n.rank,
+                hostname: n.hostname.clone(),
+                facts: NodeFacts {
+                    hostname: n.facts.hostname.clone(),
+                    host_id: n.facts.host_id.clone(),
+                    ..Default::default()
+                },
+            }
+        })
+        .collect();
+    let trimmed = Trimmed {
+        links_total: report.links.len() as u64,
+        links_kept: links.len() as u64,
+        facts_omitted,
+        why: format!(
+            "the whole report is {whole_size} bytes of JSON, over the {WHOLE_REPORT_CAP} sent to every node: this copy keeps this node's links and facts and every finding; rank 0 prints the whole report (write it there with -o FILE)"
+        ),
+    };
+    Cow::Owned(Report {
+        nodes,
+        links,
+        trimmed: Some(trimmed),
+        ..report.clone_without_links()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ReportBuilder;
+    use crate::transport::wire::{read_msg, write_msg};
+    use preflight_checks::model::{
+        Finding, IfAddr, Interface, LinkOutcome, LinkResult, Mode, Status,
+    };
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    /// A node with four addresses on four interfaces, facts as a real node's are filled.
+    fn node(rank: u32) -> NodeFacts {
+        let mut f: NodeFacts = serde_json::from_str(include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/facts/docker-bond-host.json"
+        )))
+        .unwrap();
+        f.hostname = format!("gpu{rank:04}.rack{}.example.com", rank / 32);
+        f.host_id = f.hostname.clone();
+        f.net.interfaces = (0..4)
+            .map(|i| Interface {
+                name: format!("ens{i}f0"),
+                up: true,
+                oper_state: "up".into(),
+                mtu: Some(9000),
+                speed_mbps: Some(200_000),
+                ipv4: vec![IfAddr {
+                    addr: format!("10.{i}.{}.{}", rank / 250, rank % 250 + 1)
+                        .parse()
+                        .unwrap(),
+                    prefix: 16,
+                }],
+                ..Default::default()
+            })
+            .collect();
+        f
+    }
+
+    /// Every ordered pair on every address, as the connectivity phase leaves them.
+    fn synthetic(n: u32) -> Report {
+        let facts: Vec<NodeFacts> = (0..n).map(node).collect();
+        let mut links = Vec::with_capacity((n * (n - 1) * 4) as usize);
+        for from in 0..n {
+            for to in (0..n).filter(|t| *t != from) {
+                for iface in &facts[to as usize].net.interfaces {
+                    links.push(LinkResult {
+                        from,
+                        to,
+                        interface: iface.name.clone(),
+                        address: iface.ipv4[0].addr.to_string(),
+                        port: 40_000,
+                        result: LinkOutcome::Ok,
+                        rtt_us: Some(12.5),
+                        rtt_p99_us: Some(30.1),
+                        throughput_gbit_s: Some(180.2),
+                        mtu: Some(9000),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        let mut b = ReportBuilder::new(Mode::Cluster);
+        for (r, f) in facts.into_iter().enumerate() {
+            b = b.node(r as u32, f);
+        }
+        b.findings([Finding::new(
+            "cluster.rendezvous",
+            Status::Pass,
+            "x",
+            "all joined",
+        )])
+        .links(links)
+        .build()
+    }
+
+    #[test]
+    fn small_reports_go_whole() {
+        let r = synthetic(3);
+        let size = json_size(&r);
+        let exact = serde_json::to_vec(&r).unwrap().len();
+        assert!(size.abs_diff(exact) < exact / 50, "{size} vs {exact}");
+        assert!(matches!(report_for(&r, 1, size), Cow::Borrowed(_)));
+    }
+
+    /// 1024 nodes with four addresses each: 4,190,208 links. Each node's copy crosses a real
+    /// TCP connection through the wire code, compressed, well under the frame cap.
+    #[test]
+    fn a_1024_node_report_reaches_every_node() {
+        let n = 1024;
+        let r = synthetic(n);
+        assert_eq!(r.links.len(), 1024 * 1023 * 4);
+        let whole = json_size(&r);
+        assert!(whole > WHOLE_REPORT_CAP, "whole report {whole} bytes");
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                got.push(read_msg::<_, Report>(&mut s).unwrap());
+            }
+            got
+        });
+        let mut s = TcpStream::connect(addr).unwrap();
+        let started = Instant::now();
+        let mut sent = Vec::new();
+        for rank in [0, 517, 1023] {
+            let copy = report_for(&r, rank, whole);
+            let t = copy.trimmed.clone().expect("trimmed");
+            assert_eq!(t.links_kept, 2 * 1023 * 4);
+            assert_eq!(t.links_total, r.links.len() as u64);
+            assert_eq!(t.facts_omitted, n - 1);
+            write_msg(&mut s, copy.as_ref()).unwrap();
+            sent.push(copy.into_owned());
+        }
+        let got = reader.join().unwrap();
+        let took = started.elapsed();
+        assert_eq!(got, sent);
+        for (rank, copy) in [0u32, 517, 1023].iter().zip(&got) {
+            assert_eq!(copy.nodes.len(), n as usize);
+            assert!(copy.links.iter().all(|l| l.from == *rank || l.to == *rank));
+            let own = copy.nodes.iter().find(|x| x.rank == *rank).unwrap();
+            assert_eq!(own.facts.net.interfaces.len(), 4);
+        }
+        eprintln!(
+            "1024 nodes x 4 addresses: whole report {whole} bytes; a node's copy {} bytes of JSON; 3 copies over TCP in {took:?}",
+            serde_json::to_vec(&got[1]).unwrap().len()
+        );
+        assert!(took < Duration::from_secs(60), "{took:?}");
+    }
+}
