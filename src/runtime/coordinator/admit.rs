@@ -4,7 +4,7 @@
 use super::limits::check_join;
 use super::{CoordConfig, JoinedNode};
 use crate::transport::auth::{self, AuthError};
-use crate::transport::gate::{Gate, Pass, Turned};
+use crate::transport::gate::{Gate, Pass, Turned, canonical};
 use crate::transport::wire::{Listener, Msg, read_msg_capped, write_msg};
 use preflight_checks::cluster::{Refusal, RefusalKind};
 use preflight_checks::model::NodeFacts;
@@ -90,7 +90,16 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
         }
         while let Ok(a) = rx.try_recv() {
             match a {
-                Arrival::Refused(r) => refused.push(r),
+                Arrival::Refused(r) => {
+                    cfg.events.log(format!(
+                        "coordinator: refused {}{}: {}",
+                        r.who(),
+                        r.claimed_rank
+                            .map_or(String::new(), |n| format!(" claiming rank {n}")),
+                        r.reason
+                    ));
+                    refused.push(r)
+                }
                 Arrival::Joined(j) => take_place(*j, &mut joined, &mut refused, cfg),
             }
         }
@@ -119,7 +128,7 @@ fn take_place(
     cfg: &CoordConfig,
 ) {
     if let Some(first) = joined.get(&j.rank) {
-        let holder = format!("{} ({})", first.peer.ip(), first.facts.hostname);
+        let holder = format!("{} ({})", canonical(first.peer.ip()), first.facts.hostname);
         let reason = format!(
             "rank {} already joined from {holder}; every node needs its own rank",
             j.rank
@@ -138,7 +147,7 @@ fn take_place(
             j.rank
         ));
         refused.push(Refusal {
-            address: j.peer.ip().to_string(),
+            address: canonical(j.peer.ip()).to_string(),
             claimed_rank: Some(j.rank),
             hostname: Some(j.facts.hostname.clone()),
             kind: RefusalKind::RankTaken,
@@ -185,7 +194,7 @@ fn refuse(
         },
     );
     Arrival::Refused(Refusal {
-        address: peer.ip().to_string(),
+        address: canonical(peer.ip()).to_string(),
         claimed_rank: rank,
         hostname: None,
         kind,
@@ -207,7 +216,7 @@ fn handshake_and_join(
         Ok(info) => info,
         Err(AuthError::ClientBadProof { rank, .. }) => {
             return Some(Arrival::Refused(Refusal {
-                address: peer.ip().to_string(),
+                address: canonical(peer.ip()).to_string(),
                 claimed_rank: Some(rank),
                 hostname: None,
                 kind: RefusalKind::Secret,
@@ -217,7 +226,7 @@ fn handshake_and_join(
         }
         Err(AuthError::Version { theirs, rank }) => {
             return Some(Arrival::Refused(Refusal {
-                address: peer.ip().to_string(),
+                address: canonical(peer.ip()).to_string(),
                 claimed_rank: rank,
                 hostname: None,
                 kind: RefusalKind::Version,
