@@ -122,6 +122,11 @@ pub(super) fn measure_allreduce(
         let env = merged_env(&rec.env, None, &overrides);
         let base = base_result(transport, net, members, env, config);
         events.phase(format!("{transport} all-reduce ({config})"));
+        events.log(format!(
+            "coordinator: {transport} all-reduce ({config}) starts on {} nodes, {} sizes",
+            base.order.len(),
+            plan.sizes.len()
+        ));
         let result = if transport == "tcp" {
             tcp_ring(members, base, plan, events)
         } else {

@@ -4,6 +4,7 @@ mod allreduce;
 mod cli;
 mod cluster;
 mod common;
+mod faults;
 mod hostile;
 mod launchers;
 mod layers;

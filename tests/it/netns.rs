@@ -749,6 +749,8 @@ impl Cluster {
             script: Vec::new(),
             deadline: None,
             env: Vec::new(),
+            claims: Vec::new(),
+            late: Vec::new(),
         }
     }
 
@@ -950,9 +952,31 @@ pub struct PreflightRun<'a> {
     script: Vec<String>,
     deadline: Option<Duration>,
     env: Vec<(usize, String, String)>,
+    /// Host index -> the rank it claims (default: its index).
+    claims: Vec<(usize, usize)>,
+    /// Host index -> how long after the first node it starts.
+    late: Vec<(usize, Duration)>,
 }
 
 impl<'a> PreflightRun<'a> {
+    /// `--nnodes` (default: the number of hosts).
+    pub fn nnodes(mut self, n: usize) -> Self {
+        self.nnodes = n;
+        self
+    }
+
+    /// Host `host` runs with `--node-rank=rank` (a copy-paste slip: two hosts, one rank).
+    pub fn claim(mut self, host: usize, rank: usize) -> Self {
+        self.claims.push((host, rank));
+        self
+    }
+
+    /// Host `host` starts `after` the first node does.
+    pub fn late(mut self, host: usize, after: Duration) -> Self {
+        self.late.push((host, after));
+        self
+    }
+
     /// Sets an environment variable for one rank's process only.
     pub fn env_on(mut self, rank: usize, key: &str, value: &str) -> Self {
         self.env.push((rank, key.to_string(), value.to_string()));
@@ -1012,7 +1036,13 @@ impl<'a> PreflightRun<'a> {
             env!("CARGO_BIN_EXE_preflight").to_string(),
             "cluster".to_string(),
             format!("--nnodes={}", self.nnodes),
-            format!("--node-rank={rank}"),
+            format!(
+                "--node-rank={}",
+                self.claims
+                    .iter()
+                    .find(|(h, _)| *h == rank)
+                    .map_or(rank, |(_, r)| *r)
+            ),
             format!("--master-addr={}", self.master_addr()),
             format!("--master-port={}", self.master_port),
             format!("--timeout={}", self.timeout_s),
@@ -1035,10 +1065,20 @@ impl<'a> PreflightRun<'a> {
             .unwrap_or(Duration::from_secs(2 * self.timeout_s + 30));
         let started = Instant::now();
         let mut nodes = Vec::new();
-        for (i, &rank) in self.ranks.iter().enumerate() {
+        let delay = |r: usize| self.late.iter().find(|(h, _)| *h == r).map(|(_, d)| *d);
+        let (on_time, late): (Vec<usize>, Vec<usize>) =
+            self.ranks.iter().partition(|r| delay(**r).is_none());
+        for (i, &rank) in on_time.iter().enumerate() {
             if i == 1 {
                 thread::sleep(Duration::from_millis(100));
             }
+            nodes.push(self.spawn(rank));
+        }
+        let mut late = late;
+        late.sort_by_key(|r| delay(*r));
+        for rank in late {
+            let at = started + delay(rank).unwrap_or_default();
+            thread::sleep(at.saturating_duration_since(Instant::now()));
             nodes.push(self.spawn(rank));
         }
         Running {
@@ -1149,6 +1189,34 @@ impl Running<'_> {
         node.ended = Some((node.child.try_wait().ok().flatten(), Instant::now(), false));
     }
 
+    /// Waits for `ranks` until the run's deadline, then kills every node still running (a
+    /// stopped one, say) and returns the runs of `ranks`.
+    pub fn finish_ranks(mut self, ranks: &[usize]) -> Vec<NodeRun> {
+        let deadline = self.deadline;
+        let waiting = |n: &Node| ranks.contains(&n.rank) && n.ended.is_none();
+        while Instant::now() < deadline && self.nodes.iter().any(waiting) {
+            for node in self.nodes.iter_mut().filter(|n| n.ended.is_none()) {
+                if let Ok(Some(status)) = node.child.try_wait() {
+                    node.ended = Some((Some(status), Instant::now(), false));
+                }
+            }
+            thread::sleep(POLL);
+        }
+        for node in self.nodes.iter_mut().filter(|n| n.ended.is_none()) {
+            let timed_out = ranks.contains(&node.rank);
+            kill_and_reap(&mut node.child);
+            node.ended = Some((None, Instant::now(), timed_out));
+        }
+        let runs: Vec<NodeRun> = std::mem::take(&mut self.nodes)
+            .into_iter()
+            .map(Node::into_run)
+            .collect();
+        dump_runs(&self.cluster.id, &runs);
+        runs.into_iter()
+            .filter(|r| ranks.contains(&r.rank))
+            .collect()
+    }
+
     /// Waits for every node until the run's deadline, killing the ones still running then.
     pub fn finish(mut self) -> Vec<NodeRun> {
         let deadline = self.deadline;
@@ -1207,6 +1275,7 @@ impl Node {
             stdout,
             stderr,
             elapsed: ended.duration_since(self.started),
+            ended_at: ended,
             timed_out,
         }
     }
@@ -1224,11 +1293,18 @@ pub struct NodeRun {
     pub stderr: String,
     /// From spawn to exit.
     pub elapsed: Duration,
+    /// When it exited (or was killed).
+    pub ended_at: Instant,
     /// The harness killed it at the run's deadline.
     pub timed_out: bool,
 }
 
 impl NodeRun {
+    /// How long after `t` it ended (zero when it ended before).
+    pub fn ended_after_start_of(&self, t: Instant) -> Duration {
+        self.ended_at.saturating_duration_since(t)
+    }
+
     /// Exit code, time, and the ends of stdout/stderr, for assertion messages.
     pub fn describe(&self) -> String {
         format!(
