@@ -66,6 +66,54 @@ fn a_rank_claimed_by_two_hosts_is_refused_and_both_are_named() {
     assert_eq!(by_host(3).exit_code, Some(1));
 }
 
+/// No secret source, as in a quick check: a third host computes the key and claims rank 1
+/// first. Where the hosts are known (`--hosts`), it is not admitted; the real rank 1 joins, and
+/// every report warns that the run had no secret.
+#[test]
+fn without_a_secret_a_host_outside_the_list_is_not_admitted() {
+    let Some(c) = Cluster::flat("intr", 3, "eth0").build() else {
+        return;
+    };
+    let hosts = format!("--hosts={},{}", c.hostname(0), c.hostname(1));
+    let runs = c
+        .preflight()
+        .no_token()
+        .nnodes(2)
+        .claim(2, 1)
+        .late(1, Duration::from_millis(1500))
+        .args(&[&hosts])
+        .timeout(8)
+        .run();
+    let by_host = |h: usize| runs.iter().find(|r| r.rank == h).expect("ran");
+    let rank0 = by_host(0);
+    let refused = findings(rank0, "cluster.refused");
+    let intruder = refused
+        .iter()
+        .find(|f| f["evidence"]["kind"] == "not-admitted")
+        .unwrap_or_else(|| panic!("intruder not refused:\n{}", rank0.describe()));
+    assert_eq!(intruder["evidence"]["address"], c.addr(2, "data").as_str());
+    let nodes = rank0.report()["nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let rank1 = nodes
+        .iter()
+        .find(|n| n["rank"] == 1)
+        .map(|n| n["hostname"].clone());
+    assert_eq!(
+        rank1,
+        Some(Value::from(c.hostname(1))),
+        "{}",
+        rank0.describe()
+    );
+    for h in [0, 1] {
+        let auth = findings(by_host(h), "cluster.auth");
+        assert_eq!(auth.len(), 1, "{}", by_host(h).describe());
+        assert_eq!(auth[0]["status"], "warn");
+    }
+    assert_ne!(by_host(2).exit_code, Some(0));
+}
+
 /// Stops (SIGSTOP) or kills (SIGKILL) rank 2 while the TCP ring runs. The others finish
 /// within `--timeout` + 15 s of the fault with a report naming rank 2, keeping the sizes
 /// measured before it.

@@ -751,6 +751,7 @@ impl Cluster {
             env: Vec::new(),
             claims: Vec::new(),
             late: Vec::new(),
+            token: true,
         }
     }
 
@@ -956,6 +957,8 @@ pub struct PreflightRun<'a> {
     claims: Vec<(usize, usize)>,
     /// Host index -> how long after the first node it starts.
     late: Vec<(usize, Duration)>,
+    /// Pass the cluster's `--token` (default); false runs with no secret source at all.
+    token: bool,
 }
 
 impl<'a> PreflightRun<'a> {
@@ -968,6 +971,12 @@ impl<'a> PreflightRun<'a> {
     /// Host `host` runs with `--node-rank=rank` (a copy-paste slip: two hosts, one rank).
     pub fn claim(mut self, host: usize, rank: usize) -> Self {
         self.claims.push((host, rank));
+        self
+    }
+
+    /// No `--token`: the run has no secret source (`cluster.auth`).
+    pub fn no_token(mut self) -> Self {
+        self.token = false;
         self
     }
 
@@ -1047,8 +1056,10 @@ impl<'a> PreflightRun<'a> {
             format!("--master-port={}", self.master_port),
             format!("--timeout={}", self.timeout_s),
             "--format=json".to_string(),
-            format!("--token={}", self.cluster.token()),
         ];
+        if self.token {
+            argv.push(format!("--token={}", self.cluster.token()));
+        }
         argv.push(if self.quick { "--quick" } else { "--thorough" }.to_string());
         argv.extend(self.extra.iter().cloned());
         if !self.script.is_empty() {
