@@ -4,6 +4,7 @@ mod allreduce;
 mod cli;
 mod cluster;
 mod common;
+mod hostile;
 mod launchers;
 mod layers;
 mod nccl;
