@@ -1,11 +1,13 @@
 //! Hold under hostile peers: text from another node or a saved report is escaped wherever a
-//! person reads it and shown in linear time.
+//! person reads it and shown in linear time; `preflight launch` builds commands from
+//! structured fields and never runs what a report smuggles in.
 
 use crate::common::{bin, fixture, json_of};
 use preflight::render::Style;
 use preflight_checks::model::Report;
 use serde_json::Value;
 use std::io::{Read, Write};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// ESC sequences (colour, window title, OSC 8 link), BEL, C1 CSI, DEL and bidi overrides.
@@ -265,4 +267,222 @@ fn huge_hostname_and_visible_devices_render_in_linear_time() {
     // The value (65535 bytes, in the summary and the evidence) is cut in the table.
     assert!(text.len() < 100_000, "{} bytes", text.len());
     assert!(preflight::render::json::render(&report).contains(&cvd));
+}
+
+// ---------------------------------------------------------------- preflight launch
+
+/// Payloads that would run `touch FILE` if pasted into a shell unquoted.
+fn payloads(file: &Path) -> Vec<(&'static str, String)> {
+    let f = file.display();
+    vec![
+        ("semicolon", format!("x; touch {f} #")),
+        ("command substitution", format!("$(touch {f})")),
+        ("backticks", format!("`touch {f}`")),
+        ("newline", format!("x\ntouch {f}")),
+        ("and", format!("x && touch {f}")),
+        ("quote break", format!("x' ; touch {f} ; echo '")),
+        ("unbalanced quote", format!("x ' ; touch {f}")),
+    ]
+}
+
+/// What `preflight launch` does with the edited report in each format.
+enum Launched {
+    Ok(Vec<(String, String)>),
+    Refused(String),
+}
+
+fn launch_all(report: &Value, dir: &Path) -> Launched {
+    let path = dir.join("report.json");
+    std::fs::write(&path, report.to_string()).unwrap();
+    let mut outs = Vec::new();
+    for format in ["torchrun", "sbatch", "k8s-env"] {
+        let out = bin()
+            .args(["launch", "--format", format, "--report"])
+            .arg(&path)
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        match out.status.code() {
+            Some(1) | Some(0) => {
+                outs.push((format.to_string(), String::from_utf8(out.stdout).unwrap()))
+            }
+            Some(2) => {
+                assert!(out.stdout.is_empty(), "{format}: refused but printed");
+                return Launched::Refused(err);
+            }
+            other => panic!("{format}: exit {other:?}: {err}"),
+        }
+    }
+    Launched::Ok(outs)
+}
+
+fn bash(dir: &Path, script: &str) -> std::process::Output {
+    std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// The launch text parses, and runs (torchrun a shell function that prints its arguments, and
+/// for sbatch's `exec torchrun` a script doing the same; srun runs its command here) without
+/// creating `file`; the k8s list is still only name/value pairs.
+fn assert_inert(outs: &[(String, String)], dir: &Path, file: &Path, what: &str) {
+    let shim_dir = dir.join("bin");
+    std::fs::create_dir_all(&shim_dir).unwrap();
+    let shim = shim_dir.join("torchrun");
+    std::fs::write(
+        &shim,
+        "#!/bin/bash\nprintf '[%s]' \"$@\" >> args.txt; echo >> args.txt\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (format, text) in outs {
+        assert!(unsafe_chars(text).is_empty(), "{what}, {format}:\n{text}");
+        let saved = dir.join(format!("launch.{format}"));
+        std::fs::write(&saved, text).unwrap();
+        match format.as_str() {
+            "torchrun" | "sbatch" => {
+                let parse = bash(dir, &format!("bash -n {}", saved.display()));
+                assert!(
+                    parse.status.success(),
+                    "{what}, {format}: bash -n failed:\n{text}"
+                );
+                let shims = format!(
+                    "export PATH={}:$PATH SLURMD_NODENAME=gpu01; \
+                     torchrun() {{ printf '[%s]' \"$@\" >> args.txt; echo >> args.txt; }}; \
+                     srun() {{ shift; \"$@\"; }}",
+                    shim_dir.display()
+                );
+                let run = bash(dir, &format!("{shims}; source {}", saved.display()));
+                let args = std::fs::read_to_string(dir.join("args.txt")).unwrap_or_default();
+                assert!(
+                    run.status.success(),
+                    "{what}, {format}: {}\n{text}",
+                    String::from_utf8_lossy(&run.stderr)
+                );
+                assert!(args.contains("[--master-port="), "{what}, {format}: {args}");
+                let _ = std::fs::remove_file(dir.join("args.txt"));
+            }
+            _ => {
+                if let Some(list) = yaml_list(&saved) {
+                    for e in &list {
+                        let keys: Vec<&String> = e.as_object().unwrap().keys().collect();
+                        assert_eq!(keys, ["name", "value"], "{what}: {text}");
+                        assert!(e["value"].is_string(), "{what}: {text}");
+                    }
+                }
+            }
+        }
+        assert!(!file.exists(), "{what}, {format} ran the payload:\n{text}");
+    }
+}
+
+/// The k8s-env text as a JSON list through python3's yaml module; None when it is missing.
+fn yaml_list(path: &Path) -> Option<Vec<Value>> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+        ])
+        .arg(path)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("No module named"), "not YAML: {err}");
+        eprintln!("skipped: python3 has no yaml module");
+        return None;
+    }
+    Some(
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .expect("a list")
+            .clone(),
+    )
+}
+
+#[test]
+fn launch_never_runs_what_a_report_smuggles_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("PWNED");
+    let base = report_value("cluster-2-nodes");
+    for (name, payload) in payloads(&file) {
+        // The command: split into shell words and quoted again; any payload is arguments.
+        let mut v = base.clone();
+        for l in v["recommendation"]["launch"].as_array_mut().unwrap() {
+            let c = l["command"].as_str().unwrap().to_string();
+            l["command"] = format!("{c} {payload}").into();
+        }
+        let what = format!("{name} in the command");
+        match launch_all(&v, dir.path()) {
+            Launched::Ok(outs) => {
+                assert_inert(&outs, dir.path(), &file, &what);
+                // The words reach torchrun as arguments (the newline only separates words).
+                let run = &outs[0].1;
+                assert!(run.contains("train.py --config 'my run.yaml' "), "{run}");
+            }
+            Launched::Refused(err) => {
+                // An unbalanced quote does not split: refused, naming the field.
+                assert_eq!(name, "unbalanced quote", "{what}: {err}");
+                assert!(err.contains("recommendation.launch[0].command"), "{err}");
+                assert!(err.contains("does not split into shell words"), "{err}");
+            }
+        }
+
+        // An env value: always quoted; a control character is refused.
+        let mut v = base.clone();
+        v["recommendation"]["env"]["NCCL_IB_HCA"] = payload.clone().into();
+        v["recommendation"]["node_env"]["1"]["NCCL_DEBUG"] = payload.clone().into();
+        let what = format!("{name} in an env value");
+        match launch_all(&v, dir.path()) {
+            Launched::Ok(outs) => {
+                assert_inert(&outs, dir.path(), &file, &what);
+                let k8s = yaml_list(&dir.path().join("launch.k8s-env"));
+                if let Some(list) = k8s {
+                    assert!(
+                        list.iter()
+                            .any(|e| e["name"] == "NCCL_IB_HCA" && e["value"] == *payload),
+                        "{list:?}"
+                    );
+                }
+            }
+            Launched::Refused(err) => {
+                assert_eq!(name, "newline", "{what}: {err}");
+                assert!(err.contains("recommendation.env.NCCL_IB_HCA"), "{err}");
+                assert!(err.contains("control character"), "{err}");
+            }
+        }
+
+        // A hostname and the master address go in unquoted places: refused.
+        let mut v = base.clone();
+        v["nodes"][1]["hostname"] = payload.clone().into();
+        let Launched::Refused(err) = launch_all(&v, dir.path()) else {
+            panic!("{name} in a hostname was accepted");
+        };
+        assert!(err.contains("the hostname of rank 1"), "{err}");
+        assert!(err.contains("preflight cluster"), "{err}");
+        let mut v = base.clone();
+        v["recommendation"]["master_addr"] = payload.clone().into();
+        let Launched::Refused(err) = launch_all(&v, dir.path()) else {
+            panic!("{name} in the master address was accepted");
+        };
+        assert!(err.contains("recommendation.master_addr"), "{err}");
+        assert!(unsafe_chars(&err).is_empty(), "{err}");
+        assert!(!file.exists());
+    }
+    // A variable name that is not one is refused too.
+    let mut v = base.clone();
+    v["recommendation"]["env"]["A;touch X"] = "1".into();
+    let Launched::Refused(err) = launch_all(&v, dir.path()) else {
+        panic!("a bad variable name was accepted");
+    };
+    assert!(
+        err.contains("recommendation.env") && err.contains("not a shell variable name"),
+        "{err}"
+    );
 }
