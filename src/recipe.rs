@@ -25,6 +25,10 @@ pub enum LaunchError {
     )]
     Unreadable { path: PathBuf, reason: String },
     #[error(
+        "cannot read the report {path}: {reason}; give the JSON file written by `preflight cluster --format json -o FILE` (rank 0's file has the whole cluster)"
+    )]
+    NotAFile { path: PathBuf, reason: String },
+    #[error(
         "{path} is not a preflight JSON report ({reason}); give the file written by `preflight cluster --format json -o FILE`"
     )]
     NotAReport { path: PathBuf, reason: String },
@@ -54,6 +58,11 @@ pub enum LaunchError {
     },
 }
 
+/// Most bytes a saved report may hold. It grows with the square of the node count (one link
+/// per ordered pair, per network): 8 nodes are 160 KB, about 1000 nodes 300 MB. A FIFO, a
+/// device or a bigger file is refused before anything is read.
+pub const MAX_REPORT: u64 = 512 << 20;
+
 /// What every format needs, taken out of the report once.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchPlan {
@@ -79,12 +88,23 @@ pub struct LaunchNode {
     pub env: BTreeMap<String, String>,
 }
 
-/// Reads a cluster report, telling a missing file, garbage, and a node report apart.
+/// Reads a cluster report, telling a missing file, garbage, and a node report apart. Only a
+/// regular file of at most [`MAX_REPORT`] bytes is read (a FIFO or a device is refused unopened).
 pub fn load(path: &Path) -> Result<Report, LaunchError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LaunchError::Unreadable {
+    use preflight_checks::root::{FileError, read_regular};
+    let unreadable = |reason: String| LaunchError::Unreadable {
         path: path.into(),
-        reason: e.to_string(),
+        reason,
+    };
+    let bytes = read_regular(path, MAX_REPORT).map_err(|e| match e {
+        FileError::Io(e) => unreadable(e.to_string()),
+        refused => LaunchError::NotAFile {
+            path: path.into(),
+            reason: refused.to_string(),
+        },
     })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| unreadable("stream did not contain valid UTF-8".into()))?;
     let not_report = |reason: String| LaunchError::NotAReport {
         path: path.into(),
         reason,

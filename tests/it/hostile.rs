@@ -1,13 +1,14 @@
-//! Hold under hostile peers: text from another node or a saved report is escaped wherever a
-//! person reads it and shown in linear time; `preflight launch` builds commands from
-//! structured fields and never runs what a report smuggles in.
+//! Hold under hostile peers and hostile files: text from another node or a saved report is
+//! escaped wherever a person reads it and shown in linear time; `preflight launch` builds
+//! commands from structured fields and never runs what a report smuggles in; input files must
+//! be regular files under a cap, and a FIFO or a device never hangs the tool.
 
 use crate::common::{bin, fixture, json_of};
 use preflight::render::Style;
 use preflight_checks::model::Report;
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// ESC sequences (colour, window title, OSC 8 link), BEL, C1 CSI, DEL and bidi overrides.
@@ -485,4 +486,121 @@ fn launch_never_runs_what_a_report_smuggles_in() {
         err.contains("recommendation.env") && err.contains("not a shell variable name"),
         "{err}"
     );
+}
+
+// ---------------------------------------------------------------- input files
+
+/// Runs the binary, failing when it takes more than a few seconds (a FIFO would hang it).
+fn quick(cmd: &mut assert_cmd::Command) -> std::process::Output {
+    let t = Instant::now();
+    let out = cmd.timeout(Duration::from_secs(10)).output().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}: {}",
+        t.elapsed(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn mkfifo(path: &Path) {
+    let st = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// /dev/zero, a FIFO, a directory and a sparse file over the cap, each with what it is.
+fn bad_inputs(dir: &Path) -> Vec<(PathBuf, String)> {
+    let fifo = dir.join("fifo.json");
+    mkfifo(&fifo);
+    let sub = dir.join("a-directory.json");
+    std::fs::create_dir(&sub).unwrap();
+    let big = dir.join("big.json");
+    let size = 3u64 << 30;
+    std::fs::File::create(&big).unwrap().set_len(size).unwrap();
+    vec![
+        (
+            "/dev/zero".into(),
+            "it is a character device, not a regular file".into(),
+        ),
+        (fifo, "it is a FIFO (named pipe), not a regular file".into()),
+        (sub, "it is a directory, not a regular file".into()),
+        (big, format!("it is {size} bytes, over the")),
+    ]
+}
+
+#[test]
+fn facts_and_report_files_must_be_regular_and_under_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, what) in bad_inputs(dir.path()) {
+        let out = quick(bin().args(["check", "--facts"]).arg(&path));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        let want = format!("cannot read facts file {}: {what}", path.display());
+        assert!(err.contains(&want), "{err}");
+        assert!(!what.ends_with("over the") || err.contains("over the 64 MiB limit"));
+        assert!(err.contains("preflight facts -o FILE"), "{err}");
+
+        let out = quick(bin().args(["launch", "--report"]).arg(&path));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        let want = format!("cannot read the report {}: {what}", path.display());
+        assert!(err.contains(&want), "{err}");
+        assert!(!what.ends_with("over the") || err.contains("over the 512 MiB limit"));
+        assert!(err.contains("preflight cluster --format json -o"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn a_fifo_in_the_root_tree_is_reported_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    copy_tree(&fixture("plain-vm"), &root);
+    for p in ["proc/mounts", "etc/hosts"] {
+        let at = root.join(p);
+        let _ = std::fs::remove_file(&at);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        mkfifo(&at);
+    }
+    let out = quick(
+        bin()
+            .args(["check", "--no-gpu", "--format", "json", "--root"])
+            .arg(&root),
+    );
+    let report = json_of(&out.stdout);
+    let text = report.to_string();
+    for p in ["proc/mounts", "etc/hosts"] {
+        let want = format!(
+            "{}: it is a FIFO (named pipe), not a regular file",
+            root.join(p).display()
+        );
+        assert!(text.contains(&want), "{p}: {text}");
+    }
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an error finding fails the check"
+    );
+    assert!(
+        text.contains("preflight reads only regular files"),
+        "{text}"
+    );
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = e.file_type().unwrap();
+        let dest = to.join(e.file_name());
+        if t.is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else if t.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(e.path()).unwrap(), &dest).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
 }
