@@ -7,7 +7,12 @@ fn main() -> ExitCode {
     match preflight::app::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("preflight: error: {e:#}");
+            // Errors can quote a peer or a file (serde's text): escaped and bounded.
+            let msg = format!("{e:#}");
+            eprintln!(
+                "preflight: error: {}",
+                preflight::render::sanitize::line(&msg)
+            );
             ExitCode::from(preflight::cli::exit::CANNOT_RUN)
         }
     }

@@ -4,6 +4,13 @@
 //! Everything comes from the report's `recommendation` (env, node_env, master address and
 //! port, the launch commands); nothing is measured here. The node rank of each command is the
 //! rank preflight measured, because rank 0 must be the host that owns the master address.
+//!
+//! A report is data from other machines (or a file someone edited), never a script: every
+//! command is built again from structured fields, each word shell-quoted. The script words are
+//! the report's own first command split into shell words (the caller passes the splitter,
+//! `launchline::args::split_shell`) and quoted one by one, so `; touch X #` in a report is an
+//! argument, never a command. Names and hosts must be plain, and no value may hold a control
+//! character or a bidi override; a report that breaks either is refused, naming the field.
 
 use preflight_checks::model::{Mode, Recommendation, Report, SCHEMA, Status};
 use std::collections::BTreeMap;
@@ -17,6 +24,10 @@ pub enum LaunchError {
         "cannot read the report {path}: {reason}; write it with `preflight cluster --format json -o {path}` (rank 0's file has the whole cluster)"
     )]
     Unreadable { path: PathBuf, reason: String },
+    #[error(
+        "cannot read the report {path}: {reason}; give the JSON file written by `preflight cluster --format json -o FILE` (rank 0's file has the whole cluster)"
+    )]
+    NotAFile { path: PathBuf, reason: String },
     #[error(
         "{path} is not a preflight JSON report ({reason}); give the file written by `preflight cluster --format json -o FILE`"
     )]
@@ -35,14 +46,22 @@ pub enum LaunchError {
         failing: String,
     },
     #[error(
-        "{path}: {what} {value:?} cannot be put in a shell script or manifest as it is; the report was edited or damaged: rerun `preflight cluster ... -o {path}`"
+        "{path}: {field} = {value} {why}, so it cannot be put in a shell script or manifest; the report was edited or damaged: rerun `preflight cluster ... -o {path}`"
     )]
     Unsafe {
         path: PathBuf,
-        what: &'static str,
+        /// Where in the report, as a JSON path (`recommendation.master_addr`).
+        field: String,
+        /// The value, Debug-quoted (control characters escaped) and cut to 200 characters.
         value: String,
+        why: String,
     },
 }
+
+/// Most bytes a saved report may hold. It grows with the square of the node count (one link
+/// per ordered pair, per network): 8 nodes are 160 KB, about 1000 nodes 300 MB. A FIFO, a
+/// device or a bigger file is refused before anything is read.
+pub const MAX_REPORT: u64 = 512 << 20;
 
 /// What every format needs, taken out of the report once.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,12 +88,23 @@ pub struct LaunchNode {
     pub env: BTreeMap<String, String>,
 }
 
-/// Reads a cluster report, telling a missing file, garbage, and a node report apart.
+/// Reads a cluster report, telling a missing file, garbage, and a node report apart. Only a
+/// regular file of at most [`MAX_REPORT`] bytes is read (a FIFO or a device is refused unopened).
 pub fn load(path: &Path) -> Result<Report, LaunchError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LaunchError::Unreadable {
+    use preflight_checks::root::{FileError, read_regular};
+    let unreadable = |reason: String| LaunchError::Unreadable {
         path: path.into(),
-        reason: e.to_string(),
+        reason,
+    };
+    let bytes = read_regular(path, MAX_REPORT).map_err(|e| match e {
+        FileError::Io(e) => unreadable(e.to_string()),
+        refused => LaunchError::NotAFile {
+            path: path.into(),
+            reason: refused.to_string(),
+        },
     })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| unreadable("stream did not contain valid UTF-8".into()))?;
     let not_report = |reason: String| LaunchError::NotAReport {
         path: path.into(),
         reason,
@@ -97,12 +127,17 @@ pub fn load(path: &Path) -> Result<Report, LaunchError> {
     Ok(report)
 }
 
-/// Works out nodes, env, master and script from the report and the flags.
+/// How the caller splits a command line into shell words (`launchline::args::split_shell`).
+pub type SplitWords<'a> = &'a dyn Fn(&str) -> Result<Vec<String>, String>;
+
+/// Works out nodes, env, master and script from the report and the flags; `split` splits the
+/// report's own command when no script is given.
 pub fn plan(
     report: &Report,
     path: &Path,
     nproc_per_node: Option<u32>,
     script: &[String],
+    split: SplitWords,
 ) -> Result<LaunchPlan, LaunchError> {
     let no_rec = |why| {
         let failing: Vec<String> = report
@@ -165,7 +200,7 @@ pub fn plan(
         master_port: rec.master_port,
         env: rec.env.clone(),
         nodes,
-        script: script_words(script, rec),
+        script: script_words(script, rec, path, split)?,
         status: report.status,
         source: path.display().to_string(),
     };
@@ -173,22 +208,76 @@ pub fn plan(
     Ok(plan)
 }
 
-/// `--script S -- args`, or `-- S args`, else the script in the report's own commands, else train.py.
-fn script_words(words: &[String], rec: &Recommendation) -> String {
+fn quote_all(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| crate::shell::quote(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `--script S -- args`, or `-- S args`, else the words after `--master-port=N` in the report's
+/// first command (split as a shell would, then each quoted again), else train.py.
+fn script_words(
+    words: &[String],
+    rec: &Recommendation,
+    path: &Path,
+    split: SplitWords,
+) -> Result<String, LaunchError> {
     if !words.is_empty() {
-        return words
-            .iter()
-            .map(|w| crate::shell::quote(w))
-            .collect::<Vec<_>>()
-            .join(" ");
+        return Ok(quote_all(words));
     }
-    let marker = format!("--master-port={} ", rec.master_port);
-    rec.launch
-        .first()
-        .and_then(|l| l.command.split_once(&marker))
-        .map(|(_, tail)| tail.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .unwrap_or_else(|| "train.py".into())
+    let Some(first) = rec.launch.first() else {
+        return Ok("train.py".into());
+    };
+    let field = "recommendation.launch[0].command";
+    let all = split(&first.command).map_err(|e| {
+        unsafe_value(
+            path,
+            field.into(),
+            &first.command,
+            format!("does not split into shell words ({e})"),
+        )
+    })?;
+    let marker = format!("--master-port={}", rec.master_port);
+    let tail = match all.iter().position(|w| *w == marker) {
+        Some(i) => &all[i + 1..],
+        None => &[][..],
+    };
+    if let Some(w) = tail.iter().find(|w| has_control(w)) {
+        return Err(unsafe_value(
+            path,
+            field.into(),
+            w,
+            "holds a control character or a bidi override".into(),
+        ));
+    }
+    Ok(if tail.is_empty() {
+        "train.py".into()
+    } else {
+        quote_all(tail)
+    })
+}
+
+/// A refusal naming the field; the value is Debug-quoted and cut, whatever it holds.
+fn unsafe_value(path: &Path, field: String, value: &str, why: String) -> LaunchError {
+    const SHOWN: usize = 200;
+    let mut shown: String = value.chars().take(SHOWN).collect();
+    let cut = shown.len() < value.len();
+    shown = format!("{shown:?}");
+    if cut {
+        shown.push_str(&format!(" (cut; {} bytes in all)", value.len()));
+    }
+    LaunchError::Unsafe {
+        path: path.into(),
+        field,
+        value: shown,
+        why,
+    }
+}
+
+fn has_control(s: &str) -> bool {
+    s.chars().any(crate::shell::is_control)
 }
 
 /// The number after `flag` (e.g. `--nnodes=`) in one of our own torchrun commands.
@@ -213,29 +302,53 @@ fn is_host_like(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "-_.:[]%".contains(c))
 }
 
-/// Names and hosts go into scripts unquoted in places: refuse anything but plain ones.
+/// Names and hosts go into scripts unquoted in places: refuse anything but plain ones. Values
+/// are always quoted, but one with a control character would still reach a terminal or break a
+/// comment line: refuse those too.
 fn check_safe(plan: &LaunchPlan, path: &Path) -> Result<(), LaunchError> {
-    let unsafe_ = |what, value: &str| LaunchError::Unsafe {
-        path: path.into(),
-        what,
-        value: value.into(),
+    let refuse = |field: String, value: &str, why: &str| {
+        Err(unsafe_value(path, field, value, why.to_string()))
     };
-    let names = plan
-        .env
-        .keys()
-        .chain(plan.nodes.iter().flat_map(|n| n.env.keys()));
-    if let Some(bad) = names.into_iter().find(|k| !is_var_name(k)) {
-        return Err(unsafe_("the variable name", bad));
+    const NOT_A_NAME: &str = "is not a shell variable name ([A-Za-z_][A-Za-z0-9_]*)";
+    const CONTROL: &str = "holds a control character or a bidi override";
+    for (k, v) in &plan.env {
+        if !is_var_name(k) {
+            return refuse("recommendation.env".into(), k, NOT_A_NAME);
+        }
+        if has_control(v) {
+            return refuse(format!("recommendation.env.{k}"), v, CONTROL);
+        }
     }
+    for n in &plan.nodes {
+        for (k, v) in &n.env {
+            let field = format!("recommendation.node_env.\"{}\"", n.rank);
+            if !is_var_name(k) {
+                return refuse(field, k, NOT_A_NAME);
+            }
+            if has_control(v) {
+                return refuse(format!("{field}.{k}"), v, CONTROL);
+            }
+        }
+    }
+    const NOT_A_HOST: &str =
+        "is not a plain host name or address (letters, digits and -_.:[]% only)";
     if !is_host_like(&plan.master_addr) {
-        return Err(unsafe_("the master address", &plan.master_addr));
+        return refuse(
+            "recommendation.master_addr".into(),
+            &plan.master_addr,
+            NOT_A_HOST,
+        );
     }
     if let Some(n) = plan
         .nodes
         .iter()
         .find(|n| !n.hostname.is_empty() && !is_host_like(&n.hostname))
     {
-        return Err(unsafe_("the hostname", &n.hostname));
+        return refuse(
+            format!("the hostname of rank {} (nodes[].hostname)", n.rank),
+            &n.hostname,
+            NOT_A_HOST,
+        );
     }
     Ok(())
 }
@@ -256,5 +369,50 @@ mod tests {
         assert!(is_host_like("fd00::1"));
         assert!(!is_host_like("a b"));
         assert!(!is_host_like("$(x)"));
+    }
+
+    fn split(line: &str) -> Result<Vec<String>, String> {
+        crate::launchline::args::split_shell(line).map_err(|e| e.to_string())
+    }
+
+    fn rec_with(command: &str) -> Recommendation {
+        Recommendation {
+            master_port: 29500,
+            launch: vec![preflight_checks::model::LaunchCommand {
+                node_rank: 0,
+                command: command.into(),
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn script_words_are_split_and_quoted_again() {
+        let p = Path::new("r.json");
+        let head = "A=1 torchrun --nnodes=2 --master-port=29500 ";
+        let words = |tail: &str| script_words(&[], &rec_with(&format!("{head}{tail}")), p, &split);
+        assert_eq!(
+            words("train.py --config 'my run.yaml'").unwrap(),
+            "train.py --config 'my run.yaml'"
+        );
+        assert_eq!(words("t.py; touch X #").unwrap(), "'t.py;' touch X '#'");
+        assert_eq!(words("$(touch X)").unwrap(), "'$(touch' 'X)'");
+        assert_eq!(words("`touch X`").unwrap(), "'`touch' 'X`'");
+        assert_eq!(words("t.py\ntouch X").unwrap(), "t.py touch X");
+        assert_eq!(words("").unwrap(), "train.py");
+        let e = words("t.py 'a\u{1b}b'").unwrap_err().to_string();
+        assert!(e.contains("recommendation.launch[0].command"), "{e}");
+        assert!(
+            e.contains("control character") && !e.contains('\u{1b}'),
+            "{e}"
+        );
+        let e = words("t.py 'open").unwrap_err().to_string();
+        assert!(e.contains("does not split into shell words"), "{e}");
+        // Words given on the command line win and are quoted as they are.
+        let given = ["my train.py".to_string(), "--x".into()];
+        assert_eq!(
+            script_words(&given, &rec_with("junk 'open"), p, &split).unwrap(),
+            "'my train.py' --x"
+        );
     }
 }

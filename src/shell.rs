@@ -15,6 +15,13 @@ pub fn quote(word: &str) -> String {
     }
 }
 
+/// True for a character no printed command or terminal line may carry as it is: a control
+/// character (C0, DEL, C1) or a Unicode bidi override or isolate (U+202A..U+202E,
+/// U+2066..U+2069), which can make text read differently from what runs.
+pub fn is_control(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// `KEY=value KEY2=value2` in a stable order (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_DISABLE, then the rest).
 pub fn env_prefix(env: &BTreeMap<String, String>) -> String {
     const FIRST: [&str; 3] = [

@@ -2,11 +2,19 @@
 
 use super::Outcome;
 use crate::config::LaunchJob;
+use crate::launchline::args::split_shell;
 use crate::recipe;
 
 pub fn launch(job: &LaunchJob) -> anyhow::Result<Outcome> {
     let report = recipe::load(&job.report)?;
-    let plan = recipe::plan(&report, &job.report, job.nproc_per_node, &job.script)?;
+    let split = |line: &str| split_shell(line).map_err(|e| e.to_string());
+    let plan = recipe::plan(
+        &report,
+        &job.report,
+        job.nproc_per_node,
+        &job.script,
+        &split,
+    )?;
     Ok(Outcome::Launch {
         plan: Box::new(plan),
         format: job.format,

@@ -75,10 +75,20 @@ pub fn run(job: Job, events: &Events) -> anyhow::Result<Outcome> {
     }
 }
 
-/// Reads a facts file written by `preflight facts`.
+/// Most bytes a facts file may hold: one node's facts are tens of KB.
+pub const MAX_FACTS: u64 = 64 << 20;
+
+/// Reads a facts file written by `preflight facts`: a regular file of at most [`MAX_FACTS`]
+/// bytes (a FIFO, a device or a huge file is refused, not read).
 pub fn load_facts(path: &Path) -> anyhow::Result<NodeFacts> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| anyhow::anyhow!("cannot read facts file {}: {e}", path.display()))?;
+    use preflight_checks::root::{FileError, read_regular};
+    let bytes = read_regular(path, MAX_FACTS).map_err(|e| match e {
+        FileError::Io(e) => anyhow::anyhow!("cannot read facts file {}: {e}", path.display()),
+        refused => anyhow::anyhow!(
+            "cannot read facts file {}: {refused}; give the JSON file written by `preflight facts -o FILE`",
+            path.display()
+        ),
+    })?;
     serde_json::from_slice(&bytes)
         .map_err(|e| anyhow::anyhow!("{} is not a preflight facts file: {e}", path.display()))
 }

@@ -1,6 +1,7 @@
 //! Cluster parts of the table: one row per node, and the connectivity matrix per network.
 
 use super::Style;
+use super::sanitize::{cut, shown};
 use comfy_table::{ContentArrangement, Table, presets};
 use preflight_checks::model::{LinkOutcome, Report};
 use std::collections::BTreeMap;
@@ -37,7 +38,7 @@ pub fn nodes_table(report: &Report, style: Style) -> String {
         let gpus = if f.gpu.gpus.is_empty() {
             "0".to_string()
         } else {
-            format!("{} x {}", f.gpu.gpus.len(), f.gpu.gpus[0].name)
+            format!("{} x {}", f.gpu.gpus.len(), shown(&f.gpu.gpus[0].name))
         };
         let versions = [
             f.gpu.driver_version.as_deref(),
@@ -46,7 +47,7 @@ pub fn nodes_table(report: &Report, style: Style) -> String {
             f.nccl.torch_version.as_deref(),
         ]
         .iter()
-        .map(|v| v.unwrap_or("-"))
+        .map(|v| shown(v.unwrap_or("-")))
         .collect::<Vec<_>>()
         .join(" / ");
         let ifaces = f
@@ -60,7 +61,12 @@ pub fn nodes_table(report: &Report, style: Style) -> String {
                     .first()
                     .map(|a| a.to_string())
                     .unwrap_or_else(|| "-".into());
-                format!("{} {} {}", i.name, addr, if i.up { "up" } else { "down" })
+                format!(
+                    "{} {} {}",
+                    shown(&i.name),
+                    addr,
+                    if i.up { "up" } else { "down" }
+                )
             })
             .collect::<Vec<_>>()
             .join("\n");
@@ -72,15 +78,15 @@ pub fn nodes_table(report: &Report, style: Style) -> String {
                     && l.result == LinkOutcome::Ok
                     && (n.rank != 0 || Some(&l.address) == master.as_ref())
             })
-            .map(|l| l.address.clone())
+            .map(|l| shown(&l.address).into_owned())
             .unwrap_or_else(|| "-".into());
         t.add_row(vec![
             n.rank.to_string(),
-            n.hostname.clone(),
+            shown(&n.hostname).into_owned(),
             addr,
             gpus,
             versions,
-            ifaces,
+            cut(&ifaces, 4 * super::sanitize::MAX_SHOWN).into_owned(),
         ]);
     }
     format!("{t}\n")
@@ -166,6 +172,6 @@ fn network_label(report: &Report, l: &preflight_checks::model::LinkResult) -> St
                 std::net::Ipv4Addr::from(u32::from(ip) & mask)
             )
         }
-        Err(_) => l.address.clone(),
+        Err(_) => shown(&l.address).into_owned(),
     }
 }

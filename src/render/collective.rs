@@ -1,5 +1,6 @@
 //! The measured all-reduce as nccl-tests prints it: one block per transport and configuration.
 
+use super::sanitize::shown;
 use preflight_checks::collective::{human_bytes, large_row};
 use preflight_checks::model::{CollectiveResult, Report};
 use std::fmt::Write;
@@ -19,7 +20,7 @@ fn block(c: &CollectiveResult) -> String {
     let what = match c.transport.as_str() {
         "tcp" => format!(
             "TCP ring over {}, {} nodes, {} connections per neighbour",
-            c.network.as_deref().unwrap_or("?"),
+            shown(c.network.as_deref().unwrap_or("?")),
             c.ranks,
             c.streams.unwrap_or(1)
         ),
@@ -27,9 +28,9 @@ fn block(c: &CollectiveResult) -> String {
             "NCCL, {} GPUs on {} nodes, network used: {}",
             c.ranks,
             c.order.len(),
-            c.net.as_deref().unwrap_or("unknown")
+            shown(c.net.as_deref().unwrap_or("unknown"))
         ),
-        other => other.to_string(),
+        other => shown(other).into_owned(),
     };
     let config = if c.config == "compare" {
         " (--compare-env)"
@@ -38,7 +39,11 @@ fn block(c: &CollectiveResult) -> String {
     };
     let _ = writeln!(out, "All-reduce{config}: {what}");
     if !c.env.is_empty() {
-        let env: Vec<String> = c.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let env: Vec<String> = c
+            .env
+            .iter()
+            .map(|(k, v)| format!("{}={}", shown(k), shown(v)))
+            .collect();
         let _ = writeln!(out, "#  env: {}", env.join(" "));
     }
     let _ = writeln!(
@@ -74,7 +79,7 @@ fn block(c: &CollectiveResult) -> String {
         );
     }
     if let Some(e) = &c.error {
-        let _ = writeln!(out, "# Could not finish: {e}");
+        let _ = writeln!(out, "# Could not finish: {}", super::sanitize::line(e));
     }
     out
 }

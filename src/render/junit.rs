@@ -184,8 +184,9 @@ pub fn escape_text(s: &str) -> String {
     escape_with(s, false)
 }
 
-/// Characters XML cannot carry at all (control characters other than tab, newline and
-/// carriage return; U+FFFE, U+FFFF) are written as a visible `\u{..}` instead.
+/// Characters XML 1.0 cannot carry at all (control characters other than tab, newline and
+/// carriage return; U+FFFE, U+FFFF), and those a terminal would act on (DEL, C1, bidi
+/// overrides: `render::sanitize`), are written as a visible `\u{..}` instead.
 fn escape_with(s: &str, attribute: bool) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -199,7 +200,7 @@ fn escape_with(s: &str, attribute: bool) -> String {
             '\n' if attribute => out.push_str("&#10;"),
             '\t' if attribute => out.push_str("&#9;"),
             '\n' | '\t' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {
+            c if super::sanitize::needs_escape(c) || c == '\u{FFFE}' || c == '\u{FFFF}' => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),
@@ -223,6 +224,10 @@ mod tests {
         assert_eq!(escape_text("l1\nl2\tx<\"'"), "l1\nl2\tx&lt;\"'");
         assert_eq!(escape_text("]]>"), "]]&gt;");
         assert_eq!(escape("\u{FFFF}é"), "\\u{ffff}é");
+        assert_eq!(
+            escape_text("a\u{7f}\u{9b}31m\u{202e}b\nc"),
+            "a\\u{7f}\\u{9b}31m\\u{202e}b\nc"
+        );
     }
 
     #[test]

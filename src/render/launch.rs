@@ -12,10 +12,12 @@ pub fn render(plan: &LaunchPlan, format: LaunchFormat) -> String {
     }
 }
 
+/// Every value from the report reaches this file checked (`recipe::plan` refuses control
+/// characters and anything but plain names and hosts) and shell-quoted where it is a word.
 fn header(plan: &LaunchPlan, format: &str) -> String {
     format!(
         "# preflight launch --format {format}: from {} (status {}, {} node(s) measured)\n",
-        plan.source,
+        super::sanitize::shown(&plan.source),
         plan.status,
         plan.nodes.len()
     )
@@ -169,5 +171,8 @@ pub fn your_command(rank: u32, command: &str, corrections: usize) -> String {
     } else {
         format!("with the recommended environment and {corrections} corrected flag(s)")
     };
-    format!("\nYour command for rank {rank}, {what}:\n  {command}\n")
+    format!(
+        "\nYour command for rank {rank}, {what}:\n  {}\n",
+        super::sanitize::line(command)
+    )
 }

@@ -7,6 +7,7 @@ pub mod json;
 pub mod junit;
 pub mod launch;
 pub mod progress;
+pub mod sanitize;
 pub mod table;
 
 /// How the table renderer may decorate its output.

@@ -1,6 +1,7 @@
 //! The event stream on stderr: log lines prefixed `preflight:`, and a progress bar while
 //! measuring, drawn only when wanted (the table format) and stderr is a terminal.
 
+use super::sanitize;
 use crate::transport::events::{Event, Events};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
@@ -27,7 +28,7 @@ impl StderrDrawer {
         };
         match event {
             Event::Log(msg) => {
-                let line = format!("preflight: {msg}");
+                let line = log_text(msg);
                 match slot.as_ref() {
                     Some(b) => b.suspend(|| eprint_line(&line)),
                     None => eprint_line(&line),
@@ -41,7 +42,7 @@ impl StderrDrawer {
             }
             Event::Phase(what) => {
                 if let Some(b) = slot.as_ref() {
-                    b.set_message(what.clone());
+                    b.set_message(sanitize::line(what).into_owned());
                 }
             }
             Event::Step => {
@@ -69,6 +70,12 @@ fn new_bar(total: u64) -> ProgressBar {
     bar
 }
 
+/// One log line as shown: messages quote peers (their frames, serde's errors about them) and
+/// the OS, so they are escaped and bounded (`render::sanitize`).
+fn log_text(msg: &str) -> String {
+    format!("preflight: {}", sanitize::line(msg))
+}
+
 /// A line on stderr; a closed stderr is ignored.
 fn eprint_line(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
@@ -77,6 +84,19 @@ fn eprint_line(line: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_escape_what_a_peer_sent() {
+        let msg = "coordinator: dropped connection from 10.0.0.9:4242: malformed message: \
+                   unknown variant `\u{1b}]0;pwned\u{7}\u{202e}x`";
+        let line = log_text(msg);
+        assert!(!line.chars().any(crate::shell::is_control), "{line:?}");
+        assert!(
+            line.ends_with("unknown variant `\\u{1b}]0;pwned\\u{7}\\u{202e}x`"),
+            "{line}"
+        );
+        assert!(log_text(&"x".repeat(1 << 20)).len() < 17 * 1024);
+    }
 
     #[test]
     fn no_bar_when_stderr_is_not_a_terminal() {

@@ -1,6 +1,7 @@
 //! Report -> human table (comfy-table): findings grouped by area, then the recommended environment and commands.
 
 use super::Style;
+use super::sanitize::{cut, line, shown};
 use comfy_table::{Attribute, Cell, Color, ContentArrangement, Table, presets};
 use preflight_checks::model::{Finding, Mode, Report, Status};
 use serde_json::Value;
@@ -43,7 +44,7 @@ pub fn render_for_rank(report: &Report, style: Style, rank: u32) -> String {
         out.push_str(&rank.to_string());
         out.push_str("):\n");
         for l in rec.launch.iter().filter(|l| l.node_rank == rank) {
-            out.push_str(&format!("  {}\n", l.command));
+            out.push_str(&format!("  {}\n", line(&l.command)));
         }
         out.push_str(
             "The full cluster report is printed on rank 0 (or use --format json / --output).\n",
@@ -53,7 +54,11 @@ pub fn render_for_rank(report: &Report, style: Style, rank: u32) -> String {
 }
 
 fn headline(report: &Report) -> String {
-    let hosts: Vec<&str> = report.nodes.iter().map(|n| n.hostname.as_str()).collect();
+    let hosts: Vec<String> = report
+        .nodes
+        .iter()
+        .map(|n| shown(&n.hostname).into_owned())
+        .collect();
     let mut counts = String::new();
     for s in [
         Status::Fail,
@@ -128,10 +133,10 @@ pub(super) fn findings_table(findings: &[Finding], mode: Mode, style: Style) -> 
         let mut first = true;
         for f in findings.iter().filter(|f| area(&f.id) == a) {
             let mut row = vec![
-                Cell::new(if first { a } else { "" }),
+                Cell::new(if first { shown(a) } else { "".into() }),
                 status_cell(f.status, style),
-                Cell::new(&f.id),
-                Cell::new(&f.subject),
+                Cell::new(shown(&f.id)),
+                Cell::new(shown(&f.subject)),
             ];
             if mode == Mode::Cluster {
                 row.push(Cell::new(
@@ -140,8 +145,8 @@ pub(super) fn findings_table(findings: &[Finding], mode: Mode, style: Style) -> 
                         .unwrap_or_else(|| "all".into()),
                 ));
             }
-            row.push(Cell::new(finding_text(f)));
-            row.push(Cell::new(fix_text(f)));
+            row.push(Cell::new(cut(&finding_text(f), MAX_CELL)));
+            row.push(Cell::new(cut(&fix_text(f), MAX_CELL)));
             table.add_row(row);
             first = false;
         }
@@ -149,12 +154,15 @@ pub(super) fn findings_table(findings: &[Finding], mode: Mode, style: Style) -> 
     table.to_string()
 }
 
-/// The summary, plus the evidence for anything that is not a pass.
+/// A cell made of several fields (each already through `shown`) is cut here as a whole.
+const MAX_CELL: usize = 4 * super::sanitize::MAX_SHOWN;
+
+/// The summary, plus the evidence for anything that is not a pass; report text escaped.
 fn finding_text(f: &Finding) -> String {
-    let mut s = f.summary.clone();
+    let mut s = shown(&f.summary).into_owned();
     if matches!(f.status, Status::Warn | Status::Fail | Status::Error) {
         for (k, v) in f.evidence.iter().filter(|(_, v)| !v.is_null()) {
-            let _ = write!(s, "\n  {k}: {}", evidence_value(v));
+            let _ = write!(s, "\n  {}: {}", shown(k), shown(&evidence_value(v)));
         }
     }
     s
@@ -187,9 +195,9 @@ fn fix_text(f: &Finding) -> String {
     match &f.fix {
         None => String::new(),
         Some(fix) => {
-            let mut s = fix.hint.clone();
+            let mut s = shown(&fix.hint).into_owned();
             for c in &fix.commands {
-                let _ = write!(s, "\n$ {c}");
+                let _ = write!(s, "\n$ {}", shown(c));
             }
             s
         }
@@ -202,29 +210,34 @@ fn recommendation_block(report: &Report, rec: &preflight_checks::model::Recommen
         Mode::Node => report
             .nodes
             .first()
-            .map(|n| n.hostname.clone())
+            .map(|n| shown(&n.hostname).into_owned())
             .unwrap_or_default(),
         Mode::Cluster => "every node".to_string(),
     };
     let _ = writeln!(s, "Recommended environment for {who}:");
     for (k, v) in &rec.env {
-        let _ = writeln!(s, "  export {k}={}", crate::shell::quote(v));
+        let _ = writeln!(s, "  export {}={}", shown(k), line(&crate::shell::quote(v)));
     }
     for (rank, env) in &rec.node_env {
-        let _ = writeln!(s, "  on rank {rank}:");
+        let _ = writeln!(s, "  on rank {}:", shown(rank));
         for (k, v) in env {
-            let _ = writeln!(s, "    export {k}={}", crate::shell::quote(v));
+            let _ = writeln!(
+                s,
+                "    export {}={}",
+                shown(k),
+                line(&crate::shell::quote(v))
+            );
         }
     }
     if !rec.reasons.is_empty() {
         let _ = writeln!(s, "Why:");
         for r in &rec.reasons {
-            let _ = writeln!(s, "  - {r}");
+            let _ = writeln!(s, "  - {}", line(r));
         }
     }
     let _ = writeln!(s, "Launch:");
     if let Some(one) = &rec.standalone {
-        let _ = writeln!(s, "  single node:\n    {one}");
+        let _ = writeln!(s, "  single node:\n    {}", line(one));
     }
     for l in &rec.launch {
         let label = match report.mode {
@@ -234,7 +247,7 @@ fn recommendation_block(report: &Report, rec: &preflight_checks::model::Recommen
             }
             Mode::Cluster => format!("node rank {}", l.node_rank),
         };
-        let _ = writeln!(s, "  {label}:\n    {}", l.command);
+        let _ = writeln!(s, "  {label}:\n    {}", line(&l.command));
     }
     s
 }

@@ -6,6 +6,7 @@ mod cluster;
 mod common;
 mod faults;
 mod hostile;
+mod hostile_input;
 mod launchers;
 mod layers;
 mod nccl;

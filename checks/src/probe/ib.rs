@@ -138,7 +138,7 @@ pub fn find_verbs_library(root: &Root) -> Option<String> {
 
 /// ld.so.cache is binary; its string table holds NUL-terminated sonames and paths.
 fn verbs_in_ld_cache(root: &Root) -> Option<String> {
-    let bytes = std::fs::read(root.path("/etc/ld.so.cache")).ok()?;
+    let bytes = root.read_bytes("/etc/ld.so.cache").ok()?;
     let suffix = format!("/{VERBS_SONAME}");
     let mut found_name = false;
     for chunk in bytes.split(|b| *b == 0) {

@@ -360,7 +360,7 @@ fn dedup_sites(root: &Root, sites: Vec<(String, String)>) -> Vec<(String, String
 
 /// Absolute paths ending in `/libnccl.so.2` in the linker cache's string table.
 fn ld_cache_paths(root: &Root) -> Vec<String> {
-    let Ok(bytes) = std::fs::read(root.path("/etc/ld.so.cache")) else {
+    let Ok(bytes) = root.read_bytes("/etc/ld.so.cache") else {
         return Vec::new();
     };
     let mut out: Vec<String> = Vec::new();
