@@ -232,6 +232,13 @@ fn index_of(members: &[JoinedNode], rank: u32) -> Option<usize> {
     members.iter().position(|m| m.rank == rank && m.alive)
 }
 
+/// Notes the failure of every node `gather` gave up on.
+fn fail_lost(res: &mut CollectiveResult, members: &[JoinedNode], lost: &[usize], what: &str) {
+    for &i in lost {
+        fail(res, members[i].rank, what);
+    }
+}
+
 /// Notes a node's failure on the result.
 fn fail(res: &mut CollectiveResult, rank: u32, what: &str) {
     if !res.failed_ranks.contains(&rank) {
@@ -287,13 +294,12 @@ fn tcp_ring(
             _ => Step::Unexpected,
         },
     );
-    for i in lost {
-        fail(
-            &mut res,
-            members[i].rank,
-            "stopped answering before the ring started",
-        );
-    }
+    fail_lost(
+        &mut res,
+        members,
+        &lost,
+        "stopped answering before the ring started",
+    );
     if ports.len() != n {
         for r in &order {
             if !ports.contains_key(r) && !res.failed_ranks.contains(r) {
@@ -361,13 +367,12 @@ fn tcp_ring(
             _ => Step::Unexpected,
         },
     );
-    for i in lost {
-        fail(
-            &mut res,
-            members[i].rank,
-            "stopped answering during the ring",
-        );
-    }
+    fail_lost(
+        &mut res,
+        members,
+        &lost,
+        "stopped answering during the ring",
+    );
     merge_rows(&mut res, &order, &per_rank, n as u32);
     res.streams = Some(plan.streams);
     res
@@ -500,13 +505,12 @@ fn nccl_run(
             _ => Step::Unexpected,
         },
     );
-    for i in lost {
-        fail(
-            &mut res,
-            members[i].rank,
-            "stopped answering while starting NCCL",
-        );
-    }
+    fail_lost(
+        &mut res,
+        members,
+        &lost,
+        "stopped answering while starting NCCL",
+    );
     let Some(id) = id else {
         if res.error.is_none() {
             fail(&mut res, first, "did not send NCCL's unique id");
@@ -557,13 +561,12 @@ fn nccl_run(
             _ => Step::Unexpected,
         },
     );
-    for i in lost {
-        fail(
-            &mut res,
-            members[i].rank,
-            "stopped answering during the NCCL all-reduce",
-        );
-    }
+    fail_lost(
+        &mut res,
+        members,
+        &lost,
+        "stopped answering during the NCCL all-reduce",
+    );
     let nranks = res.ranks;
     merge_rows(&mut res, &order, &per_rank, nranks);
     res

@@ -26,3 +26,27 @@ pub fn json_of(out: &[u8]) -> Value {
     serde_json::from_slice(out)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(out)))
 }
+
+/// Variables of the caller that would change how a run places itself or which worker it
+/// starts; every test that starts `preflight cluster` itself removes them.
+pub const INHERITED_ENV_TO_CLEAR: &[&str] = &[
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODEID",
+    "SLURM_NNODES",
+    "SLURM_JOB_ID",
+    "PREFLIGHT_TOKEN",
+    "PREFLIGHT_NCCL_WORKER",
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_IB_DISABLE",
+    "NCCL_HOSTID",
+];

@@ -11,27 +11,9 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{bin, json_of};
+use crate::common::{INHERITED_ENV_TO_CLEAR, bin, json_of};
 
 const TOKEN: &str = "hostile-test-token";
-
-/// Variables of the caller that would change how a run places itself.
-const CLEAR: &[&str] = &[
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "RANK",
-    "NODE_RANK",
-    "GROUP_RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "TORCHELASTIC_RUN_ID",
-    "SLURM_JOB_NODELIST",
-    "SLURM_NODEID",
-    "SLURM_NNODES",
-    "SLURM_JOB_ID",
-    "PREFLIGHT_TOKEN",
-];
 
 fn free_port() -> u16 {
     TcpListener::bind(("127.0.0.1", 0))
@@ -55,7 +37,7 @@ fn node(rank: u32, nnodes: u32, port: u16, timeout_s: u64, extra: &[&str]) -> Ch
         "--format=json",
     ])
     .args(extra);
-    for v in CLEAR {
+    for v in INHERITED_ENV_TO_CLEAR {
         cmd.env_remove(v);
     }
     cmd.env("NCCL_HOSTID", format!("hostile-{rank}-{port}"))

@@ -14,6 +14,7 @@
 //! Each host runs its commands under `unshare --uts` with its own hostname and `NCCL_HOSTID`, and
 //! sees an `/etc/hosts` (bind-mounted by `ip netns exec`) naming every test host.
 
+use crate::common::INHERITED_ENV_TO_CLEAR;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -36,25 +37,6 @@ const REAP_LIMIT: Duration = Duration::from_secs(3);
 /// How long a process of a finished run may take to vanish before it counts as left behind.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
 const POLL: Duration = Duration::from_millis(20);
-/// Environment that would change how `preflight cluster` finds its rank or picks interfaces.
-const INHERITED_ENV_TO_CLEAR: &[&str] = &[
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "RANK",
-    "NODE_RANK",
-    "GROUP_RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "SLURM_JOB_NODELIST",
-    "SLURM_NODEID",
-    "SLURM_NNODES",
-    "SLURM_JOB_ID",
-    "PREFLIGHT_TOKEN",
-    "NCCL_SOCKET_IFNAME",
-    "GLOO_SOCKET_IFNAME",
-    "NCCL_IB_DISABLE",
-    "NCCL_HOSTID",
-];
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 static BLACKHOLE: Once = Once::new();

@@ -4,6 +4,7 @@
 //! Each run gets its own TMPDIR, which is also the marker that finds the run's processes (every
 //! process of the run inherits it: preflight, the worker, the worker's own child).
 
+use crate::common::INHERITED_ENV_TO_CLEAR;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -14,25 +15,6 @@ const REACH_WORKER: Duration = Duration::from_secs(60);
 /// How long an interrupted preflight may take to clean up and exit.
 const EXIT_LIMIT: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(20);
-
-/// Environment that would change how `preflight cluster` finds its rank or local group.
-const INHERITED_ENV_TO_CLEAR: &[&str] = &[
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "RANK",
-    "NODE_RANK",
-    "GROUP_RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "TORCHELASTIC_RUN_ID",
-    "SLURM_JOB_NODELIST",
-    "SLURM_NODEID",
-    "SLURM_NNODES",
-    "SLURM_JOB_ID",
-    "PREFLIGHT_TOKEN",
-    "PREFLIGHT_NCCL_WORKER",
-];
 
 fn fake_worker() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nccl-worker/fake-worker.sh")
