@@ -428,7 +428,8 @@ fn node_rank(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correction>) {
             return (f, None);
         }
     }
-    if plan.nnodes.is_some() && plan.rank >= max && !plan.standalone {
+    // `--nnodes=0` (max 0) is launch.nnodes' failure; there is no rank range to hold this one to.
+    if plan.nnodes.is_some() && max > 0 && plan.rank >= max && !plan.standalone {
         let last = max - 1;
         let f = finding(
             "launch.node-rank",
@@ -1166,6 +1167,27 @@ mod tests {
             ),
             Status::Warn
         );
+    }
+
+    /// Found by the property tests (tests/it/props.rs, `torchrun_word_vectors`), shrunk to
+    /// one word: the rank check computed `max - 1` with max 0 and overflowed.
+    #[test]
+    fn zero_nodes_fails_nnodes_without_overflowing_the_rank_range() {
+        for line in [
+            "--nnodes=0",
+            "torchrun --nnodes=0 t.py",
+            "torchrun --nnodes=2:0 --node-rank=1 t.py",
+        ] {
+            let all = judge(line, &ib_node(), &[]);
+            assert_eq!(get(&all, "launch.nnodes").0.status, Status::Fail, "{line}");
+            assert!(
+                !get(&all, "launch.node-rank")
+                    .0
+                    .summary
+                    .contains("ranks run"),
+                "{line}"
+            );
+        }
     }
 
     #[test]
