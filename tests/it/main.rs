@@ -8,6 +8,7 @@ mod launchers;
 mod layers;
 mod nccl;
 mod netns;
+mod props;
 mod render_cluster;
 mod report_contract;
 mod torchrun;
