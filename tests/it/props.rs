@@ -11,6 +11,7 @@
 //!     cargo test --test it --no-run
 //!     PROPTEST_CASES=1000000 timeout 1200 cargo test --test it props::NAME -- --exact --test-threads=1
 //!     PROPTEST_CASES=1000000 timeout 1200 cargo test -p preflight-checks --test props NAME -- --exact
+//!     PROPTEST_CASES=1000000 timeout 1200 cargo test -p preflight-checks --lib probe::MODULE::tests::NAME -- --exact
 //!
 //! The authentication handshake (`transport/auth.rs`) is not covered here.
 
