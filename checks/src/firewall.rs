@@ -161,7 +161,7 @@ pub fn is_filtered(input: &InputChain) -> bool {
 }
 
 /// Every port in lo..=hi is accepted. Verdicts only change at rule port-range
-/// edges, so checking each edge inside the range is exact.
+/// edges, so checking each distinct edge inside the range is exact.
 pub fn range_open(input: &InputChain, lo: u16, hi: u16) -> bool {
     let mut points = vec![lo];
     for rule in chains(input).flat_map(|c| c.rules.iter()) {
@@ -170,6 +170,9 @@ pub fn range_open(input: &InputChain, lo: u16, hi: u16) -> bool {
             points.push(b.saturating_add(1));
         }
     }
+    // Flattened chains repeat a user chain's ranges once per jump into it.
+    points.sort_unstable();
+    points.dedup();
     points
         .into_iter()
         .filter(|p| (lo..=hi).contains(p))
@@ -436,6 +439,38 @@ mod tests {
 
     fn fixture(name: &str) -> String {
         crate::testutil::fixture_text(&format!("firewall/{name}"))
+    }
+
+    /// Found by the property tests (checks/tests/props.rs, `iptables_save_near_grammar`): a
+    /// chain jumped to from two rules of a self-jumping INPUT flattened to 1,433 copies of one
+    /// rule, and range_open decided every copy's edges again, 2,866 times over every rule.
+    #[test]
+    fn range_open_decides_each_edge_once() {
+        let text = "*filter\n:INPUT DROP [0:0]\n-A INPUT -i eth0 -j b\n-A INPUT  -j INPUT\n-A INPUT  --goto INPUT\n-A b ! -p tcp -m tcp --dport 29500 -g ACCEPT\n:INPUT ACCEPT [0:0]";
+        let chain = parse_iptables_save(text).expect("a filter INPUT chain");
+        assert!(chain.rules.len() > 1000);
+        let copy = FwRule {
+            action: FwAction::Accept,
+            dports: vec![(29500, 29500)],
+            in_interface: Some("eth0".into()),
+            ..Default::default()
+        };
+        let many = InputChain {
+            policy: "drop".into(),
+            rules: vec![copy; 20_000],
+            ..Default::default()
+        };
+        let start = std::time::Instant::now();
+        assert!(
+            range_open(&chain, 29400, 29600),
+            "the last policy line says accept"
+        );
+        assert!(!range_open(&many, 29400, 29600));
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     fn iptables(name: &str) -> FirewallFacts {

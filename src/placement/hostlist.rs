@@ -2,6 +2,10 @@
 
 use super::{LauncherError, MAX_HOSTLIST};
 
+/// Longest name a pattern may expand to (a DNS name has at most 253 characters). With the cap
+/// on the number of names it bounds the expansion: 100,000 names of 64 KiB would be 6 GiB.
+const MAX_NAME: usize = 255;
+
 /// One piece of a host pattern: literal text or a bracketed set of numbers.
 pub(super) enum Piece {
     Text(String),
@@ -99,6 +103,21 @@ pub(super) fn parse_item(input: &str, item: &str) -> Result<Vec<Piece>, Launcher
     Ok(pieces)
 }
 
+/// The length of the longest name a pattern expands to.
+pub(super) fn longest_name(pieces: &[Piece]) -> usize {
+    pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Text(t) => t.len(),
+            Piece::Numbers(ranges) => ranges
+                .iter()
+                .map(|(_, hi, width)| (*width).max(hi.to_string().len()))
+                .max()
+                .unwrap_or(0),
+        })
+        .sum()
+}
+
 /// How many names a pattern expands to, or None past `limit`.
 pub(super) fn item_count(pieces: &[Piece], limit: u64) -> Option<u64> {
     pieces
@@ -140,6 +159,12 @@ pub fn expand_hostlist(s: &str) -> Result<Vec<String>, LauncherError> {
     let mut out: Vec<String> = Vec::new();
     for item in split_items(s)? {
         let pieces = parse_item(s, item)?;
+        if longest_name(&pieces) > MAX_NAME {
+            return Err(hostlist_err(
+                s,
+                format!("a name in it would be longer than {MAX_NAME} characters"),
+            ));
+        }
         let room = (MAX_HOSTLIST - out.len()) as u64;
         if item_count(&pieces, room).is_none() {
             return Err(hostlist_err(

@@ -104,6 +104,31 @@ fn caps_the_expansion_without_allocating_it() {
     assert!(expand_hostlist("n[1-100000],x").is_err());
 }
 
+/// Found by the property tests (tests/it/props.rs, `hostlist_near_grammar_stays_bounded`):
+/// 100,000 names each carrying a long prefix or zero padding took seconds and gigabytes
+/// (`n[<10,000 zeros>0-99999]`, 10 KB, expanded to 1 GB in 13 s).
+#[test]
+fn refuses_names_longer_than_a_host_name_before_expanding() {
+    for bad in [
+        format!("n[{}0-99999]", "0".repeat(10_000)),
+        format!("{}[0-99999]", "a".repeat(1000)),
+        format!(
+            "{}16bk[{}-33406,1-65552]",
+            "e".repeat(1200),
+            "0".repeat(1600)
+        ),
+        "a".repeat(256),
+    ] {
+        let start = std::time::Instant::now();
+        let e = expand_hostlist(&bad).expect_err("too long").to_string();
+        assert!(e.contains("longer than 255"), "{e}");
+        assert!(start.elapsed() < std::time::Duration::from_millis(100));
+    }
+    let longest = format!("{}[1-2]", "a".repeat(254));
+    assert_eq!(expand_hostlist(&longest).unwrap()[1].len(), 255);
+    assert_eq!(expand_hostlist("n[0001-2]").unwrap(), ["n0001", "n0002"]);
+}
+
 // ----- flags -----
 
 #[test]

@@ -11,6 +11,7 @@ mod launchers;
 mod layers;
 mod nccl;
 mod netns;
+mod props;
 mod render_cluster;
 mod report_contract;
 mod signals;

@@ -377,6 +377,26 @@ fn ld_cache_paths(root: &Root) -> Vec<String> {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #![proptest_config(crate::testutil::proptest_config())]
+
+        /// `torch/version.py` lines and library file names: no panic, bounded time.
+        #[test]
+        fn version_parsers_take_any_text(
+            text in crate::testutil::near_lines("__version__ = '2.5.1+cu124'\n__version__: str = \"2.4.0\"\n__version__ = '\nlibnccl.so.2.21.5\nlibnccl.so.2\nlibnccl.so..1.\nnvidia_nccl_cu12-2.21.5.dist-info"),
+        ) {
+            let start = std::time::Instant::now();
+            for line in text.lines() {
+                let _ = parse_version_assignment(line);
+                if let Some(v) = full_version_in_name(line) {
+                    proptest::prop_assert_eq!(v.split('.').count(), 3);
+                }
+            }
+            let took = start.elapsed();
+            proptest::prop_assert!(took < crate::testutil::PROP_LIMIT, "took {took:?}");
+        }
+    }
+
     const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/nccl-envs");
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

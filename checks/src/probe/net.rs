@@ -478,6 +478,23 @@ fn apply_default_routes(interfaces: &mut [Interface], routes: &[RouteEntry]) {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #![proptest_config(crate::testutil::proptest_config())]
+
+        /// Any `uevent` text and key: no panic, bounded time.
+        #[test]
+        fn uevent_values_take_any_text(
+            text in crate::testutil::near_lines("DEVTYPE=vlan\nINTERFACE=eth0.100\nIFINDEX=4\nDEVTYPE=bond\n=\n==\nDEVTYPE"),
+            key in proptest::prop_oneof![proptest::strategy::Just("DEVTYPE".to_string()), "[ -~]{0,8}"],
+        ) {
+            let start = std::time::Instant::now();
+            let _ = uevent_value(&text, &key);
+            let _ = is_zero_mac(&text);
+            let took = start.elapsed();
+            proptest::prop_assert!(took < crate::testutil::PROP_LIMIT, "took {took:?}");
+        }
+    }
+
     fn fixture(name: &str) -> Root {
         crate::testutil::fixture_root(name)
     }

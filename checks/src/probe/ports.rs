@@ -243,6 +243,33 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
+    proptest::proptest! {
+        #![proptest_config(crate::testutil::proptest_config())]
+
+        /// Any `/proc/net/tcp{,6}` text: no panic, bounded time, only LISTEN sockets on the port.
+        #[test]
+        fn proc_net_tcp_parser_takes_any_text(
+            text in crate::testutil::near_lines(concat!(
+                include_str!("../../../tests/fixtures/ports/held/proc/net/tcp"),
+                include_str!("../../../tests/fixtures/ports/held/proc/net/tcp6"),
+            )),
+            port in proptest::prop_oneof![proptest::strategy::Just(22u16), proptest::strategy::Just(29500), proptest::arbitrary::any::<u16>()],
+            hex in "[0-9a-fA-F:x+-]{0,40}",
+        ) {
+            let start = std::time::Instant::now();
+            let found = parse_proc_net_tcp(&text, port);
+            for word in text.split_whitespace().chain([hex.as_str()]) {
+                let _ = decode_proc_addr(word);
+                let _ = socket_inode(word);
+            }
+            let took = start.elapsed();
+            proptest::prop_assert!(took < crate::testutil::PROP_LIMIT, "took {took:?}");
+            for s in found {
+                proptest::prop_assert!(s.local_address.ends_with(&format!(":{port}")), "{}", s.local_address);
+            }
+        }
+    }
+
     fn held() -> Root {
         Root::at(concat!(
             env!("CARGO_MANIFEST_DIR"),

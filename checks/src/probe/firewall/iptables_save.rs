@@ -1,6 +1,6 @@
 //! Parses `iptables-save` output into the filter table's INPUT chain, user chains inlined.
 
-use super::{ParsedRule, Target, flatten, normalize_protocol};
+use super::{ParsedRule, Target, flatten_base, normalize_protocol};
 use crate::model::{FwAction, FwRule, InputChain};
 use std::collections::HashMap;
 
@@ -33,8 +33,7 @@ pub fn parse_iptables_save(text: &str) -> Option<InputChain> {
         }
     }
     let policy = policy?;
-    let mut rules = Vec::new();
-    flatten("INPUT", &FwRule::default(), &chains, "INPUT", 0, &mut rules);
+    let rules = flatten_base("INPUT", &chains);
     Some(InputChain {
         policy,
         rules,

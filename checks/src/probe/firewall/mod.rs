@@ -26,6 +26,11 @@ use ufw_firewalld::{firewalld_state, ufw_state};
 
 /// Deepest chain nesting followed when flattening (firewalld nests three deep).
 const MAX_DEPTH: usize = 12;
+/// Most work spent flattening one base chain: rules visited plus port ranges intersected.
+/// Real rulesets take a few hundred; without a cap, a chain jumping to itself (which the
+/// kernel refuses, but a dump need not show a loadable ruleset) or port lists crossed at
+/// every jump grow as branches^MAX_DEPTH: four `-A INPUT -j INPUT` lines took minutes.
+const MAX_FLATTEN_WORK: usize = 10_000;
 
 pub fn probe(root: &Root) -> FirewallFacts {
     let mut facts = FirewallFacts {
@@ -198,20 +203,59 @@ struct ParsedRule {
     target: Target,
 }
 
-/// Inlines `chain` (and the chains it jumps to) into `out`, each rule combined with `outer`.
-/// Returns false when an unconditional RETURN/goto ended the chain early.
+/// The base chain `base` with the chains it jumps to inlined, within [`MAX_FLATTEN_WORK`];
+/// when that runs out, the rules stop with one that says so (a condition, so never a verdict).
+fn flatten_base(base: &str, chains: &HashMap<String, Vec<ParsedRule>>) -> Vec<FwRule> {
+    let mut out = Vec::new();
+    let mut budget = MAX_FLATTEN_WORK;
+    flatten(
+        base,
+        &FwRule::default(),
+        chains,
+        base,
+        0,
+        &mut budget,
+        &mut out,
+    );
+    if budget == 0 {
+        let why = format!(
+            "more than {MAX_FLATTEN_WORK} rules and port ranges after inlining jumps: the rest was not read"
+        );
+        out.push(FwRule {
+            text: format!("({why})"),
+            conditions: vec![why],
+            ..Default::default()
+        });
+    }
+    out
+}
+
+/// Inlines `chain` (and the chains it jumps to) into `out`, each rule combined with `outer`,
+/// each rule and each pair of port ranges crossed taken from `budget`; stops when it is spent.
 fn flatten(
     chain: &str,
     outer: &FwRule,
     chains: &HashMap<String, Vec<ParsedRule>>,
     base: &str,
     depth: usize,
+    budget: &mut usize,
     out: &mut Vec<FwRule>,
 ) {
     let Some(rules) = chains.get(chain) else {
         return;
     };
     for rule in rules {
+        let cost = outer
+            .dports
+            .len()
+            .saturating_mul(rule.matches.dports.len())
+            .saturating_add(1);
+        // Spending the last unit counts as running out: 0 left means the rules were cut.
+        if cost >= *budget {
+            *budget = 0;
+            return;
+        }
+        *budget -= cost;
         let Some(mut merged) = merge_matches(outer, &rule.matches) else {
             continue;
         };
@@ -222,10 +266,10 @@ fn flatten(
                 out.push(merged);
             }
             Target::Jump(next) if depth < MAX_DEPTH => {
-                flatten(next, &merged, chains, base, depth + 1, out)
+                flatten(next, &merged, chains, base, depth + 1, budget, out)
             }
             Target::Goto(next) if depth < MAX_DEPTH => {
-                flatten(next, &merged, chains, base, depth + 1, out);
+                flatten(next, &merged, chains, base, depth + 1, budget, out);
                 if matches_everything(&rule.matches) {
                     return;
                 }
@@ -246,6 +290,49 @@ mod tests {
 
     pub(super) fn texts(chain: &InputChain) -> Vec<&str> {
         chain.rules.iter().map(|r| r.text.as_str()).collect()
+    }
+
+    /// Found by the property tests (`checks/tests/props.rs`, `iptables_save_near_grammar`),
+    /// shrunk by hand: three lines took 5 s, four 3 minutes and 22 million rules.
+    #[test]
+    fn a_chain_jumping_to_itself_stops_at_the_work_cap() {
+        let mut text = String::from("*filter\n:INPUT DROP [0:0]\n");
+        text.push_str(&"-A INPUT -j INPUT\n".repeat(4));
+        text.push_str("-A INPUT -p tcp --dport 29500 -j ACCEPT\nCOMMIT\n");
+        let start = std::time::Instant::now();
+        let chain = parse_iptables_save(&text).expect("a filter INPUT chain");
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        assert!(chain.rules.len() < MAX_FLATTEN_WORK);
+        let last = chain.rules.last().expect("rules");
+        assert!(last.text.contains("not read"), "{last:?}");
+        assert_eq!(last.action, FwAction::Other);
+        assert_eq!(chain.rules[0].dports, vec![(29500, 29500)]);
+
+        let rule = r#"{"rule": {"family": "inet", "table": "f", "chain": "input", "expr": [{"jump": {"target": "input"}}]}}"#;
+        let nft = format!(
+            r#"{{"nftables": [{{"chain": {{"family": "inet", "table": "f", "name": "input", "hook": "input", "prio": 0, "policy": "drop"}}}}, {r}, {r}, {r}, {r}]}}"#,
+            r = rule
+        );
+        let start = std::time::Instant::now();
+        let chain = parse_nft_json(&nft).expect("parses");
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        assert!(chain.rules.last().expect("rules").text.contains("not read"));
+    }
+
+    /// Port lists are crossed at every jump: 30 ranges through three chains would be 27,000.
+    #[test]
+    fn crossing_port_lists_is_capped() {
+        let ports: Vec<String> = (0..30).map(|i| format!("{i}:65535")).collect();
+        let ports = ports.join(",");
+        let text = format!(
+            "*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp -m multiport --dports {ports} -j a\n-A a -p tcp -m multiport --dports {ports} -j b\n-A b -p tcp -m multiport --dports {ports} -j ACCEPT\nCOMMIT\n"
+        );
+        let chain = parse_iptables_save(&text).expect("a filter INPUT chain");
+        assert_eq!(chain.rules.len(), 1);
+        assert!(chain.rules[0].text.contains("not read"));
+        // Within the cap nothing is cut.
+        let ufw = parse_iptables_save(&fixture("iptables-ufw.txt")).expect("ufw");
+        assert!(ufw.rules.iter().all(|r| !r.text.contains("not read")));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Parses `nft -j list ruleset` into the input-hook base chains, in priority order, jumps inlined and named port sets resolved.
 
-use super::{ParsedRule, Target, flatten, no_rules, normalize_protocol};
+use super::{ParsedRule, Target, flatten_base, no_rules, normalize_protocol};
 use crate::model::{FwAction, FwRule, InputChain};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -106,11 +106,9 @@ fn flatten_nft_base(
         .filter(|((s, _), _)| *s == scope)
         .map(|((_, c), r)| (c.clone(), r.clone()))
         .collect();
-    let mut out = Vec::new();
-    flatten(name, &FwRule::default(), &chains, name, 0, &mut out);
     InputChain {
         policy: base.policy.to_ascii_lowercase(),
-        rules: out,
+        rules: flatten_base(name, &chains),
         name: Some(format!("{family} {table} {name}")),
         then: Vec::new(),
     }
