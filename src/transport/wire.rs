@@ -280,8 +280,12 @@ fn read_frame<R: Read, T: DeserializeOwned>(
             cap: frame_cap,
         });
     }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
+    // Grown as bytes arrive: a declared length reserves nothing the peer did not send.
+    let mut body = Vec::with_capacity(len.min(64 << 10));
+    r.by_ref().take(len as u64).read_to_end(&mut body)?;
+    if body.len() < len {
+        return Err(WireError::Closed);
+    }
     if deflated {
         if message_cap <= COMPRESS_ABOVE {
             return Err(WireError::Malformed(

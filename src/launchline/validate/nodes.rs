@@ -138,7 +138,8 @@ pub(super) fn node_rank(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Cor
             return (f, None);
         }
     }
-    if plan.nnodes.is_some() && plan.rank >= max && !plan.standalone {
+    // `--nnodes=0` (max 0) is launch.nnodes' failure; there is no rank range to hold this one to.
+    if plan.nnodes.is_some() && max > 0 && plan.rank >= max && !plan.standalone {
         let last = max - 1;
         let f = finding(
             "launch.node-rank",

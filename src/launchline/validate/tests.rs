@@ -125,6 +125,27 @@ fn more_workers_than_gpus_is_lowered_to_the_visible_count() {
     );
 }
 
+/// Found by the property tests (tests/it/props.rs, `torchrun_word_vectors`), shrunk to
+/// one word: the rank check computed `max - 1` with max 0 and overflowed.
+#[test]
+fn zero_nodes_fails_nnodes_without_overflowing_the_rank_range() {
+    for line in [
+        "--nnodes=0",
+        "torchrun --nnodes=0 t.py",
+        "torchrun --nnodes=2:0 --node-rank=1 t.py",
+    ] {
+        let all = judge(line, &ib_node(), &[]);
+        assert_eq!(get(&all, "launch.nnodes").0.status, Status::Fail, "{line}");
+        assert!(
+            !get(&all, "launch.node-rank")
+                .0
+                .summary
+                .contains("ranks run"),
+            "{line}"
+        );
+    }
+}
+
 #[test]
 fn node_rank_beyond_nnodes_one_is_reset_to_zero() {
     // github.com/FoundationVision/VAR/issues/108: "stuck for a long time".
