@@ -251,6 +251,30 @@ mod tests {
         assert!(gbit > 0.01, "loopback throughput {gbit} Gbit/s");
     }
 
+    /// A peer that knows the secret but is not an admitted node gets nothing: the listener
+    /// closes before the challenge, and serves it once the coordinator admits its address.
+    #[test]
+    fn only_admitted_nodes_are_served() {
+        let secret = Secret::token("t");
+        let gate = Gate::pending();
+        let srv = DataServer::start(
+            "127.0.0.1".parse().unwrap(),
+            secret.clone(),
+            1,
+            Events::none(),
+            gate.clone(),
+        )
+        .unwrap();
+        gate.allow(["10.200.9.9".parse().unwrap()]);
+        let started = std::time::Instant::now();
+        let mut s = connect(srv.addr, Duration::from_secs(1)).unwrap();
+        let e = auth::connect(&mut s, &secret, 0, 2, Some(1)).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2), "{e}");
+        gate.allow(["127.0.0.1".parse().unwrap()]);
+        let mut s = connect(srv.addr, Duration::from_secs(1)).unwrap();
+        assert_eq!(auth::connect(&mut s, &secret, 0, 2, Some(1)).unwrap(), 1);
+    }
+
     #[test]
     fn wrong_rank_on_the_listener_is_detected() {
         let secret = Secret::token("t");
