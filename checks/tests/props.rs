@@ -14,32 +14,10 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 
-/// Largest input fed to a decoder.
-const MAX_INPUT: usize = 64 << 10;
-/// The most one input may take (debug build, shared CI cores): generous on purpose.
-const LIMIT: Duration = Duration::from_secs(1);
-
-/// 256 cases per property, unless `PROPTEST_CASES` says otherwise (an explicit `cases` in a
-/// config would override the variable, so it is set only when the variable is not).
-fn config() -> ProptestConfig {
-    let mut c = ProptestConfig::default();
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = 256;
-    }
-    c.failure_persistence = None;
-    c
-}
-
-/// Runs `f`, failing the case when it took longer than [`LIMIT`].
-fn timed<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, TestCaseError> {
-    let start = Instant::now();
-    let out = f();
-    let took = start.elapsed();
-    prop_assert!(took < LIMIT, "{what} took {took:?}");
-    Ok(out)
-}
+#[path = "support/prop_kit.rs"]
+mod prop_kit;
+use prop_kit::{MAX_INPUT, config, timed};
 
 // ----- input strategies -----
 
