@@ -17,26 +17,9 @@ use serde_json::{Value, json};
 
 #[path = "support/prop_kit.rs"]
 mod prop_kit;
-use prop_kit::{MAX_INPUT, config, timed};
+use prop_kit::{config, text, timed};
 
 // ----- input strategies -----
-
-/// Arbitrary bytes, mostly short, up to [`MAX_INPUT`].
-fn bytes() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![
-        6 => vec(any::<u8>(), 0..256),
-        3 => vec(any::<u8>(), 0..4096),
-        1 => vec(any::<u8>(), 0..=MAX_INPUT),
-    ]
-}
-
-/// Arbitrary text: arbitrary bytes read as UTF-8 (lossily), or arbitrary characters.
-fn text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        bytes().prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
-        vec(any::<char>(), 0..1024).prop_map(String::from_iter),
-    ]
-}
 
 fn words_of(texts: &[&str]) -> Vec<String> {
     let mut w: Vec<String> = texts

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../../checks/tests/support/prop_kit.rs"]
 mod prop_kit;
-use prop_kit::{MAX_INPUT, config, timed};
+use prop_kit::{bytes, config, text, timed};
 
 // ----- the largest allocation, per thread -----
 
@@ -80,23 +80,6 @@ fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
 }
 
 // ----- input strategies -----
-
-/// Arbitrary bytes, mostly short, up to [`MAX_INPUT`].
-fn bytes() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![
-        6 => vec(any::<u8>(), 0..256),
-        3 => vec(any::<u8>(), 0..4096),
-        1 => vec(any::<u8>(), 0..=MAX_INPUT),
-    ]
-}
-
-/// Arbitrary text: arbitrary bytes read as UTF-8 (lossily), or arbitrary characters.
-fn text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        bytes().prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
-        vec(any::<char>(), 0..1024).prop_map(String::from_iter),
-    ]
-}
 
 fn sorted_words<'a>(words: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut w: Vec<String> = words.map(str::to_string).collect();

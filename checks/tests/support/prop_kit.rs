@@ -1,6 +1,7 @@
 //! Shared by the property tests of both crates (`checks/tests/props.rs`, `tests/it/props.rs`):
 //! the case count, the input size and the time bound every decoder must keep.
 
+use proptest::collection::vec;
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 
@@ -27,4 +28,21 @@ pub fn timed<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, TestCaseError> {
     let took = start.elapsed();
     prop_assert!(took < LIMIT, "{what} took {took:?}");
     Ok(out)
+}
+
+/// Arbitrary bytes, mostly short, up to [`MAX_INPUT`].
+pub fn bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        6 => vec(any::<u8>(), 0..256),
+        3 => vec(any::<u8>(), 0..4096),
+        1 => vec(any::<u8>(), 0..=MAX_INPUT),
+    ]
+}
+
+/// Arbitrary text: arbitrary bytes read as UTF-8 (lossily), or arbitrary characters.
+pub fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        bytes().prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        vec(any::<char>(), 0..1024).prop_map(String::from_iter),
+    ]
 }
