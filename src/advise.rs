@@ -284,6 +284,9 @@ pub struct ClusterAdviceInput {
     pub env_override: BTreeMap<String, String>,
     /// Set when preflight's coordinator did not listen on the master port itself (under torchrun).
     pub coordinator_note: Option<String>,
+    /// The master address the job was given (a name or an address) and what it resolved to
+    /// on rank 0, when any.
+    pub given_master: Option<(String, Vec<std::net::IpAddr>)>,
 }
 
 /// Advice for the whole cluster from every node's facts and the evaluated networks (best first).
@@ -310,6 +313,19 @@ pub fn advise_cluster(
             }
             master_addr = net.network.members.get(&0).map(|m| m.address.to_string());
             reasons.push(network_reason(net));
+            if net.network.is_ipv6() {
+                env.insert("NCCL_SOCKET_FAMILY".into(), "AF_INET6".into());
+                reasons.push(format!(
+                    "NCCL_SOCKET_FAMILY=AF_INET6: the chosen network {} carries IPv6 addresses only, so NCCL must not pick an IPv4 address of those interfaces",
+                    net.network.id
+                ));
+            }
+            if let (Some((given, ips)), Some(rank0)) =
+                (&input.given_master, net.network.members.get(&0))
+                && let Some(reason) = master_reason(given, ips, rank0, &net.network, nodes)
+            {
+                reasons.push(reason);
+            }
             for other in evals.iter().filter(|e| e.network.id != net.network.id) {
                 reasons.push(rejected_reason(other, net));
             }
@@ -332,7 +348,7 @@ pub fn advise_cluster(
                 "no network reaches every node: the best, {}, connected {} of {} ordered pairs (see link.unreachable); no NCCL_SOCKET_IFNAME can work until that is fixed",
                 best.network.id, best.pairs_ok, best.pairs_total
             ),
-            None => "no network found: no node has an up interface with an IPv4 address".into(),
+            None => "no network found: no node has an up interface with a usable IPv4 or IPv6 address".into(),
         }),
     }
     // Hoist values every node shares into `env`; keep the rest per node.
@@ -419,6 +435,34 @@ pub fn advise_cluster(
         reasons,
         standalone: None,
     }
+}
+
+/// Why `master_addr` is not the address the job was given, when it is not.
+fn master_reason(
+    given: &str,
+    given_ips: &[std::net::IpAddr],
+    rank0: &preflight_checks::networks::Member,
+    net: &preflight_checks::networks::Network,
+    nodes: &[(u32, &NodeFacts)],
+) -> Option<String> {
+    if given_ips.contains(&rank0.address) {
+        return None;
+    }
+    let on_rank0 = nodes
+        .iter()
+        .find(|(r, _)| *r == 0)
+        .and_then(|(_, f)| {
+            f.net
+                .interfaces
+                .iter()
+                .find(|i| i.usable_addrs().iter().any(|a| given_ips.contains(&a.addr)))
+        })
+        .map(|i| format!(" (rank 0's {})", i.name))
+        .unwrap_or_default();
+    Some(format!(
+        "master_addr {} instead of the given {given}{on_rank0}: it is rank 0's {} on the chosen network {}, which every node reached in the pairwise test; the rendezvous works on either, but this keeps the job's traffic on one network",
+        rank0.address, rank0.interface, net.id
+    ))
 }
 
 fn describe_speed(e: &preflight_checks::networks::NetworkEval) -> String {

@@ -254,7 +254,7 @@ static ENTRIES: &[Entry] = &[
         "env",
         "fail / warn",
         "`NCCL_SOCKET_IFNAME` / `GLOO_SOCKET_IFNAME` match no interface, only down or virtual \
-         ones, or more than intended",
+         ones, or more than intended; or select a network measured slower than the best",
         "NCCL and Gloo pick their socket interface from these variables (NCCL: comma list of \
          prefixes, `^` excludes, `=` exact; Gloo: exact names). A value matching nothing gives \
          `Bootstrap : no socket interface found`; one matching docker0/veth or a down interface \
@@ -402,6 +402,18 @@ static ENTRIES: &[Entry] = &[
          `ip link set dev <if> mtu <mtu>`, and persist it (netplan `mtu:`, \
          `nmcli connection modify <conn> 802-3-ethernet.mtu <mtu>`, or MTU= in ifcfg); or raise \
          the switches' MTU.",
+    ),
+    entry(
+        "link.degraded",
+        "link",
+        "warn",
+        "a faster network works on some nodes only; the job falls back to a slower one",
+        "The advice uses the fastest network that connects every node. When a faster one (by \
+         measured throughput on the pairs that work, else rated speed) is broken by one node (its \
+         NIC down or without carrier, no address, filtered, no route), the job still runs, on the \
+         slower network: the finding names the node, the interface and why, with both speeds.",
+        "Repair the named interface on the named node (`ip link set dev <if> up`, `ethtool <if>`, \
+         the firewall command given) and rerun; the advice then moves to the faster network.",
     ),
     entry(
         "link.slow",

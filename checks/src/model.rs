@@ -200,6 +200,10 @@ pub struct Interface {
     pub oper_state: String,
     /// Administratively up and carrier present (or operstate up/unknown with carrier).
     pub up: bool,
+    /// `IFF_UP`: set up by the administrator (`ip link set dev X up`), when known.
+    pub admin_up: Option<bool>,
+    /// The link has a carrier (cable, peer, switch port up), when the kernel says.
+    pub carrier: Option<bool>,
     pub mtu: Option<u32>,
     /// Rated speed in Mbit/s, when the driver reports one.
     pub speed_mbps: Option<u64>,

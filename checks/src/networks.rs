@@ -1,31 +1,105 @@
-//! Candidate networks across nodes: interfaces grouped by IPv4 subnet, judged by the pairwise link results.
+//! Candidate networks across nodes: one address per node that every other node reached, whatever the subnets.
 //!
-//! DESIGN.md's rule: a candidate network is an interface per node whose addresses
-//! every other node reached. Prefer reachable by all > highest measured throughput
-//! (else rated speed) > physical over virtual > the same name on every node.
+//! DESIGN.md's rule: a candidate network is an interface per node whose address
+//! every other node reached: one flat subnet, racks on their own subnets behind
+//! routers, /32 cloud addresses, pod CIDRs, IPv4 or IPv6. Subnets and interface
+//! names only seed the grouping; the pairwise links decide. Prefer reachable by
+//! all > highest measured throughput (else rated speed) > physical over virtual >
+//! the same name on every node.
 
-use crate::model::{Interface, LinkOutcome, LinkResult, NodeFacts};
+use crate::model::{IfAddr, Interface, LinkOutcome, LinkResult, NodeFacts};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// One node's interface on a network.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Member {
     pub interface: String,
     pub address: IpAddr,
+    /// The prefix the address was configured with ("10.200.2.0/24", a /32 on a cloud VM).
+    #[serde(default)]
+    pub subnet: String,
     pub mtu: Option<u32>,
     pub speed_mbps: Option<u64>,
     pub is_virtual: bool,
 }
 
-/// A subnet seen on one or more nodes, with each node's interface on it.
+/// One address per node, grouped by subnet or interface name and completed by reachability.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Network {
-    /// "10.200.2.0/24"
+    /// The subnet when every member sits in one ("10.200.2.0/24"), else "eth1 across 3 subnets".
     pub id: String,
     /// rank -> that node's interface on this network.
     pub members: BTreeMap<u32, Member>,
+}
+
+impl Network {
+    /// The distinct subnets of the members, in order.
+    pub fn subnets(&self) -> Vec<String> {
+        let set: BTreeSet<&str> = self.members.values().map(|m| m.subnet.as_str()).collect();
+        set.into_iter().map(str::to_string).collect()
+    }
+
+    /// True when the members sit in more than one subnet: traffic crosses a router.
+    pub fn routed(&self) -> bool {
+        self.subnets().len() > 1
+    }
+
+    /// True when the members' addresses are IPv6.
+    pub fn is_ipv6(&self) -> bool {
+        self.members
+            .values()
+            .next()
+            .is_some_and(|m| m.address.is_ipv6())
+    }
+
+    /// What a firewall on a node should accept connections from: the subnets (up to four),
+    /// else the smallest prefix that covers every member address.
+    pub fn sources(&self) -> Vec<String> {
+        let subnets = self.subnets();
+        if subnets.len() <= 4 {
+            return subnets;
+        }
+        let addrs: Vec<IpAddr> = self.members.values().map(|m| m.address).collect();
+        covering_prefix(&addrs).into_iter().collect()
+    }
+}
+
+/// The smallest prefix holding every address (all of one family), e.g. 10.200.8.0/20.
+pub fn covering_prefix(addrs: &[IpAddr]) -> Option<String> {
+    let first = *addrs.first()?;
+    let (bits, width): (u128, u32) = match first {
+        IpAddr::V4(a) => (u32::from(a) as u128, 32),
+        IpAddr::V6(a) => (u128::from(a), 128),
+    };
+    let mut len = width;
+    for a in &addrs[1..] {
+        let other = match (first, a) {
+            (IpAddr::V4(_), IpAddr::V4(b)) => u32::from(*b) as u128,
+            (IpAddr::V6(_), IpAddr::V6(b)) => u128::from(*b),
+            _ => return None,
+        };
+        let diff = (bits ^ other) << (128 - width);
+        len = len.min(diff.leading_zeros().min(width));
+    }
+    Some(prefix_of(first, len as u8))
+}
+
+/// "10.200.1.0/24" for 10.200.1.7 with prefix 24; the same for IPv6.
+pub fn prefix_of(addr: IpAddr, prefix: u8) -> String {
+    match addr {
+        IpAddr::V4(a) => {
+            let p = prefix.min(32);
+            let mask: u32 = if p == 0 { 0 } else { u32::MAX << (32 - p) };
+            format!("{}/{p}", Ipv4Addr::from(u32::from(a) & mask))
+        }
+        IpAddr::V6(a) => {
+            let p = prefix.min(128);
+            let mask: u128 = if p == 0 { 0 } else { u128::MAX << (128 - p) };
+            format!("{}/{p}", Ipv6Addr::from(u128::from(a) & mask))
+        }
+    }
 }
 
 /// A network judged by the links measured on it.
@@ -57,12 +131,6 @@ impl NetworkEval {
     }
 }
 
-fn v4_subnet(addr: Ipv4Addr, prefix: u8) -> String {
-    let p = prefix.min(32);
-    let mask: u32 = if p == 0 { 0 } else { u32::MAX << (32 - p) };
-    format!("{}/{p}", Ipv4Addr::from(u32::from(addr) & mask))
-}
-
 /// Interfaces a peer could reach: up, with a usable address.
 fn reachable_candidates(facts: &NodeFacts) -> impl Iterator<Item = &Interface> {
     facts
@@ -72,33 +140,160 @@ fn reachable_candidates(facts: &NodeFacts) -> impl Iterator<Item = &Interface> {
         .filter(|i| i.up && !i.usable_addrs().is_empty())
 }
 
-/// Groups every node's up IPv4 interfaces by subnet.
-pub fn discover(nodes: &[(u32, &NodeFacts)]) -> Vec<Network> {
-    let mut by_id: BTreeMap<String, Network> = BTreeMap::new();
-    for (rank, facts) in nodes {
-        for iface in reachable_candidates(facts) {
-            for a in iface
-                .ipv4
-                .iter()
-                .filter(|a| crate::net::is_usable_addr(&a.addr))
-            {
-                let IpAddr::V4(v4) = a.addr else { continue };
-                let id = v4_subnet(v4, a.prefix);
-                let net = by_id.entry(id.clone()).or_insert_with(|| Network {
-                    id,
-                    members: BTreeMap::new(),
-                });
-                net.members.entry(*rank).or_insert_with(|| Member {
-                    interface: iface.name.clone(),
-                    address: a.addr,
-                    mtu: iface.mtu,
-                    speed_mbps: iface.speed_mbps,
-                    is_virtual: iface.is_virtual(),
-                });
-            }
+fn member(iface: &Interface, a: &IfAddr) -> Member {
+    Member {
+        interface: iface.name.clone(),
+        address: a.addr,
+        subnet: prefix_of(a.addr, a.prefix),
+        mtu: iface.mtu,
+        speed_mbps: iface.speed_mbps,
+        is_virtual: iface.is_virtual(),
+    }
+}
+
+/// Every (interface, address) of a node a peer could connect to, IPv4 and IPv6.
+fn addresses(facts: &NodeFacts) -> Vec<Member> {
+    reachable_candidates(facts)
+        .flat_map(|i| i.usable_addrs().into_iter().map(move |a| member(i, &a)))
+        .collect()
+}
+
+type Seed = BTreeMap<u32, Member>;
+
+/// Groups to start from: members of one subnet, and interfaces of one name and family.
+fn seeds(all: &BTreeMap<u32, Vec<Member>>) -> Vec<Seed> {
+    let mut by_subnet: BTreeMap<String, Seed> = BTreeMap::new();
+    let mut by_name: BTreeMap<(String, bool), Seed> = BTreeMap::new();
+    for (rank, members) in all {
+        for m in members {
+            by_subnet
+                .entry(m.subnet.clone())
+                .or_default()
+                .entry(*rank)
+                .or_insert_with(|| m.clone());
+            by_name
+                .entry((m.interface.clone(), m.address.is_ipv6()))
+                .or_default()
+                .entry(*rank)
+                .or_insert_with(|| m.clone());
         }
     }
-    by_id.into_values().collect()
+    by_subnet
+        .into_values()
+        .chain(by_name.into_values())
+        .collect()
+}
+
+/// Ordered pairs (from, to, address) that connected.
+type OkSet<'a> = BTreeSet<(u32, u32, &'a str)>;
+
+/// Every node's addresses, and the names of all its interfaces (down ones too).
+struct Nodes {
+    addrs: BTreeMap<u32, Vec<Member>>,
+    names: BTreeMap<u32, BTreeSet<String>>,
+}
+
+/// Adds, for each node missing from `seed`, its address of the same family on an interface of
+/// the seed's most-used name, whatever the links say (so a node whose firewall or route breaks
+/// the network is still part of it). A node without an interface of that name at all joins
+/// with the address that every seed member reached and that reached every seed member,
+/// physical before virtual, fastest first. A node whose interface of that name is down or has no address
+/// is left out: another of its NICs does not silently stand in for a dead one.
+fn complete(seed: &Seed, nodes: &Nodes, ok: &OkSet) -> Seed {
+    let all = &nodes.addrs;
+    let v6 = seed.values().next().is_some_and(|m| m.address.is_ipv6());
+    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    for m in seed.values() {
+        *names.entry(m.interface.as_str()).or_default() += 1;
+    }
+    let main_name = names
+        .iter()
+        .max_by_key(|(n, c)| (**c, std::cmp::Reverse(**n)))
+        .map(|(n, _)| n.to_string())
+        .unwrap_or_default();
+    let mut out = seed.clone();
+    for (rank, members) in all.iter().filter(|(r, _)| !seed.contains_key(r)) {
+        let mutual = |c: &Member| {
+            let addr = c.address.to_string();
+            seed.iter().all(|(r, m)| {
+                ok.contains(&(*r, *rank, addr.as_str()))
+                    && ok.contains(&(*rank, *r, m.address.to_string().as_str()))
+            })
+        };
+        let mut same_family = members.iter().filter(|c| c.address.is_ipv6() == v6);
+        let has_name = nodes
+            .names
+            .get(rank)
+            .is_some_and(|n| n.contains(&main_name));
+        let pick = if has_name {
+            same_family.find(|c| c.interface == main_name)
+        } else {
+            same_family
+                .filter(|c| mutual(c))
+                .min_by_key(|c| (c.is_virtual, std::cmp::Reverse(c.speed_mbps.unwrap_or(0))))
+        };
+        if let Some(c) = pick {
+            out.insert(*rank, c.clone());
+        }
+    }
+    out
+}
+
+fn network_id(members: &Seed) -> String {
+    let subnets: BTreeSet<&str> = members.values().map(|m| m.subnet.as_str()).collect();
+    if let [one] = subnets.iter().collect::<Vec<_>>().as_slice() {
+        return one.to_string();
+    }
+    let names: BTreeSet<&str> = members.values().map(|m| m.interface.as_str()).collect();
+    let names: Vec<&str> = names.into_iter().collect();
+    let family = if members.values().any(|m| m.address.is_ipv6()) {
+        " (IPv6)"
+    } else {
+        ""
+    };
+    format!(
+        "{} across {} subnets{family}",
+        names.join("/"),
+        subnets.len()
+    )
+}
+
+/// The candidate networks: every node's addresses grouped by subnet and by interface name,
+/// each group completed with the nodes that reach it (see `complete`), without repeats.
+pub fn discover(nodes: &[(u32, &NodeFacts)], links: &[LinkResult]) -> Vec<Network> {
+    let all = Nodes {
+        addrs: nodes.iter().map(|(r, f)| (*r, addresses(f))).collect(),
+        names: nodes
+            .iter()
+            .map(|(r, f)| {
+                (
+                    *r,
+                    f.net.interfaces.iter().map(|i| i.name.clone()).collect(),
+                )
+            })
+            .collect(),
+    };
+    let ok: OkSet = links
+        .iter()
+        .filter(|l| l.result == LinkOutcome::Ok && l.from != l.to)
+        .map(|l| (l.from, l.to, l.address.as_str()))
+        .collect();
+    let mut seen: BTreeSet<Vec<(u32, IpAddr)>> = BTreeSet::new();
+    let mut out = Vec::new();
+    for seed in seeds(&all.addrs) {
+        let members = complete(&seed, &all, &ok);
+        let key: Vec<(u32, IpAddr)> = members.iter().map(|(r, m)| (*r, m.address)).collect();
+        if seen.insert(key) {
+            let mut id = network_id(&members);
+            if out.iter().any(|n: &Network| n.id == id) {
+                let names: BTreeSet<&str> =
+                    members.values().map(|m| m.interface.as_str()).collect();
+                id = format!("{id} ({})", names.into_iter().collect::<Vec<_>>().join("/"));
+            }
+            out.push(Network { id, members });
+        }
+    }
+    out
 }
 
 /// The member address a link targeted, if it belongs to `net`.
@@ -188,9 +383,22 @@ pub fn choose(evals: &[NetworkEval]) -> Option<&NetworkEval> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{IfAddr, IfKind, NetFacts};
+    use crate::model::{IfKind, NetFacts};
 
     fn iface(name: &str, addr: &str, speed: Option<u64>, kind: IfKind) -> Interface {
+        let (addr, prefix) = match addr.split_once('/') {
+            Some((a, p)) => (a, p.parse().unwrap()),
+            None => (addr, 24),
+        };
+        let a = IfAddr {
+            addr: addr.parse().unwrap(),
+            prefix,
+        };
+        let (ipv4, ipv6) = if a.addr.is_ipv6() {
+            (vec![], vec![a])
+        } else {
+            (vec![a], vec![])
+        };
         Interface {
             name: name.into(),
             kind,
@@ -198,10 +406,8 @@ mod tests {
             oper_state: "up".into(),
             mtu: Some(1500),
             speed_mbps: speed,
-            ipv4: vec![IfAddr {
-                addr: addr.parse().unwrap(),
-                prefix: 24,
-            }],
+            ipv4,
+            ipv6,
             ..Default::default()
         }
     }
@@ -257,11 +463,25 @@ mod tests {
             .collect()
     }
 
+    /// Every ordered pair connects to every address of the other node (a fully routed fabric).
+    fn all_ok(facts: &[NodeFacts]) -> Vec<LinkResult> {
+        let mut out = Vec::new();
+        for (from, _) in facts.iter().enumerate() {
+            for (to, f) in facts.iter().enumerate().filter(|(t, _)| *t != from) {
+                for a in f.net.interfaces.iter().flat_map(|i| i.usable_addrs()) {
+                    let addr = a.addr.to_string();
+                    out.push(link(from as u32, to as u32, &addr, LinkOutcome::Ok, None));
+                }
+            }
+        }
+        out
+    }
+
     #[test]
     fn groups_by_subnet_and_names_members() {
         let facts = two_nets();
         let nodes = ranked(&facts);
-        let nets = discover(&nodes);
+        let nets = discover(&nodes, &[]);
         let ids: Vec<&str> = nets.iter().map(|n| n.id.as_str()).collect();
         assert_eq!(
             ids,
@@ -274,7 +494,6 @@ mod tests {
     fn measured_throughput_beats_rated_speed_and_unreachable_loses() {
         let facts = two_nets();
         let nodes = ranked(&facts);
-        let nets = discover(&nodes);
         let links = vec![
             link(0, 1, "10.200.1.2", LinkOutcome::Ok, Some(0.1)),
             link(1, 0, "10.200.1.1", LinkOutcome::Ok, Some(0.1)),
@@ -284,7 +503,7 @@ mod tests {
             link(0, 1, "10.200.255.1", LinkOutcome::Error, None),
             link(1, 0, "10.200.255.1", LinkOutcome::Error, None),
         ];
-        let evals = evaluate(&nets, &links, &[0, 1]);
+        let evals = evaluate(&discover(&nodes, &links), &links, &[0, 1]);
         let best = choose(&evals).unwrap();
         assert_eq!(best.network.id, "10.200.2.0/24");
         assert_eq!(best.common_name(), Some("bond0"));
@@ -301,14 +520,159 @@ mod tests {
     fn nothing_chosen_when_no_network_is_fully_connected() {
         let facts = two_nets();
         let nodes = ranked(&facts);
-        let nets = discover(&nodes);
         let links = vec![
             link(0, 1, "10.200.2.2", LinkOutcome::Ok, None),
             link(1, 0, "10.200.2.1", LinkOutcome::Timeout, None),
         ];
-        let evals = evaluate(&nets, &links, &[0, 1]);
+        let evals = evaluate(&discover(&nodes, &links), &links, &[0, 1]);
         assert!(choose(&evals).is_none());
         assert_eq!(evals[0].network.id, "10.200.2.0/24");
         assert_eq!(evals[0].failures.len(), 1);
+    }
+
+    /// Three racks, each node alone on its own /24 behind a router, plus a per-rack management net.
+    fn routed(prefix: u8) -> Vec<NodeFacts> {
+        (0..3)
+            .map(|r| {
+                node(vec![
+                    iface(
+                        "eth0",
+                        &format!("10.200.{}.1/{prefix}", 20 + r),
+                        Some(1000),
+                        IfKind::Physical,
+                    ),
+                    iface(
+                        "eth1",
+                        &format!("10.200.{}.1/{prefix}", 10 + r),
+                        Some(100_000),
+                        IfKind::Physical,
+                    ),
+                ])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_routed_fabric_is_one_network_across_subnets() {
+        for prefix in [24, 32] {
+            let facts = routed(prefix);
+            let nodes = ranked(&facts);
+            let links = all_ok(&facts);
+            let evals = evaluate(&discover(&nodes, &links), &links, &[0, 1, 2]);
+            let best = choose(&evals).expect("the routed eth1 network reaches every node");
+            assert_eq!(best.common_name(), Some("eth1"), "/{prefix}");
+            assert_eq!(best.network.id, "eth1 across 3 subnets");
+            assert!(best.network.routed());
+            assert_eq!(best.pairs_ok, 6);
+            assert_eq!(
+                best.network.sources(),
+                vec![
+                    format!("10.200.10.{}/{prefix}", if prefix == 32 { 1 } else { 0 }),
+                    format!("10.200.11.{}/{prefix}", if prefix == 32 { 1 } else { 0 }),
+                    format!("10.200.12.{}/{prefix}", if prefix == 32 { 1 } else { 0 }),
+                ]
+            );
+            // eth0 is a candidate too, chosen second (slower rated speed).
+            assert!(evals.iter().filter(|e| e.fully_connected).count() >= 2);
+        }
+    }
+
+    #[test]
+    fn a_node_whose_firewall_breaks_a_routed_network_stays_a_member() {
+        let facts = routed(24);
+        let nodes = ranked(&facts);
+        let mut links = all_ok(&facts);
+        for l in links.iter_mut().filter(|l| l.to == 2) {
+            l.result = LinkOutcome::Timeout;
+        }
+        let nets = discover(&nodes, &links);
+        let eth1 = nets
+            .iter()
+            .find(|n| n.members.get(&0).is_some_and(|m| m.interface == "eth1"))
+            .unwrap();
+        assert_eq!(eth1.members.len(), 3, "{eth1:?}");
+        assert_eq!(eth1.members[&2].interface, "eth1");
+        let evals = evaluate(&nets, &links, &[0, 1, 2]);
+        assert!(choose(&evals).is_none());
+    }
+
+    #[test]
+    fn different_names_join_by_reachability_and_a_dead_nic_is_not_replaced() {
+        // Rank 2 names its data NIC ens5; rank 1's data NIC has no carrier.
+        let mut facts = routed(24);
+        facts[2].net.interfaces[1].name = "ens5".into();
+        facts[1].net.interfaces[1].up = false;
+        facts[1].net.interfaces[1].oper_state = "lowerlayerdown".into();
+        let nodes = ranked(&facts);
+        let links = all_ok(&facts);
+        let nets = discover(&nodes, &links);
+        let data = nets
+            .iter()
+            .find(|n| n.members.get(&0).is_some_and(|m| m.interface == "eth1"))
+            .unwrap();
+        let names: Vec<(u32, &str)> = data
+            .members
+            .iter()
+            .map(|(r, m)| (*r, m.interface.as_str()))
+            .collect();
+        // Rank 1's eth0 reaches everything, but it is another network: it does not stand in
+        // for the dead eth1 (every node's eth0 is a network of its own).
+        assert!(names.contains(&(2, "ens5")), "{names:?}");
+        assert!(!data.members.contains_key(&1), "{names:?}");
+    }
+
+    #[test]
+    fn ipv6_addresses_are_candidates_of_their_own_family() {
+        let facts: Vec<NodeFacts> = (0..2)
+            .map(|r| {
+                node(vec![
+                    iface(
+                        "eth0",
+                        &format!("10.200.1.{}", r + 1),
+                        Some(1000),
+                        IfKind::Physical,
+                    ),
+                    iface(
+                        "eth1",
+                        &format!("fd00:200:2::{}/64", r + 1),
+                        Some(100_000),
+                        IfKind::Physical,
+                    ),
+                ])
+            })
+            .collect();
+        let nodes = ranked(&facts);
+        let links = all_ok(&facts);
+        let evals = evaluate(&discover(&nodes, &links), &links, &[0, 1]);
+        let best = choose(&evals).unwrap();
+        assert_eq!(best.network.id, "fd00:200:2::/64");
+        assert!(best.network.is_ipv6());
+        for e in &evals {
+            let v6: BTreeSet<bool> = e
+                .network
+                .members
+                .values()
+                .map(|m| m.address.is_ipv6())
+                .collect();
+            assert_eq!(v6.len(), 1, "families mixed in {}", e.network.id);
+        }
+    }
+
+    #[test]
+    fn covering_prefix_is_the_smallest_that_holds_every_address() {
+        let a = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            covering_prefix(&[a("10.200.10.1"), a("10.200.11.2"), a("10.200.12.3")]).unwrap(),
+            "10.200.8.0/21"
+        );
+        assert_eq!(
+            covering_prefix(&[a("10.200.1.1")]).unwrap(),
+            "10.200.1.1/32"
+        );
+        assert_eq!(
+            covering_prefix(&[a("fd00:200:1::1"), a("fd00:200:2::1")]).unwrap(),
+            "fd00:200::/46"
+        );
+        assert_eq!(covering_prefix(&[a("10.0.0.1"), a("fd00::1")]), None);
     }
 }

@@ -13,10 +13,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const MAGIC: &[u8; 8] = b"pfmtu\0\0\x01";
-/// IPv4 + UDP headers.
-const HEADERS: usize = 28;
-/// Smallest MTU IPv4 guarantees.
-const MIN_MTU: u32 = 576;
+
+/// IP + UDP header bytes and the smallest MTU the family guarantees.
+fn family_sizes(peer: &SocketAddr) -> (usize, u32) {
+    if peer.is_ipv6() {
+        (48, 1280)
+    } else {
+        (28, 576)
+    }
+}
 
 /// Echo server on a UDP port: answers tagged probes with their received length.
 pub struct EchoServer {
@@ -70,14 +75,27 @@ impl Drop for EchoServer {
     }
 }
 
-fn set_dont_fragment(sock: &UdpSocket) -> io::Result<()> {
-    let val: libc::c_int = libc::IP_PMTUDISC_DO;
+fn set_dont_fragment(sock: &UdpSocket, v6: bool) -> io::Result<()> {
+    let (val, level, name) = if v6 {
+        (
+            libc::IPV6_PMTUDISC_DO,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+        )
+    } else {
+        (
+            libc::IP_PMTUDISC_DO,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+        )
+    };
+    let val: libc::c_int = val;
     // SAFETY: setsockopt with a valid fd and a pointer to a c_int of the stated size.
     let rc = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
+            level,
+            name,
             &val as *const libc::c_int as *const libc::c_void,
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
@@ -90,8 +108,8 @@ fn set_dont_fragment(sock: &UdpSocket) -> io::Result<()> {
 }
 
 /// Whether a DF datagram of `mtu` bytes on the wire reaches the peer (two tries).
-fn probe(sock: &UdpSocket, tag: &[u8; 16], mtu: u32, seq: u32) -> io::Result<bool> {
-    let size = (mtu as usize).saturating_sub(HEADERS).max(28);
+fn probe(sock: &UdpSocket, tag: &[u8; 16], headers: usize, mtu: u32, seq: u32) -> io::Result<bool> {
+    let size = (mtu as usize).saturating_sub(headers).max(28);
     let mut pkt = vec![0u8; size];
     pkt[..8].copy_from_slice(MAGIC);
     pkt[8..24].copy_from_slice(tag);
@@ -131,7 +149,7 @@ fn probe(sock: &UdpSocket, tag: &[u8; 16], mtu: u32, seq: u32) -> io::Result<boo
 }
 
 /// The largest MTU (bytes on the wire, IP header included) that reaches `peer` from `local`,
-/// searched between 576 and `max_mtu`. None when not even the smallest probe is echoed.
+/// searched between the family's minimum (576, or 1280 on IPv6) and `max_mtu`. None when not even the smallest probe is echoed.
 pub fn path_mtu(
     local: IpAddr,
     peer: SocketAddr,
@@ -141,24 +159,25 @@ pub fn path_mtu(
     let sock = UdpSocket::bind(SocketAddr::new(local, 0))?;
     sock.connect(peer)?;
     sock.set_read_timeout(Some(Duration::from_millis(50)))?;
-    set_dont_fragment(&sock)?;
+    set_dont_fragment(&sock, peer.is_ipv6())?;
+    let (headers, min_mtu) = family_sizes(&peer);
     let tag = secret.udp_tag();
     let mut seq = 0;
     let mut next = || {
         seq += 1;
         seq
     };
-    if probe(&sock, &tag, max_mtu, next())? {
+    if probe(&sock, &tag, headers, max_mtu, next())? {
         return Ok(Some(max_mtu));
     }
-    if !probe(&sock, &tag, MIN_MTU, next())? {
+    if !probe(&sock, &tag, headers, min_mtu, next())? {
         return Ok(None);
     }
     // Binary search: lo passes, hi fails. At most ~14 probes.
-    let (mut lo, mut hi) = (MIN_MTU, max_mtu);
+    let (mut lo, mut hi) = (min_mtu, max_mtu.max(min_mtu));
     while hi - lo > 8 {
         let mid = lo + (hi - lo) / 2;
-        if probe(&sock, &tag, mid, next())? {
+        if probe(&sock, &tag, headers, mid, next())? {
             lo = mid
         } else {
             hi = mid

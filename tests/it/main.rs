@@ -4,6 +4,7 @@ mod allreduce;
 mod cli;
 mod cluster;
 mod common;
+mod fabrics;
 mod faults;
 mod hostile;
 mod hostile_input;

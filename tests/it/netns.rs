@@ -48,6 +48,7 @@ pub struct Net {
     subnet: u8,
     rate: Option<String>,
     mtu: Option<u32>,
+    v6: bool,
 }
 
 impl Net {
@@ -62,7 +63,14 @@ impl Net {
             subnet,
             rate: None,
             mtu: None,
+            v6: false,
         }
+    }
+
+    /// Makes this an IPv6-only network: the ULA `fd00:200:<subnet>::/64`, hosts at `::<rank + 1>`.
+    pub fn v6(mut self) -> Self {
+        self.v6 = true;
+        self
     }
 
     /// Shapes every link of this network with `tc tbf` (e.g. "100mbit"), in both directions.
@@ -83,6 +91,8 @@ impl Net {
 pub struct Host {
     hostname: String,
     ifaces: Vec<(String, String)>,
+    /// Networks on which this host's address is a /32 reached through the router's device route.
+    host_routes: Vec<String>,
     mtus: Vec<(String, u32)>,
     bridges: Vec<(String, String)>,
 }
@@ -93,6 +103,7 @@ impl Host {
         Host {
             hostname: hostname.to_string(),
             ifaces: Vec::new(),
+            host_routes: Vec::new(),
             mtus: Vec::new(),
             bridges: Vec::new(),
         }
@@ -104,6 +115,13 @@ impl Host {
         assert!(ifname.len() <= 15, "interface name {ifname} is too long");
         self.ifaces.push((net.to_string(), ifname.to_string()));
         self
+    }
+
+    /// Joins `net` as a cloud VM does: the address is a /32 with a device route to the network's
+    /// router (see [`ClusterBuilder::router`]) and everything else through it.
+    pub fn on_slash32(mut self, net: &str, ifname: &str) -> Self {
+        self.host_routes.push(net.to_string());
+        self.on(net, ifname)
     }
 
     /// Overrides this host's MTU on `net` (its own end only, as a misconfigured node would).
@@ -131,6 +149,7 @@ pub struct ClusterBuilder {
     tag: String,
     nets: Vec<Net>,
     hosts: Vec<Host>,
+    routers: Vec<Vec<String>>,
     tools: Vec<&'static str>,
 }
 
@@ -142,6 +161,15 @@ impl ClusterBuilder {
 
     pub fn host(mut self, host: Host) -> Self {
         self.hosts.push(host);
+        self
+    }
+
+    /// A router namespace joined to each of `nets` at `.254` (`::fe` on IPv6), forwarding between
+    /// them; every host on one of them gets a route to the others through it, as racks behind
+    /// L3 switches or a cloud's routed subnets do.
+    pub fn router(mut self, nets: &[&str]) -> Self {
+        self.routers
+            .push(nets.iter().map(|n| n.to_string()).collect());
         self
     }
 
@@ -165,7 +193,7 @@ impl ClusterBuilder {
         }
         self.validate();
         ensure_blackhole_route();
-        let cluster = Cluster::empty(&self.tag, self.nets, self.hosts);
+        let cluster = Cluster::empty(&self.tag, self.nets, self.hosts, self.routers);
         cluster.create();
         Some(cluster)
     }
@@ -173,6 +201,12 @@ impl ClusterBuilder {
     fn validate(&self) {
         assert!(!self.hosts.is_empty(), "a cluster needs hosts");
         assert!(self.hosts.len() < 200, "at most 199 hosts");
+        for net in self.routers.iter().flatten() {
+            assert!(
+                self.nets.iter().any(|n| &n.name == net),
+                "a router names unknown network {net}"
+            );
+        }
         for host in &self.hosts {
             assert!(
                 !host.ifaces.is_empty(),
@@ -184,6 +218,13 @@ impl ClusterBuilder {
                 assert!(
                     self.nets.iter().any(|n| &n.name == net),
                     "{} names unknown network {net}",
+                    host.hostname
+                );
+            }
+            for net in &host.host_routes {
+                assert!(
+                    self.routers.iter().any(|r| r.contains(net)),
+                    "{} has a /32 on {net}, which no router serves",
                     host.hostname
                 );
             }
@@ -391,6 +432,8 @@ pub struct Cluster {
     switch_ns: String,
     nets: Vec<Net>,
     hosts: Vec<HostNs>,
+    /// Each router's networks; router `i` lives in namespace `<id>-rt<i>`.
+    routers: Vec<Vec<String>>,
     token: String,
     /// Holds every host's TMPDIR (`h<rank>`); removed on drop.
     tmp: PathBuf,
@@ -410,6 +453,7 @@ impl Cluster {
                 .collect(),
             nets: Vec::new(),
             hosts: Vec::new(),
+            routers: Vec::new(),
             tools: Vec::new(),
         }
     }
@@ -421,7 +465,7 @@ impl Cluster {
         })
     }
 
-    fn empty(tag: &str, nets: Vec<Net>, hosts: Vec<Host>) -> Cluster {
+    fn empty(tag: &str, nets: Vec<Net>, hosts: Vec<Host>, routers: Vec<Vec<String>>) -> Cluster {
         let id = format!("pf-{tag}-{}-{}", std::process::id(), next_id());
         let hosts = hosts
             .into_iter()
@@ -438,6 +482,7 @@ impl Cluster {
             id,
             nets,
             hosts,
+            routers,
             created: Mutex::new(Vec::new()),
             background: Mutex::new(Vec::new()),
         }
@@ -465,6 +510,119 @@ impl Cluster {
                 self.ip_in(ns, &["link", "set", "dev", name, "up"]);
             }
         }
+        for (i, nets) in self.routers.iter().enumerate() {
+            self.create_router(i, nets);
+        }
+        for rank in 0..self.hosts.len() {
+            self.add_routes(rank);
+        }
+    }
+
+    fn router_ns(&self, i: usize) -> String {
+        format!("{}-rt{i}", self.id)
+    }
+
+    /// The router's address on `net`: `.254`, or `::fe` on IPv6.
+    pub fn gateway(&self, net: &str) -> String {
+        let n = &self.nets[self.net_index(net)];
+        if n.v6 {
+            format!("fd00:200:{}::fe", n.subnet)
+        } else {
+            format!("10.200.{}.254", n.subnet)
+        }
+    }
+
+    fn prefix(&self, net: &str) -> String {
+        let n = &self.nets[self.net_index(net)];
+        if n.v6 {
+            format!("fd00:200:{}::/64", n.subnet)
+        } else {
+            format!("10.200.{}.0/24", n.subnet)
+        }
+    }
+
+    /// Router `i`: a namespace with one port on each of its networks and forwarding on.
+    fn create_router(&self, i: usize, nets: &[String]) {
+        let ns = self.router_ns(i);
+        self.add_namespace(&ns);
+        for (j, net) in nets.iter().enumerate() {
+            let k = self.net_index(net);
+            let (ifname, port) = (format!("r{j}"), format!("rt{i}n{k}"));
+            let sw = &self.switch_ns;
+            self.ip_in(
+                &ns,
+                &[
+                    "link", "add", "name", &ifname, "type", "veth", "peer", "name", &port, "netns",
+                    sw,
+                ],
+            );
+            self.ip_in(
+                sw,
+                &["link", "set", "dev", &port, "master", &format!("br{k}")],
+            );
+            self.ip_in(sw, &["link", "set", "dev", &port, "up"]);
+            let len = if self.nets[k].v6 { 64 } else { 24 };
+            let cidr = format!("{}/{len}", self.gateway(net));
+            self.add_addr(&ns, self.nets[k].v6, &cidr, &ifname);
+            self.ip_in(&ns, &["link", "set", "dev", &ifname, "up"]);
+        }
+        for key in ["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"] {
+            self.sysctl_in(&ns, key);
+        }
+    }
+
+    fn sysctl_in(&self, ns: &str, key: &str) {
+        check_ok(
+            &bounded(
+                ip(&["netns", "exec", ns, "sysctl", "-q", "-w", key]),
+                SETUP_COMMAND_LIMIT,
+            ),
+            &format!("sysctl -w {key} (in {ns})"),
+        );
+    }
+
+    fn add_addr(&self, ns: &str, v6: bool, cidr: &str, dev: &str) {
+        if v6 {
+            // No duplicate address detection: the address is usable at once.
+            self.ip_in(ns, &["-6", "addr", "add", cidr, "dev", dev, "nodad"]);
+        } else {
+            self.ip_in(ns, &["addr", "add", cidr, "dev", dev]);
+        }
+    }
+
+    /// Routes from host `rank` to the other networks of each router it shares a network with.
+    fn add_routes(&self, rank: usize) {
+        let host = &self.hosts[rank].host;
+        let ns = &self.hosts[rank].ns;
+        for (net, ifname) in &host.ifaces {
+            let Some(router) = self.routers.iter().find(|r| r.contains(net)) else {
+                continue;
+            };
+            let v6 = self.nets[self.net_index(net)].v6;
+            let gw = self.gateway(net);
+            let family = if v6 { "-6" } else { "-4" };
+            let slash32 = host.host_routes.contains(net);
+            if slash32 {
+                self.ip_in(ns, &[family, "route", "add", &gw, "dev", ifname]);
+            }
+            for other in router.iter().filter(|o| *o != net || slash32) {
+                if self.nets[self.net_index(other)].v6 != v6 {
+                    continue;
+                }
+                let prefix = self.prefix(other);
+                self.ip_in(
+                    ns,
+                    &[family, "route", "add", &prefix, "via", &gw, "dev", ifname],
+                );
+            }
+        }
+    }
+
+    /// Takes host `rank`'s switch port on `net` down: its interface there loses carrier, as
+    /// with a dead NIC or cable.
+    pub fn cut(&self, rank: usize, net: &str) {
+        let port = format!("h{rank}n{}", self.net_index(net));
+        self.ip_in(&self.switch_ns, &["link", "set", "dev", &port, "down"]);
     }
 
     fn add_namespace(&self, ns: &str) {
@@ -537,8 +695,22 @@ impl Cluster {
         }
         self.ip_in(sw, &["link", "set", "dev", &port, "master", &br]);
         self.ip_in(sw, &["link", "set", "dev", &port, "up"]);
-        let cidr = format!("{}/24", self.addr(rank, net_name));
-        self.ip_in(ns, &["addr", "add", &cidr, "dev", ifname]);
+        let v6 = net.v6;
+        let len = match (
+            v6,
+            self.hosts[rank]
+                .host
+                .host_routes
+                .iter()
+                .any(|n| n == net_name),
+        ) {
+            (false, true) => 32,
+            (true, true) => 128,
+            (false, false) => 24,
+            (true, false) => 64,
+        };
+        let cidr = format!("{}/{len}", self.addr(rank, net_name));
+        self.add_addr(ns, v6, &cidr, ifname);
         self.ip_in(ns, &["link", "set", "dev", ifname, "up"]);
         if let Some(rate) = &net.rate {
             self.tc_in(ns, ifname, rate);
@@ -592,10 +764,14 @@ impl Cluster {
         &self.hosts[rank].host.hostname
     }
 
-    /// The host's IPv4 address on `net`: 10.200.<subnet>.<rank + 1>.
+    /// The host's address on `net`: 10.200.<subnet>.<rank + 1>, or fd00:200:<subnet>::<rank + 1>.
     pub fn addr(&self, rank: usize, net: &str) -> String {
-        let subnet = self.nets[self.net_index(net)].subnet;
-        format!("10.200.{subnet}.{}", rank + 1)
+        let n = &self.nets[self.net_index(net)];
+        if n.v6 {
+            format!("fd00:200:{}::{:x}", n.subnet, rank + 1)
+        } else {
+            format!("10.200.{}.{}", n.subnet, rank + 1)
+        }
     }
 
     /// The host's interface name on `net`.

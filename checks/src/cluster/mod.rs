@@ -7,7 +7,9 @@
 //! checks of their concern ([`crate::ib`], [`crate::gpu`]).
 
 pub(crate) mod common;
+mod degraded;
 mod hosts;
+mod ifname_choice;
 mod mtu;
 mod refused;
 mod rendezvous;
@@ -90,6 +92,8 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.push(crate::gpu::check_cluster_gpus(input));
     out.push(crate::ib::check_partial(input));
     out.extend(unreachable::unreachable_links(input));
+    out.extend(degraded::degraded_networks(input));
+    out.extend(ifname_choice::slower_ifname(input));
     out.push(mtu::mtu_mismatch(input));
     out.extend(slow::slow_links(input));
     out

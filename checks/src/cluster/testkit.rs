@@ -134,7 +134,7 @@ impl Cluster {
             .filter(|(r, _)| !self.not_joined.contains(r))
             .collect();
         let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
-        let nets = discover(&nodes);
+        let nets = discover(&nodes, &self.links);
         let evals = evaluate(&nets, &self.links, &ranks);
         let chosen = choose(&evals);
         check_cluster(&ClusterInput {
@@ -176,5 +176,6 @@ pub(crate) const IDS: &[&str] = &[
     "ib.partial",
     "link.unreachable",
     "link.mtu-mismatch",
+    "link.degraded",
     "link.slow",
 ];

@@ -49,28 +49,33 @@ fn says_active(state: Option<&str>, word: &str) -> bool {
     })
 }
 
-/// Commands that make a node accept every connection from `subnet`, for the firewall it runs.
-fn accept_subnet_commands(fw: Option<&FirewallFacts>, subnet: &str) -> Vec<String> {
+/// Commands that make a node accept every connection from `source` (a prefix), for the
+/// firewall it runs and the address family.
+pub(super) fn accept_subnet_commands(fw: Option<&FirewallFacts>, source: &str) -> Vec<String> {
+    let v6 = source.contains(':');
+    let iptables = if v6 { "ip6tables" } else { "iptables" };
+    let plain = vec![format!("{iptables} -I INPUT -s {source} -j ACCEPT")];
     let Some(fw) = fw else {
-        return vec![format!("iptables -I INPUT -s {subnet} -j ACCEPT")];
+        return plain;
     };
     if says_active(fw.ufw.as_deref(), "active") {
-        vec![format!("ufw allow from {subnet}")]
+        vec![format!("ufw allow from {source}")]
     } else if says_active(fw.firewalld.as_deref(), "running") {
         vec![
-            format!("firewall-cmd --zone=trusted --add-source={subnet}"),
-            format!("firewall-cmd --permanent --zone=trusted --add-source={subnet}"),
+            format!("firewall-cmd --zone=trusted --add-source={source}"),
+            format!("firewall-cmd --permanent --zone=trusted --add-source={source}"),
         ]
     } else if fw
         .backend
         .as_deref()
         .is_some_and(|b| b.eq_ignore_ascii_case("nftables"))
     {
+        let family = if v6 { "ip6" } else { "ip" };
         vec![format!(
-            "nft insert rule inet filter input ip saddr {subnet} accept"
+            "nft insert rule inet filter input {family} saddr {source} accept"
         )]
     } else {
-        vec![format!("iptables -I INPUT -s {subnet} -j ACCEPT")]
+        plain
     }
 }
 
@@ -126,7 +131,7 @@ pub(super) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
                 "link.unreachable",
                 Status::Fail,
                 "links",
-                "the nodes share no IPv4 network: no interface with a usable address was found to test",
+                "the nodes share no network: no up interface with a usable IPv4 or IPv6 address was found to test",
             )
             .with("joined", &joined)
             .fix(
@@ -393,13 +398,14 @@ fn destination_fix(
     addr: &str,
     dominant: LinkOutcome,
 ) -> Fix {
-    let subnet = &eval.network.id;
+    let sources = eval.network.sources();
+    let subnet = sources.join(", ");
     let fw = input.facts(to).map(|f| &f.firewall);
     match dominant {
         LinkOutcome::Timeout | LinkOutcome::Refused => {
             let lead = if dominant == LinkOutcome::Timeout {
                 format!(
-                    "On {} (the node that filters), accept every connection from the cluster's subnet {subnet}: NCCL listens on random high ports, so opening only the master port is not enough",
+                    "On {} (the node that filters), accept every connection from the nodes' network ({subnet}): NCCL listens on random high ports, so opening only the master port is not enough",
                     input.who(to)
                 )
             } else {
@@ -408,15 +414,17 @@ fn destination_fix(
                     input.who(to)
                 )
             };
-            accept_subnet_commands(fw, subnet)
-                .into_iter()
+            sources
+                .iter()
+                .flat_map(|s| accept_subnet_commands(fw, s))
                 .fold(Fix::new(lead), Fix::command)
         }
         LinkOutcome::Unreachable => {
             let from: Vec<u32> = failed.iter().map(|l| l.from).collect();
             Fix::new(format!(
-                "On {}, check the route to {addr}: it should leave through the interface on {subnet}",
-                ranks_phrase(&from)
+                "On {}, check the route to {addr}: it should leave through the interface on {}",
+                ranks_phrase(&from),
+                eval.network.id
             ))
             .command(format!("ip route get {addr}"))
         }
@@ -523,6 +531,8 @@ mod tests {
     #[test]
     fn a_node_without_an_address_on_the_best_network_is_named() {
         let mut c = Cluster::healthy(3);
+        // Its NIC has another name and an address no other node reaches.
+        c.facts[2].net.interfaces[0].name = "eno9".into();
         c.facts[2].net.interfaces[0].ipv4[0].addr = "10.9.9.3".parse().unwrap();
         let fs = c.findings();
         let v = with_id(&fs, "link.unreachable");

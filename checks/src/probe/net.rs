@@ -119,6 +119,9 @@ pub fn read_sysfs_interface(root: &Root, name: &str) -> Interface {
         index,
         kind: classify(root, name, index, &uevent),
         up: is_up(flags, &oper_state, carrier),
+        admin_up: flags.map(|f| f & IFF_UP != 0),
+        // The kernel refuses to read `carrier` of an interface that is administratively down.
+        carrier: carrier.map(|c| c == 1),
         oper_state,
         mtu: root.attr_num(at("mtu")),
         speed_mbps: root.attr(at("speed")).and_then(|s| parse_speed(&s)),
@@ -291,6 +294,7 @@ fn interface_from_netdev(nd: &netdev::Interface) -> Interface {
         },
         oper_state: if nd.is_running() { "up" } else { "unknown" }.into(),
         up: nd.is_up() && nd.is_running(),
+        admin_up: Some(nd.is_up()),
         mtu: nd.mtu,
         mac: nd
             .mac_addr

@@ -1,4 +1,4 @@
-//! The data listeners a node offers its peers: a random high port per candidate address, as NCCL does, with a UDP echo for path MTU.
+//! The data listeners a node offers its peers: a random high port per candidate address (IPv4 and IPv6), as NCCL does, with a UDP echo for path MTU.
 
 use crate::measure::{mtu, tcp};
 use crate::transport::auth::Secret;
@@ -23,11 +23,7 @@ pub(super) fn start_data_servers(
 ) -> Vec<Served> {
     let mut out = Vec::new();
     for iface in facts.net.interfaces.iter().filter(|i| i.up) {
-        for a in iface
-            .ipv4
-            .iter()
-            .filter(|a| preflight_checks::net::is_usable_addr(&a.addr))
-        {
+        for a in iface.usable_addrs() {
             match tcp::DataServer::start(
                 a.addr,
                 secret.clone(),

@@ -107,7 +107,7 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     let evals = {
         let nodes = verdict::alive_or_joined(&members);
         let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
-        networks::evaluate(&networks::discover(&nodes), &links, &ranks)
+        networks::evaluate(&networks::discover(&nodes, &links), &links, &ranks)
     };
     let outcome = allreduce::measure_allreduce(
         &mut members,

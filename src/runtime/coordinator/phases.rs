@@ -146,7 +146,22 @@ pub(super) fn listener_for(m: &JoinedNode, address: &str) -> Option<Listener> {
     m.listeners.iter().find(|l| l.address == address).cloned()
 }
 
-/// Throughput on every fully connected network, in rounds of disjoint pairs (both directions at once).
+/// Partial networks (not every node reaches them) measured on the pairs that work, at most.
+const PARTIAL_NETWORKS_MEASURED: usize = 3;
+
+/// True when the probe connected `from` to `to`'s address on this network.
+fn probed_ok(links: &[LinkResult], from: u32, to: u32, addr: &str) -> bool {
+    links.iter().any(|l| {
+        l.from == from
+            && l.to == to
+            && l.address == addr
+            && l.result == preflight_checks::model::LinkOutcome::Ok
+    })
+}
+
+/// Throughput in rounds of disjoint pairs (both directions at once): on every fully connected
+/// network, and on the pairs that work of the best few partial ones, so a faster network that
+/// some node breaks can be weighed against the one chosen.
 pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &mut [LinkResult]) {
     let nodes: Vec<(u32, NodeFacts)> = members
         .iter()
@@ -155,9 +170,19 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
         .collect();
     let refs: Vec<(u32, &NodeFacts)> = nodes.iter().map(|(r, f)| (*r, f)).collect();
     let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
-    let evals = networks::evaluate(&networks::discover(&refs), links, &ranks);
+    let evals = networks::evaluate(&networks::discover(&refs, links), links, &ranks);
     let dur = cfg.timing.bulk;
-    for net in evals.iter().filter(|e| e.fully_connected) {
+    let measured: Vec<&networks::NetworkEval> = evals
+        .iter()
+        .filter(|e| e.fully_connected)
+        .chain(
+            evals
+                .iter()
+                .filter(|e| !e.fully_connected && e.pairs_ok > 0)
+                .take(PARTIAL_NETWORKS_MEASURED),
+        )
+        .collect();
+    for net in measured {
         for round in rounds(&ranks) {
             let mut orders: BTreeMap<u32, Vec<Target>> = BTreeMap::new();
             for (a, b) in round {
@@ -169,6 +194,9 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
                     else {
                         continue;
                     };
+                    if !probed_ok(links, from, to, &addr) {
+                        continue;
+                    }
                     if let Some(l) = listener_for(m_to, &addr) {
                         orders.entry(from).or_default().push(Target {
                             rank: to,
@@ -176,6 +204,9 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
                         });
                     }
                 }
+            }
+            if orders.is_empty() {
+                continue;
             }
             let limit = bounded(
                 cfg,
@@ -203,7 +234,7 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
 pub(super) fn mtu_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &mut [LinkResult]) {
     let refs = alive_facts(members);
     let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
-    let evals = networks::evaluate(&networks::discover(&refs), links, &ranks);
+    let evals = networks::evaluate(&networks::discover(&refs, links), links, &ranks);
     let Some(chosen) = networks::choose(&evals).cloned() else {
         return;
     };

@@ -20,7 +20,7 @@ pub(super) fn advise(
 ) -> model::Recommendation {
     let nodes = alive_or_joined(members);
     let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
-    let evals = networks::evaluate(&networks::discover(&nodes), links, &ranks);
+    let evals = networks::evaluate(&networks::discover(&nodes, links), links, &ranks);
     advise_cluster(
         &nodes,
         &evals,
@@ -31,6 +31,9 @@ pub(super) fn advise(
             script: cfg.script.clone(),
             env_override,
             coordinator_note: cfg.coordinator_note.clone(),
+            given_master: Some(&cfg.master_addr)
+                .filter(|m| !m.is_empty())
+                .map(|m| (m.clone(), crate::placement::resolve_host(m).addrs)),
         },
     )
 }
@@ -45,7 +48,7 @@ pub(super) fn build_report(
 ) -> Report {
     let nodes = alive_or_joined(members);
     let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
-    let evals = networks::evaluate(&networks::discover(&nodes), links, &ranks);
+    let evals = networks::evaluate(&networks::discover(&nodes, links), links, &ranks);
     let chosen = networks::choose(&evals);
     let mut findings = Vec::new();
     for (rank, facts) in &nodes {
