@@ -31,6 +31,7 @@ pub(super) fn advise(
             script: cfg.script.clone(),
             env_override,
             coordinator_note: cfg.coordinator_note.clone(),
+            c10d: cfg.c10d.clone(),
         },
     )
 }
@@ -98,6 +99,7 @@ pub(super) fn build_report(
         .links(links.to_vec())
         .collectives(outcome.results)
         .recommendation(Some(recommendation))
+        .placement(Some(cfg.placement.clone()))
         .build()
 }
 
