@@ -624,6 +624,10 @@ pub struct PlacementInfo {
     /// With "c10d-join": the endpoint (HOST:PORT) whose owner is rank 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    /// With "c10d-join": this node never got a rank (no rank 0 answered), so its `nodes[]`
+    /// entry carries 4294967295 and its findings name no node.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unassigned: bool,
 }
 
 /// What a node's copy of the cluster report leaves out, and why.

@@ -259,6 +259,7 @@ fn placement_info(p: &Placement) -> model::PlacementInfo {
             .c10d
             .as_ref()
             .map(|j| preflight_checks::net::host_port(&j.endpoint, p.master_port)),
+        unassigned: p.rank_pending(),
     }
 }
 
@@ -275,7 +276,7 @@ fn c10d_unreachable(f: Finding, p: &Placement) -> Finding {
         .with("endpoint", &endpoint)
         .with("endpoint_addresses", shown_addrs(&j.endpoint_addrs));
     f.summary = format!(
-        "{} This node has no rank yet: ranks come from torchrun's c10d rendezvous (--rdzv-backend=c10d without --node-rank), and rank 0 is the node owning the endpoint {endpoint} ({} resolves to {}), which hosts preflight's coordinator; none answered, so that host is not running preflight, or not reachable.",
+        "{}; this node has no rank yet: ranks come from torchrun's c10d rendezvous (--rdzv-backend=c10d without --node-rank), and rank 0 is the node owning the endpoint {endpoint} ({} resolves to {}), which hosts preflight's coordinator; none answered, so that host is not running preflight, or not reachable.",
         f.summary,
         j.endpoint,
         shown_addrs(&j.endpoint_addrs)
@@ -319,7 +320,13 @@ fn solo_report(
     source: &SecretSource,
     extra: Vec<Finding>,
 ) -> Report {
-    let findings = node_findings(p.rank, &facts, p.master_port, job.shape);
+    let mut findings = node_findings(p.rank, &facts, p.master_port, job.shape);
+    if p.rank_pending() {
+        // No rank was ever assigned: this node's findings name no rank (see placement.unassigned).
+        for f in &mut findings {
+            f.node = None;
+        }
+    }
     ReportBuilder::single(Mode::Cluster, p.rank, facts)
         .placement(Some(placement_info(p)))
         .findings(findings)
