@@ -53,7 +53,7 @@ pub enum Command {
     Facts(FactsArgs),
     /// Run on every node at once: rendezvous on the master port, measure every pair, print one verdict and the launch command per node.
     #[command(after_help = AFTER_HELP)]
-    Cluster(ClusterArgs),
+    Cluster(Box<ClusterArgs>),
     /// Internal: the NCCL all-reduce child process `preflight cluster` starts on GPU nodes.
     #[command(hide = true)]
     NcclWorker(NcclWorkerArgs),

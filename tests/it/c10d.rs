@@ -128,6 +128,25 @@ fn three_nodes_without_ranks_are_assigned_at_join_with_the_endpoint_owner_as_ran
         };
         assert!(run.stderr.contains(&said), "{said}:\n{}", run.describe());
     }
+    // `preflight launch` from the saved report gives back the same c10d commands.
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("report.json");
+    std::fs::write(&saved, &runs[0].stdout).unwrap();
+    let out = crate::common::bin()
+        .args(["launch", "--report"])
+        .arg(&saved)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let printed: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    let own: Vec<&str> = runs[0].report()["recommendation"]["launch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(printed, own, "{text}");
     eprintln!("c10d cluster run: {wall:?}");
 }
 
