@@ -116,6 +116,28 @@ pub fn torchrun_command(
     )
 }
 
+/// A torchrun command line for a node of a c10d rendezvous: no `--node-rank` (torchrun assigns
+/// ranks at join, the endpoint's host being rank 0), the same on every node but its environment.
+pub fn torchrun_c10d_command(
+    env: &BTreeMap<String, String>,
+    nnodes: &str,
+    nproc: u32,
+    endpoint: &str,
+    rdzv_id: Option<&str>,
+    script: &[String],
+) -> String {
+    let prefix = crate::shell::env_prefix(env);
+    let sep = if prefix.is_empty() { "" } else { " " };
+    let id = rdzv_id
+        .map(|id| format!(" --rdzv-id={}", crate::shell::quote(id)))
+        .unwrap_or_default();
+    format!(
+        "{prefix}{sep}torchrun --nnodes={nnodes} --nproc-per-node={nproc} --rdzv-backend=c10d --rdzv-endpoint={}{id} {}",
+        crate::shell::quote(endpoint),
+        script_words(script)
+    )
+}
+
 /// The first IPv4 address (else global IPv6) of an interface.
 pub fn primary_addr(iface: &Interface) -> Option<String> {
     iface
@@ -287,6 +309,17 @@ pub struct ClusterAdviceInput {
     /// The master address the job was given (a name or an address) and what it resolved to
     /// on rank 0, when any.
     pub given_master: Option<(String, Vec<std::net::IpAddr>)>,
+    /// Set when ranks were assigned at join (torchrun's c10d rendezvous): the launch keeps c10d.
+    pub c10d: Option<C10dAdvice>,
+}
+
+/// The c10d rendezvous the ranks came from, for the launch commands and the reasons.
+#[derive(Clone, Debug, Default)]
+pub struct C10dAdvice {
+    /// The endpoint as the nodes were given it (HOST:PORT); its owner was rank 0.
+    pub endpoint: String,
+    /// The job id for `--rdzv-id`, when there is one.
+    pub rdzv_id: Option<String>,
 }
 
 /// Advice for the whole cluster from every node's facts and the evaluated networks (best first).
@@ -392,6 +425,16 @@ pub fn advise_cluster(
             input.master_port
         ),
     });
+    if let Some(c) = &input.c10d {
+        let host0 = nodes
+            .iter()
+            .find(|(r, _)| *r == 0)
+            .map_or("rank 0", |(_, f)| f.hostname.as_str());
+        reasons.push(format!(
+            "ranks were assigned at join as torchrun's c10d rendezvous does: rank 0 owns the endpoint {} ({host0}: one of its addresses is one the endpoint's host resolves to), the others are numbered in the order they joined; the launch commands keep --rdzv-backend=c10d and no --node-rank, so torchrun assigns ranks the same way",
+            c.endpoint
+        ));
+    }
     let addr = master_addr
         .clone()
         .unwrap_or_else(|| "<rank-0-address>".into());
@@ -408,9 +451,16 @@ pub fn advise_cluster(
             if let Some(own) = per_rank.get(rank) {
                 e.extend(own.clone());
             }
-            LaunchCommand {
-                node_rank: *rank,
-                command: torchrun_command(
+            let command = match &input.c10d {
+                Some(c) => torchrun_c10d_command(
+                    &e,
+                    &input.nnodes.to_string(),
+                    nproc,
+                    &preflight_checks::net::host_port(&addr, input.master_port),
+                    c.rdzv_id.as_deref(),
+                    &input.script,
+                ),
+                None => torchrun_command(
                     &e,
                     &input.nnodes.to_string(),
                     nproc,
@@ -419,6 +469,10 @@ pub fn advise_cluster(
                     input.master_port,
                     &input.script,
                 ),
+            };
+            LaunchCommand {
+                node_rank: *rank,
+                command,
             }
         })
         .collect();

@@ -53,7 +53,7 @@ pub enum Command {
     Facts(FactsArgs),
     /// Run on every node at once: rendezvous on the master port, measure every pair, print one verdict and the launch command per node.
     #[command(after_help = AFTER_HELP)]
-    Cluster(ClusterArgs),
+    Cluster(Box<ClusterArgs>),
     /// Internal: the NCCL all-reduce child process `preflight cluster` starts on GPU nodes.
     #[command(hide = true)]
     NcclWorker(NcclWorkerArgs),
@@ -189,6 +189,9 @@ pub struct ClusterArgs {
     /// Job id; the shared secret is derived from it unless --token is given (torchrun's --rdzv-id).
     #[arg(long, alias = "rdzv_id")]
     pub rdzv_id: Option<String>,
+    /// torchrun's --rdzv-backend: with c10d and no node rank, ranks are assigned at join (the node owning the endpoint is rank 0), as torchrun does.
+    #[arg(long, alias = "rdzv_backend")]
+    pub rdzv_backend: Option<String>,
     /// Every node, in rank order (Slurm hostlist syntax: node[1-3],gpu07). Each node finds its own rank.
     #[arg(long)]
     pub hosts: Option<String>,

@@ -155,6 +155,7 @@ pub fn placement_flags(a: &cli::ClusterArgs) -> PlacementFlags {
         master_port: a.master_port,
         rdzv_endpoint: a.rdzv_endpoint.clone(),
         rdzv_id: a.rdzv_id.clone(),
+        rdzv_backend: a.rdzv_backend.clone(),
         hosts: a.hosts.clone(),
         coordinator_port: a.coordinator_port,
     }
@@ -229,9 +230,21 @@ fn default_nproc(given: Option<u32>, env: &BTreeMap<String, String>) -> Option<u
         .filter(|n| *n >= 1)
 }
 
+/// `--rdzv-backend`: `c10d` (ranks assigned at join when no node rank is given) or `static`.
+fn rdzv_backend(backend: Option<&str>) -> anyhow::Result<()> {
+    match backend.map(str::trim) {
+        None => Ok(()),
+        Some(b) if crate::placement::is_c10d(b) || b.eq_ignore_ascii_case("static") => Ok(()),
+        Some(b) => Err(anyhow!(
+            "--rdzv-backend={b:?} is not one preflight's rendezvous can stand in for: give c10d (ranks assigned at join, rank 0 owns --rdzv-endpoint) or static (give --node-rank); an etcd backend's endpoint is an etcd server, not a node, so use --hosts LIST there"
+        )),
+    }
+}
+
 fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Result<ClusterJob> {
     let mut shape = shape(&a.job);
     shape.nproc_per_node = default_nproc(shape.nproc_per_node, env);
+    rdzv_backend(a.rdzv_backend.as_deref())?;
     Ok(ClusterJob {
         probe: probe(&a.probe),
         placement: placement_flags(a),

@@ -79,6 +79,16 @@ pub struct LaunchPlan {
     /// Worst status of the report.
     pub status: Status,
     pub source: String,
+    /// Set when the report's ranks were assigned at join (`placement.source` "c10d-join"):
+    /// the commands keep torchrun's c10d rendezvous and give no `--node-rank`.
+    pub c10d: Option<C10dLaunch>,
+}
+
+/// torchrun's c10d rendezvous, as the report's own commands use it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct C10dLaunch {
+    /// `--rdzv-id`, unquoted, when the report's commands carry one.
+    pub rdzv_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -193,6 +203,17 @@ pub fn plan(
                 .unwrap_or_default(),
         })
         .collect();
+    let c10d = report
+        .placement
+        .as_ref()
+        .is_some_and(|p| p.source == crate::placement::C10D_JOIN);
+    let c10d = if c10d {
+        Some(C10dLaunch {
+            rdzv_id: rdzv_id(rec, path, split)?,
+        })
+    } else {
+        None
+    };
     let plan = LaunchPlan {
         nnodes,
         nproc_per_node,
@@ -200,9 +221,10 @@ pub fn plan(
         master_port: rec.master_port,
         env: rec.env.clone(),
         nodes,
-        script: script_words(script, rec, path, split)?,
+        script: script_words(script, rec, path, split, c10d.is_some())?,
         status: report.status,
         source: path.display().to_string(),
+        c10d,
     };
     check_safe(&plan, path)?;
     Ok(plan)
@@ -216,13 +238,48 @@ fn quote_all(words: &[String]) -> String {
         .join(" ")
 }
 
-/// `--script S -- args`, or `-- S args`, else the words after `--master-port=N` in the report's
-/// first command (split as a shell would, then each quoted again), else train.py.
+/// The `--rdzv-id=ID` of the report's first command (split as a shell would), if any.
+fn rdzv_id(
+    rec: &Recommendation,
+    path: &Path,
+    split: SplitWords,
+) -> Result<Option<String>, LaunchError> {
+    let Some(first) = rec.launch.first() else {
+        return Ok(None);
+    };
+    let field = "recommendation.launch[0].command";
+    let all = split(&first.command).map_err(|e| {
+        unsafe_value(
+            path,
+            field.into(),
+            &first.command,
+            format!("does not split into shell words ({e})"),
+        )
+    })?;
+    let id = all
+        .iter()
+        .find_map(|w| w.strip_prefix("--rdzv-id="))
+        .map(str::to_string);
+    if let Some(id) = id.as_deref().filter(|id| has_control(id)) {
+        return Err(unsafe_value(
+            path,
+            field.into(),
+            id,
+            "holds a control character or a bidi override".into(),
+        ));
+    }
+    Ok(id)
+}
+
+/// `--script S -- args`, or `-- S args`, else the words after `--master-port=N` (c10d: after
+/// the last `--rdzv-*` flag) in the report's first command (split as a shell would, then each
+/// quoted again), else train.py.
 fn script_words(
     words: &[String],
     rec: &Recommendation,
     path: &Path,
     split: SplitWords,
+    c10d: bool,
 ) -> Result<String, LaunchError> {
     if !words.is_empty() {
         return Ok(quote_all(words));
@@ -240,7 +297,12 @@ fn script_words(
         )
     })?;
     let marker = format!("--master-port={}", rec.master_port);
-    let tail = match all.iter().position(|w| *w == marker) {
+    let at = if c10d {
+        all.iter().rposition(|w| w.starts_with("--rdzv-"))
+    } else {
+        all.iter().position(|w| *w == marker)
+    };
+    let tail = match at {
         Some(i) => &all[i + 1..],
         None => &[][..],
     };
@@ -390,7 +452,8 @@ mod tests {
     fn script_words_are_split_and_quoted_again() {
         let p = Path::new("r.json");
         let head = "A=1 torchrun --nnodes=2 --master-port=29500 ";
-        let words = |tail: &str| script_words(&[], &rec_with(&format!("{head}{tail}")), p, &split);
+        let words =
+            |tail: &str| script_words(&[], &rec_with(&format!("{head}{tail}")), p, &split, false);
         assert_eq!(
             words("train.py --config 'my run.yaml'").unwrap(),
             "train.py --config 'my run.yaml'"
@@ -411,7 +474,7 @@ mod tests {
         // Words given on the command line win and are quoted as they are.
         let given = ["my train.py".to_string(), "--x".into()];
         assert_eq!(
-            script_words(&given, &rec_with("junk 'open"), p, &split).unwrap(),
+            script_words(&given, &rec_with("junk 'open"), p, &split, false).unwrap(),
             "'my train.py' --x"
         );
     }

@@ -33,6 +33,7 @@ impl ReportBuilder {
                 links: Vec::new(),
                 collectives: Vec::new(),
                 recommendation: None,
+                placement: None,
                 trimmed: None,
             },
         }
@@ -69,6 +70,11 @@ impl ReportBuilder {
 
     pub fn recommendation(mut self, rec: Option<Recommendation>) -> ReportBuilder {
         self.report.recommendation = rec;
+        self
+    }
+
+    pub fn placement(mut self, placement: Option<model::PlacementInfo>) -> ReportBuilder {
+        self.report.placement = placement;
         self
     }
 

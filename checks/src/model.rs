@@ -609,10 +609,29 @@ pub struct Report {
     pub links: Vec<LinkResult>,
     pub collectives: Vec<CollectiveResult>,
     pub recommendation: Option<Recommendation>,
+    /// How the ranks and the master were found (absent in node mode and older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementInfo>,
     /// Set on a node's copy of a cluster report too big to send whole: what was left out of
     /// it (rank 0's own report, and its `-o FILE`, are always whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trimmed: Option<Trimmed>,
+}
+
+/// How the ranks and the master were found.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+pub struct PlacementInfo {
+    /// "flags" | "--hosts" | "slurm" | "torchrun-env" | "c10d-join" (ranks assigned at join, as
+    /// torchrun's c10d rendezvous does: the node owning the endpoint is rank 0, the others are
+    /// numbered in the order they joined).
+    pub source: String,
+    /// With "c10d-join": the endpoint (HOST:PORT) whose owner is rank 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// With "c10d-join": this node never got a rank (no rank 0 answered), so its `nodes[]`
+    /// entry carries 4294967295 and its findings name no node.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unassigned: bool,
 }
 
 /// What a node's copy of the cluster report leaves out, and why.

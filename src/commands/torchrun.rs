@@ -50,6 +50,11 @@ pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
     }
     let cluster = cluster_job(&job, &judged, &facts)?;
     let mut done = agent::run_node(&cluster, events)?;
+    let mut judged = judged;
+    if !judged.shape.rank_given {
+        // c10d: the rank this node was assigned at join picks its own environment (node_env).
+        judged.shape.rank = done.rank;
+    }
     add_findings(&mut done.report, judged.findings.iter().cloned());
     let (f, command) = command_finding(&judged, done.report.recommendation.as_ref());
     add_findings(&mut done.report, [f]);
@@ -110,13 +115,11 @@ pub fn cluster_job(job: &TorchrunJob, j: &Judged, facts: &NodeFacts) -> anyhow::
     } else {
         let rank = if shape.rank_given {
             Some(shape.rank)
-        } else if shape.backend == "static"
-            || validate::hosts_store(shape, j.resolved.as_ref(), facts)
-        {
-            // static: torchrun's default rank 0 (launch.node-rank says why that is wrong);
-            // c10d: the node that hosts the endpoint is the one preflight makes rank 0.
+        } else if shape.backend == "static" {
+            // torchrun's default rank 0 (launch.node-rank says why that is wrong).
             Some(0)
         } else {
+            // c10d: ranks are assigned at join, the node owning the endpoint being rank 0.
             None
         };
         let (host, port) = shape.endpoint.clone().unzip();
@@ -133,6 +136,7 @@ pub fn cluster_job(job: &TorchrunJob, j: &Judged, facts: &NodeFacts) -> anyhow::
             master_addr,
             master_port,
             rdzv_id: j.parsed.value("rdzv-id").map(str::to_string),
+            rdzv_backend: (!single && !shape.rank_given).then(|| shape.backend.clone()),
             ..Default::default()
         },
         env: job.env.clone(),

@@ -48,6 +48,8 @@ pub struct PlacementFlags {
     pub master_port: Option<u16>,
     pub rdzv_endpoint: Option<String>,
     pub rdzv_id: Option<String>,
+    /// `--rdzv-backend`: with `c10d` and no node rank from any source, ranks are assigned at join.
+    pub rdzv_backend: Option<String>,
     /// `--hosts`: every node in rank order (Slurm hostlist syntax).
     pub hosts: Option<String>,
     pub coordinator_port: Option<u16>,
@@ -72,8 +74,11 @@ pub struct Placement {
     pub job_id_source: Option<&'static str>,
     /// Expected host per rank, from `--hosts` or Slurm; empty otherwise.
     pub expected_hosts: Vec<String>,
-    /// "flags" | "--hosts" | "slurm" | "torchrun-env"
+    /// "flags" | "--hosts" | "slurm" | "torchrun-env" | "c10d-join" (see [`C10D_JOIN`])
     pub source: &'static str,
+    /// Set when the rank is assigned at join (torchrun's c10d rendezvous with no node rank):
+    /// rank 0 owns the endpoint, the others get [`RANK_AT_JOIN`] until the coordinator assigns one.
+    pub c10d: Option<C10dJoin>,
     /// The port preflight's coordinator listens on and every node joins: `master_port` unless
     /// under torchrun (`master_port + 1`) or set with `--coordinator-port`/`PREFLIGHT_COORDINATOR_PORT`.
     pub coordinator_port: u16,
@@ -81,7 +86,39 @@ pub struct Placement {
     pub coordinator_note: Option<String>,
 }
 
+/// `Placement::source` when ranks are assigned at join, as torchrun's c10d rendezvous does.
+pub const C10D_JOIN: &str = "c10d-join";
+
+/// The rank of a node that waits for the coordinator to assign it one (c10d, not the endpoint's owner).
+pub const RANK_AT_JOIN: u32 = u32::MAX;
+
+/// How the ranks are found under c10d without a node rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct C10dJoin {
+    /// The endpoint host as given (`--rdzv-endpoint`'s host or the master address).
+    pub endpoint: String,
+    /// What the endpoint host resolved to here.
+    pub endpoint_addrs: Vec<IpAddr>,
+    /// One of this node's addresses is one of those: it is rank 0 and hosts the coordinator.
+    pub owner: bool,
+}
+
+/// Is this torchrun's c10d rendezvous backend?
+pub fn is_c10d(backend: &str) -> bool {
+    backend.trim().eq_ignore_ascii_case("c10d")
+}
+
+/// Does this node own the endpoint: is one of its addresses one the endpoint host resolves to?
+pub fn owns_endpoint(endpoint_addrs: &[IpAddr], me: &LocalIdentity) -> bool {
+    endpoint_addrs.iter().any(|a| me.addrs.contains(a))
+}
+
 impl Placement {
+    /// True until the coordinator assigned this node its rank (c10d, not the endpoint's owner).
+    pub fn rank_pending(&self) -> bool {
+        self.rank == RANK_AT_JOIN
+    }
+
     /// The placement the rendezvous uses: `master_port` replaced by the coordinator's port.
     pub fn for_rendezvous(&self) -> Placement {
         Placement {
@@ -146,7 +183,7 @@ pub enum LauncherError {
     )]
     MissingNnodes,
     #[error(
-        "this node's rank is unknown ({nnodes} nodes): give --node-rank R (0..{last}), or --hosts LIST so each node finds itself, or set NODE_RANK (GROUP_RANK under torchrun)"
+        "this node's rank is unknown ({nnodes} nodes): give --node-rank R (0..{last}), or --hosts LIST so each node finds itself, or set NODE_RANK (GROUP_RANK under torchrun), or give --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT so ranks are assigned at join as torchrun does"
     )]
     MissingRank { nnodes: u32, last: u32 },
     #[error(
@@ -434,9 +471,17 @@ pub fn resolve(
         .or(layer.nnodes)
         .ok_or(LauncherError::MissingNnodes)?;
     check_nnodes(&nnodes)?;
+    let c10d_backend = args.rdzv_backend.as_deref().is_some_and(is_c10d);
+    let mut c10d = None;
     let rank = match flag_rank.or(layer.rank) {
         Some(r) => r,
         None if nnodes.value == 1 => sourced(0, "the default for one node"),
+        None if c10d_backend => {
+            let join = c10d_join(flag_master.as_ref().or(layer.master.as_ref()), me)?;
+            let rank = if join.owner { 0 } else { RANK_AT_JOIN };
+            c10d = Some(join);
+            sourced(rank, "--rdzv-backend=c10d (assigned at join)")
+        }
         None => {
             return Err(LauncherError::MissingRank {
                 nnodes: nnodes.value,
@@ -444,7 +489,7 @@ pub fn resolve(
             });
         }
     };
-    if rank.value >= nnodes.value {
+    if rank.value >= nnodes.value && c10d.is_none() {
         return Err(LauncherError::RankOutOfRange {
             rank: rank.value,
             rank_from: rank.from,
@@ -469,9 +514,31 @@ pub fn resolve(
         job_id_source: job_id(args, &env).map(|(_, from)| from),
         job_id: job_id(args, &env).map(|(id, _)| id),
         expected_hosts: layer.hosts,
-        source: layer.source.unwrap_or("flags"),
+        source: if c10d.is_some() {
+            C10D_JOIN
+        } else {
+            layer.source.unwrap_or("flags")
+        },
+        c10d,
         coordinator_port,
         coordinator_note,
+    })
+}
+
+/// Under c10d with no node rank: resolve the endpoint host (bounded) and see whether this node owns it.
+fn c10d_join(
+    master: Option<&Sourced<String>>,
+    me: &LocalIdentity,
+) -> Result<C10dJoin, LauncherError> {
+    let Some(master) = master else {
+        return Err(LauncherError::MissingMaster);
+    };
+    let endpoint = master.value.clone();
+    let endpoint_addrs = resolve_host(&endpoint).addrs;
+    Ok(C10dJoin {
+        owner: owns_endpoint(&endpoint_addrs, me),
+        endpoint,
+        endpoint_addrs,
     })
 }
 

@@ -155,6 +155,7 @@ fn torchrun_flags_alone() {
             job_id_source: Some("--rdzv-id"),
             expected_hosts: vec![],
             source: "flags",
+            c10d: None,
             coordinator_port: 29600,
             coordinator_note: None,
         }
@@ -398,6 +399,7 @@ fn slurm_gives_everything_under_srun() {
             job_id_source: Some("SLURM_JOB_ID"),
             expected_hosts: vec!["gpu07".into(), "gpu08".into(), "gpu09".into()],
             source: "slurm",
+            c10d: None,
             coordinator_port: 29500,
             coordinator_note: None,
         }
@@ -777,4 +779,83 @@ fn garbage_env_numbers_name_the_variable() {
         &nobody(),
     );
     assert_eq!(e, LauncherError::MissingMaster);
+}
+
+// ----- c10d: ranks assigned at join -----
+
+#[test]
+fn c10d_without_a_rank_is_assigned_at_join_and_the_endpoint_owner_is_rank_0() {
+    let flags = [
+        "--nnodes=3",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=10.200.1.1:29500",
+        "--rdzv-id=j1",
+    ];
+    // Not the owner: the rank waits for the coordinator.
+    let p = ok(&flags, &[], &me("b", &["10.200.1.2"]));
+    assert_eq!(p.rank, RANK_AT_JOIN);
+    assert!(p.rank_pending());
+    assert_eq!(p.source, C10D_JOIN);
+    let join = p.c10d.as_ref().expect("assigned at join");
+    assert!(!join.owner);
+    assert_eq!(join.endpoint, "10.200.1.1");
+    assert_eq!(
+        (p.master_addr.as_str(), p.master_port),
+        ("10.200.1.1", 29500)
+    );
+    // The owner (one of its addresses is the endpoint's) is rank 0.
+    let p = ok(&flags, &[], &me("a", &["192.168.9.9", "10.200.1.1"]));
+    assert_eq!((p.rank, p.source), (0, C10D_JOIN));
+    assert!(p.c10d.as_ref().is_some_and(|j| j.owner));
+    assert!(!p.rank_pending());
+    // torchrun's underscore spelling.
+    let p = ok(
+        &[
+            "--nnodes=3",
+            "--rdzv_backend=c10d",
+            "--rdzv_endpoint=10.200.1.1:29500",
+        ],
+        &[],
+        &me("b", &["10.200.1.2"]),
+    );
+    assert!(p.rank_pending());
+}
+
+#[test]
+fn c10d_with_a_rank_from_any_source_keeps_that_rank() {
+    let base = [
+        "--nnodes=3",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=10.200.1.1:29500",
+    ];
+    let mut flags = base.to_vec();
+    flags.push("--node-rank=2");
+    let p = ok(&flags, &[], &me("a", &["10.200.1.1"]));
+    assert_eq!((p.rank, p.source, p.c10d.is_none()), (2, "flags", true));
+    let p = ok(&base, &[("NODE_RANK", "1")], &me("b", &["10.200.1.2"]));
+    assert_eq!(
+        (p.rank, p.source, p.c10d.is_none()),
+        (1, "torchrun-env", true)
+    );
+    let p = ok(
+        &base,
+        &[("SLURM_NODELIST", "a,b,c"), ("SLURM_NODEID", "1")],
+        &nobody(),
+    );
+    assert_eq!((p.rank, p.source), (1, "slurm"));
+    // The static backend (or none) still needs a rank.
+    assert!(matches!(
+        err(
+            &[
+                "--nnodes=3",
+                "--rdzv-backend=static",
+                "--rdzv-endpoint=10.200.1.1:29500"
+            ],
+            &[],
+            &nobody()
+        ),
+        LauncherError::MissingRank { .. }
+    ));
+    let e = err(&["--nnodes=3", "--master-addr=10.200.1.1"], &[], &nobody());
+    assert!(e.to_string().contains("--rdzv-backend=c10d"), "{e}");
 }

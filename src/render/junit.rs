@@ -242,6 +242,7 @@ mod tests {
             },
             mode: Mode::Cluster,
             status: Status::Error,
+            placement: None,
             nodes: Vec::new(),
             findings: vec![
                 f("port.in-use", Status::Fail),

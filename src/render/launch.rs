@@ -1,7 +1,7 @@
 //! The recommended launch as torchrun commands, an sbatch script or a Kubernetes `env:` list.
 
 use crate::cli::LaunchFormat;
-use crate::recipe::{LaunchNode, LaunchPlan};
+use crate::recipe::{C10dLaunch, LaunchNode, LaunchPlan};
 
 /// The launch in `format`.
 pub fn render(plan: &LaunchPlan, format: LaunchFormat) -> String {
@@ -32,10 +32,32 @@ fn node_label(n: &LaunchNode) -> String {
 }
 
 fn torchrun_args(plan: &LaunchPlan, rank: &str, addr: &str, port: &str) -> String {
+    if let Some(c) = &plan.c10d {
+        // Ranks come from torchrun's c10d rendezvous, as they did in preflight's run.
+        let endpoint = crate::shell::quote(&preflight_checks::net::host_port(
+            addr,
+            port.parse().unwrap_or(0),
+        ));
+        return format!(
+            "torchrun --nnodes={} --nproc-per-node={} --rdzv-backend=c10d --rdzv-endpoint={endpoint}{} {}",
+            plan.nnodes,
+            plan.nproc_per_node,
+            rdzv_id_flag(c),
+            plan.script
+        );
+    }
     format!(
         "torchrun --nnodes={} --nproc-per-node={} --node-rank={rank} --master-addr={addr} --master-port={port} {}",
         plan.nnodes, plan.nproc_per_node, plan.script
     )
+}
+
+/// ` --rdzv-id=ID` (quoted), or nothing.
+fn rdzv_id_flag(c: &C10dLaunch) -> String {
+    c.rdzv_id
+        .as_deref()
+        .map(|id| format!(" --rdzv-id={}", crate::shell::quote(id)))
+        .unwrap_or_default()
 }
 
 fn torchrun(plan: &LaunchPlan) -> String {
@@ -112,10 +134,23 @@ fn sbatch(plan: &LaunchPlan) -> String {
         "  *) echo \"preflight launch: node $(hostname) was not measured by preflight; rerun preflight cluster on this allocation\" >&2; exit 2 ;;\n\
          esac\n",
     );
-    body.push_str(&format!(
-        "exec torchrun --nnodes={} --nproc-per-node={} --node-rank=\"$NODE_RANK\" --master-addr=\"$MASTER_ADDR\" --master-port=\"$MASTER_PORT\" \"$@\"\n",
-        plan.nnodes, plan.nproc_per_node
-    ));
+    body.push_str(&match &plan.c10d {
+        // c10d: torchrun assigns the ranks at join; rank 0 is the host owning the endpoint.
+        Some(c) => format!(
+            "exec torchrun --nnodes={} --nproc-per-node={} --rdzv-backend=c10d --rdzv-endpoint={}{} \"$@\"\n",
+            plan.nnodes,
+            plan.nproc_per_node,
+            crate::shell::quote(&preflight_checks::net::host_port(
+                &plan.master_addr,
+                plan.master_port
+            )),
+            rdzv_id_flag(c)
+        ),
+        None => format!(
+            "exec torchrun --nnodes={} --nproc-per-node={} --node-rank=\"$NODE_RANK\" --master-addr=\"$MASTER_ADDR\" --master-port=\"$MASTER_PORT\" \"$@\"\n",
+            plan.nnodes, plan.nproc_per_node
+        ),
+    });
     out.push_str(&format!(
         "srun --kill-on-bad-exit=1 bash -c {} bash {}\n",
         crate::shell::quote(&body),
@@ -147,6 +182,18 @@ fn k8s_env(plan: &LaunchPlan) -> String {
     vars.push(("MASTER_PORT".into(), plan.master_port.to_string()));
     vars.push(("PET_NNODES".into(), plan.nnodes.to_string()));
     vars.push(("PET_NPROC_PER_NODE".into(), plan.nproc_per_node.to_string()));
+    if let Some(c) = &plan.c10d {
+        // torchrun reads PET_RDZV_* as its --rdzv-* flags: ranks assigned at join, no --node-rank.
+        out.push_str("# The ranks were assigned at join (c10d): torchrun reads PET_RDZV_BACKEND, PET_RDZV_ENDPOINT\n# and PET_RDZV_ID as --rdzv-*; give it no --node-rank.\n");
+        vars.push(("PET_RDZV_BACKEND".into(), "c10d".into()));
+        vars.push((
+            "PET_RDZV_ENDPOINT".into(),
+            preflight_checks::net::host_port(&plan.master_addr, plan.master_port),
+        ));
+        if let Some(id) = &c.rdzv_id {
+            vars.push(("PET_RDZV_ID".into(), id.clone()));
+        }
+    }
     for (k, v) in vars {
         out.push_str(&format!("- name: {k}\n  value: {}\n", yaml_str(&v)));
     }
@@ -175,4 +222,64 @@ pub fn your_command(rank: u32, command: &str, corrections: usize) -> String {
         "\nYour command for rank {rank}, {what}:\n  {}\n",
         super::sanitize::line(command)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::advise::torchrun_c10d_command;
+    use crate::recipe::plan;
+    use preflight_checks::model::{LaunchCommand, Mode, PlacementInfo, Recommendation};
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    fn split(line: &str) -> Result<Vec<String>, String> {
+        crate::launchline::args::split_shell(line).map_err(|e| e.to_string())
+    }
+
+    /// A report whose ranks were assigned at join: `preflight launch` gives back its own c10d
+    /// commands (no --node-rank), and the sbatch script and k8s env keep c10d too.
+    #[test]
+    fn a_c10d_report_launches_with_c10d_and_no_node_rank() {
+        let env = BTreeMap::from([("NCCL_SOCKET_IFNAME".to_string(), "eth0".to_string())]);
+        let script = ["train.py".to_string(), "--lr".into(), "3".into()];
+        let command = torchrun_c10d_command(&env, "2", 4, "10.0.0.1:29500", Some("job 7"), &script);
+        let mut report = crate::report::ReportBuilder::new(Mode::Cluster)
+            .node(0, Default::default())
+            .node(1, Default::default())
+            .recommendation(Some(Recommendation {
+                env: env.clone(),
+                master_addr: Some("10.0.0.1".into()),
+                master_port: 29500,
+                launch: (0..2)
+                    .map(|r| LaunchCommand {
+                        node_rank: r,
+                        command: command.clone(),
+                    })
+                    .collect(),
+                ..Default::default()
+            }))
+            .build();
+        report.placement = Some(PlacementInfo {
+            source: crate::placement::C10D_JOIN.into(),
+            endpoint: Some("10.0.0.1:29500".into()),
+            unassigned: false,
+        });
+        let p = plan(&report, Path::new("r.json"), None, &[], &split).unwrap();
+        assert_eq!(p.c10d.as_ref().unwrap().rdzv_id.as_deref(), Some("job 7"));
+        let text = render(&p, LaunchFormat::Torchrun);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(lines, [command.as_str(), command.as_str()], "{text}");
+        let sbatch = render(&p, LaunchFormat::Sbatch);
+        assert!(
+            sbatch.contains("--rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29500 --rdzv-id="),
+            "{sbatch}"
+        );
+        assert!(!sbatch.contains("--node-rank"), "{sbatch}");
+        let k8s = render(&p, LaunchFormat::K8sEnv);
+        assert!(
+            k8s.contains("PET_RDZV_BACKEND") && k8s.contains("\"job 7\""),
+            "{k8s}"
+        );
+    }
 }

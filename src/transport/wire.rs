@@ -18,6 +18,10 @@ pub struct RankRow {
 
 /// Protocol version; both ends must agree.
 pub const PROTO: u32 = 1;
+/// The rank a node claims in its hello when it has none yet (torchrun's c10d rendezvous without
+/// a node rank): the coordinator answers with [`Msg::Assigned`] before the join message. An older
+/// coordinator, which cannot assign ranks, refuses it as out of range, so the protocol stays 1.
+pub const UNASSIGNED_RANK: u32 = u32::MAX;
 /// Magic string in every challenge, so a wrong service is told apart from a wrong secret.
 pub const MAGIC: &str = "preflight";
 /// Largest frame accepted after authentication, as sent (compressed when large).
@@ -106,6 +110,10 @@ pub enum Msg {
         reason: String,
     },
     // --- control: agent <-> coordinator ---
+    /// The rank the coordinator assigned a node that said hello with [`UNASSIGNED_RANK`].
+    Assigned {
+        rank: u32,
+    },
     Join {
         facts: Box<NodeFacts>,
         listeners: Vec<Listener>,

@@ -910,6 +910,7 @@ impl Cluster {
             claims: Vec::new(),
             late: Vec::new(),
             token: true,
+            command: None,
         }
     }
 
@@ -1117,6 +1118,8 @@ pub struct PreflightRun<'a> {
     late: Vec<(usize, Duration)>,
     /// Pass the cluster's `--token` (default); false runs with no secret source at all.
     token: bool,
+    /// Every host runs `preflight` with exactly these words instead (see [`PreflightRun::command`]).
+    command: Option<Vec<String>>,
 }
 
 impl<'a> PreflightRun<'a> {
@@ -1193,12 +1196,23 @@ impl<'a> PreflightRun<'a> {
         self
     }
 
+    /// Every host runs `preflight WORDS` as given, in place of the generated `cluster` flags
+    /// (no `--node-rank`, `--master-addr`, token or timeout added): a c10d join, `preflight torchrun`.
+    pub fn command(mut self, words: &[&str]) -> Self {
+        self.command = Some(words.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
     /// The address given as `--master-addr`.
     pub fn master_addr(&self) -> String {
         self.cluster.addr(0, &self.master_net)
     }
 
     fn argv(&self, rank: usize) -> Vec<String> {
+        if let Some(words) = &self.command {
+            let bin = env!("CARGO_BIN_EXE_preflight").to_string();
+            return std::iter::once(bin).chain(words.iter().cloned()).collect();
+        }
         let mut argv = vec![
             env!("CARGO_BIN_EXE_preflight").to_string(),
             "cluster".to_string(),

@@ -384,6 +384,7 @@ fn full_cluster_report() -> Report {
             reasons: vec!["bond0 reached by all".into()],
             standalone: None,
         }),
+        placement: None,
         trimmed: None,
     }
 }

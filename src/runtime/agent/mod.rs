@@ -1,6 +1,7 @@
 //! The agent: what every node runs. Probes itself, joins the coordinator on the master port,
 //! serves and runs the measurements it is asked for, and returns the report it gets back.
 
+mod assign;
 mod data;
 mod join;
 mod orders;
@@ -8,18 +9,22 @@ mod orders;
 use super::allreduce_node::NodeState;
 use super::coordinator::{self, CoordConfig};
 use super::node::{node_findings, probe_facts};
+use crate::advise::C10dAdvice;
 use crate::placement::{self, LocalIdentity, Placement};
 use crate::report::ReportBuilder;
 use crate::runtime::job::ClusterJob;
 use crate::transport::auth::{Secret, SecretSource};
 use crate::transport::events::Events;
-use crate::transport::wire::{Listener, WireError};
+use crate::transport::wire::{Listener, UNASSIGNED_RANK, WireError};
 use preflight_checks::cluster::master_unreachable;
 use preflight_checks::model::{self, Finding, Mode, NodeFacts, Report};
 use preflight_checks::probe;
 use preflight_checks::root::Root;
 use std::net::{SocketAddr, TcpListener};
 use std::time::Instant;
+
+// A node without a rank says hello with the wire's unassigned rank.
+const _: () = assert!(placement::RANK_AT_JOIN == UNASSIGNED_RANK);
 
 /// What this node ends with: the report to show and its own rank.
 #[derive(Debug)]
@@ -51,7 +56,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
     if let Some(note) = &coordinator_note {
         events.log(note.clone());
     }
-    let placement = placement.for_rendezvous();
+    let mut placement = placement.for_rendezvous();
     let (secret, source) = Secret::derive(
         job.token
             .as_ref()
@@ -65,19 +70,32 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
             "no secret source (no --token, PREFLIGHT_TOKEN, --token-file or job id): anyone who can reach the master port could join; see cluster.auth",
         );
     }
-    events.log(format!(
-        "rank {} of {} (from {}), master {}:{}",
-        placement.rank,
-        placement.nnodes,
-        placement.source,
-        placement.master_addr,
-        placement.master_port
-    ));
+    match &placement.c10d {
+        Some(j) if !j.owner => events.log(format!(
+            "rank to be assigned at join by rank 0, the node owning the c10d endpoint {}:{} ({} resolves to {}; none is an address of this node); {} nodes",
+            j.endpoint,
+            placement.master_port,
+            j.endpoint,
+            shown_addrs(&j.endpoint_addrs),
+            placement.nnodes
+        )),
+        Some(j) => events.log(format!(
+            "rank 0 of {} (this node owns the c10d endpoint {}:{}: {} is one of its addresses); hosting the coordinator, which assigns the other ranks in join order",
+            placement.nnodes,
+            j.endpoint,
+            placement.master_port,
+            shown_addrs(&j.endpoint_addrs),
+        )),
+        None => events.log(format!(
+            "rank {} of {} (from {}), master {}:{}",
+            placement.rank,
+            placement.nnodes,
+            placement.source,
+            placement.master_addr,
+            placement.master_port
+        )),
+    }
     let facts = probe_facts(&root, placement.master_port, job.probe.no_gpu);
-    let done = |report: Report| NodeDone {
-        report,
-        rank: placement.rank,
-    };
 
     // Rank 0 hosts the coordinator on the master port itself: joining proves that port is open.
     let coordinator = if placement.rank == 0 {
@@ -99,6 +117,14 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                     events: events.clone(),
                     secret_source: source.clone(),
                     own_addrs: me.addrs.clone(),
+                    placement: placement_info(&placement),
+                    c10d: placement.c10d.as_ref().map(|j| C10dAdvice {
+                        endpoint: preflight_checks::net::host_port(
+                            &j.endpoint,
+                            placement.master_port,
+                        ),
+                        rdzv_id: placement.job_id.clone(),
+                    }),
                 };
                 Some(
                     std::thread::Builder::new()
@@ -111,32 +137,62 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                     "cannot host the coordinator on port {}: {e}",
                     placement.master_port
                 ));
-                return Ok(done(solo_report(
-                    &placement,
-                    facts,
-                    job,
-                    &source,
-                    Vec::new(),
-                )));
+                return Ok(NodeDone {
+                    report: solo_report(&placement, facts, job, &source, Vec::new()),
+                    rank: placement.rank,
+                });
             }
         }
     } else {
         None
     };
 
-    let mut node = NodeState::new(
-        placement.rank,
-        placement.nnodes,
-        secret.clone(),
-        facts.clone(),
-        events.clone(),
-    );
-    let servers = data::start_data_servers(&facts, &secret, placement.rank, events, &node.admitted);
-    let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();
-
+    // Join first: a node of a c10d rendezvous learns its rank from the coordinator here, before
+    // anything that depends on it (the node state, the data listeners, the report) starts.
     let deadline = Instant::now() + job.timeout;
-    let report = match join::join(&placement, &secret, deadline, job.timing, events) {
+    let joined = match join::join(&placement, &secret, deadline, job.timing, events) {
+        Ok(mut stream) if placement.rank_pending() => {
+            match assign::receive(&mut stream, &placement) {
+                Ok(rank) => {
+                    placement.rank = rank;
+                    events.log(format!(
+                    "rank {rank} of {} (assigned at join by rank 0, as torchrun's c10d rendezvous does)",
+                    placement.nnodes
+                ));
+                    Ok(stream)
+                }
+                Err(why) => {
+                    events.log(format!("no rank assigned: {why}"));
+                    Err(assign::no_rank_finding(&placement, &why))
+                }
+            }
+        }
+        Ok(stream) => Ok(stream),
+        Err((outcome, error)) => {
+            let f = master_unreachable(
+                placement.rank,
+                &placement.master_addr,
+                placement.master_port,
+                outcome,
+                job.timeout.as_secs_f64(),
+                &error,
+            );
+            Err(c10d_unreachable(f, &placement))
+        }
+    };
+    let mut servers = Vec::new();
+    let report = match joined {
         Ok(mut stream) => {
+            let mut node = NodeState::new(
+                placement.rank,
+                placement.nnodes,
+                secret.clone(),
+                facts.clone(),
+                events.clone(),
+            );
+            servers =
+                data::start_data_servers(&facts, &secret, placement.rank, events, &node.admitted);
+            let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();
             match orders::serve_orders(
                 &mut stream,
                 &placement,
@@ -152,18 +208,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 }
             }
         }
-        Err((outcome, error)) => {
-            let f = master_unreachable(
-                placement.rank,
-                &placement.master_addr,
-                placement.master_port,
-                outcome,
-                job.timeout.as_secs_f64(),
-                &error,
-            )
-            .on_node(Some(placement.rank));
-            solo_report(&placement, facts, job, &source, vec![f])
-        }
+        Err(f) => solo_report(&placement, facts, job, &source, vec![f]),
     };
     let report = match coordinator {
         // Rank 0 shows what the coordinator decided (it is the same report it sent to everyone).
@@ -171,7 +216,10 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
         None => report,
     };
     drop(servers);
-    Ok(done(report))
+    Ok(NodeDone {
+        report,
+        rank: placement.rank,
+    })
 }
 
 /// Binds the master port on every address, dual stack, as torchrun does.
@@ -189,6 +237,61 @@ fn bind_master(port: u16) -> std::io::Result<TcpListener> {
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(e),
         Err(_) => TcpListener::bind(("0.0.0.0", port)),
     }
+}
+
+/// The addresses, comma-separated ("none" when empty).
+fn shown_addrs(addrs: &[std::net::IpAddr]) -> String {
+    if addrs.is_empty() {
+        return "no address".into();
+    }
+    addrs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How this node's placement was found, for its report.
+fn placement_info(p: &Placement) -> model::PlacementInfo {
+    model::PlacementInfo {
+        source: p.source.to_string(),
+        endpoint: p
+            .c10d
+            .as_ref()
+            .map(|j| preflight_checks::net::host_port(&j.endpoint, p.master_port)),
+        unassigned: p.rank_pending(),
+    }
+}
+
+/// The join failure, on this node's rank; for a node waiting for a c10d rank, with why no
+/// rank 0 answered: ranks come from c10d and the endpoint's host must run preflight too.
+fn c10d_unreachable(f: Finding, p: &Placement) -> Finding {
+    let Some(j) = p.c10d.as_ref().filter(|_| p.rank_pending()) else {
+        return f.on_node(Some(p.rank));
+    };
+    let endpoint = preflight_checks::net::host_port(&j.endpoint, p.master_port);
+    let mut f = f
+        .on_node(None)
+        .with("rank_source", placement::C10D_JOIN)
+        .with("endpoint", &endpoint)
+        .with("endpoint_addresses", shown_addrs(&j.endpoint_addrs));
+    f.summary = format!(
+        "{}; this node has no rank yet: ranks come from torchrun's c10d rendezvous (--rdzv-backend=c10d without --node-rank), and rank 0 is the node owning the endpoint {endpoint} ({} resolves to {}), which hosts preflight's coordinator; none answered, so that host is not running preflight, or not reachable.",
+        f.summary,
+        j.endpoint,
+        shown_addrs(&j.endpoint_addrs)
+    );
+    let hint = format!(
+        "run preflight with the same flags on the host that owns {endpoint} too (it becomes rank 0), or give every node --node-rank R",
+    );
+    f.fix = Some(match f.fix.take() {
+        Some(mut fix) => {
+            fix.hint = format!("{hint}; {}", fix.hint);
+            fix
+        }
+        None => model::Fix::new(hint),
+    });
+    f
 }
 
 fn lost_coordinator(p: &Placement, e: &WireError) -> Finding {
@@ -217,8 +320,15 @@ fn solo_report(
     source: &SecretSource,
     extra: Vec<Finding>,
 ) -> Report {
-    let findings = node_findings(p.rank, &facts, p.master_port, job.shape);
+    let mut findings = node_findings(p.rank, &facts, p.master_port, job.shape);
+    if p.rank_pending() {
+        // No rank was ever assigned: this node's findings name no rank (see placement.unassigned).
+        for f in &mut findings {
+            f.node = None;
+        }
+    }
     ReportBuilder::single(Mode::Cluster, p.rank, facts)
+        .placement(Some(placement_info(p)))
         .findings(findings)
         .findings([auth_finding(source, &p.master_addr, p.master_port)])
         .findings(extra)

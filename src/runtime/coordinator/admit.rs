@@ -5,12 +5,12 @@ use super::limits::check_join;
 use super::{CoordConfig, JoinedNode};
 use crate::transport::auth::{self, AuthError};
 use crate::transport::gate::{Gate, Pass, Turned, canonical};
-use crate::transport::wire::{Listener, Msg, read_msg_capped, write_msg};
+use crate::transport::wire::{Listener, Msg, UNASSIGNED_RANK, read_msg_capped, write_msg};
 use preflight_checks::cluster::{Refusal, RefusalKind};
 use preflight_checks::model::NodeFacts;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// Largest join message (a node's facts and listeners; a big node's are ~100 KiB).
@@ -18,9 +18,59 @@ pub(super) const JOIN_MESSAGE_CAP: usize = 4 << 20;
 /// Refusals kept for the report; more are counted.
 const REFUSALS_KEPT: usize = 64;
 
+/// Ranks handed out at join to nodes that have none (torchrun's c10d rendezvous without a node
+/// rank): the lowest free rank from 1 (rank 0 owns the endpoint and hosts this coordinator), in
+/// the order nodes finish the handshake. A rank whose node then fails to join is free again;
+/// ranks claimed explicitly are taken too, and their rank-taken rule is unchanged.
+#[derive(Debug)]
+pub(super) struct RankBook {
+    nnodes: u32,
+    taken: BTreeSet<u32>,
+}
+
+impl RankBook {
+    pub(super) fn new(nnodes: u32) -> RankBook {
+        RankBook {
+            nnodes,
+            taken: BTreeSet::new(),
+        }
+    }
+
+    /// The next free rank from 1, now taken; `None` when every rank 1..nnodes-1 is.
+    pub(super) fn assign(&mut self) -> Option<u32> {
+        let r = (1..self.nnodes).find(|r| !self.taken.contains(r))?;
+        self.taken.insert(r);
+        Some(r)
+    }
+
+    /// A rank claimed explicitly, now joined.
+    pub(super) fn take(&mut self, rank: u32) {
+        self.taken.insert(rank);
+    }
+
+    /// An assigned rank whose node did not join after all.
+    pub(super) fn release(&mut self, rank: u32) {
+        self.taken.remove(&rank);
+    }
+}
+
+type Book = Arc<Mutex<RankBook>>;
+
+fn with_book<T>(book: &Book, f: impl FnOnce(&mut RankBook) -> T) -> T {
+    let mut guard = book.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    f(&mut guard)
+}
+
+/// The rank a refusal names: none for a node that asked for one to be assigned.
+fn claimed(rank: u32) -> Option<u32> {
+    (rank != UNASSIGNED_RANK).then_some(rank)
+}
+
 /// A node that passed the handshake and sent its join message.
 struct Joined {
     rank: u32,
+    /// The coordinator assigned the rank (the node had none).
+    assigned: bool,
     stream: TcpStream,
     peer: SocketAddr,
     facts: NodeFacts,
@@ -48,16 +98,18 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
     let mut joined: BTreeMap<u32, JoinedNode> = BTreeMap::new();
     let mut refused: Vec<Refusal> = Vec::new();
     let mut turned_away = 0usize;
+    let book: Book = Arc::new(Mutex::new(RankBook::new(cfg.nnodes)));
     while Instant::now() < deadline && (joined.len() as u32) < cfg.nnodes {
         match listener.accept() {
             Ok((stream, peer)) => match gate.enter(peer.ip()) {
                 Ok(pass) => {
                     let tx = tx.clone();
                     let cfg = cfg.clone();
+                    let book = book.clone();
                     let _ = std::thread::Builder::new()
                         .name("join".into())
                         .spawn(move || {
-                            if let Some(a) = handshake_and_join(stream, peer, &cfg, pass) {
+                            if let Some(a) = handshake_and_join(stream, peer, &cfg, pass, &book) {
                                 let _ = tx.send(a);
                             }
                         });
@@ -100,7 +152,7 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
                     ));
                     refused.push(r)
                 }
-                Arrival::Joined(j) => take_place(*j, &mut joined, &mut refused, cfg),
+                Arrival::Joined(j) => take_place(*j, &mut joined, &mut refused, cfg, &book),
             }
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -126,6 +178,7 @@ fn take_place(
     joined: &mut BTreeMap<u32, JoinedNode>,
     refused: &mut Vec<Refusal>,
     cfg: &CoordConfig,
+    book: &Book,
 ) {
     if let Some(first) = joined.get(&j.rank) {
         let holder = format!("{} ({})", canonical(first.peer.ip()), first.facts.hostname);
@@ -156,9 +209,16 @@ fn take_place(
         });
         return;
     }
+    with_book(book, |b| b.take(j.rank));
     cfg.events.log(format!(
-        "coordinator: rank {} joined ({})",
-        j.rank, j.facts.hostname
+        "coordinator: rank {}{} joined ({})",
+        j.rank,
+        if j.assigned {
+            " (assigned at join)"
+        } else {
+            ""
+        },
+        j.facts.hostname
     ));
     joined.insert(
         j.rank,
@@ -209,6 +269,7 @@ fn handshake_and_join(
     peer: SocketAddr,
     cfg: &CoordConfig,
     pass: Pass,
+    book: &Book,
 ) -> Option<Arrival> {
     stream.set_nonblocking(false).ok()?;
     stream.set_nodelay(true).ok();
@@ -217,7 +278,7 @@ fn handshake_and_join(
         Err(AuthError::ClientBadProof { rank, .. }) => {
             return Some(Arrival::Refused(Refusal {
                 address: canonical(peer.ip()).to_string(),
-                claimed_rank: Some(rank),
+                claimed_rank: claimed(rank),
                 hostname: None,
                 kind: RefusalKind::Secret,
                 reason: "it does not know the job's secret (another --token, --token-file, --rdzv-id or job id than rank 0)".into(),
@@ -227,7 +288,7 @@ fn handshake_and_join(
         Err(AuthError::Version { theirs, rank }) => {
             return Some(Arrival::Refused(Refusal {
                 address: canonical(peer.ip()).to_string(),
-                claimed_rank: rank,
+                claimed_rank: rank.and_then(claimed),
                 hostname: None,
                 kind: RefusalKind::Version,
                 reason: format!(
@@ -245,32 +306,77 @@ fn handshake_and_join(
     };
     // Authenticated: the handshake slot is free again.
     drop(pass);
-    if info.nnodes != cfg.nnodes || info.rank >= cfg.nnodes {
+    let asks = info.rank == UNASSIGNED_RANK;
+    if info.nnodes != cfg.nnodes || (!asks && info.rank >= cfg.nnodes) {
+        let claim = if asks {
+            "a rank to be assigned at join".to_string()
+        } else {
+            format!("rank {}", info.rank)
+        };
         let reason = format!(
-            "it says rank {} of --nnodes={}; rank 0 expects --nnodes={}",
-            info.rank, info.nnodes, cfg.nnodes
+            "it says {claim} of --nnodes={}; rank 0 expects --nnodes={}",
+            info.nnodes, cfg.nnodes
         );
         return Some(refuse(
             &mut stream,
             peer,
-            Some(info.rank),
+            claimed(info.rank),
             RefusalKind::Nnodes,
             reason,
         ));
     }
+    let rank = if asks {
+        let Some(rank) = with_book(book, RankBook::assign) else {
+            let last = cfg.nnodes.saturating_sub(1);
+            let reason = format!(
+                "more nodes joined than --nnodes={}: every rank 1..{last} was already assigned at join (c10d), so this one is left out; run preflight on exactly {} nodes, or raise --nnodes on every node",
+                cfg.nnodes, cfg.nnodes
+            );
+            return Some(refuse(&mut stream, peer, None, RefusalKind::Nnodes, reason));
+        };
+        stream.set_write_timeout(Some(Duration::from_secs(5))).ok();
+        if let Err(e) = write_msg(&mut stream, &Msg::Assigned { rank }) {
+            with_book(book, |b| b.release(rank));
+            cfg.events.log(format!(
+                "coordinator: could not tell {peer} its assigned rank {rank}: {e}"
+            ));
+            return None;
+        }
+        cfg.events.log(format!(
+            "coordinator: assigned rank {rank} to {peer} (c10d)"
+        ));
+        rank
+    } else {
+        info.rank
+    };
+    let arrival = read_join(stream, peer, cfg, rank, asks);
+    if asks && !matches!(arrival, Some(Arrival::Joined(_))) {
+        with_book(book, |b| b.release(rank));
+    }
+    arrival
+}
+
+/// Reads the join message of an authenticated node holding `rank`.
+fn read_join(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    cfg: &CoordConfig,
+    rank: u32,
+    assigned: bool,
+) -> Option<Arrival> {
     stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
     match read_msg_capped::<_, Msg>(&mut stream, JOIN_MESSAGE_CAP) {
         Ok(Msg::Join { facts, listeners }) => {
             if let Err(why) = check_join(&facts, &listeners) {
-                let mut arrival =
-                    refuse(&mut stream, peer, Some(info.rank), RefusalKind::Limits, why);
+                let mut arrival = refuse(&mut stream, peer, Some(rank), RefusalKind::Limits, why);
                 if let Arrival::Refused(r) = &mut arrival {
                     r.hostname = Some(facts.hostname.chars().take(64).collect());
                 }
                 return Some(arrival);
             }
             Some(Arrival::Joined(Box::new(Joined {
-                rank: info.rank,
+                rank,
+                assigned,
                 stream,
                 peer,
                 facts: *facts,
@@ -279,8 +385,7 @@ fn handshake_and_join(
         }
         Ok(other) => {
             cfg.events.log(format!(
-                "coordinator: rank {} from {peer} sent {} instead of joining",
-                info.rank,
+                "coordinator: rank {rank} from {peer} sent {} instead of joining",
                 kind(&other)
             ));
             None
@@ -290,7 +395,7 @@ fn handshake_and_join(
             Some(refuse(
                 &mut stream,
                 peer,
-                Some(info.rank),
+                Some(rank),
                 RefusalKind::Limits,
                 reason,
             ))
@@ -324,4 +429,144 @@ pub(super) fn known_addresses(hosts: &[String], own: &[IpAddr]) -> Result<Vec<Ip
         out.extend(r.addrs);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Timing;
+    use crate::transport::auth::{Secret, SecretSource};
+    use crate::transport::events::Events;
+    use crate::transport::wire::read_msg;
+    use std::time::Instant;
+
+    #[test]
+    fn the_book_assigns_from_1_in_order_skips_taken_ranks_and_reuses_released_ones() {
+        let mut b = RankBook::new(4);
+        b.take(0);
+        assert_eq!(b.assign(), Some(1));
+        b.take(2); // claimed explicitly
+        assert_eq!(b.assign(), Some(3));
+        assert_eq!(b.assign(), None, "every rank 1..3 is taken");
+        b.release(1);
+        assert_eq!(b.assign(), Some(1));
+        assert_eq!(
+            RankBook::new(1).assign(),
+            None,
+            "one node: nothing to assign"
+        );
+    }
+
+    fn cfg(nnodes: u32, join_timeout: Duration) -> CoordConfig {
+        CoordConfig {
+            nnodes,
+            master_addr: "127.0.0.1".into(),
+            master_port: 29500,
+            join_timeout,
+            timing: Timing {
+                connect_timeout: Duration::from_secs(1),
+                pings: 1,
+                bulk: Duration::from_millis(10),
+            },
+            expected_hosts: Vec::new(),
+            secret: Secret::token("t"),
+            shape: Default::default(),
+            script: Vec::new(),
+            allreduce: crate::config::allreduce_plan(
+                crate::cli::Allreduce::Off,
+                None,
+                None,
+                true,
+                false,
+                Duration::from_secs(5),
+            )
+            .unwrap(),
+            min_busbw: None,
+            coordinator_note: None,
+            events: Events::none(),
+            secret_source: SecretSource::Token("test".into()),
+            own_addrs: Vec::new(),
+            placement: Default::default(),
+            c10d: None,
+        }
+    }
+
+    /// Joins as a node: `rank` claimed (or [`UNASSIGNED_RANK`]); returns the stream and the
+    /// rank it holds, or the coordinator's refusal.
+    fn node(addr: SocketAddr, rank: u32, nnodes: u32) -> Result<(TcpStream, u32), String> {
+        let mut s = TcpStream::connect(addr).unwrap();
+        auth::connect(&mut s, &Secret::token("t"), rank, nnodes, Some(0)).unwrap();
+        let rank = if rank == UNASSIGNED_RANK {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            match read_msg(&mut s).unwrap() {
+                Msg::Assigned { rank } => rank,
+                Msg::Reject { reason } => return Err(reason),
+                other => panic!("unexpected {other:?}"),
+            }
+        } else {
+            rank
+        };
+        write_msg(
+            &mut s,
+            &Msg::Join {
+                facts: Box::default(),
+                listeners: Vec::new(),
+            },
+        )
+        .unwrap();
+        Ok((s, rank))
+    }
+
+    fn start(cfg: CoordConfig) -> (SocketAddr, std::thread::JoinHandle<Admitted>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || admit(l, &cfg, &Gate::open()));
+        (addr, h)
+    }
+
+    #[test]
+    fn nodes_without_a_rank_get_1_and_2_in_join_order_while_the_owner_keeps_0() {
+        let t = Instant::now();
+        let (addr, h) = start(cfg(3, Duration::from_secs(10)));
+        let (_a, ra) = node(addr, UNASSIGNED_RANK, 3).unwrap();
+        let (_o, ro) = node(addr, 0, 3).unwrap();
+        let (_b, rb) = node(addr, UNASSIGNED_RANK, 3).unwrap();
+        assert_eq!((ra, ro, rb), (1, 0, 2));
+        let admitted = h.join().unwrap();
+        let ranks: Vec<u32> = admitted.members.iter().map(|m| m.rank).collect();
+        assert_eq!(ranks, [0, 1, 2]);
+        assert!(admitted.refused.is_empty(), "{:?}", admitted.refused);
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn more_joiners_than_nnodes_are_refused_with_the_reason() {
+        let (addr, h) = start(cfg(2, Duration::from_secs(2)));
+        let (_a, ra) = node(addr, UNASSIGNED_RANK, 2).unwrap();
+        assert_eq!(ra, 1);
+        let why = node(addr, UNASSIGNED_RANK, 2).expect_err("no rank left");
+        assert!(why.contains("more nodes joined than --nnodes=2"), "{why}");
+        // An explicit claim of an assigned rank is still refused as taken.
+        let (_c, _) = node(addr, 1, 2).unwrap();
+        let admitted = h.join().unwrap();
+        assert_eq!(admitted.members.len(), 1);
+        let kinds: Vec<(RefusalKind, Option<u32>)> = admitted
+            .refused
+            .iter()
+            .map(|r| (r.kind, r.claimed_rank))
+            .collect();
+        assert!(kinds.contains(&(RefusalKind::Nnodes, None)), "{kinds:?}");
+        assert!(
+            kinds.contains(&(RefusalKind::RankTaken, Some(1))),
+            "{kinds:?}"
+        );
+        // A node with another --nnodes is refused as before, naming no rank.
+        let (addr, h) = start(cfg(3, Duration::from_secs(1)));
+        let why = node(addr, UNASSIGNED_RANK, 2).expect_err("nnodes differ");
+        assert!(
+            why.contains("a rank to be assigned at join of --nnodes=2"),
+            "{why}"
+        );
+        assert!(h.join().unwrap().members.is_empty());
+    }
 }

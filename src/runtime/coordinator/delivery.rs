@@ -63,6 +63,7 @@ impl CloneWithoutLinks for Report {
             links: Vec::new(),
             collectives: self.collectives.clone(),
             recommendation: self.recommendation.clone(),
+            placement: self.placement.clone(),
             trimmed: self.trimmed.clone(),
         }
     }

@@ -13,12 +13,13 @@ pub(super) use phases::send_orders;
 
 use super::Timing;
 use super::allreduce::{self, AllreducePlan};
+use crate::advise::C10dAdvice;
 use crate::runtime::job::JobShape;
 use crate::transport::auth::{Secret, SecretSource};
 use crate::transport::events::{Events, FinishOnDrop};
 use crate::transport::gate::Gate;
 use crate::transport::wire::{Listener, Msg, write_msg};
-use preflight_checks::model::{NodeFacts, Report};
+use preflight_checks::model::{NodeFacts, PlacementInfo, Report};
 use preflight_checks::networks;
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
@@ -47,6 +48,10 @@ pub struct CoordConfig {
     pub secret_source: SecretSource,
     /// This node's own addresses (admitted with the known hosts').
     pub own_addrs: Vec<std::net::IpAddr>,
+    /// How the ranks were found, for the report (`placement`).
+    pub placement: PlacementInfo,
+    /// Set when ranks are assigned at join (c10d): the launch commands keep the c10d rendezvous.
+    pub c10d: Option<C10dAdvice>,
 }
 
 /// A node that joined.

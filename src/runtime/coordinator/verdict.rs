@@ -34,6 +34,7 @@ pub(super) fn advise(
             given_master: Some(&cfg.master_addr)
                 .filter(|m| !m.is_empty())
                 .map(|m| (m.clone(), crate::placement::resolve_host(m).addrs)),
+            c10d: cfg.c10d.clone(),
         },
     )
 }
@@ -101,6 +102,7 @@ pub(super) fn build_report(
         .links(links.to_vec())
         .collectives(outcome.results)
         .recommendation(Some(recommendation))
+        .placement(Some(cfg.placement.clone()))
         .build()
 }
 

@@ -1,0 +1,303 @@
+//! torchrun's c10d rendezvous without node ranks, in network namespaces: every node runs the same
+//! command (`--rdzv-backend=c10d --rdzv-endpoint=<node0>:29500`, no `--node-rank`); the node that
+//! owns the endpoint is rank 0 and the others are assigned 1, 2 in join order, as torchrun does.
+//! Expected run time (2 cores): the healthy runs 3-8 s each, the missing owner about `--timeout`.
+
+use crate::netns::{Cluster, MASTER_PORT, NodeRun, SLACK};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// `--timeout` for runs expected to succeed (an upper bound; they finish sooner).
+const HEALTHY_TIMEOUT: u64 = 15;
+/// `--timeout` for the run with no endpoint owner: the time the nodes must give up within.
+const FAULT_TIMEOUT: u64 = 4;
+const RDZV_ID: &str = "c10d-job-7";
+
+fn endpoint(c: &Cluster) -> String {
+    format!("{}:{MASTER_PORT}", c.addr(0, "data"))
+}
+
+fn assert_ok(run: &NodeRun) {
+    assert!(
+        !run.timed_out,
+        "hung past the deadline:\n{}",
+        run.describe()
+    );
+    assert_eq!(run.exit_code, Some(0), "exit code:\n{}", run.describe());
+}
+
+/// hostname -> rank, from the report's nodes[].
+fn ranks_by_host(report: &Value) -> BTreeMap<String, u64> {
+    report["nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|n| {
+            (
+                n["hostname"].as_str().unwrap_or_default().to_string(),
+                n["rank"].as_u64().unwrap_or(u64::MAX),
+            )
+        })
+        .collect()
+}
+
+/// Three nodes, node0 owning the endpoint as rank 0, node1 and node2 ranks 1 and 2 in either order.
+fn assert_assigned_at_join(run: &NodeRun, c: &Cluster) {
+    let report = run.report();
+    assert_eq!(report["mode"], "cluster", "{}", run.describe());
+    let ranks = ranks_by_host(report);
+    assert_eq!(ranks.len(), 3, "{ranks:?}\n{}", run.describe());
+    assert_eq!(ranks.get(c.hostname(0)), Some(&0), "{ranks:?}");
+    let mut others = vec![ranks[c.hostname(1)], ranks[c.hostname(2)]];
+    others.sort_unstable();
+    assert_eq!(others, [1, 2], "{ranks:?}");
+    assert_eq!(report["placement"]["source"], "c10d-join", "{report:#}");
+    assert_eq!(report["placement"]["endpoint"], endpoint(c), "{report:#}");
+    let rec = &report["recommendation"];
+    let reasons = rec["reasons"].to_string();
+    assert!(
+        reasons.contains("ranks were assigned at join as torchrun's c10d rendezvous does"),
+        "{reasons}"
+    );
+    let launch = rec["launch"].as_array().cloned().unwrap_or_default();
+    assert_eq!(launch.len(), 3, "{rec:#}");
+    for l in &launch {
+        let cmd = l["command"].as_str().unwrap_or_default();
+        assert!(cmd.contains("--rdzv-backend=c10d"), "{cmd}");
+        assert!(
+            cmd.contains(&format!(
+                "--rdzv-endpoint={}:{MASTER_PORT}",
+                c.addr(0, "data")
+            )),
+            "{cmd}"
+        );
+        assert!(cmd.contains(&format!("--rdzv-id={RDZV_ID}")), "{cmd}");
+        assert!(
+            !cmd.contains("--node-rank") && !cmd.contains("--node_rank"),
+            "{cmd}"
+        );
+        assert!(cmd.contains("--nnodes=3"), "{cmd}");
+    }
+}
+
+#[test]
+fn three_nodes_without_ranks_are_assigned_at_join_with_the_endpoint_owner_as_rank_0() {
+    let Some(c) = Cluster::flat("c10d", 3, "eth0").build() else {
+        return;
+    };
+    let ep = endpoint(&c);
+    let token = c.token().to_string();
+    let timeout = format!("--timeout={HEALTHY_TIMEOUT}");
+    let started = Instant::now();
+    // The owner starts last: the others wait for it and are numbered as they join.
+    let runs = c
+        .preflight()
+        .command(&[
+            "cluster",
+            "--nnodes=3",
+            "--rdzv-backend=c10d",
+            &format!("--rdzv-endpoint={ep}"),
+            &format!("--rdzv-id={RDZV_ID}"),
+            &format!("--token={token}"),
+            &timeout,
+            "--quick",
+            "--format=json",
+        ])
+        .late(0, Duration::from_millis(700))
+        .deadline(Duration::from_secs(2 * HEALTHY_TIMEOUT + 30))
+        .run();
+    let wall = started.elapsed();
+    assert_eq!(runs.len(), 3);
+    for run in &runs {
+        assert_ok(run);
+        assert!(
+            run.elapsed < Duration::from_secs(HEALTHY_TIMEOUT),
+            "took {:?}:\n{}",
+            run.elapsed,
+            run.describe()
+        );
+        assert_assigned_at_join(run, &c);
+        // Each node learned its own rank: it says so, and it is the rank the report gives it.
+        let mine = ranks_by_host(run.report())[c.hostname(run.rank)];
+        let said = if mine == 0 {
+            "rank 0 of 3 (this node owns the c10d endpoint".to_string()
+        } else {
+            format!("rank {mine} of 3 (assigned at join")
+        };
+        assert!(run.stderr.contains(&said), "{said}:\n{}", run.describe());
+    }
+    // `preflight launch` from the saved report gives back the same c10d commands.
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("report.json");
+    std::fs::write(&saved, &runs[0].stdout).unwrap();
+    let out = crate::common::bin()
+        .args(["launch", "--report"])
+        .arg(&saved)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let printed: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    let own: Vec<&str> = runs[0].report()["recommendation"]["launch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(printed, own, "{text}");
+    eprintln!("c10d cluster run: {wall:?}");
+}
+
+#[test]
+fn preflight_torchrun_with_a_c10d_line_and_no_rank_assigns_at_join_and_keeps_the_line() {
+    let Some(c) = Cluster::flat("c10dtr", 3, "eth0").build() else {
+        return;
+    };
+    let ep = endpoint(&c);
+    let line = format!(
+        "torchrun --nnodes=3 --nproc-per-node=1 --rdzv-backend=c10d --rdzv-endpoint={ep} --rdzv-id={RDZV_ID} train.py --lr 3"
+    );
+    let token = format!("--token={}", c.token());
+    let timeout = format!("--timeout={HEALTHY_TIMEOUT}");
+
+    // --no-run: each node validates its own line; no rendezvous, nothing asks for a rank.
+    let started = Instant::now();
+    let runs = c
+        .preflight()
+        .command(&[
+            "torchrun",
+            "--no-run",
+            "--no-gpu",
+            "--format=json",
+            &token,
+            &line,
+        ])
+        .deadline(Duration::from_secs(60))
+        .run();
+    for run in &runs {
+        assert!(
+            !run.timed_out && run.exit_code != Some(2),
+            "{}",
+            run.describe()
+        );
+        let cmd = command_of(run.report());
+        assert!(cmd.contains("--rdzv-backend=c10d"), "{cmd}");
+        assert!(!cmd.contains("--node-rank"), "{cmd}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The run: the cluster check with ranks assigned at join, then the same line back.
+    let started = Instant::now();
+    let runs = c
+        .preflight()
+        .command(&[
+            "torchrun",
+            "--no-gpu",
+            "--quick",
+            "--format=json",
+            &token,
+            &timeout,
+            &line,
+        ])
+        .deadline(Duration::from_secs(2 * HEALTHY_TIMEOUT + 30))
+        .run();
+    let wall = started.elapsed();
+    for run in &runs {
+        assert!(
+            !run.timed_out && run.exit_code != Some(2),
+            "{}",
+            run.describe()
+        );
+        assert!(
+            run.elapsed < Duration::from_secs(HEALTHY_TIMEOUT),
+            "took {:?}:\n{}",
+            run.elapsed,
+            run.describe()
+        );
+        assert_assigned_at_join(run, &c);
+        let rendezvous: Vec<&Value> = run.findings("cluster.rendezvous");
+        assert!(
+            rendezvous.iter().all(|f| f["status"] != "fail"),
+            "{rendezvous:#?}"
+        );
+        let cmd = command_of(run.report());
+        assert!(cmd.contains("--rdzv-backend=c10d"), "{cmd}");
+        assert!(cmd.contains(&format!("--rdzv-endpoint={ep}")), "{cmd}");
+        assert!(!cmd.contains("--node-rank"), "{cmd}");
+        assert!(cmd.contains("train.py --lr 3"), "{cmd}");
+    }
+    eprintln!("c10d torchrun run: {wall:?}");
+}
+
+#[test]
+fn without_the_endpoint_owner_the_others_give_up_at_the_timeout_saying_why() {
+    let Some(c) = Cluster::flat("c10dno", 3, "eth0").build() else {
+        return;
+    };
+    let ep = endpoint(&c);
+    let token = format!("--token={}", c.token());
+    let timeout = format!("--timeout={FAULT_TIMEOUT}");
+    let started = Instant::now();
+    let runs = c
+        .preflight()
+        .command(&[
+            "cluster",
+            "--nnodes=3",
+            "--rdzv-backend=c10d",
+            &format!("--rdzv-endpoint={ep}"),
+            &token,
+            &timeout,
+            "--quick",
+            "--format=json",
+        ])
+        .ranks(&[1, 2])
+        .deadline(Duration::from_secs(FAULT_TIMEOUT + 30))
+        .run();
+    for run in &runs {
+        assert!(!run.timed_out, "hung:\n{}", run.describe());
+        assert_eq!(run.exit_code, Some(1), "{}", run.describe());
+        assert!(
+            run.elapsed < Duration::from_secs(FAULT_TIMEOUT) + SLACK,
+            "took {:?}",
+            run.elapsed
+        );
+        let f = run.findings("cluster.rendezvous");
+        let failing: Vec<&&Value> = f.iter().filter(|f| f["status"] == "fail").collect();
+        assert!(!failing.is_empty(), "{}", run.describe());
+        let text = failing[0].to_string();
+        assert!(text.contains("c10d"), "{text}");
+        assert!(text.contains(&ep), "{text}");
+        assert!(
+            text.contains("must run preflight") || text.contains("run preflight"),
+            "{text}"
+        );
+        let report = run.report();
+        assert_eq!(report["placement"]["source"], "c10d-join");
+        assert_eq!(report["placement"]["unassigned"], true, "{report:#}");
+        let ranked: Vec<&Value> = report["findings"]
+            .as_array()
+            .map(|a| a.iter().filter(|f| !f["node"].is_null()).collect())
+            .unwrap_or_default();
+        assert!(
+            ranked.is_empty(),
+            "a node without a rank names one: {ranked:#?}"
+        );
+    }
+    eprintln!("c10d without owner: {:?}", started.elapsed());
+}
+
+/// The `launch.command` finding's command.
+fn command_of(report: &Value) -> String {
+    report["findings"]
+        .as_array()
+        .and_then(|a| a.iter().find(|f| f["id"] == "launch.command"))
+        .and_then(|f| f["evidence"]["command"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
