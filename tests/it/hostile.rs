@@ -291,7 +291,7 @@ fn forged_facts_over_the_limits_are_refused_and_reported() {
     let report = json_of(out.as_bytes());
     let refused = findings(&report, "cluster.refused");
     let text = serde_json::to_string(&refused).unwrap();
-    assert!(text.contains("20000 network interfaces"), "{text}");
+    assert!(text.contains("10000 network interfaces"), "{text}");
     assert!(text.contains("\"kind\":\"limits\""), "{text}");
     let rdzv = findings(&report, "cluster.rendezvous")[0]["summary"].to_string();
     assert!(rdzv.contains("refused"), "{rdzv}");
