@@ -251,7 +251,7 @@ fn forge_join(port: u16, rank: u32, facts: NodeFacts) -> String {
     );
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
     match preflight::transport::wire::read_msg::<_, Msg>(&mut s) {
-        Ok(Msg::Reject { reason }) => reason,
+        Ok(Msg::Reject { reason, .. }) => reason,
         other => format!("{other:?}"),
     }
 }

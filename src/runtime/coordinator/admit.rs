@@ -138,6 +138,7 @@ fn take_place(
             &mut s,
             &Msg::Reject {
                 reason: reason.clone(),
+                kind: Some(RefusalKind::RankTaken),
             },
         );
         cfg.events.log(format!(
@@ -191,6 +192,7 @@ fn refuse(
         stream,
         &Msg::Reject {
             reason: reason.clone(),
+            kind: Some(kind),
         },
     );
     Arrival::Refused(Refusal {
@@ -246,10 +248,19 @@ fn handshake_and_join(
     // Authenticated: the handshake slot is free again.
     drop(pass);
     if info.nnodes != cfg.nnodes || info.rank >= cfg.nnodes {
-        let reason = format!(
-            "it says rank {} of --nnodes={}; rank 0 expects --nnodes={}",
-            info.rank, info.nnodes, cfg.nnodes
-        );
+        let reason = if info.nnodes != cfg.nnodes {
+            format!(
+                "rank 0 expects {} nodes; rank {} was started with --nnodes={}",
+                cfg.nnodes, info.rank, info.nnodes
+            )
+        } else {
+            format!(
+                "rank 0 expects {} nodes (ranks 0 to {}); this node said rank {}",
+                cfg.nnodes,
+                cfg.nnodes.saturating_sub(1),
+                info.rank
+            )
+        };
         return Some(refuse(
             &mut stream,
             peer,
