@@ -949,7 +949,11 @@ mod tests {
                 "{}",
                 a.summary
             );
-            assert!(a.summary.contains("cannot know rank 0's address"), "{}", a.summary);
+            assert!(
+                a.summary.contains("cannot know rank 0's address"),
+                "{}",
+                a.summary
+            );
             assert_eq!(a.evidence["rank_from"], serde_json::json!(var));
         }
         // Rank 0 is the master; RANK inside a torchrun worker is a process rank, not a node's.

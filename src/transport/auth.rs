@@ -4,9 +4,9 @@
 //! HMAC(secret, server nonce) and its own nonce; the server answers with
 //! HMAC(secret, client nonce). Neither side serves or sends data before the proof checks out.
 
-use preflight_checks::cluster::RefusalKind;
 use super::wire::{HANDSHAKE_FRAME, MAGIC, Msg, PROTO, WireError, read_msg_capped, write_msg};
 use hmac::{Hmac, Mac};
+use preflight_checks::cluster::RefusalKind;
 use sha2::Sha256;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;

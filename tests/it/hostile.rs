@@ -318,6 +318,6 @@ fn a_node_with_another_secret_is_refused_not_missing() {
         "{r0}"
     );
     let r1 = json_of(out1.as_bytes());
-    let own = serde_json::to_string(&findings(&r1, "cluster.rendezvous")).unwrap();
-    assert!(own.contains("secret"), "{own}\n{err1}");
+    let own = serde_json::to_string(&findings(&r1, "cluster.refused")).unwrap();
+    assert!(own.contains("the secret differs"), "{own}\n{err1}");
 }

@@ -7,6 +7,7 @@ mod common;
 mod faults;
 mod hostile;
 mod hostile_input;
+mod join_causes;
 mod launchers;
 mod layers;
 mod nccl;

@@ -81,7 +81,9 @@ impl MasterIsSelf<'_> {
     /// The FAIL finding when the rule fires: rank is not 0 and every address the master
     /// resolved to is this node's own (or loopback). `None` otherwise.
     pub fn judge(&self) -> Option<Finding> {
-        if self.rank == 0 || self.resolved.is_empty() || !self.resolved.iter().all(|a| self.is_self(a))
+        if self.rank == 0
+            || self.resolved.is_empty()
+            || !self.resolved.iter().all(|a| self.is_self(a))
         {
             return None;
         }
@@ -269,7 +271,13 @@ mod tests {
             "{}",
             f.summary
         );
-        assert!(f.fix.as_ref().unwrap().hint.contains("--master-addr=10.200.1.1"));
+        assert!(
+            f.fix
+                .as_ref()
+                .unwrap()
+                .hint
+                .contains("--master-addr=10.200.1.1")
+        );
         assert_eq!(f.evidence["resolved"], json!(["10.200.1.2"]));
         assert_eq!(f.evidence["rank0_addresses"], json!(["10.200.1.1"]));
     }
@@ -290,8 +298,15 @@ mod tests {
         .judge()
         .expect("fires");
         assert_eq!(f.id, "launch.endpoint");
-        assert!(f.summary.contains("gpu02 (which resolves to its own address 10.0.0.2 here)"));
-        assert!(f.summary.contains("cannot know rank 0's address"), "{}", f.summary);
+        assert!(
+            f.summary
+                .contains("gpu02 (which resolves to its own address 10.0.0.2 here)")
+        );
+        assert!(
+            f.summary.contains("cannot know rank 0's address"),
+            "{}",
+            f.summary
+        );
         assert_eq!(f.fix.as_ref().unwrap().commands, vec!["hostname -I"]);
     }
 
@@ -315,7 +330,10 @@ mod tests {
         assert!(base(1, &ips(&["10.0.0.1"])).is_none(), "another node");
         assert!(base(1, &ips(&["10.0.0.2", "10.0.0.1"])).is_none(), "mixed");
         assert!(base(1, &[]).is_none(), "nothing resolved");
-        assert!(base(1, &ips(&["127.0.0.1"])).is_some(), "loopback is itself");
+        assert!(
+            base(1, &ips(&["127.0.0.1"])).is_some(),
+            "loopback is itself"
+        );
     }
 
     #[test]
@@ -344,7 +362,13 @@ mod tests {
             nnodes: 4,
             secret_from: "--rdzv-id=other with the master endpoint 10.0.0.1:29500",
         };
-        let s = refused_here(&me, "10.0.0.1", 29500, Some(RefusalKind::Secret), "bad proof");
+        let s = refused_here(
+            &me,
+            "10.0.0.1",
+            29500,
+            Some(RefusalKind::Secret),
+            "bad proof",
+        );
         assert_eq!(s.id, "cluster.refused");
         assert_eq!(s.node, Some(2));
         assert!(s.summary.contains("the secret differs"), "{}", s.summary);
@@ -356,7 +380,11 @@ mod tests {
             Some(RefusalKind::Nnodes),
             "rank 0 expects 3 nodes; rank 2 was started with --nnodes=4",
         );
-        assert!(n.summary.contains("rank 0 expects 3 nodes"), "{}", n.summary);
+        assert!(
+            n.summary.contains("rank 0 expects 3 nodes"),
+            "{}",
+            n.summary
+        );
         assert!(n.fix.as_ref().unwrap().hint.contains("--nnodes=4"));
         assert_eq!(n.evidence["kind"], json!("nnodes"));
     }

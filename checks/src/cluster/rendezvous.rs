@@ -53,7 +53,11 @@ pub(super) fn rendezvous(input: &ClusterInput) -> Finding {
         .iter()
         .map(|r| json!({"rank": r, "host": input.expected_host(*r), "refused": refused_rank(r)}))
         .collect();
-    let never: Vec<u32> = missing.iter().copied().filter(|r| !refused_rank(r)).collect();
+    let never: Vec<u32> = missing
+        .iter()
+        .copied()
+        .filter(|r| !refused_rank(r))
+        .collect();
     let verb = if never.is_empty() {
         "did not join"
     } else {
@@ -169,8 +173,7 @@ pub fn master_unreachable(
     };
     // Where the name led on this node: the first thing to compare when rank 0 is elsewhere.
     let how = dialed.describe(master);
-    let stale = if is_name(master) && !dialed.resolved.is_empty() && outcome != LinkOutcome::Error
-    {
+    let stale = if is_name(master) && !dialed.resolved.is_empty() && outcome != LinkOutcome::Error {
         format!(
             "; if rank 0 is not at {}, this node's /etc/hosts or DNS entry for {master} is stale (compare `getent hosts {master}` here and on rank 0)",
             dialed.resolved.join(", ")
@@ -178,9 +181,12 @@ pub fn master_unreachable(
     } else {
         String::new()
     };
-    let summary = format!("{summary} [{how}]{stale}");
+    let summary = format!("{summary}; {how}{stale}");
+    // For a name, what it resolves to here comes first: a stale entry explains any outcome.
     let fix = if is_name(master) {
-        fix.command(format!("getent hosts {master}"))
+        let mut first = Fix::new(fix.hint).command(format!("getent hosts {master}"));
+        first.commands.extend(fix.commands);
+        first
     } else {
         fix
     };
@@ -246,7 +252,11 @@ mod tests {
                 resolve_error: None,
             },
         );
-        assert!(ip.summary.contains("[tried 10.0.0.1:29500]"), "{}", ip.summary);
+        assert!(
+            ip.summary.contains("; tried 10.0.0.1:29500"),
+            "{}",
+            ip.summary
+        );
         assert!(!commands(&ip).iter().any(|c| c.starts_with("getent")));
     }
 
@@ -309,7 +319,15 @@ mod tests {
 
     #[test]
     fn master_timeout_is_a_filter_with_firewall_commands_for_the_master() {
-        let f = master_unreachable(2, "10.0.0.1", 29500, LinkOutcome::Timeout, 60.0, "", &none());
+        let f = master_unreachable(
+            2,
+            "10.0.0.1",
+            29500,
+            LinkOutcome::Timeout,
+            60.0,
+            "",
+            &none(),
+        );
         assert_eq!(f.id, "cluster.rendezvous");
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.node, Some(2));
@@ -350,13 +368,28 @@ mod tests {
         assert!(route.summary.contains("no route"));
         assert!(commands(&route).contains(&"ip route get 10.9.0.1".to_string()));
 
-        let foreign =
-            master_unreachable(3, "fd00::1", 29500, LinkOutcome::Error, 0.2, NOT_PREFLIGHT, &none());
+        let foreign = master_unreachable(
+            3,
+            "fd00::1",
+            29500,
+            LinkOutcome::Error,
+            0.2,
+            NOT_PREFLIGHT,
+            &none(),
+        );
         assert_eq!(foreign.subject, "[fd00::1]:29500");
         assert!(foreign.summary.contains("is not preflight"));
         assert!(foreign.summary.contains("leftover torchrun"));
 
-        let other = master_unreachable(1, "gpu01", 29500, LinkOutcome::Error, 0.2, "bad token", &none());
+        let other = master_unreachable(
+            1,
+            "gpu01",
+            29500,
+            LinkOutcome::Error,
+            0.2,
+            "bad token",
+            &none(),
+        );
         assert!(other.summary.contains("bad token"));
         assert!(other.fix.as_ref().unwrap().hint.contains("--token"));
     }

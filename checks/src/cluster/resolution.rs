@@ -106,15 +106,15 @@ pub(super) fn master_resolution(input: &ClusterInput) -> Finding {
             "Make /etc/hosts or DNS agree on every node so {name} resolves to rank 0's address everywhere, then rerun"
         ),
     };
-    let fix = names
-        .iter()
-        .fold(Fix::new(hint), |f, n| f.command(format!("getent hosts {n}")));
+    let fix = names.iter().fold(Fix::new(hint), |f, n| {
+        f.command(format!("getent hosts {n}"))
+    });
     Finding::new(
         ID,
         Status::Warn,
         name.clone(),
         format!(
-            "the nodes resolved the master address {name} differently ({}): nodes with another answer reach another machine, or none, and torchrun will resolve it again",
+            "the nodes resolved the master address {name} differently ({}): a node with another answer may reach another machine, or none, and torchrun resolves the name again at launch",
             described.join("; ")
         ),
     )
@@ -148,9 +148,20 @@ mod tests {
         let fs = c.findings();
         let f = only(&fs, "cluster.master-resolution");
         assert_eq!(f.status, Status::Warn);
-        assert!(f.summary.contains("ranks 0, 1: node01 -> 10.0.0.1"), "{}", f.summary);
-        assert!(f.summary.contains("rank 2: node01 -> 10.0.0.1, 10.0.0.77"), "{}", f.summary);
-        assert_eq!(f.evidence["resolved"]["2"], json!(["10.0.0.1", "10.0.0.77"]));
+        assert!(
+            f.summary.contains("ranks 0, 1: node01 -> 10.0.0.1"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.summary.contains("rank 2: node01 -> 10.0.0.1, 10.0.0.77"),
+            "{}",
+            f.summary
+        );
+        assert_eq!(
+            f.evidence["resolved"]["2"],
+            json!(["10.0.0.1", "10.0.0.77"])
+        );
         assert_eq!(commands(f), vec!["getent hosts node01"]);
         assert!(f.fix.as_ref().unwrap().hint.contains("(10.0.0.1)"));
     }

@@ -280,7 +280,11 @@ fn isolated_node(
                     "firewall",
                     format!(
                         "its firewall {what} connections on {iface} (NCCL's random high ports{})",
-                        if direction == "inbound" { "" } else { ", and its answers" }
+                        if direction == "inbound" {
+                            ""
+                        } else {
+                            ", and its answers"
+                        }
                     ),
                     accept_subnet_commands(facts.map(|f| &f.firewall), subnet)
                         .into_iter()
@@ -314,15 +318,14 @@ fn isolated_node(
                         errs.into_iter().collect::<Vec<_>>().join("; ")
                     )
                 },
-                Fix::new(format!("Check the connections to and from {who} by hand"))
-                    .command(format!("nc -vz {addr} {}", all.first().map_or(0, |l| l.port))),
+                Fix::new(format!("Check the connections to and from {who} by hand")).command(
+                    format!("nc -vz {addr} {}", all.first().map_or(0, |l| l.port)),
+                ),
             ),
         }
     };
     let peers: Vec<u32> = members.iter().copied().filter(|y| *y != x).collect();
-    let side = |l: &LinkResult, peer: u32| {
-        json!({"peer": peer, "host": input.host(peer), "result": outcome_word(l.result), "port": l.port, "error": l.error})
-    };
+    let side = |l: &LinkResult, peer: u32| json!({"peer": peer, "host": input.host(peer), "result": outcome_word(l.result), "port": l.port, "error": l.error});
     Some(
         Finding::new(
             "link.unreachable",
@@ -670,8 +673,9 @@ mod tests {
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.node, Some(2));
         assert!(
-            f.summary
-                .contains("rank 2 (node03) fails with every peer on eno1 at 10.0.0.3 (timeout both ways"),
+            f.summary.contains(
+                "rank 2 (node03) fails with every peer on eno1 at 10.0.0.3 (timeout both ways"
+            ),
             "{}",
             f.summary
         );
@@ -679,7 +683,10 @@ mod tests {
         assert_eq!(f.evidence["cause"], json!("firewall"));
         assert_eq!(f.evidence["inbound"].as_array().unwrap().len(), 3);
         assert_eq!(f.evidence["outbound"].as_array().unwrap().len(), 3);
-        assert_eq!(commands(f), vec!["iptables -I INPUT -s 10.0.0.0/24 -j ACCEPT"]);
+        assert_eq!(
+            commands(f),
+            vec!["iptables -I INPUT -s 10.0.0.0/24 -j ACCEPT"]
+        );
     }
 
     #[test]
@@ -700,7 +707,11 @@ mod tests {
         let f = only(&fs, "link.unreachable");
         assert_eq!(f.evidence["absent"], json!([2]));
         assert_eq!(f.evidence["interfaces_down"][0]["interface"], json!("eno1"));
-        assert!(f.summary.contains("its interface eno1 is not up"), "{}", f.summary);
+        assert!(
+            f.summary.contains("its interface eno1 is not up"),
+            "{}",
+            f.summary
+        );
         assert!(commands(f).contains(&"ip link set dev eno1 up".to_string()));
     }
 

@@ -268,8 +268,15 @@ fn a_nonzero_rank_given_its_own_address_as_the_master_fails() {
         "{}",
         f.summary
     );
-    assert!(f.summary.contains("cannot know rank 0's address"), "{}", f.summary);
-    assert!(f.fix.as_ref().unwrap().hint.contains("--master-addr"), "{f:#?}");
+    assert!(
+        f.summary.contains("cannot know rank 0's address"),
+        "{}",
+        f.summary
+    );
+    assert!(
+        f.fix.as_ref().unwrap().hint.contains("--master-addr"),
+        "{f:#?}"
+    );
     // Rank 0 with its own address is right; so is a c10d node without a rank (assigned at join).
     let rank0 = judge(
         "torchrun --nnodes=2 --node-rank=0 --master-addr=192.168.100.11 t.py",

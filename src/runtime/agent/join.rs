@@ -32,7 +32,11 @@ pub(super) struct JoinFailed {
 /// The order addresses are tried in: IPv4 first (as before), each family in the resolver's order.
 fn dial_order(addrs: &[IpAddr]) -> Vec<IpAddr> {
     let mut out: Vec<IpAddr> = Vec::new();
-    for a in addrs.iter().filter(|a| a.is_ipv4()).chain(addrs.iter().filter(|a| a.is_ipv6())) {
+    for a in addrs
+        .iter()
+        .filter(|a| a.is_ipv4())
+        .chain(addrs.iter().filter(|a| a.is_ipv6()))
+    {
         if !out.contains(a) {
             out.push(*a);
         }
@@ -48,7 +52,7 @@ pub(super) fn join(
     deadline: Instant,
     timing: Timing,
     events: &Events,
-) -> Result<Joined, JoinFailed> {
+) -> Result<Joined, Box<JoinFailed>> {
     let mut last = (LinkOutcome::Timeout, "no attempt finished".to_string());
     let mut dialed = Dialed::default();
     let mut attempts = 0u32;
@@ -60,7 +64,9 @@ pub(super) fn join(
                 format!("cannot resolve {}: {e}", p.master_addr),
             );
             dialed.resolve_error = Some(e.clone());
-            std::thread::sleep(Duration::from_millis(500).min(deadline.saturating_duration_since(Instant::now())));
+            std::thread::sleep(
+                Duration::from_millis(500).min(deadline.saturating_duration_since(Instant::now())),
+            );
             continue;
         }
         dialed.resolve_error = None;
@@ -115,12 +121,12 @@ pub(super) fn join(
                             ),
                             _ => e.to_string(),
                         };
-                        return Err(JoinFailed {
+                        return Err(Box::new(JoinFailed {
                             outcome: LinkOutcome::Error,
                             error: what,
                             refusal,
                             dialed,
-                        });
+                        }));
                     }
                     Err(e) => {
                         all_timed_out = false;
@@ -129,7 +135,10 @@ pub(super) fn join(
                 },
                 Err((outcome, msg)) => {
                     all_timed_out &= outcome == LinkOutcome::Timeout;
-                    last = (outcome, format!("{}: {msg}", host_port(&ip.to_string(), p.master_port)));
+                    last = (
+                        outcome,
+                        format!("{}: {msg}", host_port(&ip.to_string(), p.master_port)),
+                    );
                 }
             }
         }
@@ -144,12 +153,12 @@ pub(super) fn join(
         "could not join {}:{} after {attempts} attempts: {}",
         p.master_addr, p.master_port, last.1
     ));
-    Err(JoinFailed {
+    Err(Box::new(JoinFailed {
         outcome: last.0,
         error: last.1,
         refusal: None,
         dialed,
-    })
+    }))
 }
 
 #[cfg(test)]

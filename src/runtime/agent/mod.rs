@@ -185,18 +185,20 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
             }
         }
         Err(failed) => {
-            let f = match (master_is_self, failed.refusal) {
-                (Some(f), _) => f
-                    .with("tried", &failed.dialed.tried)
-                    .with("waited_s", MASTER_IS_SELF_GRACE.as_secs_f64())
-                    .with("error", &failed.error),
-                (None, Some((kind, reason))) => refused_here(
+            // A rank 0 that answered and refused is the cause, even on this very machine.
+            let failed = *failed;
+            let f = match (failed.refusal, master_is_self) {
+                (Some((kind, reason)), _) => refused_here(
                     &this_node,
                     &placement.master_addr,
                     placement.master_port,
                     kind,
                     &reason,
                 ),
+                (None, Some(f)) => f
+                    .with("tried", &failed.dialed.tried)
+                    .with("waited_s", MASTER_IS_SELF_GRACE.as_secs_f64())
+                    .with("error", &failed.error),
                 (None, None) => master_unreachable(
                     placement.rank,
                     &placement.master_addr,
