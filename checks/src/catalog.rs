@@ -325,6 +325,20 @@ static ENTRIES: &[Entry] = &[
          differs.",
     ),
     entry(
+        "cluster.master-resolution",
+        "cluster",
+        "warn",
+        "the nodes that joined resolved the master's name to different addresses (a stale \
+         /etc/hosts line, split DNS)",
+        "torchrun and NCCL resolve MASTER_ADDR again on every node at launch: a node whose \
+         /etc/hosts or DNS gives another address connects to another machine, or to nothing, \
+         and waits until the rendezvous times out (`The client socket has timed out after \
+         900s`), while the others look healthy.",
+        "Make /etc/hosts or DNS agree on every node so the name resolves to rank 0's address \
+         everywhere; compare `getent hosts NAME` on each node (the finding lists each node's \
+         answer), or give --master-addr as rank 0's IP address.",
+    ),
+    entry(
         "cluster.auth",
         "cluster",
         "warn",

@@ -502,6 +502,9 @@ fn master_addr(facts: &NodeFacts, value: &str) -> Finding {
         )
         .fix(fix_to_best("Use rank 0's address on the cluster network"));
     }
+    if let Some(f) = master_is_self(facts, trimmed) {
+        return f.with("value", value);
+    }
     let local = trimmed.parse::<IpAddr>().ok().and_then(|ip| {
         facts
             .net
@@ -516,6 +519,74 @@ fn master_addr(facts: &NodeFacts, value: &str) -> Finding {
             .with("local_interface_up", nccl_usable(i)),
         None => finding,
     }
+}
+
+/// This node's node rank from the launcher's environment: NODE_RANK, GROUP_RANK (torchrun's
+/// workers), else RANK outside a torchrun worker (Kubeflow's PyTorchJob sets RANK per pod).
+fn env_node_rank(facts: &NodeFacts) -> Option<(u32, &'static str)> {
+    let get = |k: &'static str| {
+        facts
+            .env
+            .get(k)
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .map(|r| (r, k))
+    };
+    get("NODE_RANK").or_else(|| get("GROUP_RANK")).or_else(|| {
+        if facts.env.contains_key("LOCAL_RANK") {
+            None
+        } else {
+            get("RANK")
+        }
+    })
+}
+
+/// `env.master` FAIL: a node whose rank is not 0 has one of its own addresses (or its own
+/// hostname) as MASTER_ADDR.
+fn master_is_self(facts: &NodeFacts, master: &str) -> Option<Finding> {
+    let (rank, rank_var) = env_node_rank(facts)?;
+    let own: Vec<IpAddr> = facts
+        .net
+        .interfaces
+        .iter()
+        .flat_map(|i| i.ipv4.iter().chain(i.ipv6.iter()).map(|a| a.addr))
+        .filter(|a| !a.is_loopback())
+        .collect();
+    let resolved: Vec<IpAddr> = match master.trim_matches(|c| c == '[' || c == ']').parse() {
+        Ok(ip) => vec![ip],
+        Err(_) => {
+            let short = facts.hostname.split('.').next().unwrap_or_default();
+            let named_self = master.eq_ignore_ascii_case(facts.hostname.trim())
+                || (!short.is_empty() && master.eq_ignore_ascii_case(short));
+            if !named_self {
+                return None;
+            }
+            own.iter()
+                .copied()
+                .filter(crate::net::is_usable_addr)
+                .take(1)
+                .collect()
+        }
+    };
+    let port = facts
+        .env
+        .get("MASTER_PORT")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or(29500);
+    crate::cluster::MasterIsSelf {
+        id: "env.master",
+        rank,
+        master,
+        port,
+        given_as: "MASTER_ADDR",
+        resolved: &resolved,
+        own: &own,
+        rank0: None,
+    }
+    .judge()
+    .map(|mut f| {
+        f.subject = "MASTER_ADDR".into();
+        f.with("rank_from", rank_var)
+    })
 }
 
 fn master_port(value: &str, expected: u16) -> Finding {
@@ -860,6 +931,42 @@ mod tests {
         facts.env.insert(IB_DISABLE.into(), "0".into());
         let f = check(&facts, &ctx());
         assert_eq!(find(&f, "env.ib-disable", IB_DISABLE).status, Status::Error);
+    }
+
+    #[test]
+    fn a_nonzero_node_rank_with_its_own_address_as_master_fails() {
+        let own = "10.0.2.15";
+        for (var, rank) in [("NODE_RANK", "1"), ("GROUP_RANK", "2"), ("RANK", "3")] {
+            let f = check(
+                &fixture_facts("plain-vm", &[("MASTER_ADDR", own), (var, rank)]),
+                &ctx(),
+            );
+            let a = find(&f, "env.master", "MASTER_ADDR");
+            assert_eq!(a.status, Status::Fail, "{var}: {a:#?}");
+            assert!(
+                a.summary
+                    .contains(&format!("rank {rank} was given its own address 10.0.2.15")),
+                "{}",
+                a.summary
+            );
+            assert!(
+                a.summary.contains("cannot know rank 0's address"),
+                "{}",
+                a.summary
+            );
+            assert_eq!(a.evidence["rank_from"], serde_json::json!(var));
+        }
+        // Rank 0 is the master; RANK inside a torchrun worker is a process rank, not a node's.
+        for env in [
+            vec![("MASTER_ADDR", own), ("NODE_RANK", "0")],
+            vec![("MASTER_ADDR", own), ("RANK", "1"), ("LOCAL_RANK", "1")],
+            vec![("MASTER_ADDR", "10.0.2.99"), ("NODE_RANK", "1")],
+            vec![("MASTER_ADDR", own)],
+        ] {
+            let f = check(&fixture_facts("plain-vm", &env), &ctx());
+            let a = find(&f, "env.master", "MASTER_ADDR");
+            assert_eq!(a.status, Status::Pass, "{env:?}: {a:#?}");
+        }
     }
 
     #[test]

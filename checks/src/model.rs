@@ -136,6 +136,22 @@ pub struct NodeFacts {
     pub sys: SysFacts,
     /// The environment variables that matter to a torchrun/NCCL job (NCCL_*, GLOO_*, CUDA_*, MASTER_*, ranks).
     pub env: BTreeMap<String, String>,
+    /// How this node resolved the master address when it joined the coordinator (cluster runs
+    /// only; absent in `preflight facts` and in reports of older releases).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub master_resolution: Option<MasterResolution>,
+}
+
+/// What the master address resolved to on one node, and the address it joined through.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct MasterResolution {
+    /// The master address as given (`--master-addr`, `MASTER_ADDR`, the endpoint's host).
+    pub name: String,
+    /// Every address it resolved to on this node, in the resolver's order.
+    pub addrs: Vec<String>,
+    /// The address (`host:port`) the join went through.
+    pub joined_via: Option<String>,
 }
 
 /// Network interfaces, sorted by index.

@@ -6,6 +6,7 @@
 
 use super::wire::{HANDSHAKE_FRAME, MAGIC, Msg, PROTO, WireError, read_msg_capped, write_msg};
 use hmac::{Hmac, Mac};
+use preflight_checks::cluster::RefusalKind;
 use sha2::Sha256;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -194,7 +195,7 @@ pub enum AuthError {
     )]
     BadProof,
     #[error("rejected by the peer: {0}")]
-    Rejected(String),
+    Rejected(String, Option<RefusalKind>),
     #[error("expected rank {expected}, reached rank {got}")]
     WrongPeer { expected: u32, got: u32 },
     #[error("{0}")]
@@ -240,6 +241,7 @@ pub fn accept(
             stream,
             &Msg::Reject {
                 reason: "expected hello".into(),
+                kind: None,
             },
         );
         return Err(AuthError::NotPreflight(
@@ -251,6 +253,7 @@ pub fn accept(
             stream,
             &Msg::Reject {
                 reason: format!("protocol {proto} != {PROTO}"),
+                kind: Some(RefusalKind::Version),
             },
         );
         return Err(AuthError::Version {
@@ -263,6 +266,7 @@ pub fn accept(
             stream,
             &Msg::Reject {
                 reason: "bad proof of the job secret: this node was started with another secret than the one it connected to (--token, PREFLIGHT_TOKEN, --token-file, --rdzv-id or the job id differ)".into(),
+                kind: Some(RefusalKind::Secret),
             },
         );
         return Err(AuthError::ClientBadProof { rank, nnodes });
@@ -342,7 +346,7 @@ pub fn connect(
             }
             Ok(rank)
         }
-        Msg::Reject { reason } => Err(AuthError::Rejected(reason)),
+        Msg::Reject { reason, kind } => Err(AuthError::Rejected(reason, kind)),
         _ => Err(AuthError::NotPreflight("unexpected answer to hello".into())),
     }
 }
@@ -382,7 +386,7 @@ mod tests {
             srv,
             Err(AuthError::ClientBadProof { rank: 2, nnodes: 3 })
         ));
-        assert!(matches!(cli, Err(AuthError::Rejected(_))));
+        assert!(matches!(cli, Err(AuthError::Rejected(..))));
     }
 
     #[test]

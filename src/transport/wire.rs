@@ -2,6 +2,7 @@
 //!
 //! The protocol carries data, never commands to run.
 
+use preflight_checks::cluster::RefusalKind;
 use preflight_checks::model::{LinkResult, NodeFacts, Report};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::io::{self, Read, Write};
@@ -108,6 +109,9 @@ pub enum Msg {
     },
     Reject {
         reason: String,
+        /// Why, for the refused node's own report (absent from older releases).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<RefusalKind>,
     },
     // --- control: agent <-> coordinator ---
     /// The rank the coordinator assigned a node that said hello with [`UNASSIGNED_RANK`].
@@ -211,6 +215,12 @@ pub enum WireError {
     TooLarge { len: usize, cap: usize },
     #[error("malformed message: {0}")]
     Malformed(String),
+    /// The coordinator turned this node away after the handshake (`Msg::Reject`).
+    #[error("rejected by the coordinator: {reason}")]
+    Rejected {
+        reason: String,
+        kind: Option<RefusalKind>,
+    },
     #[error("{0}")]
     Io(io::Error),
 }

@@ -57,7 +57,7 @@ fn a_rank_claimed_by_two_hosts_is_refused_and_both_are_named() {
         assert_eq!(r.report()["nodes"].as_array().map(Vec::len), Some(3));
         assert!(!findings(r, "cluster.refused").is_empty());
     }
-    let own = serde_json::to_string(&findings(by_host(3), "cluster.rendezvous")).unwrap();
+    let own = serde_json::to_string(&findings(by_host(3), "cluster.refused")).unwrap();
     assert!(
         own.contains("already joined"),
         "{own}\n{}",

@@ -251,7 +251,7 @@ fn forge_join(port: u16, rank: u32, facts: NodeFacts) -> String {
     );
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
     match preflight::transport::wire::read_msg::<_, Msg>(&mut s) {
-        Ok(Msg::Reject { reason }) => reason,
+        Ok(Msg::Reject { reason, .. }) => reason,
         other => format!("{other:?}"),
     }
 }
@@ -318,6 +318,6 @@ fn a_node_with_another_secret_is_refused_not_missing() {
         "{r0}"
     );
     let r1 = json_of(out1.as_bytes());
-    let own = serde_json::to_string(&findings(&r1, "cluster.rendezvous")).unwrap();
-    assert!(own.contains("secret"), "{own}\n{err1}");
+    let own = serde_json::to_string(&findings(&r1, "cluster.refused")).unwrap();
+    assert!(own.contains("the secret differs"), "{own}\n{err1}");
 }

@@ -9,6 +9,7 @@ mod fabrics;
 mod faults;
 mod hostile;
 mod hostile_input;
+mod join_causes;
 mod launchers;
 mod layers;
 mod nccl;

@@ -749,6 +749,27 @@ impl Cluster {
         }
     }
 
+    /// Maps `name` to `addr` in host `rank`'s `/etc/hosts` only (a stale or wrong entry on one
+    /// node), replacing the lines for `name` there. Later commands in that host see it.
+    pub fn map_host(&self, rank: usize, name: &str, addr: &str) {
+        assert!(
+            addr.starts_with("10.200."),
+            "{addr} is outside {TEST_RANGE}"
+        );
+        let path = self.netns_etc(rank).join("hosts");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let mut kept: String = text
+            .lines()
+            .filter(|l| !l.split_whitespace().skip(1).any(|w| w == name))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        kept.push_str(&format!("{addr}\t{name}\n"));
+        if let Err(e) = std::fs::write(&path, kept) {
+            panic!("cannot write {}: {e}", path.display());
+        }
+    }
+
     /// Number of hosts.
     pub fn len(&self) -> usize {
         self.hosts.len()
@@ -911,6 +932,9 @@ impl Cluster {
             late: Vec::new(),
             token: true,
             command: None,
+            master_host: None,
+            extra_on: Vec::new(),
+            nnodes_on: Vec::new(),
         }
     }
 
@@ -1120,6 +1144,12 @@ pub struct PreflightRun<'a> {
     token: bool,
     /// Every host runs `preflight` with exactly these words instead (see [`PreflightRun::command`]).
     command: Option<Vec<String>>,
+    /// `--master-addr` as given (a name, say) in place of rank 0's address.
+    master_host: Option<String>,
+    /// Host index -> flags for that host only, after the standard ones.
+    extra_on: Vec<(usize, String)>,
+    /// Host index -> its own `--nnodes` (a node started with another count).
+    nnodes_on: Vec<(usize, usize)>,
 }
 
 impl<'a> PreflightRun<'a> {
@@ -1132,6 +1162,25 @@ impl<'a> PreflightRun<'a> {
     /// Host `host` runs with `--node-rank=rank` (a copy-paste slip: two hosts, one rank).
     pub fn claim(mut self, host: usize, rank: usize) -> Self {
         self.claims.push((host, rank));
+        self
+    }
+
+    /// `--master-addr=<host>` on every node, as given (e.g. "node0"), in place of an address.
+    pub fn master_host(mut self, host: &str) -> Self {
+        self.master_host = Some(host.to_string());
+        self
+    }
+
+    /// More flags for host `host` only, after the standard ones.
+    pub fn args_on(mut self, host: usize, extra: &[&str]) -> Self {
+        self.extra_on
+            .extend(extra.iter().map(|s| (host, s.to_string())));
+        self
+    }
+
+    /// Host `host` runs with `--nnodes=n` (the others keep the cluster's count).
+    pub fn nnodes_on(mut self, host: usize, n: usize) -> Self {
+        self.nnodes_on.push((host, n));
         self
     }
 
@@ -1205,7 +1254,9 @@ impl<'a> PreflightRun<'a> {
 
     /// The address given as `--master-addr`.
     pub fn master_addr(&self) -> String {
-        self.cluster.addr(0, &self.master_net)
+        self.master_host
+            .clone()
+            .unwrap_or_else(|| self.cluster.addr(0, &self.master_net))
     }
 
     fn argv(&self, rank: usize) -> Vec<String> {
@@ -1216,7 +1267,13 @@ impl<'a> PreflightRun<'a> {
         let mut argv = vec![
             env!("CARGO_BIN_EXE_preflight").to_string(),
             "cluster".to_string(),
-            format!("--nnodes={}", self.nnodes),
+            format!(
+                "--nnodes={}",
+                self.nnodes_on
+                    .iter()
+                    .find(|(h, _)| *h == rank)
+                    .map_or(self.nnodes, |(_, n)| *n)
+            ),
             format!(
                 "--node-rank={}",
                 self.claims
@@ -1234,6 +1291,12 @@ impl<'a> PreflightRun<'a> {
         }
         argv.push(if self.quick { "--quick" } else { "--thorough" }.to_string());
         argv.extend(self.extra.iter().cloned());
+        argv.extend(
+            self.extra_on
+                .iter()
+                .filter(|(h, _)| *h == rank)
+                .map(|(_, a)| a.clone()),
+        );
         if !self.script.is_empty() {
             argv.push("--".to_string());
             argv.extend(self.script.iter().cloned());

@@ -261,6 +261,7 @@ fn sample_messages() -> Vec<Vec<u8>> {
         Msg::PingReq { count: 7 },
         Msg::Reject {
             reason: "wrong secret".into(),
+            kind: None,
         },
         Msg::Ring {
             order: RingOrder {

@@ -285,3 +285,50 @@ fn a_multi_node_command_that_cannot_meet_is_not_rendezvoused() {
     assert_eq!(finding(&r, "launch.node-rank")["status"], "fail");
     assert_eq!(finding(&r, "launch.endpoint")["status"], "fail");
 }
+
+/// Issue 11: rank 1 given its own address as the master says so at `--no-run`, and so does
+/// `preflight check` when the launcher's environment gives a nonzero node rank.
+#[test]
+fn no_run_and_check_fail_when_a_nonzero_rank_is_given_its_own_address_as_master() {
+    let out = bin()
+        .args(["torchrun", "--no-run", "--format", "json", "--facts"])
+        .arg(fixture("facts/ib-node.json"))
+        .args([
+            "torchrun",
+            "--nnodes=2",
+            "--nproc_per_node=8",
+            "--node-rank=1",
+            "--master-addr=10.1.0.11",
+            "--master-port=29500",
+            "train.py",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let r = json_of(&out.stdout);
+    let f = finding(&r, "launch.endpoint");
+    assert_eq!(f["status"], "fail", "{f:#}");
+    let summary = f["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.contains("rank 1 was given its own address 10.1.0.11 as the master address"),
+        "{summary}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut facts: Value =
+        serde_json::from_slice(&std::fs::read(fixture("facts/ib-node.json")).unwrap()).unwrap();
+    facts["env"]["MASTER_ADDR"] = "10.1.0.11".into();
+    facts["env"]["NODE_RANK"] = "1".into();
+    let path = dir.path().join("facts.json");
+    std::fs::write(&path, serde_json::to_vec(&facts).unwrap()).unwrap();
+    let out = bin()
+        .args(["check", "--format", "json", "--facts"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let r = json_of(&out.stdout);
+    let f = finding(&r, "env.master");
+    assert_eq!(f["status"], "fail", "{f:#}");
+    assert_eq!(f["evidence"]["rank_from"], "NODE_RANK");
+}

@@ -10,13 +10,16 @@ pub(crate) mod common;
 mod degraded;
 mod hosts;
 mod ifname_choice;
+mod joining;
 mod mtu;
 mod refused;
 mod rendezvous;
+mod resolution;
 mod slow;
 mod unreachable;
 mod versions;
 
+pub use joining::{Dialed, MasterIsSelf, ThisNode, refused_here};
 pub use refused::{Refusal, RefusalKind};
 pub use rendezvous::{NOT_PREFLIGHT, master_unreachable};
 
@@ -87,6 +90,7 @@ impl ClusterInput<'_> {
 pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     let mut out = vec![rendezvous::rendezvous(input)];
     out.extend(refused::refused(input));
+    out.push(resolution::master_resolution(input));
     out.extend(hosts::duplicate_hosts(input));
     out.extend(versions::versions(input));
     out.push(crate::gpu::check_cluster_gpus(input));

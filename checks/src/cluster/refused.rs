@@ -52,14 +52,16 @@ impl Refusal {
 fn fix_for(r: &Refusal) -> Fix {
     match r.kind {
         RefusalKind::Secret => Fix::new(format!(
-            "Start preflight on {} with the same secret as rank 0: the same --token / PREFLIGHT_TOKEN / --token-file, or the same --rdzv-id (or job id) and master endpoint",
+            "Start preflight on {} with the same secret as rank 0: the same --token / PREFLIGHT_TOKEN / --token-file, or the same --rdzv-id (or job id) and master endpoint; compare the command lines on both",
             r.who()
-        )),
+        ))
+        .command("ps -o args= -C preflight"),
         RefusalKind::Nnodes => Fix::new(format!(
-            "Give every node the same --nnodes and a --node-rank below it; {} said: {}",
+            "Give every node the same --nnodes and a --node-rank below it; {} said: {}; compare the command lines on both",
             r.who(),
             r.reason
-        )),
+        ))
+        .command("ps -o args= -C preflight"),
         RefusalKind::Version => {
             Fix::new("Install the same preflight release on every node (`preflight --version`)")
         }

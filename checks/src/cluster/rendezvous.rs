@@ -2,6 +2,7 @@
 
 use super::ClusterInput;
 use super::common::{LIST_CAP, host_port, outcome_word};
+use super::joining::{Dialed, is_name};
 use crate::model::{Finding, Fix, LinkOutcome, Status};
 use serde_json::{Value, json};
 
@@ -33,7 +34,7 @@ pub(super) fn rendezvous(input: &ClusterInput) -> Finding {
             };
             match input.refused.iter().find(|x| x.claimed_rank == Some(*r)) {
                 Some(x) => format!(
-                    "{who} connected from {} but was refused ({})",
+                    "{who} connected from {} and was refused ({}; see cluster.refused)",
                     x.address, x.reason
                 ),
                 None if input.expected_host(*r).is_none() => format!("{who} (unknown host)"),
@@ -47,10 +48,21 @@ pub(super) fn rendezvous(input: &ClusterInput) -> Finding {
     } else {
         String::new()
     };
+    let refused_rank = |r: &u32| input.refused.iter().any(|x| x.claimed_rank == Some(*r));
     let missing_ev: Vec<Value> = missing
         .iter()
-        .map(|r| json!({"rank": r, "host": input.expected_host(*r)}))
+        .map(|r| json!({"rank": r, "host": input.expected_host(*r), "refused": refused_rank(r)}))
         .collect();
+    let never: Vec<u32> = missing
+        .iter()
+        .copied()
+        .filter(|r| !refused_rank(r))
+        .collect();
+    let verb = if never.is_empty() {
+        "did not join"
+    } else {
+        "never joined"
+    };
     let known_hosts: Vec<String> = missing
         .iter()
         .filter_map(|r| input.expected_host(*r))
@@ -71,7 +83,7 @@ pub(super) fn rendezvous(input: &ClusterInput) -> Finding {
         Status::Fail,
         master.clone(),
         format!(
-            "{} of {} nodes never joined the coordinator at {master}: {}{more_text}",
+            "{} of {} nodes {verb} the coordinator at {master}: {}{more_text}",
             missing.len(),
             input.nnodes,
             described.join(", ")
@@ -81,12 +93,18 @@ pub(super) fn rendezvous(input: &ClusterInput) -> Finding {
     .with("missing", missing_ev)
     .with("nnodes", input.nnodes)
     .with("master_port", input.master_port)
-    .fix(
+    .with("never_connected", &never)
+    .fix(if never.is_empty() {
+        Fix::new(
+            "Start the refused nodes with the same flags as rank 0 (cluster.refused says what differs on each), then rerun on every node",
+        )
+        .command("ps -o args= -C preflight")
+    } else {
         Fix::new(format!(
             "Start `preflight cluster` with the same flags on {where_}; if it is running there, check from that host that it reaches {master} (a node that cannot reach the master says why in its own report)"
         ))
-        .command(format!("nc -vz {mhost} {mport}")),
-    )
+        .command(format!("nc -vz {mhost} {mport}"))
+    })
 }
 
 /// The finding a node reports about itself when it could not reach the coordinator.
@@ -97,6 +115,7 @@ pub fn master_unreachable(
     outcome: LinkOutcome,
     waited_s: f64,
     error: &str,
+    dialed: &Dialed,
 ) -> Finding {
     let target = host_port(master, port);
     let nc = format!("nc -vz {master} {port}");
@@ -152,6 +171,25 @@ pub fn master_unreachable(
             .command(nc),
         ),
     };
+    // Where the name led on this node: the first thing to compare when rank 0 is elsewhere.
+    let how = dialed.describe(master);
+    let stale = if is_name(master) && !dialed.resolved.is_empty() && outcome != LinkOutcome::Error {
+        format!(
+            "; if rank 0 is not at {}, this node's /etc/hosts or DNS entry for {master} is stale (compare `getent hosts {master}` here and on rank 0)",
+            dialed.resolved.join(", ")
+        )
+    } else {
+        String::new()
+    };
+    let summary = format!("{summary}; {how}{stale}");
+    // For a name, what it resolves to here comes first: a stale entry explains any outcome.
+    let fix = if is_name(master) {
+        let mut first = Fix::new(fix.hint).command(format!("getent hosts {master}"));
+        first.commands.extend(fix.commands);
+        first
+    } else {
+        fix
+    };
     Finding::new("cluster.rendezvous", Status::Fail, target, summary)
         .on_node(Some(rank))
         .with("master", master)
@@ -159,6 +197,9 @@ pub fn master_unreachable(
         .with("result", outcome_word(outcome))
         .with("waited_s", waited_s)
         .with("error", error)
+        .with("resolved", &dialed.resolved)
+        .with("tried", &dialed.tried)
+        .with("resolve_error", &dialed.resolve_error)
         .fix(fix)
 }
 
@@ -166,6 +207,58 @@ pub fn master_unreachable(
 mod tests {
     use super::*;
     use crate::cluster::testkit::*;
+
+    fn none() -> Dialed {
+        Dialed::default()
+    }
+
+    #[test]
+    fn a_failed_join_names_what_the_master_name_resolved_to_and_what_was_tried() {
+        let dialed = Dialed {
+            resolved: vec!["10.200.1.9".into()],
+            tried: vec!["10.200.1.9:29500".into()],
+            resolve_error: None,
+        };
+        let f = master_unreachable(
+            2,
+            "node0",
+            29500,
+            LinkOutcome::Unreachable,
+            10.0,
+            "No route to host (os error 113)",
+            &dialed,
+        );
+        assert!(
+            f.summary
+                .contains("node0 resolved to 10.200.1.9 on this node (tried 10.200.1.9:29500)"),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("stale"), "{}", f.summary);
+        assert_eq!(f.evidence["resolved"], json!(["10.200.1.9"]));
+        assert_eq!(f.evidence["tried"], json!(["10.200.1.9:29500"]));
+        assert!(commands(&f).contains(&"getent hosts node0".to_string()));
+        // An address needs no resolving: only what was tried, and no getent.
+        let ip = master_unreachable(
+            1,
+            "10.0.0.1",
+            29500,
+            LinkOutcome::Refused,
+            1.0,
+            "",
+            &Dialed {
+                resolved: vec!["10.0.0.1".into()],
+                tried: vec!["10.0.0.1:29500".into()],
+                resolve_error: None,
+            },
+        );
+        assert!(
+            ip.summary.contains("; tried 10.0.0.1:29500"),
+            "{}",
+            ip.summary
+        );
+        assert!(!commands(&ip).iter().any(|c| c.starts_with("getent")));
+    }
 
     #[test]
     fn rendezvous_names_missing_ranks_with_expected_hosts() {
@@ -178,8 +271,39 @@ mod tests {
         assert_eq!(f.node, None);
         assert!(f.summary.contains("rank 2 (gpu03)"), "{}", f.summary);
         assert_eq!(f.evidence["joined"], json!([0, 1, 3]));
-        assert_eq!(f.evidence["missing"], json!([{"rank": 2, "host": "gpu03"}]));
+        assert_eq!(
+            f.evidence["missing"],
+            json!([{"rank": 2, "host": "gpu03", "refused": false}])
+        );
         assert_eq!(commands(f), vec!["nc -vz gpu01 29500"]);
+    }
+
+    #[test]
+    fn a_refused_rank_is_said_refused_not_never_joined() {
+        let mut c = Cluster::healthy(3);
+        c.not_joined = vec![2];
+        c.refused = vec![crate::cluster::Refusal {
+            address: "10.0.0.3".into(),
+            claimed_rank: Some(2),
+            hostname: None,
+            kind: crate::cluster::RefusalKind::Nnodes,
+            reason: "rank 0 expects 3 nodes; rank 2 was started with --nnodes=4".into(),
+            holder: None,
+        }];
+        let fs = c.findings();
+        let f = only(&fs, "cluster.rendezvous");
+        assert_eq!(f.status, Status::Fail);
+        assert!(!f.summary.contains("never joined"), "{}", f.summary);
+        assert!(!f.summary.contains("unknown host"), "{}", f.summary);
+        assert!(
+            f.summary
+                .contains("rank 2 connected from 10.0.0.3 and was refused"),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("see cluster.refused"), "{}", f.summary);
+        assert_eq!(f.evidence["missing"][0]["refused"], json!(true));
+        assert_eq!(f.evidence["never_connected"], json!([]));
     }
 
     #[test]
@@ -195,7 +319,15 @@ mod tests {
 
     #[test]
     fn master_timeout_is_a_filter_with_firewall_commands_for_the_master() {
-        let f = master_unreachable(2, "10.0.0.1", 29500, LinkOutcome::Timeout, 60.0, "");
+        let f = master_unreachable(
+            2,
+            "10.0.0.1",
+            29500,
+            LinkOutcome::Timeout,
+            60.0,
+            "",
+            &none(),
+        );
         assert_eq!(f.id, "cluster.rendezvous");
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.node, Some(2));
@@ -212,7 +344,7 @@ mod tests {
 
     #[test]
     fn master_refused_unreachable_and_foreign_listener_are_told_apart() {
-        let refused = master_unreachable(1, "gpu01", 29500, LinkOutcome::Refused, 0.1, "");
+        let refused = master_unreachable(1, "gpu01", 29500, LinkOutcome::Refused, 0.1, "", &none());
         assert!(refused.summary.contains("nothing listens on gpu01:29500"));
         assert!(refused.summary.contains("REJECT"));
         assert!(
@@ -231,17 +363,33 @@ mod tests {
             LinkOutcome::Unreachable,
             0.0,
             "No route to host (os error 113)",
+            &none(),
         );
         assert!(route.summary.contains("no route"));
         assert!(commands(&route).contains(&"ip route get 10.9.0.1".to_string()));
 
-        let foreign =
-            master_unreachable(3, "fd00::1", 29500, LinkOutcome::Error, 0.2, NOT_PREFLIGHT);
+        let foreign = master_unreachable(
+            3,
+            "fd00::1",
+            29500,
+            LinkOutcome::Error,
+            0.2,
+            NOT_PREFLIGHT,
+            &none(),
+        );
         assert_eq!(foreign.subject, "[fd00::1]:29500");
         assert!(foreign.summary.contains("is not preflight"));
         assert!(foreign.summary.contains("leftover torchrun"));
 
-        let other = master_unreachable(1, "gpu01", 29500, LinkOutcome::Error, 0.2, "bad token");
+        let other = master_unreachable(
+            1,
+            "gpu01",
+            29500,
+            LinkOutcome::Error,
+            0.2,
+            "bad token",
+            &none(),
+        );
         assert!(other.summary.contains("bad token"));
         assert!(other.fix.as_ref().unwrap().hint.contains("--token"));
     }

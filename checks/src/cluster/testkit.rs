@@ -62,6 +62,11 @@ pub(crate) fn node(rank: u32) -> NodeFacts {
     f.nccl.version = Some("2.21.5".into());
     f.nccl.torch_version = Some("2.5.1+cu124".into());
     f.nccl.source = Some("python:/opt/venv".into());
+    f.master_resolution = Some(crate::model::MasterResolution {
+        name: "node01".into(),
+        addrs: vec!["10.0.0.1".into()],
+        joined_via: Some("10.0.0.1:29500".into()),
+    });
     f
 }
 
@@ -170,6 +175,7 @@ pub(crate) fn commands(f: &Finding) -> Vec<String> {
 pub(crate) const IDS: &[&str] = &[
     "cluster.rendezvous",
     "cluster.refused",
+    "cluster.master-resolution",
     "cluster.duplicate-host",
     "cluster.versions",
     "cluster.gpus",

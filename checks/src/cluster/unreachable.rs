@@ -1,4 +1,4 @@
-//! `link.unreachable`: pairs of nodes that cannot connect on the judged network, one finding per destination, with the firewall command that opens it.
+//! `link.unreachable`: pairs of nodes that cannot connect on the judged network, one finding per destination (or one for a node that fails with every peer), with the command that opens it.
 
 use super::ClusterInput;
 use super::common::{LIST_CAP, host_port, links_on, outcome_word, rank_map, ranks_phrase};
@@ -156,6 +156,11 @@ pub(super) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
     if !absent.is_empty() {
         out.push(absent_members(input, eval, &absent, &others));
     }
+    // One node failing with every peer is the cause: one finding on it, not n-1 link findings.
+    if let Some(f) = isolated_node(input, eval, &links, &members, &others) {
+        out.push(f);
+        return out;
+    }
     for to in &members {
         if let Some(f) = unreachable_destination(input, eval, &links, &members, *to, &others) {
             out.push(f);
@@ -201,17 +206,214 @@ pub(super) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
     out
 }
 
+/// A node (of three or more) that fails with every peer while every other pair connects:
+/// the cause is on that node (its firewall, its route, its interface), said once.
+fn isolated_node(
+    input: &ClusterInput,
+    eval: &NetworkEval,
+    links: &[&LinkResult],
+    members: &[u32],
+    others: &Value,
+) -> Option<Finding> {
+    if members.len() < 3 {
+        return None;
+    }
+    let failed = |a: u32, b: u32| pair_state(links, a, b);
+    let x = members.iter().copied().find(|&x| {
+        let peers = members.iter().copied().filter(|y| *y != x);
+        let every_peer = peers.clone().all(|y| {
+            matches!(failed(y, x), PairState::Failed(_))
+                || matches!(failed(x, y), PairState::Failed(_))
+        });
+        let rest_fine = peers.clone().all(|a| {
+            peers
+                .clone()
+                .filter(|b| *b != a)
+                .all(|b| !matches!(failed(a, b), PairState::Failed(_)))
+        });
+        every_peer && rest_fine
+    })?;
+    let member = eval.network.members.get(&x)?;
+    let mut inbound: Vec<&LinkResult> = Vec::new();
+    let mut outbound: Vec<&LinkResult> = Vec::new();
+    for y in members.iter().copied().filter(|y| *y != x) {
+        if let PairState::Failed(l) = failed(y, x) {
+            inbound.push(l);
+        }
+        if let PairState::Failed(l) = failed(x, y) {
+            outbound.push(l);
+        }
+    }
+    let all: Vec<&LinkResult> = inbound.iter().chain(outbound.iter()).copied().collect();
+    let dominant = dominant_outcome(&all);
+    let word = outcome_word(dominant);
+    let direction = match (inbound.is_empty(), outbound.is_empty()) {
+        (false, false) => "both ways",
+        (false, true) => "inbound",
+        _ => "outbound",
+    };
+    let who = input.who(x);
+    let iface = &member.interface;
+    let addr = member.address.to_string();
+    let subnet = &eval.network.id;
+    let facts = input.facts(x);
+    let nic = facts.and_then(|f| f.net.interfaces.iter().find(|i| &i.name == iface));
+    let nic_down = nic.is_some_and(|i| !i.up);
+    let (cause, reason, fix) = if nic_down {
+        let state = nic.map(|i| i.oper_state.clone()).unwrap_or_default();
+        (
+            "interface",
+            format!("its interface {iface} is not up (operstate {state}: down or no carrier)"),
+            Fix::new(format!(
+                "On {who}, bring {iface} up and check its cable or link (carrier), then rerun"
+            ))
+            .command(format!("ip link set dev {iface} up"))
+            .command(format!("ip -br link show dev {iface}")),
+        )
+    } else {
+        match dominant {
+            LinkOutcome::Timeout | LinkOutcome::Refused => {
+                let what = if dominant == LinkOutcome::Timeout {
+                    "drops"
+                } else {
+                    "rejects"
+                };
+                let lead = format!(
+                    "On {who} (the node that filters), accept every connection from the cluster's subnet {subnet}: NCCL listens on random high ports, so opening only the master port is not enough"
+                );
+                (
+                    "firewall",
+                    format!(
+                        "its firewall {what} connections on {iface} (NCCL's random high ports{})",
+                        if direction == "inbound" {
+                            ""
+                        } else {
+                            ", and its answers"
+                        }
+                    ),
+                    accept_subnet_commands(facts.map(|f| &f.firewall), subnet)
+                        .into_iter()
+                        .fold(Fix::new(lead), Fix::command),
+                )
+            }
+            LinkOutcome::Unreachable => {
+                let peer = members
+                    .iter()
+                    .find(|y| **y != x)
+                    .and_then(|y| eval.network.members.get(y))
+                    .map(|m| m.address.to_string())
+                    .unwrap_or_default();
+                (
+                    "route",
+                    format!("no route between it and the others on {subnet} (its address {addr} or its routes)"),
+                    Fix::new(format!(
+                        "On {who}, check its address and route on {subnet}: traffic to the other nodes should leave through {iface}"
+                    ))
+                    .command(format!("ip route get {peer}"))
+                    .command("ip -br addr"),
+                )
+            }
+            _ => (
+                "error",
+                {
+                    let errs: BTreeSet<&str> =
+                        all.iter().filter_map(|l| l.error.as_deref()).collect();
+                    format!(
+                        "the connections failed: {}",
+                        errs.into_iter().collect::<Vec<_>>().join("; ")
+                    )
+                },
+                Fix::new(format!("Check the connections to and from {who} by hand")).command(
+                    format!("nc -vz {addr} {}", all.first().map_or(0, |l| l.port)),
+                ),
+            ),
+        }
+    };
+    let peers: Vec<u32> = members.iter().copied().filter(|y| *y != x).collect();
+    let side = |l: &LinkResult, peer: u32| json!({"peer": peer, "host": input.host(peer), "result": outcome_word(l.result), "port": l.port, "error": l.error});
+    Some(
+        Finding::new(
+            "link.unreachable",
+            Status::Fail,
+            format!("{x}<->* {iface}"),
+            format!(
+                "{who} fails with every peer on {iface} at {addr} ({word} {direction}, with {}): {reason}; every other pair connects",
+                ranks_phrase(&peers)
+            ),
+        )
+        .on_node(Some(x))
+        .with("network", &eval.network.id)
+        .with("node", x)
+        .with("host", input.host(x))
+        .with("interface", iface)
+        .with("address", &addr)
+        .with("cause", cause)
+        .with("direction", direction)
+        .with("result", word)
+        .with(
+            "inbound",
+            inbound.iter().map(|l| side(l, l.from)).collect::<Vec<_>>(),
+        )
+        .with(
+            "outbound",
+            outbound.iter().map(|l| side(l, l.to)).collect::<Vec<_>>(),
+        )
+        .with("pairs_ok", eval.pairs_ok)
+        .with("pairs_total", eval.pairs_total)
+        .with("other_networks", others.clone())
+        .fix(fix),
+    )
+}
+
 fn absent_members(
     input: &ClusterInput,
     eval: &NetworkEval,
     absent: &[u32],
     others: &Value,
 ) -> Finding {
+    // An absent node whose interface of the others' name is down: that is the cause.
+    let names: BTreeSet<&str> = eval
+        .network
+        .members
+        .values()
+        .map(|m| m.interface.as_str())
+        .collect();
+    let down: Vec<(u32, String, String)> = absent
+        .iter()
+        .filter_map(|r| {
+            let i = input
+                .facts(*r)?
+                .net
+                .interfaces
+                .iter()
+                .find(|i| !i.up && names.contains(i.name.as_str()))?;
+            Some((*r, i.name.clone(), i.oper_state.clone()))
+        })
+        .collect();
     let who: Vec<String> = absent
         .iter()
         .take(LIST_CAP)
-        .map(|r| input.who(*r))
+        .map(|r| match down.iter().find(|(d, _, _)| d == r) {
+            Some((_, name, state)) => format!(
+                "{} (its interface {name} is not up: operstate {state}, down or no carrier)",
+                input.who(*r)
+            ),
+            None => input.who(*r),
+        })
         .collect();
+    let down_ev: Vec<Value> = down
+        .iter()
+        .map(|(r, n, st)| json!({"rank": r, "interface": n, "oper_state": st}))
+        .collect();
+    let mut fix = Fix::new(format!(
+        "Give {} an address on {} (or connect it to a network every node shares), then rerun; compare the addresses on each node",
+        ranks_phrase(absent),
+        eval.network.id
+    ));
+    for (_, name, _) in down.iter().take(1) {
+        fix = fix.command(format!("ip link set dev {name} up"));
+    }
+    let fix = fix.command("ip -br addr");
     Finding::new(
         "link.unreachable",
         Status::Fail,
@@ -228,14 +430,8 @@ fn absent_members(
     .with("pairs_ok", eval.pairs_ok)
     .with("pairs_total", eval.pairs_total)
     .with("other_networks", others.clone())
-    .fix(
-        Fix::new(format!(
-            "Give {} an address on {} (or connect it to a network every node shares), then rerun; compare the addresses on each node",
-            ranks_phrase(absent),
-            eval.network.id
-        ))
-        .command("ip -br addr"),
-    )
+    .with("interfaces_down", down_ev)
+    .fix(fix)
 }
 
 fn unreachable_destination(
@@ -457,18 +653,102 @@ mod tests {
         let f = v[0];
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.node, Some(2));
-        assert_eq!(f.subject, "0,1->2 eno1");
+        // Rank 2 fails with both of its peers: the node is the cause, said once.
+        assert_eq!(f.subject, "2<->* eno1");
         assert!(f.summary.contains("rank 2 (node03)"), "{}", f.summary);
-        assert!(f.summary.contains("time out"), "{}", f.summary);
-        assert!(f.summary.contains("10.0.0.3:40002"), "{}", f.summary);
+        assert!(f.summary.contains("timeout inbound"), "{}", f.summary);
+        assert!(f.summary.contains("10.0.0.3"), "{}", f.summary);
         assert_eq!(commands(f), vec!["ufw allow from 10.0.0.0/24"]);
-        assert_eq!(f.evidence["sources"][0]["result"], json!("timeout"));
+        assert_eq!(f.evidence["inbound"][0]["result"], json!("timeout"));
+        assert_eq!(f.evidence["inbound"][0]["port"], json!(40002));
         assert_eq!(
             f.evidence["other_networks"][0]["network"],
             json!("172.17.0.0/24")
         );
         // Nothing is chosen, so the MTU and speed checks have nothing to judge.
         assert_eq!(only(&fs, "link.mtu-mismatch").status, Status::Skip);
+    }
+
+    #[test]
+    fn a_node_failing_with_every_peer_both_ways_is_one_finding_naming_its_firewall() {
+        let mut c = Cluster::healthy(4);
+        for peer in [0, 1, 3] {
+            c.set(peer, 2, LinkOutcome::Timeout);
+            c.set(2, peer, LinkOutcome::Timeout);
+        }
+        let fs = c.findings();
+        let f = only(&fs, "link.unreachable");
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(f.node, Some(2));
+        assert!(
+            f.summary.contains(
+                "rank 2 (node03) fails with every peer on eno1 at 10.0.0.3 (timeout both ways"
+            ),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("its firewall drops"), "{}", f.summary);
+        assert_eq!(f.evidence["cause"], json!("firewall"));
+        assert_eq!(f.evidence["inbound"].as_array().unwrap().len(), 3);
+        assert_eq!(f.evidence["outbound"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            commands(f),
+            vec!["iptables -I INPUT -s 10.0.0.0/24 -j ACCEPT"]
+        );
+    }
+
+    #[test]
+    fn a_node_with_its_interface_down_or_no_route_is_told_by_the_outcome() {
+        let mut c = Cluster::healthy(3);
+        for peer in [0, 1] {
+            c.set(peer, 2, LinkOutcome::Unreachable);
+            c.set(2, peer, LinkOutcome::Unreachable);
+        }
+        let fs = c.findings();
+        let f = only(&fs, "link.unreachable");
+        assert_eq!(f.evidence["cause"], json!("route"), "{f:#?}");
+        assert!(f.summary.contains("no route"), "{}", f.summary);
+        c.facts[2].net.interfaces[0].up = false;
+        c.facts[2].net.interfaces[0].oper_state = "down".into();
+        // A node whose interface is down has no address on the network: named with why.
+        let fs = c.findings();
+        let f = only(&fs, "link.unreachable");
+        assert_eq!(f.evidence["absent"], json!([2]));
+        assert_eq!(f.evidence["interfaces_down"][0]["interface"], json!("eno1"));
+        assert!(
+            f.summary.contains("its interface eno1 is not up"),
+            "{}",
+            f.summary
+        );
+        assert!(commands(f).contains(&"ip link set dev eno1 up".to_string()));
+    }
+
+    #[test]
+    fn inbound_only_filtering_is_one_finding_and_a_single_pair_stays_a_link_finding() {
+        let mut c = Cluster::healthy(3);
+        c.set(0, 2, LinkOutcome::Timeout);
+        c.set(1, 2, LinkOutcome::Timeout);
+        let fs = c.findings();
+        let f = only(&fs, "link.unreachable");
+        assert_eq!(f.evidence["direction"], json!("inbound"));
+        assert!(f.summary.contains("fails with every peer"), "{}", f.summary);
+        // One failing pair of three nodes: a link finding, not a node's.
+        let mut c = Cluster::healthy(3);
+        c.set(0, 2, LinkOutcome::Timeout);
+        let fs = c.findings();
+        let f = only(&fs, "link.unreachable");
+        assert!(!f.summary.contains("every peer"), "{}", f.summary);
+        assert_eq!(f.subject, "0->2 eno1");
+        // Two nodes: a failing pair cannot tell which side is the cause.
+        let mut c = Cluster::healthy(2);
+        c.set(0, 1, LinkOutcome::Timeout);
+        c.set(1, 0, LinkOutcome::Timeout);
+        let fs = c.findings();
+        assert!(
+            with_id(&fs, "link.unreachable")
+                .iter()
+                .all(|f| !f.summary.contains("every peer"))
+        );
     }
 
     #[test]

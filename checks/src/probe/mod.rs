@@ -59,5 +59,6 @@ pub fn collect(root: &Root, opts: &ProbeOptions) -> NodeFacts {
         ports: ports::probe(root, opts.master_port),
         firewall: firewall::probe(root),
         env: env::relevant(&opts.env),
+        master_resolution: None,
     }
 }

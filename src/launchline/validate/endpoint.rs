@@ -3,6 +3,7 @@
 use super::{CommandShape, Context, Correction, Resolved, finding, flag};
 use crate::launchline::args::Parsed;
 use crate::placement::DEFAULT_RDZV_PORT;
+use preflight_checks::cluster::MasterIsSelf;
 use preflight_checks::model::{BindStatus, Finding, Fix, NodeFacts, Status};
 use preflight_checks::net::host_port;
 use std::net::IpAddr;
@@ -125,6 +126,42 @@ pub(super) fn endpoint(
         )
         .fix(Fix::new(format!("use rank 0's address reachable by every node instead of {host}, e.g. {}", host_port(&use_addr, port))));
         return (f, None);
+    }
+    // A rank other than 0 given its own address: it would host nothing and wait for itself.
+    if plan.rank_given && rank != 0 && plan.is_multi_node() {
+        let own: Vec<IpAddr> = ctx
+            .facts
+            .net
+            .interfaces
+            .iter()
+            .flat_map(|i| i.ipv4.iter().chain(i.ipv6.iter()).map(|a| a.addr))
+            .collect();
+        let given_as = flag(
+            p,
+            if plan.endpoint_from == "--rdzv-endpoint" {
+                "rdzv-endpoint"
+            } else {
+                "master-addr"
+            },
+        );
+        let judged = MasterIsSelf {
+            id: "launch.endpoint",
+            rank,
+            master: &host,
+            port,
+            given_as: &given_as,
+            resolved: &resolved.addrs,
+            own: &own,
+            rank0: None,
+        }
+        .judge();
+        if let Some(f) = judged {
+            let f = f
+                .with("from", plan.endpoint_from)
+                .with("backend", &plan.backend)
+                .with("this_node_addresses", &local_addrs);
+            return (f, None);
+        }
     }
     let local = resolved.addrs.iter().all(|a| is_local(ctx.facts, a));
     if plan.backend == "static" && rank == 0 && !local {

@@ -254,6 +254,45 @@ fn loopback_endpoint_in_a_multi_node_job_and_a_foreign_master_on_rank_0() {
 }
 
 #[test]
+fn a_nonzero_rank_given_its_own_address_as_the_master_fails() {
+    let own = judge(
+        "torchrun --nnodes=2 --node-rank=1 --master-addr=192.168.100.11 --master-port=29500 t.py",
+        &ib_node(),
+        &["192.168.100.11"],
+    );
+    let (f, _) = get(&own, "launch.endpoint");
+    assert_eq!(f.status, Status::Fail, "{f:#?}");
+    assert!(
+        f.summary
+            .contains("rank 1 was given its own address 192.168.100.11 as the master address"),
+        "{}",
+        f.summary
+    );
+    assert!(
+        f.summary.contains("cannot know rank 0's address"),
+        "{}",
+        f.summary
+    );
+    assert!(
+        f.fix.as_ref().unwrap().hint.contains("--master-addr"),
+        "{f:#?}"
+    );
+    // Rank 0 with its own address is right; so is a c10d node without a rank (assigned at join).
+    let rank0 = judge(
+        "torchrun --nnodes=2 --node-rank=0 --master-addr=192.168.100.11 t.py",
+        &ib_node(),
+        &["192.168.100.11"],
+    );
+    assert_eq!(status(&rank0, "launch.endpoint"), Status::Pass);
+    let c10d = judge(
+        "torchrun --nnodes=2 --rdzv-backend=c10d --rdzv-endpoint=192.168.100.11:29400 t.py",
+        &ib_node(),
+        &["192.168.100.11"],
+    );
+    assert_eq!(status(&c10d, "launch.endpoint"), Status::Pass);
+}
+
+#[test]
 fn an_unresolvable_host_and_a_static_endpoint_without_port_fail() {
     let p = parse(
         split_shell_words("torchrun --nnodes=2 --node-rank=1 --master-addr=nosuch t.py").unwrap(),

@@ -23,7 +23,7 @@ pub(super) fn receive(stream: &mut TcpStream, p: &Placement) -> Result<u32, Stri
             p.nnodes.saturating_sub(1),
             p.nnodes
         )),
-        Ok(Msg::Reject { reason }) => Err(format!(
+        Ok(Msg::Reject { reason, .. }) => Err(format!(
             "the coordinator on {at} refused to assign this node a rank: {reason}"
         )),
         Ok(other) => Err(format!(

@@ -16,12 +16,16 @@ use crate::runtime::job::ClusterJob;
 use crate::transport::auth::{Secret, SecretSource};
 use crate::transport::events::Events;
 use crate::transport::wire::{Listener, UNASSIGNED_RANK, WireError};
-use preflight_checks::cluster::master_unreachable;
-use preflight_checks::model::{self, Finding, Mode, NodeFacts, Report};
+use preflight_checks::cluster::{MasterIsSelf, ThisNode, master_unreachable, refused_here};
+use preflight_checks::model::{self, Finding, MasterResolution, Mode, NodeFacts, Report};
 use preflight_checks::probe;
 use preflight_checks::root::Root;
-use std::net::{SocketAddr, TcpListener};
-use std::time::Instant;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+/// How long a node whose master address is its own waits for a rank 0 on this same machine
+/// (ranks sharing a host, as in tests) before saying its master address is itself.
+const MASTER_IS_SELF_GRACE: Duration = Duration::from_secs(3);
 
 // A node without a rank says hello with the wire's unassigned rank.
 const _: () = assert!(placement::RANK_AT_JOIN == UNASSIGNED_RANK);
@@ -150,35 +154,87 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
     // Join first: a node of a c10d rendezvous learns its rank from the coordinator here, before
     // anything that depends on it (the node state, the data listeners, the report) starts.
     let deadline = Instant::now() + job.timeout;
-    let joined = match join::join(&placement, &secret, deadline, job.timing, events) {
-        Ok(mut stream) if placement.rank_pending() => {
-            match assign::receive(&mut stream, &placement) {
-                Ok(rank) => {
-                    placement.rank = rank;
-                    events.log(format!(
-                    "rank {rank} of {} (assigned at join by rank 0, as torchrun's c10d rendezvous does)",
-                    placement.nnodes
-                ));
-                    Ok(stream)
+    // A rank other than 0 whose master address is itself would wait for itself: give a rank 0
+    // on this very machine a moment to answer, then say so instead of waiting out the timeout.
+    let master_is_self = if placement.rank_pending() {
+        None
+    } else {
+        master_is_self(&placement, &me.addrs)
+    };
+    let join_deadline = match &master_is_self {
+        Some(_) => deadline.min(Instant::now() + MASTER_IS_SELF_GRACE),
+        None => deadline,
+    };
+    let secret_from = secret_from(&source, &placement);
+    let mut resolution = None;
+    let joined = match join::join(&placement, &secret, join_deadline, job.timing, events) {
+        Ok(joined) => {
+            resolution = Some(MasterResolution {
+                name: placement.master_addr.clone(),
+                addrs: joined.dialed.resolved.clone(),
+                joined_via: Some(joined.via.to_string()),
+            });
+            let mut stream = joined.stream;
+            if placement.rank_pending() {
+                match assign::receive(&mut stream, &placement) {
+                    Ok(rank) => {
+                        placement.rank = rank;
+                        events.log(format!(
+                            "rank {rank} of {} (assigned at join by rank 0, as torchrun's c10d rendezvous does)",
+                            placement.nnodes
+                        ));
+                        Ok(stream)
+                    }
+                    Err(why) => {
+                        events.log(format!("no rank assigned: {why}"));
+                        Err(assign::no_rank_finding(&placement, &why))
+                    }
                 }
-                Err(why) => {
-                    events.log(format!("no rank assigned: {why}"));
-                    Err(assign::no_rank_finding(&placement, &why))
-                }
+            } else {
+                Ok(stream)
             }
         }
-        Ok(stream) => Ok(stream),
-        Err((outcome, error)) => {
-            let f = master_unreachable(
-                placement.rank,
-                &placement.master_addr,
-                placement.master_port,
-                outcome,
-                job.timeout.as_secs_f64(),
-                &error,
-            );
-            Err(c10d_unreachable(f, &placement))
+        Err(failed) => {
+            // A rank 0 that answered and refused is the cause, even on this very machine.
+            let failed = *failed;
+            let this_node = ThisNode {
+                rank: placement.rank,
+                nnodes: placement.nnodes,
+                secret_from: &secret_from,
+            };
+            let f = match (failed.refusal, master_is_self) {
+                (Some((kind, reason)), _) => refused_here(
+                    &this_node,
+                    &placement.master_addr,
+                    placement.master_port,
+                    kind,
+                    &reason,
+                ),
+                (None, Some(f)) => f
+                    .with("tried", &failed.dialed.tried)
+                    .with("waited_s", MASTER_IS_SELF_GRACE.as_secs_f64())
+                    .with("error", &failed.error),
+                (None, None) => c10d_unreachable(
+                    master_unreachable(
+                        placement.rank,
+                        &placement.master_addr,
+                        placement.master_port,
+                        failed.outcome,
+                        job.timeout.as_secs_f64(),
+                        &failed.error,
+                        &failed.dialed,
+                    ),
+                    &placement,
+                ),
+            };
+            events.log(f.summary.clone());
+            Err(f)
         }
+    };
+    let this_node = ThisNode {
+        rank: placement.rank,
+        nnodes: placement.nnodes,
+        secret_from: &secret_from,
     };
     let mut servers = Vec::new();
     let report = match joined {
@@ -190,6 +246,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 facts.clone(),
                 events.clone(),
             );
+            node.facts.master_resolution = resolution;
             servers =
                 data::start_data_servers(&facts, &secret, placement.rank, events, &node.admitted);
             let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();
@@ -202,6 +259,16 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 events,
             ) {
                 Ok(report) => report,
+                Err(WireError::Rejected { reason, kind }) => {
+                    let f = refused_here(
+                        &this_node,
+                        &placement.master_addr,
+                        placement.master_port,
+                        kind,
+                        &reason,
+                    );
+                    solo_report(&placement, facts, job, &source, vec![f])
+                }
                 Err(e) => {
                     let f = lost_coordinator(&placement, &e);
                     solo_report(&placement, facts, job, &source, vec![f])
@@ -220,6 +287,48 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
         report,
         rank: placement.rank,
     })
+}
+
+/// `cluster.rendezvous` FAIL when this node is not rank 0 and its master address is one of its
+/// own; rank 0's address comes from the host list when there is one.
+fn master_is_self(p: &Placement, own: &[IpAddr]) -> Option<Finding> {
+    if p.rank == 0 {
+        return None;
+    }
+    let resolved = placement::resolve_host(&p.master_addr);
+    let rank0_host = p.expected_hosts.first().map(String::as_str);
+    let check = |rank0: Option<(&str, &[IpAddr])>| {
+        MasterIsSelf {
+            id: "cluster.rendezvous",
+            rank: p.rank,
+            master: &p.master_addr,
+            port: p.master_port,
+            given_as: "--master-addr",
+            resolved: &resolved.addrs,
+            own,
+            rank0,
+        }
+        .judge()
+    };
+    // Resolve rank 0's host only when the rule fires.
+    check(None)?;
+    let rank0_addrs = rank0_host.map(|h| placement::resolve_host(h).addrs);
+    check(rank0_host.zip(rank0_addrs.as_deref()))
+}
+
+/// Where this node's secret came from, with the value that matters, for a refused node's report.
+fn secret_from(source: &SecretSource, p: &Placement) -> String {
+    let endpoint = preflight_checks::net::host_port(&p.master_addr, p.master_port);
+    match source {
+        SecretSource::Token(from) => format!("the token from {from}"),
+        SecretSource::JobId(from) => format!(
+            "{from}={} with the master endpoint {endpoint}",
+            p.job_id.as_deref().unwrap_or_default()
+        ),
+        SecretSource::EndpointOnly => {
+            format!("the master endpoint {endpoint} alone (no --token or job id)")
+        }
+    }
 }
 
 /// Binds the master port on every address, dual stack, as torchrun does.

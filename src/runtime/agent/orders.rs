@@ -76,10 +76,8 @@ pub(super) fn serve_orders(
                 links: mtu_targets(p.rank, &targets, max_mtu, secret),
             },
             Msg::Report { report } => return Ok(*report),
-            Msg::Reject { reason } => {
-                return Err(WireError::Malformed(format!(
-                    "rejected by the coordinator: {reason}"
-                )));
+            Msg::Reject { reason, kind } => {
+                return Err(WireError::Rejected { reason, kind });
             }
             other => {
                 return Err(WireError::Malformed(format!(

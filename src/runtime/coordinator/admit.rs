@@ -191,6 +191,7 @@ fn take_place(
             &mut s,
             &Msg::Reject {
                 reason: reason.clone(),
+                kind: Some(RefusalKind::RankTaken),
             },
         );
         cfg.events.log(format!(
@@ -251,6 +252,7 @@ fn refuse(
         stream,
         &Msg::Reject {
             reason: reason.clone(),
+            kind: Some(kind),
         },
     );
     Arrival::Refused(Refusal {
@@ -309,14 +311,23 @@ fn handshake_and_join(
     let asks = info.rank == UNASSIGNED_RANK;
     if info.nnodes != cfg.nnodes || (!asks && info.rank >= cfg.nnodes) {
         let claim = if asks {
-            "a rank to be assigned at join".to_string()
+            "a node waiting for its rank (c10d)".to_string()
         } else {
             format!("rank {}", info.rank)
         };
-        let reason = format!(
-            "it says {claim} of --nnodes={}; rank 0 expects --nnodes={}",
-            info.nnodes, cfg.nnodes
-        );
+        let reason = if info.nnodes != cfg.nnodes {
+            format!(
+                "rank 0 expects {} nodes; {claim} was started with --nnodes={}",
+                cfg.nnodes, info.nnodes
+            )
+        } else {
+            format!(
+                "rank 0 expects {} nodes (ranks 0 to {}); this node said rank {}",
+                cfg.nnodes,
+                cfg.nnodes.saturating_sub(1),
+                info.rank
+            )
+        };
         return Some(refuse(
             &mut stream,
             peer,
@@ -500,7 +511,7 @@ mod tests {
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             match read_msg(&mut s).unwrap() {
                 Msg::Assigned { rank } => rank,
-                Msg::Reject { reason } => return Err(reason),
+                Msg::Reject { reason, .. } => return Err(reason),
                 other => panic!("unexpected {other:?}"),
             }
         } else {
