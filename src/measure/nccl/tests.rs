@@ -117,7 +117,8 @@ fn a_hung_worker_is_killed_by_the_watchdog_in_time() {
     w.give_id(&id_hex()).ok();
     let err = w.finish().expect_err("must time out");
     let took = t0.elapsed();
-    assert!(took < Duration::from_secs(3), "took {took:?}");
+    // The 2 s watchdog plus slack for a loaded 2-core machine; a missed kill would hang for minutes.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
     match &err {
         NcclError::TimedOut { after_s, phase, .. } => {
             assert!(*after_s >= 2, "{err}");
@@ -136,7 +137,8 @@ fn a_worker_hung_in_a_child_process_is_killed_with_its_group() {
     w.give_id(&id_hex()).expect("give");
     let err = w.finish().expect_err("must time out");
     assert!(
-        t0.elapsed() < Duration::from_secs(2),
+        // The 1 s watchdog plus slack for a loaded machine; without the group kill it hangs.
+        t0.elapsed() < Duration::from_secs(4),
         "took {:?}",
         t0.elapsed()
     );

@@ -575,7 +575,7 @@ mod tests {
         let (addr, h) = start(cfg(3, Duration::from_secs(1)));
         let why = node(addr, UNASSIGNED_RANK, 2).expect_err("nnodes differ");
         assert!(
-            why.contains("a rank to be assigned at join of --nnodes=2"),
+            why.contains("rank 0 expects 3 nodes; a node waiting for its rank (c10d) was started with --nnodes=2"),
             "{why}"
         );
         assert!(h.join().unwrap().members.is_empty());
