@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Try `preflight cluster` on one machine: two test "hosts" in network namespaces joined by a
+# veth pair (10.200.77.1 and 10.200.77.2), each running the real binary as one node would.
+#
+#   sudo examples/two-hosts-netns.sh            # a healthy pair: exit 0, the advice for both
+#   sudo examples/two-hosts-netns.sh --firewall # host b drops NCCL's high ports: link.unreachable
+#
+# Needs root, iproute2 (and iptables for --firewall), and `preflight` on PATH (or PREFLIGHT=path).
+# Nothing is created outside the two namespaces; both are deleted on exit, whatever happens.
+set -euo pipefail
+
+PREFLIGHT=${PREFLIGHT:-$(command -v preflight || true)}
+FAULT=${1:-}
+A=pf-demo-a
+B=pf-demo-b
+PORT=29500
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "run as root (network namespaces need it): sudo $0 $*" >&2
+    exit 2
+fi
+if [[ -z $PREFLIGHT || ! -x $PREFLIGHT ]]; then
+    echo "preflight not found: put it on PATH or set PREFLIGHT=/path/to/preflight" >&2
+    exit 2
+fi
+for tool in ip timeout; do
+    command -v "$tool" >/dev/null || { echo "$tool is not installed" >&2; exit 2; }
+done
+
+cleanup() {
+    ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    ip netns pids "$B" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    ip netns del "$A" 2>/dev/null || true
+    ip netns del "$B" 2>/dev/null || true
+}
+trap cleanup EXIT
+cleanup
+
+ip netns add "$A"
+ip netns add "$B"
+ip link add eth1 netns "$A" type veth peer name eth1 netns "$B"
+ip -n "$A" addr add 10.200.77.1/24 dev eth1
+ip -n "$B" addr add 10.200.77.2/24 dev eth1
+for ns in "$A" "$B"; do
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set eth1 up
+done
+
+if [[ $FAULT == --firewall ]]; then
+    command -v iptables >/dev/null || { echo "--firewall needs iptables" >&2; exit 2; }
+    # Host b accepts the master port but drops every other new TCP connection from outside.
+    ip netns exec "$B" iptables -A INPUT -p tcp --dport "$PORT" -j ACCEPT
+    ip netns exec "$B" iptables -A INPUT ! -i lo -p tcp --syn --dport 1024:65535 -j DROP
+fi
+
+# NCCL_HOSTID gives each namespace its own host identity (they share one kernel and hostname).
+node() {
+    local ns=$1 rank=$2
+    ip netns exec "$ns" env NCCL_HOSTID="demo-$rank" timeout 60 "$PREFLIGHT" cluster \
+        --nnodes=2 --node-rank="$rank" --master-addr=10.200.77.1 --master-port="$PORT" \
+        --token=demo-two-hosts --timeout=10 --quick
+}
+
+node "$B" 1 >/tmp/pf-demo-rank1.txt 2>&1 &
+rank1=$!
+set +e
+node "$A" 0
+code=$?
+wait "$rank1"
+set -e
+echo
+echo "rank 0 exited $code; rank 1's own output is in /tmp/pf-demo-rank1.txt"
+exit "$code"
