@@ -1,7 +1,7 @@
 //! The user's own command printed back: the recommended environment in front and the corrected
 //! flags, every other word unchanged (same order, same spelling, same script arguments).
 
-use super::args::{Launcher, Parsed, ValueForm, Word, spec};
+use super::args::{Launcher, Parsed, ValueForm, Word};
 use super::validate::Correction;
 use std::collections::BTreeMap;
 
@@ -15,7 +15,8 @@ enum Edit {
 
 /// The spelling for a flag the user did not write: dashes, or underscores if the user writes those.
 fn new_spelling(p: &Parsed, name: &str) -> String {
-    let s = spec(name)
+    let s = p
+        .spec(name)
         .and_then(|s| s.spellings.iter().find(|w| w.starts_with("--")).copied())
         .unwrap_or("--");
     let s = if s == "--" {
@@ -50,7 +51,7 @@ pub fn apply(p: &Parsed, fixes: &[Correction]) -> Vec<Word> {
                 }
             }
             Correction::SetValue { name, value } => {
-                let takes_value = spec(name).is_some_and(|s| s.takes_value);
+                let takes_value = p.spec(name).is_some_and(|s| s.takes_value);
                 match p.last(name) {
                     Some(_) if !takes_value => {}
                     Some(o) if o.form == ValueForm::Separate => {
@@ -84,6 +85,31 @@ pub fn apply(p: &Parsed, fixes: &[Correction]) -> Vec<Word> {
     out
 }
 
+/// The deprecated `python -m torch.distributed.launch ...` as the torchrun line that does the
+/// same: the launcher words become `torchrun`, `--use-env` goes (torchrun always sets LOCAL_RANK);
+/// the environment, wrappers, options and script stay as written.
+pub fn as_torchrun(p: &Parsed) -> String {
+    let start = p.head.start;
+    let end = p.options_start();
+    let use_env: Vec<usize> = p
+        .opts
+        .iter()
+        .filter(|o| o.name == "use-env")
+        .map(|o| o.index)
+        .collect();
+    let mut words: Vec<Word> = Vec::with_capacity(p.words.len());
+    for (i, w) in p.words.iter().enumerate() {
+        if i == start {
+            words.push(Word::plain("torchrun"));
+        }
+        if (start..end).contains(&i) || use_env.contains(&i) {
+            continue;
+        }
+        words.push(w.clone());
+    }
+    render(&words, &BTreeMap::new())
+}
+
 /// Words as one shell line, with `KEY=value ...` in front when `env` is not empty.
 pub fn render(words: &[Word], env: &BTreeMap<String, String>) -> String {
     let prefix = crate::shell::env_prefix(env);
@@ -99,14 +125,68 @@ pub fn render(words: &[Word], env: &BTreeMap<String, String>) -> String {
     }
 }
 
-/// The corrected command with the environment in front. Bare arguments get `torchrun` in front
-/// so the line runs as it is.
+/// One of the line's own `NAME=value` words that the recommended environment changes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct EnvChange {
+    pub name: String,
+    pub yours: String,
+    pub recommended: String,
+}
+
+/// The line's own environment words the recommendation changes (the rest are kept as written).
+pub fn env_changes(p: &Parsed, env: &BTreeMap<String, String>) -> Vec<EnvChange> {
+    let own = p.line_env();
+    env.iter()
+        .filter_map(|(k, v)| {
+            own.get(k).filter(|o| *o != v).map(|o| EnvChange {
+                name: k.clone(),
+                yours: o.clone(),
+                recommended: v.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The corrected command with the environment merged in: a `NAME=value` the line already has is
+/// replaced where it stands; the others go in front (after the line's own last assignment, so
+/// they stay in the same `env ...`). Bare arguments get `torchrun` in front so the line runs.
 pub fn rewrite(p: &Parsed, fixes: &[Correction], env: &BTreeMap<String, String>) -> String {
     let mut words = apply(p, fixes);
     if p.launcher == Launcher::Bare {
         words.insert(0, Word::plain("torchrun"));
     }
-    render(&words, env)
+    let own = p.line_env();
+    let mut extra = BTreeMap::new();
+    for (k, v) in env {
+        if !own.contains_key(k) {
+            extra.insert(k.clone(), v.clone());
+        }
+    }
+    // Replace in place: the env words come before any inserted word, so indices hold.
+    for e in &p.head.env {
+        if let Some(v) = env.get(&e.name).filter(|v| **v != e.value) {
+            if let Some(w) = words.get_mut(e.index) {
+                *w = Word::plain(format!("{}={}", e.name, crate::shell::quote(v)));
+                w.raw = Some(w.value.clone());
+            }
+        }
+    }
+    match p.head.env.last() {
+        Some(last) if !extra.is_empty() => {
+            let prefix = crate::shell::env_prefix(&extra);
+            let at = (last.index + 1).min(words.len());
+            words.insert(
+                at,
+                Word {
+                    raw: Some(prefix.clone()),
+                    value: prefix,
+                    unset: Vec::new(),
+                },
+            );
+            render(&words, &BTreeMap::new())
+        }
+        _ => render(&words, &extra),
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 mod args;
 mod endpoint;
 mod legacy;
+mod line;
 mod nodes;
 mod nproc;
 mod rendezvous;
@@ -17,8 +18,10 @@ mod rendezvous;
 mod tests;
 
 pub use endpoint::hosts_store;
+pub use line::ScriptFile;
+pub use nproc::per_node;
 
-use crate::launchline::args::Parsed;
+use crate::launchline::args::{Launcher, Parsed};
 use crate::placement::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, split_endpoint};
 use preflight_checks::model::{Finding, NodeFacts, Status};
 
@@ -35,6 +38,22 @@ pub struct Context<'a> {
     pub script_text: Option<String>,
     /// An address other nodes can reach this node on (the recommendation's choice), for fixes.
     pub this_addr: Option<String>,
+    /// What the job says beyond the line, and what was found of the script here.
+    pub job: LineJob,
+}
+
+/// What the command knows of the job beyond the line itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LineJob {
+    /// This node's rank as the run resolves it (flags, then Slurm, then the torchrun/Kubernetes
+    /// environment); None: the line's own `--node-rank` (or torchrun's default 0).
+    pub rank: Option<u32>,
+    /// Where the rank came from when `rank` is set ("SLURM_NODEID", ...).
+    pub rank_from: Option<String>,
+    /// The job is CPU-only (`--no-gpu` or `--expect-gpus 0`): no GPU is no failure.
+    pub cpu_only: bool,
+    /// The script as found in the working directory; None when not looked at (facts from a file).
+    pub script_file: Option<ScriptFile>,
 }
 
 pub use crate::placement::Resolved;
@@ -172,18 +191,29 @@ fn finding(
 
 /// Every `launch.*` finding, each with the correction this node can make for it, if any.
 pub fn check(p: &Parsed, ctx: &Context) -> Vec<(Finding, Option<Correction>)> {
-    let plan = shape_of(p);
-    let mut out = vec![
-        args::args(p, &plan),
-        args::unknown_flags(p, &plan),
-        nodes::nnodes(p, &plan),
-        nodes::node_rank(p, &plan),
-        nproc::nproc(p, &plan, ctx.facts),
-    ];
+    let mut plan = shape_of(p);
+    if let Some(rank) = ctx.job.rank {
+        plan.rank = rank;
+    }
+    if p.launcher == Launcher::Other {
+        let mut out: Vec<_> = line::program(p, &plan).into_iter().collect();
+        out.extend(line::variables(p, &plan));
+        out.extend(line::script(p, &plan, ctx));
+        return out;
+    }
+    let mut out = vec![line::program(p, &plan).unwrap_or_else(|| args::args(p, &plan))];
+    if p.launcher.is_torch() {
+        out.push(args::unknown_flags(p, &plan));
+    }
+    out.extend(line::variables(p, &plan));
+    out.push(nodes::nnodes(p, &plan));
+    out.push(nodes::node_rank(p, &plan));
+    out.push(nproc::nproc(p, &plan, ctx.facts, ctx.job.cpu_only));
     out.extend(rendezvous::standalone(p, &plan));
     out.extend(rendezvous::rdzv_backend(p, &plan));
     out.push(endpoint::endpoint(p, &plan, ctx));
     out.push(endpoint::port(p, &plan, ctx));
+    out.extend(line::script(p, &plan, ctx));
     out.extend(legacy::legacy(p, &plan, ctx.script_text.as_deref()));
     out
 }
