@@ -400,7 +400,7 @@ mod tests {
         let Command::Check(c) = a.command else {
             panic!("not check")
         };
-        assert_eq!(c.master_port, 29600);
+        assert_eq!(c.master_port, Some(29600));
         assert_eq!(c.job.nproc_per_node, Some(4));
     }
 

@@ -720,7 +720,34 @@ pub fn split_line(
             unset,
         });
     }
+    if env.is_some() {
+        words = words.into_iter().flat_map(field_split).collect();
+    }
     Ok(words)
+}
+
+/// A word that is one unquoted `$NAME`/`${NAME}` splits into fields on whitespace, as the
+/// shell splits `torchrun $DISTRIBUTED_ARGS train.py`. The first field keeps the word's text
+/// (`$NAME`); the others carry an empty text, so the line prints back as written.
+fn field_split(w: Word) -> Vec<Word> {
+    let raw = w.raw.clone().unwrap_or_default();
+    let bare = raw
+        .strip_prefix("${")
+        .and_then(|r| r.strip_suffix('}'))
+        .or_else(|| raw.strip_prefix('$'))
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    if !bare || !w.value.contains(char::is_whitespace) {
+        return vec![w];
+    }
+    w.value
+        .split_whitespace()
+        .enumerate()
+        .map(|(i, f)| Word {
+            value: f.to_string(),
+            raw: Some(if i == 0 { raw.clone() } else { String::new() }),
+            unset: Vec::new(),
+        })
+        .collect()
 }
 
 /// Splits one pasted command line into the words a program would receive.

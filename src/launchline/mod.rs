@@ -2,6 +2,8 @@
 //! this node, and the command printed back fixed (`preflight torchrun`).
 
 pub mod args;
+#[cfg(test)]
+mod corpus_tests;
 pub mod head;
 pub mod rewrite;
 pub mod validate;
@@ -178,6 +180,7 @@ pub fn probe_port(shape: &CommandShape) -> u16 {
         .endpoint
         .as_ref()
         .map(|(_, p)| *p)
+        .filter(|p| *p != 0)
         .unwrap_or(crate::placement::DEFAULT_MASTER_PORT)
 }
 
@@ -283,12 +286,16 @@ mod tests {
 
     #[test]
     fn one_pasted_line_is_split_and_argv_is_kept() {
-        let w = words_of(&["torchrun --nnodes=2 'a b.py'".to_string()]).unwrap();
+        let w = words_of(
+            &["torchrun --nnodes=2 'a b.py'".to_string()],
+            &BTreeMap::new(),
+        )
+        .unwrap();
         assert_eq!(w.len(), 3);
         assert_eq!(w[2].value, "a b.py");
-        let w = words_of(&["--nnodes=2".into(), "a b.py".into()]).unwrap();
+        let w = words_of(&["--nnodes=2".into(), "a b.py".into()], &BTreeMap::new()).unwrap();
         assert_eq!(w[1].value, "a b.py");
-        assert!(words_of(&["torchrun 'x".to_string()]).is_err());
+        assert!(words_of(&["torchrun 'x".to_string()], &BTreeMap::new()).is_err());
     }
 
     #[test]

@@ -31,6 +31,13 @@ fn new_spelling(p: &Parsed, name: &str) -> String {
     }
 }
 
+/// A word that came out of a split `$VAR` (its text is the variable, or nothing).
+fn from_variable(w: &Word) -> bool {
+    w.raw
+        .as_deref()
+        .is_some_and(|r| r.is_empty() || (r.starts_with('$') && r != w.value))
+}
+
 /// The command's words after the corrections.
 pub fn apply(p: &Parsed, fixes: &[Correction]) -> Vec<Word> {
     let mut edits = vec![Edit::Keep; p.words.len()];
@@ -52,8 +59,21 @@ pub fn apply(p: &Parsed, fixes: &[Correction]) -> Vec<Word> {
             }
             Correction::SetValue { name, value } => {
                 let takes_value = p.spec(name).is_some_and(|s| s.takes_value);
+                let in_var = p.last(name).is_some_and(|o| {
+                    let end = if o.form == ValueForm::Separate {
+                        o.index + 1
+                    } else {
+                        o.index
+                    };
+                    (o.index..=end).any(|i| p.words.get(i).is_some_and(from_variable))
+                });
                 match p.last(name) {
                     Some(_) if !takes_value => {}
+                    // Inside a `$VAR` the user's text cannot be edited: the corrected flag goes
+                    // after it (argparse: the last occurrence wins).
+                    Some(o) if in_var => {
+                        inserted.push(Word::plain(format!("{}={value}", o.spelled)))
+                    }
                     Some(o) if o.form == ValueForm::Separate => {
                         edits[o.index + 1] = Edit::Replace(Word::plain(value.clone()));
                     }
@@ -69,7 +89,12 @@ pub fn apply(p: &Parsed, fixes: &[Correction]) -> Vec<Word> {
             }
         }
     }
-    let insert_at = p.script_index.unwrap_or(p.words.len());
+    // Before the script, and before a `--` that ends the options.
+    let insert_at = match p.script_index {
+        Some(i) if i > p.options_start() && p.words[i - 1].value == "--" => i - 1,
+        Some(i) => i,
+        None => p.words.len(),
+    };
     let mut out = Vec::with_capacity(p.words.len() + inserted.len());
     for (i, (word, edit)) in p.words.iter().zip(edits).enumerate() {
         if i == insert_at {
@@ -113,8 +138,10 @@ pub fn as_torchrun(p: &Parsed) -> String {
 /// Words as one shell line, with `KEY=value ...` in front when `env` is not empty.
 pub fn render(words: &[Word], env: &BTreeMap<String, String>) -> String {
     let prefix = crate::shell::env_prefix(env);
+    // A field of a split `$VAR` carries no text of its own: the first field prints `$VAR`.
     let body = words
         .iter()
+        .filter(|w| w.raw.as_deref() != Some(""))
         .map(Word::shell_text)
         .collect::<Vec<_>>()
         .join(" ");

@@ -138,6 +138,16 @@ pub fn shape_of(p: &Parsed) -> CommandShape {
         return out;
     }
     let rdzv = p.value("rdzv-endpoint").filter(|v| !v.trim().is_empty());
+    // `--rdzv-endpoint=localhost:0` (torchtitan's run_train.sh): the c10d store binds a free
+    // port, which works on one node only, as --standalone does.
+    if let Some(host) = rdzv
+        .and_then(|v| v.trim().strip_suffix(":0"))
+        .filter(|h| !h.is_empty() && backend != "static" && out.max_nodes() <= 1)
+    {
+        out.endpoint = Some((host.to_string(), 0));
+        out.endpoint_from = "--rdzv-endpoint";
+        return out;
+    }
     match (rdzv, backend.as_str()) {
         (Some(v), b) => {
             out.endpoint_from = "--rdzv-endpoint";
@@ -212,7 +222,21 @@ pub fn check(p: &Parsed, ctx: &Context) -> Vec<(Finding, Option<Correction>)> {
     out.extend(rendezvous::standalone(p, &plan));
     out.extend(rendezvous::rdzv_backend(p, &plan));
     out.push(endpoint::endpoint(p, &plan, ctx));
-    out.push(endpoint::port(p, &plan, ctx));
+    if plan.endpoint.as_ref().is_some_and(|(_, port)| *port == 0) {
+        out.push((
+            finding(
+                "launch.port",
+                Status::Pass,
+                plan.rank,
+                "0",
+                "port 0: torchrun's c10d store binds a free port on this node (one node only)"
+                    .into(),
+            ),
+            None,
+        ));
+    } else {
+        out.push(endpoint::port(p, &plan, ctx));
+    }
     out.extend(line::script(p, &plan, ctx));
     out.extend(legacy::legacy(p, &plan, ctx.script_text.as_deref()));
     out
