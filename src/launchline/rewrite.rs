@@ -325,4 +325,48 @@ mod tests {
         );
         assert_eq!(out, "torchrun --rdzv-endpoint '[fd00::1]:29401' t.py");
     }
+
+    #[test]
+    fn the_lines_own_environment_is_replaced_in_place_and_kept_otherwise() {
+        let p = parsed("NCCL_SOCKET_IFNAME=bond0 NCCL_DEBUG=INFO torchrun t.py");
+        let rec = env(&[("NCCL_SOCKET_IFNAME", "eth0"), ("NCCL_IB_DISABLE", "1")]);
+        assert_eq!(
+            rewrite(&p, &[], &rec),
+            "NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 torchrun t.py"
+        );
+        let changes = env_changes(&p, &rec);
+        assert_eq!(changes.len(), 1);
+        assert_eq!(
+            (changes[0].yours.as_str(), changes[0].recommended.as_str()),
+            ("bond0", "eth0")
+        );
+        // Inside `sudo -E env ...` the new values join the line's own assignments.
+        let p = parsed("sudo -E env NCCL_DEBUG=INFO torchrun t.py");
+        assert_eq!(
+            rewrite(&p, &[], &env(&[("NCCL_IB_DISABLE", "1")])),
+            "sudo -E env NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 torchrun t.py"
+        );
+        // A launcher that is not torchrun is printed as it is, never wrapped in torchrun.
+        let p = parsed("deepspeed --num_gpus 8 train.py");
+        assert_eq!(
+            rewrite(&p, &[], &BTreeMap::new()),
+            "deepspeed --num_gpus 8 train.py"
+        );
+        let p = parsed("srun python train.py");
+        assert_eq!(
+            rewrite(&p, &[], &env(&[("NCCL_IB_DISABLE", "1")])),
+            "NCCL_IB_DISABLE=1 srun python train.py"
+        );
+    }
+
+    #[test]
+    fn the_legacy_launcher_as_torchrun() {
+        let p = parsed(
+            "OMP_NUM_THREADS=1 python3 -u -m torch.distributed.launch --use_env --nproc_per_node 8 main.py --x",
+        );
+        assert_eq!(
+            as_torchrun(&p),
+            "OMP_NUM_THREADS=1 torchrun --nproc_per_node 8 main.py --x"
+        );
+    }
 }

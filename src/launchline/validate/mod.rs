@@ -11,6 +11,8 @@ mod args;
 mod endpoint;
 mod legacy;
 mod line;
+#[cfg(test)]
+mod line_tests;
 mod nodes;
 mod nproc;
 mod rendezvous;
