@@ -172,6 +172,7 @@ fn show_report(s: &Shown) -> anyhow::Result<()> {
                     c.rank,
                     &c.command,
                     c.corrections,
+                    &c.env_replaced,
                 ));
             }
             t

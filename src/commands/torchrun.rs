@@ -77,7 +77,7 @@ pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
         judged.shape.rank = done.rank;
     }
     add_findings(&mut done.report, judged.findings.iter().cloned());
-    let (f, command) = command_finding(&judged, done.report.recommendation.as_ref());
+    let (f, command, env_replaced) = command_finding(&judged, done.report.recommendation.as_ref());
     add_findings(&mut done.report, [f]);
     Ok(Outcome::Report(Box::new(Shown {
         report: done.report,
@@ -87,6 +87,7 @@ pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
             rank: judged.shape.rank,
             command,
             corrections: judged.fixes.len(),
+            env_replaced,
         }),
     })))
 }
@@ -140,7 +141,7 @@ fn node_only(job: TorchrunJob, judged: Judged, facts: NodeFacts) -> Outcome {
     if rec_nproc_unknown(&judged) {
         rec.reasons.retain(|r| !r.starts_with("--nproc-per-node="));
     }
-    let (f, command) = command_finding(&judged, Some(&rec));
+    let (f, command, env_replaced) = command_finding(&judged, Some(&rec));
     // One command for this node: the user's own, fixed (not a generic torchrun line beside it).
     rec.launch = vec![LaunchCommand {
         node_rank: rank,
@@ -161,6 +162,7 @@ fn node_only(job: TorchrunJob, judged: Judged, facts: NodeFacts) -> Outcome {
             rank,
             command,
             corrections: judged.fixes.len(),
+            env_replaced,
         }),
     }))
 }

@@ -129,7 +129,8 @@ pub fn judge(
 }
 
 /// The `launch.command` finding: the command to run on this node, fixed, environment in front.
-pub fn command_finding(j: &Judged, rec: Option<&Recommendation>) -> (Finding, String) {
+/// Also returns which of the line's own `NAME=value` words the advice replaced ("NCCL_SOCKET_IFNAME=bond0 -> eth0").
+pub fn command_finding(j: &Judged, rec: Option<&Recommendation>) -> (Finding, String, Vec<String>) {
     let rank = j.shape.rank;
     let env = env_for_rank(rec, rank);
     let command = rewrite::rewrite(&j.parsed, &j.fixes, &env);
@@ -171,7 +172,11 @@ pub fn command_finding(j: &Judged, rec: Option<&Recommendation>) -> (Finding, St
     .with("env_replaced", &changed)
     .with("corrections", j.fixes.len())
     .on_node(Some(rank));
-    (f, command)
+    let replaced = changed
+        .iter()
+        .map(|c| format!("{}={} -> {}", c.name, c.yours, c.recommended))
+        .collect();
+    (f, command, replaced)
 }
 
 /// The port to probe: the endpoint's (the one this node may have to bind).
