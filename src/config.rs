@@ -101,8 +101,10 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             probe: probe(&a.probe),
             master_port: match a.master_port {
                 Some(p) => p,
+                // A garbage MASTER_PORT is env.master's finding, not a refusal to check.
                 None => placement::env_master_port(env)
-                    .map_err(|e| anyhow!("{e}"))?
+                    .ok()
+                    .flatten()
                     .unwrap_or(placement::DEFAULT_MASTER_PORT),
             },
             master_port_flag: a.master_port,

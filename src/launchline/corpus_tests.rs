@@ -204,3 +204,38 @@ fn rewrites_keep_every_word_but_the_environment_and_the_corrected_flags() {
         );
     }
 }
+
+proptest::proptest! {
+    /// Any text, and any soup of wrapper, launcher and variable words, reads without a panic,
+    /// and its rewrite splits again.
+    #[test]
+    fn any_line_reads_and_rewrites(
+        text in ".{0,120}",
+        soup in proptest::collection::vec(proptest::sample::select(vec![
+            "sudo", "-E", "-u", "env", "srun", "-N", "2", "--", "numactl", "-m0", "taskset", "-c",
+            "0-3", "timeout", "uv", "run", "conda", "-n", "x", "apptainer", "exec", "img.sif",
+            "python3", "-u", "-m", "torch.distributed.launch", "torchrun", "deepspeed",
+            "accelerate", "launch", "A=1", "NCCL_IB_DISABLE=0", "$DIST", "${X:-4}", "$NOPE",
+            "--nnodes=2", "--nproc_per_node", "$N", "--num_gpus", "--use_env", "t.py", "'a b'",
+            "-é", "--x=é", "\\\n",
+        ]), 0..14),
+    ) {
+        let env: BTreeMap<String, String> = [("DIST", "--nnodes 2 --node_rank 1"), ("N", "8")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        for line in [text, soup.join(" ")] {
+            if let Ok(words) = split_line(&line, Some(&env)) {
+                let p = args::parse(words);
+                let _ = shape_of(&p);
+                let _ = rewrite::as_torchrun(&p);
+                let out = rewrite::rewrite(
+                    &p,
+                    &[Correction::SetValue { name: "nproc-per-node", value: "2".into() }],
+                    &env,
+                );
+                proptest::prop_assert!(split_shell(&out).is_ok(), "{line:?} -> {out:?}");
+            }
+        }
+    }
+}

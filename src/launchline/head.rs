@@ -347,8 +347,10 @@ fn skip_options(words: &[Word], mut i: usize, spec: &WrapperSpec, head: &mut Hea
             _ => (w, None),
         };
         // `-uNAME`, `-N2`: a short option with its value glued on.
-        let glued = (!w.starts_with("--") && w.len() > 2 && spec.valued.contains(&&w[..2]))
-            .then(|| (&w[..2], &w[2..]));
+        let glued = w
+            .get(..2)
+            .zip(w.get(2..))
+            .filter(|(n, v)| !w.starts_with("--") && !v.is_empty() && spec.valued.contains(n));
         let (name, value, used) = if let Some((n, v)) = glued {
             (n, Some(v.to_string()), 1)
         } else if let Some(v) = inline {
