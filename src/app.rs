@@ -158,12 +158,21 @@ fn show_report(s: &Shown) -> anyhow::Result<()> {
         Format::Json => render::json::render(&s.report),
         Format::Junit => render::junit::render(&s.report),
         Format::Table => {
-            let mut t = render::table::render_for_rank(&s.report, Style::detect(), s.rank);
+            // One command per node: with the user's own command, the generic launch lines go.
+            let mut shown = std::borrow::Cow::Borrowed(&s.report);
+            if s.your_command.is_some() {
+                if let Some(rec) = shown.to_mut().recommendation.as_mut() {
+                    rec.launch.clear();
+                    rec.standalone = None;
+                }
+            }
+            let mut t = render::table::render_for_rank(&shown, Style::detect(), s.rank);
             if let Some(c) = &s.your_command {
                 t.push_str(&render::launch::your_command(
                     c.rank,
                     &c.command,
                     c.corrections,
+                    &c.env_replaced,
                 ));
             }
             t

@@ -153,9 +153,9 @@ pub struct ProbeArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     pub probe: ProbeArgs,
-    /// The port torchrun's rendezvous (the master) will listen on.
-    #[arg(long, alias = "master_port", default_value_t = crate::placement::DEFAULT_MASTER_PORT, value_parser = clap::value_parser!(u16).range(1..))]
-    pub master_port: u16,
+    /// The port torchrun's rendezvous (the master) will listen on (default: MASTER_PORT, else 29500).
+    #[arg(long, alias = "master_port", value_parser = clap::value_parser!(u16).range(1..))]
+    pub master_port: Option<u16>,
     #[command(flatten)]
     pub job: JobArgs,
     /// Judge a saved facts file (from `preflight facts`) instead of probing this node.
@@ -321,6 +321,9 @@ pub struct TorchrunArgs {
     /// Count warnings as failures in the exit code.
     #[arg(long)]
     pub strict: bool,
+    /// GPUs this node must have; 0 says the job is CPU-only (as --no-gpu does).
+    #[arg(long, alias = "expect_gpus", value_parser = clap::value_parser!(u32).range(0..))]
+    pub expect_gpus: Option<u32>,
     /// The torchrun command as you would run it: `torchrun ARGS`, `python -m torch.distributed.run ARGS`, the bare ARGS, or one quoted line.
     #[arg(
         trailing_var_arg = true,
@@ -397,7 +400,7 @@ mod tests {
         let Command::Check(c) = a.command else {
             panic!("not check")
         };
-        assert_eq!(c.master_port, 29600);
+        assert_eq!(c.master_port, Some(29600));
         assert_eq!(c.job.nproc_per_node, Some(4));
     }
 

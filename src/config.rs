@@ -26,7 +26,12 @@ pub struct View {
 #[derive(Clone, Debug)]
 pub struct CheckJob {
     pub probe: ProbeJob,
+    /// `--master-port`, else the launcher's `MASTER_PORT` (`PET_MASTER_PORT`), else 29500.
     pub master_port: u16,
+    /// `--master-port` as given (the placement reads the environment only for what it leaves open).
+    pub master_port_flag: Option<u16>,
+    /// The launcher's environment (MASTER_ADDR, RANK, WORLD_SIZE, Slurm ...), read as `cluster` reads it.
+    pub env: BTreeMap<String, String>,
     pub shape: JobShape,
     /// Judge this facts file instead of probing.
     pub facts_file: Option<PathBuf>,
@@ -54,6 +59,8 @@ pub struct TorchrunJob {
     /// The user's command, as argv or one pasted line split as a shell would.
     pub words: Vec<Word>,
     pub env: BTreeMap<String, String>,
+    /// `--expect-gpus`: 0 marks a CPU-only job.
+    pub expect_gpus: Option<u32>,
     pub view: View,
 }
 
@@ -92,7 +99,16 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
     Ok(match cli.command {
         Command::Check(a) => Job::Check(CheckJob {
             probe: probe(&a.probe),
-            master_port: a.master_port,
+            master_port: match a.master_port {
+                Some(p) => p,
+                // A garbage MASTER_PORT is env.master's finding, not a refusal to check.
+                None => placement::env_master_port(env)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(placement::DEFAULT_MASTER_PORT),
+            },
+            master_port_flag: a.master_port,
+            env: env.clone(),
             shape: shape(&a.job),
             facts_file: a.facts,
             script: a.script,
@@ -128,6 +144,8 @@ fn probe(a: &cli::ProbeArgs) -> ProbeJob {
     ProbeJob {
         root: a.root.clone(),
         no_gpu: a.no_gpu,
+        job_env: BTreeMap::new(),
+        job_unset: Vec::new(),
     }
 }
 
@@ -274,8 +292,9 @@ fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Res
         token: token(a.token.as_deref(), a.token_file.as_deref())?,
         timeout: Duration::from_secs(a.timeout),
         quick: a.quick,
-        words: crate::launchline::words_of(&a.args)?,
+        words: crate::launchline::words_of(&a.args, env)?,
         env: env.clone(),
+        expect_gpus: a.expect_gpus,
         view: View {
             format: a.format,
             output: a.output,

@@ -494,8 +494,8 @@ static ENTRIES: &[Entry] = &[
     entry(
         "launch.args",
         "launch",
-        "fail",
-        "torchrun would reject the command line: an option missing its value, a value on a flag, or no script",
+        "fail / warn",
+        "torchrun would reject the command line (an option missing its value, a value on a flag, no script); or the line's program is not torchrun: warn for accelerate launch and deepspeed (read for what maps), fail for any other program",
         "`preflight torchrun` reads your command as torchrun's argparse does; a command it \
          cannot read is one torchrun stops with `error: the following arguments are required` \
          or `expected one argument`, after the scheduler already gave you the nodes.",
@@ -613,6 +613,29 @@ static ENTRIES: &[Entry] = &[
         "Switch to `torchrun` with the same flags and read `LOCAL_RANK` from the environment in \
          the script (`int(os.environ[\"LOCAL_RANK\"])`); or add `--use-env` to the legacy \
          launcher.",
+    ),
+    entry(
+        "launch.variables",
+        "launch",
+        "warn",
+        "a `$VAR` or `${VAR}` in the pasted line is not set on this node, so the shell puts nothing there (evidence `unset`, `words`)",
+        "An unset variable silently empties the flag it is in: `--nproc_per_node=$SLURM_GPUS_PER_TASK` \
+         becomes `--nproc_per_node=` and torchrun stops, `--rdzv-endpoint=$MASTER_ADDR:29400` \
+         becomes `:29400`. preflight reads the line as the shell would, with the value empty.",
+        "Set the variable before the line runs (`export NAME=...`), or write the value in; under \
+         Slurm request what sets it (`--gpus-per-task` sets `SLURM_GPUS_PER_TASK`).",
+    ),
+    entry(
+        "launch.script",
+        "launch",
+        "warn",
+        "the script is not in the working directory, or cannot run as given (neither `.py` nor executable without `--no-python`/`-m`; not executable with `--no-python`)",
+        "torchrun starts the workers anyway and every one of them stops at once (`can't open \
+         file`, `Permission denied`), on every node that lacks the file, after the scheduler \
+         gave you the nodes.",
+        "Run from the directory that holds the script or give its full path, and copy it to \
+         every node; for a program or shell script add `--no-python` and `chmod +x` it; for a \
+         module use `-m`.",
     ),
     entry(
         "launch.command",

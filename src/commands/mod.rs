@@ -59,6 +59,8 @@ pub struct YourCommand {
     pub rank: u32,
     pub command: String,
     pub corrections: usize,
+    /// The line's own environment words the advice replaced ("NAME=yours -> recommended").
+    pub env_replaced: Vec<String>,
 }
 
 /// Runs one validated job.

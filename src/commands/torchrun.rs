@@ -4,16 +4,17 @@
 use super::{Outcome, Shown, YourCommand, load_facts};
 use crate::advise::{AdviceInput, advise_node};
 use crate::config::{self, ClusterJob, JobShape, ProbeJob, TorchrunJob};
+use crate::launchline::validate::LineJob;
 use crate::launchline::{
     self, Judged, args, blocking_failures, command_finding, free_local_port, port_free, probe_port,
     validate,
 };
-use crate::placement::PlacementFlags;
+use crate::placement::{self, LocalIdentity, PlacementFlags};
 use crate::report::{ReportBuilder, add_findings};
 use crate::runtime::agent;
 use crate::runtime::node::{node_findings, probe_facts};
 use crate::transport::events::Events;
-use preflight_checks::model::{Mode, NodeFacts};
+use preflight_checks::model::{LaunchCommand, Mode, NodeFacts};
 use preflight_checks::root::Root;
 
 pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
@@ -22,21 +23,42 @@ pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
     let resolved = shape
         .endpoint
         .as_ref()
+        .filter(|_| parsed.launcher != args::Launcher::Other)
         .map(|(host, _)| launchline::resolve_host(host));
-    let facts = match &job.facts_file {
-        Some(path) => load_facts(path)?,
-        None => probe_facts(
-            &Root::at(&job.probe.root),
-            probe_port(&shape),
-            job.probe.no_gpu,
-        ),
+    let probe = ProbeJob {
+        root: job.probe.root.clone(),
+        no_gpu: job.probe.no_gpu,
+        job_env: parsed.line_env(),
+        job_unset: parsed.head.unset.clone(),
     };
-    let judged = launchline::judge(parsed, &facts, resolved);
+    let mut facts = match &job.facts_file {
+        Some(path) => load_facts(path)?,
+        None => probe_facts(&Root::at(&probe.root), probe_port(&shape), probe.no_gpu),
+    };
+    // The line's own `VAR=value` words are the job's environment: the node checks judge them.
+    probe.overlay(&mut facts.env);
+    let cluster = cluster_job(&job, &probe, &parsed, &shape, &facts)?;
+    let line_job = LineJob {
+        cpu_only: job.probe.no_gpu || job.expect_gpus == Some(0),
+        script_file: job
+            .facts_file
+            .is_none()
+            .then(|| launchline::script_file(&parsed))
+            .flatten(),
+        ..one_reading(&cluster, &job, &facts, &shape)
+    };
+    let judged = launchline::judge(parsed, &facts, resolved, line_job);
     let etcd = judged.shape.backend.starts_with("etcd");
     let blocking = blocking_failures(&judged);
+    let other = judged.parsed.launcher == args::Launcher::Other;
     let asked = job.no_run || job.facts_file.is_some();
-    if asked || etcd || !blocking.is_empty() {
-        if !asked && etcd {
+    if asked || etcd || other || !blocking.is_empty() {
+        if !asked && other {
+            events.log(format!(
+                "not starting the rendezvous: {} is not a launcher preflight reads (see launch.args)",
+                judged.parsed.head.program
+            ));
+        } else if !asked && etcd {
             events.log(
                 "the etcd backend's endpoint is an etcd server, not a node: validating only (run `preflight cluster --hosts LIST` for the network checks)",
             );
@@ -48,7 +70,6 @@ pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
         }
         return Ok(node_only(job, judged, facts));
     }
-    let cluster = cluster_job(&job, &judged, &facts)?;
     let mut done = agent::run_node(&cluster, events)?;
     let mut judged = judged;
     if !judged.shape.rank_given {
@@ -56,7 +77,7 @@ pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
         judged.shape.rank = done.rank;
     }
     add_findings(&mut done.report, judged.findings.iter().cloned());
-    let (f, command) = command_finding(&judged, done.report.recommendation.as_ref());
+    let (f, command, env_replaced) = command_finding(&judged, done.report.recommendation.as_ref());
     add_findings(&mut done.report, [f]);
     Ok(Outcome::Report(Box::new(Shown {
         report: done.report,
@@ -66,8 +87,41 @@ pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
             rank: judged.shape.rank,
             command,
             corrections: judged.fixes.len(),
+            env_replaced,
         }),
     })))
+}
+
+/// The rank exactly as the real run resolves it (the same placement flags, environment and
+/// identity `agent::run_node` uses), so `--no-run` and the run agree. None when the rank is
+/// only known at join (c10d, not the endpoint's owner) or the placement cannot be resolved.
+fn one_reading(
+    cluster: &ClusterJob,
+    job: &TorchrunJob,
+    facts: &NodeFacts,
+    shape: &validate::CommandShape,
+) -> LineJob {
+    if !shape.is_multi_node() || shape.rank_given {
+        return LineJob::default();
+    }
+    let me = LocalIdentity {
+        hostname: facts.hostname.clone(),
+        addrs: facts
+            .net
+            .interfaces
+            .iter()
+            .flat_map(|i| i.usable_addrs())
+            .map(|a| a.addr)
+            .collect(),
+    };
+    match placement::resolve(&cluster.placement, &job.env, &me) {
+        Ok(p) if !p.rank_pending() && p.source != placement::C10D_JOIN => LineJob {
+            rank: Some(p.rank),
+            rank_from: Some(p.source.to_string()),
+            ..LineJob::default()
+        },
+        _ => LineJob::default(),
+    }
 }
 
 /// `--no-run`: this node's checks, the `launch.*` findings and the fixed command.
@@ -75,15 +129,25 @@ fn node_only(job: TorchrunJob, judged: Judged, facts: NodeFacts) -> Outcome {
     let rank = judged.shape.rank;
     let port = probe_port(&judged.shape);
     let findings = node_findings(rank, &facts, port, JobShape::default());
-    let rec = advise_node(
+    // The reasons speak of the line's own worker count, so "Why" and "Your command" agree.
+    let mut rec = advise_node(
         &facts,
         &AdviceInput {
             master_port: port,
-            nproc_per_node: None,
+            nproc_per_node: validate::per_node(&judged.parsed, &judged.shape),
             script: judged.parsed.script_and_args(),
         },
     );
-    let (f, command) = command_finding(&judged, Some(&rec));
+    if rec_nproc_unknown(&judged) {
+        rec.reasons.retain(|r| !r.starts_with("--nproc-per-node="));
+    }
+    let (f, command, env_replaced) = command_finding(&judged, Some(&rec));
+    // One command for this node: the user's own, fixed (not a generic torchrun line beside it).
+    rec.launch = vec![LaunchCommand {
+        node_rank: rank,
+        command: command.clone(),
+    }];
+    rec.standalone = None;
     let report = ReportBuilder::single(Mode::Node, rank, facts)
         .findings(findings)
         .findings(judged.findings.iter().cloned())
@@ -98,13 +162,25 @@ fn node_only(job: TorchrunJob, judged: Judged, facts: NodeFacts) -> Outcome {
             rank,
             command,
             corrections: judged.fixes.len(),
+            env_replaced,
         }),
     }))
 }
 
+/// The line's worker count is not a number (gpu, auto, a launcher's default): the advice's own
+/// count would contradict it, so its reason is left out and `launch.nproc` judges the line's.
+fn rec_nproc_unknown(j: &Judged) -> bool {
+    validate::per_node(&j.parsed, &j.shape).is_none()
+}
+
 /// The cluster run with exactly the command's endpoint and ranks; a 1-node job runs on loopback.
-pub fn cluster_job(job: &TorchrunJob, j: &Judged, facts: &NodeFacts) -> anyhow::Result<ClusterJob> {
-    let shape = &j.shape;
+pub fn cluster_job(
+    job: &TorchrunJob,
+    probe: &ProbeJob,
+    parsed: &args::Parsed,
+    shape: &validate::CommandShape,
+    facts: &NodeFacts,
+) -> anyhow::Result<ClusterJob> {
     let single = shape.standalone || shape.max_nodes() <= 1;
     let (nnodes, node_rank, master_addr, master_port) = if single {
         let port = match (&shape.endpoint, shape.standalone) {
@@ -126,16 +202,13 @@ pub fn cluster_job(job: &TorchrunJob, j: &Judged, facts: &NodeFacts) -> anyhow::
         (shape.max_nodes(), rank, host, port)
     };
     Ok(ClusterJob {
-        probe: ProbeJob {
-            root: job.probe.root.clone(),
-            no_gpu: job.probe.no_gpu,
-        },
+        probe: probe.clone(),
         placement: PlacementFlags {
             nnodes: Some(nnodes),
             node_rank,
             master_addr,
             master_port,
-            rdzv_id: j.parsed.value("rdzv-id").map(str::to_string),
+            rdzv_id: parsed.value("rdzv-id").map(str::to_string),
             rdzv_backend: (!single && !shape.rank_given).then(|| shape.backend.clone()),
             ..Default::default()
         },
@@ -153,6 +226,6 @@ pub fn cluster_job(job: &TorchrunJob, j: &Judged, facts: &NodeFacts) -> anyhow::
         )?,
         min_busbw: None,
         shape: JobShape::default(),
-        script: j.parsed.script_and_args(),
+        script: parsed.script_and_args(),
     })
 }

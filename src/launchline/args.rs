@@ -18,6 +18,12 @@ pub enum Launcher {
     RunModule,
     /// `python -m torch.distributed.launch`: deprecated; passes `--local-rank` unless `--use-env`.
     Launch,
+    /// `accelerate launch`: HF Accelerate; it rendezvouses as torchrun does (it calls torch.distributed.run).
+    Accelerate,
+    /// `deepspeed`: DeepSpeed's launcher (static MASTER_ADDR/MASTER_PORT rendezvous; ssh/pdsh with a hostfile).
+    Deepspeed,
+    /// Some other program (`python train.py`, `bash run.sh`): not a launcher preflight reads.
+    Other,
     /// No launcher words: just the arguments.
     Bare,
 }
@@ -27,7 +33,36 @@ impl Launcher {
     pub fn is_legacy(self) -> bool {
         self == Launcher::Launch
     }
+
+    /// torchrun's own parser: torchrun, `python -m torch.distributed.{run,launch}`, bare arguments.
+    pub fn is_torch(self) -> bool {
+        matches!(
+            self,
+            Launcher::Torchrun | Launcher::RunModule | Launcher::Launch | Launcher::Bare
+        )
+    }
+
+    /// The options this launcher takes (mapped onto torchrun's canonical names where they mean the same).
+    pub fn table(self) -> &'static [OptSpec] {
+        match self {
+            Launcher::Accelerate => ACCELERATE,
+            Launcher::Deepspeed => DEEPSPEED,
+            Launcher::Other => &[],
+            _ => OPTIONS,
+        }
+    }
+
+    /// Flags (no value) of a launcher whose table is not exhaustive; every other option takes a value.
+    fn known_flags(self) -> &'static [&'static str] {
+        match self {
+            Launcher::Accelerate => ACCELERATE_FLAGS,
+            Launcher::Deepspeed => DEEPSPEED_FLAGS,
+            _ => &[],
+        }
+    }
 }
+
+use super::head::Head;
 
 /// One option torchrun knows.
 #[derive(Debug)]
@@ -111,22 +146,104 @@ pub const OPTIONS: &[OptSpec] = &[
     },
 ];
 
-/// The spec of a canonical name.
+/// `accelerate launch` (accelerate/commands/launch.py): what maps onto torchrun's names.
+/// `--num_processes` counts processes on all machines together.
+pub const ACCELERATE: &[OptSpec] = &[
+    opt("nnodes", &["--num_machines", "--num-machines"], true),
+    opt("node-rank", &["--machine_rank", "--machine-rank"], true),
+    opt(
+        "master-addr",
+        &["--main_process_ip", "--main-process-ip"],
+        true,
+    ),
+    opt(
+        "master-port",
+        &["--main_process_port", "--main-process-port"],
+        true,
+    ),
+    opt(
+        "num-processes",
+        &["--num_processes", "--num-processes"],
+        true,
+    ),
+    opt("rdzv-backend", &["--rdzv_backend", "--rdzv-backend"], true),
+    opt("rdzv-conf", &["--rdzv_conf", "--rdzv-conf"], true),
+    opt("max-restarts", &["--max_restarts", "--max-restarts"], true),
+    opt("config-file", &["--config_file", "--config-file"], true),
+    opt("module", &["-m", "--module"], false),
+    opt("no-python", &["--no_python", "--no-python"], false),
+    opt("cpu", &["--cpu"], false),
+];
+
+const ACCELERATE_FLAGS: &[&str] = &[
+    "--multi_gpu",
+    "--multi-gpu",
+    "--tpu",
+    "--ipex",
+    "--use_deepspeed",
+    "--use-deepspeed",
+    "--use_fsdp",
+    "--use-fsdp",
+    "--use_megatron_lm",
+    "--use_xpu",
+    "--same_network",
+    "--same-network",
+    "-q",
+    "--quiet",
+    "--debug",
+    "--enable_cpu_affinity",
+    "--downcast_bf16",
+    "--tpu_use_sudo",
+    "--dynamo_use_fullgraph",
+    "--dynamo_use_dynamic",
+    "--no_tpu_cluster",
+    "--tpu_cluster",
+];
+
+/// `deepspeed` (deepspeed/launcher/runner.py): what maps onto torchrun's names.
+pub const DEEPSPEED: &[OptSpec] = &[
+    opt("nnodes", &["--num_nodes", "--num-nodes"], true),
+    opt("nproc-per-node", &["--num_gpus", "--num-gpus"], true),
+    opt("node-rank", &["--node_rank", "--node-rank"], true),
+    opt("master-addr", &["--master_addr", "--master-addr"], true),
+    opt("master-port", &["--master_port", "--master-port"], true),
+    opt("hostfile", &["-H", "--hostfile"], true),
+    opt("include", &["-i", "--include"], true),
+    opt("exclude", &["-e", "--exclude"], true),
+    opt("launcher", &["--launcher"], true),
+    opt("module", &["--module"], false),
+    opt("no-python", &["--no_python"], false),
+    opt("no-ssh", &["--no_ssh"], false),
+];
+
+const DEEPSPEED_FLAGS: &[&str] = &[
+    "--force_multi",
+    "--no_ssh_check",
+    "--no_local_rank",
+    "--save_pid",
+    "--elastic_training",
+    "--bind_cores_to_rank",
+    "--enable_each_rank_log",
+];
+
+/// The spec of a canonical name (torchrun's table).
 pub fn spec(name: &str) -> Option<&'static OptSpec> {
     OPTIONS.iter().find(|o| o.name == name)
 }
 
-fn spec_of_spelling(spelling: &str) -> Option<&'static OptSpec> {
-    OPTIONS.iter().find(|o| o.spellings.contains(&spelling))
+fn spec_of_spelling(table: &'static [OptSpec], spelling: &str) -> Option<&'static OptSpec> {
+    table.iter().find(|o| o.spellings.contains(&spelling))
 }
 
 /// One word of the command: its value and, when it came from a pasted line, its text there.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Word {
     /// The word as the program receives it (quotes removed).
     pub value: String,
     /// The word as written in the pasted line (quotes kept); None when it came as argv.
     pub raw: Option<String>,
+    /// `$VAR`s in it that were not set, so the shell would put nothing there.
+    pub unset: Vec<String>,
 }
 
 impl Word {
@@ -134,6 +251,7 @@ impl Word {
         Word {
             value: value.into(),
             raw: None,
+            unset: Vec::new(),
         }
     }
 
@@ -190,7 +308,9 @@ pub enum Problem {
 pub struct Parsed {
     pub words: Vec<Word>,
     pub launcher: Launcher,
-    /// Number of launcher words at the start (`torchrun` = 1, `python -m torch.distributed.run` = 3).
+    /// The environment and wrappers in front of the launcher, and where it starts.
+    pub head: Head,
+    /// Number of launcher words (`torchrun` = 1, `python -m torch.distributed.run` = 3), from `head.start`.
     pub launcher_len: usize,
     pub opts: Vec<ParsedOpt>,
     /// Index of the script (or module) in `words`.
@@ -199,6 +319,38 @@ pub struct Parsed {
 }
 
 impl Parsed {
+    /// The spec of a canonical option name in this launcher's table.
+    pub fn spec(&self, name: &str) -> Option<&'static OptSpec> {
+        self.launcher.table().iter().find(|o| o.name == name)
+    }
+
+    /// Index of the first word after the launcher words.
+    pub fn options_start(&self) -> usize {
+        self.head.start + self.launcher_len
+    }
+
+    /// The job's environment as the line gives it (`VAR=value` words, `env VAR=value`), last wins.
+    pub fn line_env(&self) -> std::collections::BTreeMap<String, String> {
+        self.head
+            .env
+            .iter()
+            .map(|e| (e.name.clone(), e.value.clone()))
+            .collect()
+    }
+
+    /// Every unset `$VAR` in the line, with the word it is in.
+    pub fn unset_vars(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for w in &self.words {
+            for v in &w.unset {
+                if !out.iter().any(|(n, _)| n == v) {
+                    out.push((v.clone(), w.shell_text()));
+                }
+            }
+        }
+        out
+    }
+
     /// The value of the last occurrence of an option (argparse: last wins).
     pub fn value(&self, name: &str) -> Option<&str> {
         self.last(name).and_then(|o| o.value.as_deref())
@@ -262,29 +414,6 @@ pub fn unquote(v: &str) -> &str {
     v
 }
 
-/// Launcher words at the start: `torchrun`, `/path/to/torchrun`, `python[3[.x]] -m torch.distributed.{run,launch}`.
-fn launcher_of(words: &[Word]) -> (Launcher, usize) {
-    let first = words.first().map(|w| w.value.as_str()).unwrap_or_default();
-    let base = first.rsplit('/').next().unwrap_or(first);
-    if base == "torchrun" {
-        return (Launcher::Torchrun, 1);
-    }
-    let is_python = base.starts_with("python")
-        && base["python".len()..]
-            .chars()
-            .all(|c| c.is_ascii_digit() || c == '.');
-    if is_python {
-        let second = words.get(1).map(|w| w.value.as_str());
-        let third = words.get(2).map(|w| w.value.as_str());
-        match (second, third) {
-            (Some("-m"), Some("torch.distributed.run")) => return (Launcher::RunModule, 3),
-            (Some("-m"), Some("torch.distributed.launch")) => return (Launcher::Launch, 3),
-            _ => {}
-        }
-    }
-    (Launcher::Bare, 0)
-}
-
 /// Is this word an option (rather than the script or a value)? A lone `-` and negative numbers are not.
 fn looks_like_option(w: &str) -> bool {
     w.starts_with('-') && w.len() > 1 && w.parse::<f64>().is_err()
@@ -313,11 +442,25 @@ fn split_option(word: &str) -> (String, Option<String>) {
 
 /// Parses a launch command (argv words or [`split_shell_words`] output).
 pub fn parse(words: Vec<Word>) -> Parsed {
-    let (launcher, launcher_len) = launcher_of(&words);
+    let (launcher, head) = super::head::read(&words);
+    let launcher_len = head.len;
+    let table = launcher.table();
     let mut opts = Vec::new();
     let mut problems = Vec::new();
     let mut script_index = None;
-    let mut i = launcher_len;
+    let mut i = head.start + launcher_len;
+    if launcher == Launcher::Other {
+        // Not a launcher preflight reads: only a python script is known.
+        return Parsed {
+            script_index: head.python_script,
+            words,
+            launcher,
+            head,
+            launcher_len,
+            opts,
+            problems,
+        };
+    }
     while i < words.len() {
         let word = words[i].value.as_str();
         if word == "--" {
@@ -330,7 +473,21 @@ pub fn parse(words: Vec<Word>) -> Parsed {
             break;
         }
         let (spelling, inline) = split_option(word);
-        let Some(spec) = spec_of_spelling(&spelling) else {
+        let Some(spec) = spec_of_spelling(table, &spelling) else {
+            if !launcher.is_torch() {
+                // accelerate/deepspeed have many options of their own: known flags take no
+                // value, every other one takes the next word unless it is inline or an option.
+                let (long, inline) = match word.split_once('=') {
+                    Some((n, v)) => (n, Some(v)),
+                    None => (word, None),
+                };
+                let next = words.get(i + 1).map(|w| w.value.as_str());
+                let flag = launcher.known_flags().contains(&long)
+                    || inline.is_some()
+                    || next.is_none_or(|n| looks_like_option(n) || n.ends_with(".py"));
+                i += if flag { 1 } else { 2 };
+                continue;
+            }
             problems.push(Problem::Unknown {
                 index: i,
                 word: word.to_string(),
@@ -385,6 +542,7 @@ pub fn parse(words: Vec<Word>) -> Parsed {
     Parsed {
         words,
         launcher,
+        head,
         launcher_len,
         opts,
         script_index,
@@ -409,14 +567,82 @@ pub enum SplitError {
 /// Splits one command line as a POSIX shell would (quotes, backslashes, `\`-newline joins),
 /// keeping each word's original text. `$VAR` and `$(...)` are left as written, not expanded.
 pub fn split_shell_words(line: &str) -> Result<Vec<Word>, SplitError> {
+    split_line(line, None)
+}
+
+/// A `$NAME`, `${NAME}` or `${NAME:-default}` at `chars[i]` (the `$`): (chars used, value, the
+/// variable when it is unset). None when it is not a variable reference (`$(`, `$1`, `$@`).
+fn variable_at(
+    chars: &[char],
+    i: usize,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Option<(usize, String, Option<String>)> {
+    let is_start = |c: &char| c.is_ascii_alphabetic() || *c == '_';
+    let is_name = |c: &char| c.is_ascii_alphanumeric() || *c == '_';
+    if chars.get(i + 1) == Some(&'{') {
+        let close = (i + 2..chars.len()).find(|k| chars[*k] == '}')?;
+        let inner: String = chars[i + 2..close].iter().collect();
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n.to_string(), Some(d.to_string())),
+            None => (inner.clone(), None),
+        };
+        if name.is_empty() || !name.chars().all(|c| is_name(&c)) {
+            return None;
+        }
+        let used = close - i + 1;
+        return Some(match (env.get(&name).filter(|v| !v.is_empty()), default) {
+            (Some(v), _) => (used, v.clone(), None),
+            (None, Some(d)) => (used, d, None),
+            (None, None) => match env.get(&name) {
+                Some(v) => (used, v.clone(), None),
+                None => (used, String::new(), Some(name)),
+            },
+        });
+    }
+    if !chars.get(i + 1).is_some_and(is_start) {
+        return None;
+    }
+    let end = (i + 1..chars.len())
+        .find(|k| !is_name(&chars[*k]))
+        .unwrap_or(chars.len());
+    let name: String = chars[i + 1..end].iter().collect();
+    Some(match env.get(&name) {
+        Some(v) => (end - i, v.clone(), None),
+        None => (end - i, String::new(), Some(name)),
+    })
+}
+
+/// Splits one command line as a POSIX shell would (quotes, backslashes, `\`-newline joins),
+/// keeping each word's original text. With `env`, `$VAR`, `${VAR}` and `${VAR:-default}`
+/// outside single quotes are expanded from it (an unset one becomes empty, as in a shell, and
+/// is named in the word's `unset`); `$(...)` and backquotes are never run.
+///
+/// Our own rather than `shell-words` or `shlex`: both give only the values, and the rewrite
+/// prints every word the user did not change exactly as written (quotes and `$VAR` kept), so
+/// each word's source text is needed; neither expands variables with quote awareness either.
+pub fn split_line(
+    line: &str,
+    env: Option<&std::collections::BTreeMap<String, String>>,
+) -> Result<Vec<Word>, SplitError> {
     let chars: Vec<char> = line.chars().collect();
     let mut words = Vec::new();
     let mut value = String::new();
     let mut raw = String::new();
+    let mut unset = Vec::new();
     let mut in_word = false;
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
+        if c == '$' {
+            if let Some((used, v, missing)) = env.and_then(|e| variable_at(&chars, i, e)) {
+                raw.extend(&chars[i..i + used]);
+                value.push_str(&v);
+                unset.extend(missing);
+                in_word = true;
+                i += used;
+                continue;
+            }
+        }
         match c {
             '\\' if chars.get(i + 1) == Some(&'\n') => i += 2,
             '\\' => {
@@ -438,6 +664,17 @@ pub fn split_shell_words(line: &str) -> Result<Vec<Word>, SplitError> {
                             at: start + 1,
                         });
                     };
+                    if c == '"' && d == '$' {
+                        if let Some((used, v, missing)) =
+                            env.and_then(|e| variable_at(&chars, i, e))
+                        {
+                            raw.extend(&chars[i..i + used]);
+                            value.push_str(&v);
+                            unset.extend(missing);
+                            i += used;
+                            continue;
+                        }
+                    }
                     i += 1;
                     raw.push(d);
                     if d == c {
@@ -462,6 +699,7 @@ pub fn split_shell_words(line: &str) -> Result<Vec<Word>, SplitError> {
                     words.push(Word {
                         value: std::mem::take(&mut value),
                         raw: Some(std::mem::take(&mut raw)),
+                        unset: std::mem::take(&mut unset),
                     });
                     in_word = false;
                 }
@@ -479,9 +717,37 @@ pub fn split_shell_words(line: &str) -> Result<Vec<Word>, SplitError> {
         words.push(Word {
             value,
             raw: Some(raw),
+            unset,
         });
     }
+    if env.is_some() {
+        words = words.into_iter().flat_map(field_split).collect();
+    }
     Ok(words)
+}
+
+/// A word that is one unquoted `$NAME`/`${NAME}` splits into fields on whitespace, as the
+/// shell splits `torchrun $DISTRIBUTED_ARGS train.py`. The first field keeps the word's text
+/// (`$NAME`); the others carry an empty text, so the line prints back as written.
+fn field_split(w: Word) -> Vec<Word> {
+    let raw = w.raw.clone().unwrap_or_default();
+    let bare = raw
+        .strip_prefix("${")
+        .and_then(|r| r.strip_suffix('}'))
+        .or_else(|| raw.strip_prefix('$'))
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    if !bare || !w.value.contains(char::is_whitespace) {
+        return vec![w];
+    }
+    w.value
+        .split_whitespace()
+        .enumerate()
+        .map(|(i, f)| Word {
+            value: f.to_string(),
+            raw: Some(if i == 0 { raw.clone() } else { String::new() }),
+            unset: Vec::new(),
+        })
+        .collect()
 }
 
 /// Splits one pasted command line into the words a program would receive.

@@ -2,6 +2,9 @@
 //! this node, and the command printed back fixed (`preflight torchrun`).
 
 pub mod args;
+#[cfg(test)]
+mod corpus_tests;
+pub mod head;
 pub mod rewrite;
 pub mod validate;
 
@@ -10,15 +13,16 @@ pub use crate::placement::resolve_host;
 use args::{Parsed, Word};
 use preflight_checks::model::{self, Finding, NodeFacts, Recommendation, Status};
 use std::collections::BTreeMap;
-use validate::{CommandShape, Context, Correction, Resolved};
+use validate::{CommandShape, Context, Correction, LineJob, Resolved, ScriptFile};
 
 /// Largest script read for the legacy `--local-rank` check.
 const SCRIPT_READ_LIMIT: u64 = 4 << 20;
 
-/// The command's words: argv as given, or one pasted line split as a shell would.
-pub fn words_of(raw: &[String]) -> anyhow::Result<Vec<Word>> {
+/// The command's words: argv as given, or one pasted line split as a shell would, its `$VAR`s
+/// expanded from `env` (the shell already expanded argv).
+pub fn words_of(raw: &[String], env: &BTreeMap<String, String>) -> anyhow::Result<Vec<Word>> {
     match raw {
-        [line] if line.trim().contains(char::is_whitespace) => args::split_shell_words(line)
+        [line] if line.trim().contains(char::is_whitespace) => args::split_line(line, Some(env))
             .map_err(|e| anyhow::anyhow!("cannot split the pasted command line: {e}")),
         _ => Ok(raw.iter().map(Word::plain).collect()),
     }
@@ -36,6 +40,24 @@ fn read_script(p: &Parsed) -> Option<String> {
         .read_to_string(&mut text)
         .ok()?;
     Some(text)
+}
+
+/// The script as found in the working directory: there, and executable (a module is not looked up).
+pub fn script_file(p: &Parsed) -> Option<ScriptFile> {
+    use std::os::unix::fs::PermissionsExt;
+    if p.has("module") {
+        return None;
+    }
+    let script = p.script()?;
+    let cwd = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_else(|_| ".".into());
+    let meta = std::fs::metadata(script).ok().filter(|m| m.is_file());
+    Some(ScriptFile {
+        cwd,
+        exists: meta.is_some(),
+        executable: meta.is_some_and(|m| m.permissions().mode() & 0o111 != 0),
+    })
 }
 
 /// The recommended environment for `rank`: the shared values, then the node's own.
@@ -61,8 +83,16 @@ pub struct Judged {
 
 /// Parses and validates the command against `facts`; the fixed command (without environment)
 /// goes into the fix of every finding that has a correction.
-pub fn judge(parsed: Parsed, facts: &NodeFacts, resolved: Option<Resolved>) -> Judged {
-    let shape = validate::shape_of(&parsed);
+pub fn judge(
+    parsed: Parsed,
+    facts: &NodeFacts,
+    resolved: Option<Resolved>,
+    job: LineJob,
+) -> Judged {
+    let mut shape = validate::shape_of(&parsed);
+    if let Some(rank) = job.rank {
+        shape.rank = rank;
+    }
     let this_addr = advise_node(facts, &AdviceInput::default()).master_addr;
     let ctx = Context {
         facts,
@@ -73,6 +103,7 @@ pub fn judge(parsed: Parsed, facts: &NodeFacts, resolved: Option<Resolved>) -> J
             None
         },
         this_addr,
+        job,
     };
     let pairs = validate::check(&parsed, &ctx);
     let fixes: Vec<Correction> = pairs.iter().filter_map(|(_, c)| c.clone()).collect();
@@ -98,24 +129,54 @@ pub fn judge(parsed: Parsed, facts: &NodeFacts, resolved: Option<Resolved>) -> J
 }
 
 /// The `launch.command` finding: the command to run on this node, fixed, environment in front.
-pub fn command_finding(j: &Judged, rec: Option<&Recommendation>) -> (Finding, String) {
+/// Also returns which of the line's own `NAME=value` words the advice replaced ("NCCL_SOCKET_IFNAME=bond0 -> eth0").
+pub fn command_finding(j: &Judged, rec: Option<&Recommendation>) -> (Finding, String, Vec<String>) {
     let rank = j.shape.rank;
     let env = env_for_rank(rec, rank);
     let command = rewrite::rewrite(&j.parsed, &j.fixes, &env);
+    let changed = rewrite::env_changes(&j.parsed, &env);
+    let kept = if j.parsed.head.env.is_empty() {
+        String::new()
+    } else if changed.is_empty() {
+        format!(
+            "; your own {} kept as written",
+            j.parsed
+                .head
+                .env
+                .iter()
+                .map(|e| e.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        format!(
+            "; of your own environment, {} replaced (the rest kept as written)",
+            changed
+                .iter()
+                .map(|c| format!("{}={} -> {}", c.name, c.yours, c.recommended))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     let f = Finding::new(
         "launch.command",
         Status::Pass,
         format!("rank {rank}"),
         format!(
-            "the command for rank {rank}: the recommended environment in front, {} corrected flag(s), nothing else changed",
+            "the command for rank {rank}: the recommended environment merged in, {} corrected flag(s), nothing else changed{kept}",
             j.fixes.len()
         ),
     )
     .with("command", &command)
     .with("env", &env)
+    .with("env_replaced", &changed)
     .with("corrections", j.fixes.len())
     .on_node(Some(rank));
-    (f, command)
+    let replaced = changed
+        .iter()
+        .map(|c| format!("{}={} -> {}", c.name, c.yours, c.recommended))
+        .collect();
+    (f, command, replaced)
 }
 
 /// The port to probe: the endpoint's (the one this node may have to bind).
@@ -124,6 +185,7 @@ pub fn probe_port(shape: &CommandShape) -> u16 {
         .endpoint
         .as_ref()
         .map(|(_, p)| *p)
+        .filter(|p| *p != 0)
         .unwrap_or(crate::placement::DEFAULT_MASTER_PORT)
 }
 
@@ -229,12 +291,16 @@ mod tests {
 
     #[test]
     fn one_pasted_line_is_split_and_argv_is_kept() {
-        let w = words_of(&["torchrun --nnodes=2 'a b.py'".to_string()]).unwrap();
+        let w = words_of(
+            &["torchrun --nnodes=2 'a b.py'".to_string()],
+            &BTreeMap::new(),
+        )
+        .unwrap();
         assert_eq!(w.len(), 3);
         assert_eq!(w[2].value, "a b.py");
-        let w = words_of(&["--nnodes=2".into(), "a b.py".into()]).unwrap();
+        let w = words_of(&["--nnodes=2".into(), "a b.py".into()], &BTreeMap::new()).unwrap();
         assert_eq!(w[1].value, "a b.py");
-        assert!(words_of(&["torchrun 'x".to_string()]).is_err());
+        assert!(words_of(&["torchrun 'x".to_string()], &BTreeMap::new()).is_err());
     }
 
     #[test]

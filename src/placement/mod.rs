@@ -390,6 +390,19 @@ fn master_port(
     }
 }
 
+/// The launcher's master port from the environment (`PET_MASTER_PORT`, then `MASTER_PORT`), if set.
+pub fn env_master_port(env: &BTreeMap<String, String>) -> Result<Option<u16>, LauncherError> {
+    match Env(env).first(&["PET_MASTER_PORT", "MASTER_PORT"]) {
+        Some((k, v)) => parse_port(
+            k,
+            v,
+            &format!("set {k} to a free port, or give --master-port"),
+        )
+        .map(Some),
+        None => Ok(None),
+    }
+}
+
 /// The job id and where it came from: `--rdzv-id`, else `SLURM_JOB_ID`, else `TORCHELASTIC_RUN_ID`.
 fn job_id(args: &PlacementFlags, env: &Env) -> Option<(String, &'static str)> {
     args.rdzv_id

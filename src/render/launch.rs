@@ -212,16 +212,23 @@ fn k8s_env(plan: &LaunchPlan) -> String {
 }
 
 /// The user's own command for one node, after the report (`preflight torchrun`).
-pub fn your_command(rank: u32, command: &str, corrections: usize) -> String {
+pub fn your_command(rank: u32, command: &str, corrections: usize, replaced: &[String]) -> String {
     let what = if corrections == 0 {
         "with the recommended environment".to_string()
     } else {
         format!("with the recommended environment and {corrections} corrected flag(s)")
     };
-    format!(
+    let mut out = format!(
         "\nYour command for rank {rank}, {what}:\n  {}\n",
         super::sanitize::line(command)
-    )
+    );
+    if !replaced.is_empty() {
+        out.push_str(&format!(
+            "  (of your own environment, replaced: {}; the rest of your line is as you wrote it)\n",
+            super::sanitize::line(&replaced.join(", "))
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

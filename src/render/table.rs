@@ -39,7 +39,11 @@ pub fn render_for_rank(report: &Report, style: Style, rank: u32) -> String {
     out.push('\n');
     out.push_str(&findings_table(&own.findings, own.mode, style));
     out.push('\n');
-    if let Some(rec) = &report.recommendation {
+    if let Some(rec) = report
+        .recommendation
+        .as_ref()
+        .filter(|r| r.launch.iter().any(|l| l.node_rank == rank))
+    {
         out.push_str("\nYour command (this node is rank ");
         out.push_str(&rank.to_string());
         out.push_str("):\n");
@@ -235,16 +239,20 @@ fn recommendation_block(report: &Report, rec: &preflight_checks::model::Recommen
             let _ = writeln!(s, "  - {}", line(r));
         }
     }
+    if rec.standalone.is_none() && rec.launch.is_empty() {
+        return s;
+    }
     let _ = writeln!(s, "Launch:");
     if let Some(one) = &rec.standalone {
         let _ = writeln!(s, "  single node:\n    {}", line(one));
     }
     for l in &rec.launch {
         let label = match report.mode {
-            Mode::Node => {
+            Mode::Node if rec.standalone.is_some() => {
                 "multi-node, this node as rank 0 (on the others use --node-rank=1..N-1; set NNODES)"
                     .to_string()
             }
+            Mode::Node => format!("this node, rank {}", l.node_rank),
             Mode::Cluster => format!("node rank {}", l.node_rank),
         };
         let _ = writeln!(s, "  {label}:\n    {}", line(&l.command));

@@ -12,6 +12,21 @@ use std::time::Duration;
 pub struct ProbeJob {
     pub root: PathBuf,
     pub no_gpu: bool,
+    /// The job's own environment from its launch line (`NCCL_SOCKET_IFNAME=bond0 torchrun ...`),
+    /// laid over the probed environment so the node checks judge what the job will see.
+    pub job_env: BTreeMap<String, String>,
+    /// Names the line removes (`env -u NAME`).
+    pub job_unset: Vec<String>,
+}
+
+impl ProbeJob {
+    /// Lays the line's environment over the probed one.
+    pub fn overlay(&self, env: &mut BTreeMap<String, String>) {
+        for name in &self.job_unset {
+            env.remove(name);
+        }
+        env.extend(self.job_env.clone());
+    }
 }
 
 /// The job's shape as the checks judge it.

@@ -69,7 +69,18 @@ pub fn node_findings(
 
 /// Judges one node's facts (`preflight check`) and builds its report, with the advice.
 pub fn judge(facts: NodeFacts, master_port: u16, shape: JobShape, script: &[String]) -> Report {
-    let findings = node_findings(0, &facts, master_port, shape);
+    judge_as(0, facts, master_port, shape, script)
+}
+
+/// [`judge`] for a node whose rank is known (from the launcher's environment).
+pub fn judge_as(
+    rank: u32,
+    facts: NodeFacts,
+    master_port: u16,
+    shape: JobShape,
+    script: &[String],
+) -> Report {
+    let findings = node_findings(rank, &facts, master_port, shape);
     let recommendation = advise_node(
         &facts,
         &AdviceInput {
@@ -78,7 +89,7 @@ pub fn judge(facts: NodeFacts, master_port: u16, shape: JobShape, script: &[Stri
             script: script.to_vec(),
         },
     );
-    ReportBuilder::single(Mode::Node, 0, facts)
+    ReportBuilder::single(Mode::Node, rank, facts)
         .findings(findings)
         .recommendation(Some(recommendation))
         .build()

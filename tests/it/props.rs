@@ -547,7 +547,7 @@ fn judge_words(words: Vec<args::Word>) -> Result<(), TestCaseError> {
         }
         let shape = validate::shape_of(&parsed);
         let _ = launchline::probe_port(&shape);
-        let judged = launchline::judge(parsed, &NodeFacts::default(), None);
+        let judged = launchline::judge(parsed, &NodeFacts::default(), None, Default::default());
         let _ = launchline::command_finding(&judged, None);
         let _ = launchline::blocking_failures(&judged);
     })

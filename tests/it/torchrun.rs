@@ -332,3 +332,187 @@ fn no_run_and_check_fail_when_a_nonzero_rank_is_given_its_own_address_as_master(
     assert_eq!(f["status"], "fail", "{f:#}");
     assert_eq!(f["evidence"]["rank_from"], "NODE_RANK");
 }
+
+// ----- issue 12: the launch line as people paste it -----
+
+/// `preflight` with the caller's launcher variables removed.
+fn clean() -> assert_cmd::Command {
+    let mut c = bin();
+    for v in crate::common::INHERITED_ENV_TO_CLEAR {
+        c.env_remove(v);
+    }
+    for v in [
+        "SLURM_STEP_NODELIST",
+        "SLURM_NODELIST",
+        "SLURM_STEP_NUM_NODES",
+        "SLURM_JOB_NUM_NODES",
+        "SLURMD_NODENAME",
+        "PET_NNODES",
+        "PET_NODE_RANK",
+        "NNODES",
+        "JOB_COMPLETION_INDEX",
+        "SLURM_GPUS_PER_TASK",
+    ] {
+        c.env_remove(v);
+    }
+    c
+}
+
+fn no_run_json(facts: &str, line: &str) -> (Option<i32>, Value) {
+    let out = clean()
+        .args(["torchrun", "--no-run", "--format", "json", "--facts"])
+        .arg(fixture(facts))
+        .arg(line)
+        .output()
+        .unwrap();
+    (out.status.code(), json_of(&out.stdout))
+}
+
+#[test]
+fn an_environment_prefix_is_the_jobs_environment_and_is_kept_in_the_command() {
+    let line = "NCCL_SOCKET_IFNAME=bond0 NCCL_IB_DISABLE=1 torchrun --nnodes=2 --nproc_per_node=4 --node-rank=0 --rdzv-endpoint=214.2.5.4:60002 --rdzv-backend=c10d --rdzv_id=123 test.py 50 10";
+    let (code, r) = no_run_json("facts/plain-vm.json", line);
+    assert_eq!(code, Some(1));
+    let args = finding(&r, "launch.args");
+    assert_eq!(args["evidence"]["script"], "test.py");
+    assert_eq!(
+        args["evidence"]["script_args"],
+        serde_json::json!(["50", "10"])
+    );
+    // bond0 is judged as this node's NCCL_SOCKET_IFNAME: there is none here.
+    let ifname = finding(&r, "env.socket-ifname");
+    assert_eq!(ifname["status"], "fail", "{ifname}");
+    assert!(ifname["summary"].as_str().unwrap().contains("bond0"));
+    let cmd = finding(&r, "launch.command");
+    assert_eq!(
+        cmd["evidence"]["command"],
+        "NCCL_SOCKET_IFNAME=eth0 NCCL_IB_DISABLE=1 GLOO_SOCKET_IFNAME=eth0 torchrun --nnodes=2 --nproc_per_node=4 --node-rank=0 --rdzv-endpoint=214.2.5.4:60002 --rdzv-backend=c10d --rdzv_id=123 test.py 50 10"
+    );
+    assert_eq!(cmd["evidence"]["env_replaced"][0]["yours"], "bond0");
+    assert!(
+        cmd["summary"]
+            .as_str()
+            .unwrap()
+            .contains("NCCL_SOCKET_IFNAME=bond0 -> eth0")
+    );
+}
+
+#[test]
+fn srun_in_front_is_seen_through() {
+    let (_, r) = no_run_json(
+        "facts/ib-node.json",
+        "srun --ntasks-per-node=1 torchrun --nnodes=2 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29400 train.py",
+    );
+    let args = finding(&r, "launch.args");
+    assert_eq!(args["status"], "pass");
+    assert_eq!(args["evidence"]["script"], "train.py");
+    assert_eq!(args["evidence"]["wrappers"], serde_json::json!(["srun"]));
+    assert!(command_of(&r).contains(" srun --ntasks-per-node=1 torchrun --nnodes=2"));
+}
+
+#[test]
+fn a_deepspeed_line_is_read_for_what_maps_and_never_wrapped_in_torchrun() {
+    let (_, r) = no_run_json("facts/ib-node.json", "deepspeed --num_gpus 8 train.py");
+    let args = finding(&r, "launch.args");
+    assert_eq!(args["status"], "warn");
+    assert_eq!(args["evidence"]["launcher"], "Deepspeed");
+    let printed = command_of(&r);
+    assert!(
+        printed.ends_with(" deepspeed --num_gpus 8 train.py"),
+        "{printed}"
+    );
+    assert!(!printed.contains("torchrun"), "{printed}");
+    // Any other program fails launch.args and is not run.
+    let (code, r) = no_run_json("facts/ib-node.json", "bash run_all.sh --nodes 2");
+    assert_eq!(code, Some(1));
+    assert_eq!(finding(&r, "launch.args")["status"], "fail");
+    assert!(!command_of(&r).contains("torchrun"));
+}
+
+#[test]
+fn no_driver_fails_the_gpu_job_and_why_agrees_with_your_command() {
+    let line = "torchrun --standalone --nnodes=1 --nproc-per-node=4 imagenet_elastic_trainer.py --arch resnet18";
+    let out = clean()
+        .args(["torchrun", "--no-run", "--facts"])
+        .arg(fixture("facts/plain-vm.json"))
+        .arg(line)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("launch.nproc"), "{text}");
+    assert!(!text.contains("--nproc-per-node=1"), "{text}");
+    assert_eq!(text.matches("Your command").count(), 1, "{text}");
+    assert!(!text.contains("Launch:"), "{text}");
+    assert!(
+        text.contains("--nproc-per-node=4 imagenet_elastic_trainer.py"),
+        "{text}"
+    );
+    // CPU-only says so: no failure.
+    let (_, r) = {
+        let out = clean()
+            .args([
+                "torchrun", "--no-run", "--no-gpu", "--format", "json", "--facts",
+            ])
+            .arg(fixture("facts/plain-vm.json"))
+            .arg(line)
+            .output()
+            .unwrap();
+        (out.status.code(), json_of(&out.stdout))
+    };
+    assert_eq!(finding(&r, "launch.nproc")["status"], "pass");
+}
+
+#[test]
+fn no_run_under_slurm_reads_the_rank_the_run_reads() {
+    let out = clean()
+        .env("SLURM_JOB_NODELIST", "gpu-ib-00,gpu-ib-01")
+        .env("SLURM_NNODES", "2")
+        .env("SLURM_NODEID", "1")
+        .env("SLURM_JOB_ID", "4242")
+        .args(["torchrun", "--no-run", "--facts"])
+        .arg(fixture("facts/ib-node.json"))
+        .arg("srun torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=gpu-ib-00:29400 train.py")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Your command for rank 1"), "{text}");
+    assert!(!text.contains("reads as rank 0"), "{text}");
+    assert_eq!(text.matches("Your command").count(), 1, "{text}");
+}
+
+#[test]
+fn check_reads_the_launchers_environment() {
+    let out = clean()
+        .env("MASTER_ADDR", "10.9.9.9")
+        .env("MASTER_PORT", "29600")
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .args(["check", "--format", "json", "--facts"])
+        .arg(fixture("facts/plain-vm.json"))
+        .output()
+        .unwrap();
+    let r = json_of(&out.stdout);
+    let rec = &r["recommendation"];
+    assert_eq!(rec["master_port"], 29600);
+    assert_eq!(rec["master_addr"], "10.9.9.9");
+    let launch = rec["launch"].as_array().unwrap();
+    assert_eq!(launch.len(), 1);
+    assert_eq!(launch[0]["node_rank"], 1);
+    let cmd = launch[0]["command"].as_str().unwrap();
+    assert!(
+        cmd.contains("--node-rank=1 --master-addr=10.9.9.9 --master-port=29600"),
+        "{cmd}"
+    );
+    assert!(!cmd.contains("--node-rank=0"), "{cmd}");
+    let master = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == "env.master")
+        .all(|f| f["status"] != "warn");
+    assert!(
+        master,
+        "MASTER_PORT is the port checked, so env.master does not warn"
+    );
+}

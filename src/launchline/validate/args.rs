@@ -28,14 +28,24 @@ pub(super) fn args(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correcti
             plan.rank,
             p.script().unwrap_or_default(),
             format!(
-                "torchrun reads the command: {what} {} with {} argument(s) of its own",
+                "torchrun reads the command: {what} {} with {} argument(s) of its own{}",
                 p.script().unwrap_or_default(),
-                p.script_args().len()
+                p.script_args().len(),
+                around(p)
             ),
         )
         .with("script", p.script())
         .with("script_args", p.script_args())
-        .with("launcher", format!("{:?}", p.launcher));
+        .with("launcher", format!("{:?}", p.launcher))
+        .with("wrappers", &p.head.wrappers)
+        .with(
+            "env",
+            p.head
+                .env
+                .iter()
+                .map(|e| e.name.clone())
+                .collect::<Vec<_>>(),
+        );
         return (f, None);
     }
     let f = finding(
@@ -54,6 +64,30 @@ pub(super) fn args(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correcti
         "give every option that takes one a value (--flag=value), and put the script after the options",
     ));
     (f, None)
+}
+
+/// "; through srun, sudo; environment NCCL_SOCKET_IFNAME" for the summary, or nothing.
+fn around(p: &Parsed) -> String {
+    let mut parts = Vec::new();
+    if !p.head.wrappers.is_empty() {
+        parts.push(format!("run through {}", p.head.wrappers.join(", ")));
+    }
+    if !p.head.env.is_empty() {
+        parts.push(format!(
+            "with the job's environment {} (judged as this node's)",
+            p.head
+                .env
+                .iter()
+                .map(|e| e.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", parts.join("; "))
+    }
 }
 
 pub(super) fn unknown_flags(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correction>) {

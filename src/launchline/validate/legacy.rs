@@ -14,6 +14,25 @@ pub(super) fn legacy(
     }
     let rank = plan.rank;
     let subject = "torch.distributed.launch";
+    let line = crate::launchline::rewrite::as_torchrun(p);
+    let with_line = |f: Finding| -> Finding {
+        let mut f = f.with("torchrun_command", &line);
+        if let Some(fix) = f.fix.as_mut() {
+            fix.hint = format!("{}; the torchrun line that does the same: {line}", fix.hint);
+            fix.commands.push(line.clone());
+        }
+        f
+    };
+    let out = legacy_finding(p, script, rank, subject);
+    out.map(|(f, c)| (with_line(f), c))
+}
+
+fn legacy_finding(
+    p: &Parsed,
+    script: Option<&str>,
+    rank: u32,
+    subject: &str,
+) -> Option<(Finding, Option<Correction>)> {
     if p.has("use-env") {
         return Some((
             finding("launch.legacy", Status::Warn, rank, subject, "torch.distributed.launch is deprecated; with --use-env it behaves as torchrun (LOCAL_RANK in the environment)".into())

@@ -10,6 +10,9 @@
 mod args;
 mod endpoint;
 mod legacy;
+mod line;
+#[cfg(test)]
+mod line_tests;
 mod nodes;
 mod nproc;
 mod rendezvous;
@@ -17,8 +20,10 @@ mod rendezvous;
 mod tests;
 
 pub use endpoint::hosts_store;
+pub use line::ScriptFile;
+pub use nproc::per_node;
 
-use crate::launchline::args::Parsed;
+use crate::launchline::args::{Launcher, Parsed};
 use crate::placement::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, split_endpoint};
 use preflight_checks::model::{Finding, NodeFacts, Status};
 
@@ -35,6 +40,22 @@ pub struct Context<'a> {
     pub script_text: Option<String>,
     /// An address other nodes can reach this node on (the recommendation's choice), for fixes.
     pub this_addr: Option<String>,
+    /// What the job says beyond the line, and what was found of the script here.
+    pub job: LineJob,
+}
+
+/// What the command knows of the job beyond the line itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LineJob {
+    /// This node's rank as the run resolves it (flags, then Slurm, then the torchrun/Kubernetes
+    /// environment); None: the line's own `--node-rank` (or torchrun's default 0).
+    pub rank: Option<u32>,
+    /// Where the rank came from when `rank` is set ("SLURM_NODEID", ...).
+    pub rank_from: Option<String>,
+    /// The job is CPU-only (`--no-gpu` or `--expect-gpus 0`): no GPU is no failure.
+    pub cpu_only: bool,
+    /// The script as found in the working directory; None when not looked at (facts from a file).
+    pub script_file: Option<ScriptFile>,
 }
 
 pub use crate::placement::Resolved;
@@ -119,6 +140,16 @@ pub fn shape_of(p: &Parsed) -> CommandShape {
         return out;
     }
     let rdzv = p.value("rdzv-endpoint").filter(|v| !v.trim().is_empty());
+    // `--rdzv-endpoint=localhost:0` (torchtitan's run_train.sh): the c10d store binds a free
+    // port, which works on one node only, as --standalone does.
+    if let Some(host) = rdzv
+        .and_then(|v| v.trim().strip_suffix(":0"))
+        .filter(|h| !h.is_empty() && backend != "static" && out.max_nodes() <= 1)
+    {
+        out.endpoint = Some((host.to_string(), 0));
+        out.endpoint_from = "--rdzv-endpoint";
+        return out;
+    }
     match (rdzv, backend.as_str()) {
         (Some(v), b) => {
             out.endpoint_from = "--rdzv-endpoint";
@@ -172,18 +203,43 @@ fn finding(
 
 /// Every `launch.*` finding, each with the correction this node can make for it, if any.
 pub fn check(p: &Parsed, ctx: &Context) -> Vec<(Finding, Option<Correction>)> {
-    let plan = shape_of(p);
-    let mut out = vec![
-        args::args(p, &plan),
-        args::unknown_flags(p, &plan),
-        nodes::nnodes(p, &plan),
-        nodes::node_rank(p, &plan),
-        nproc::nproc(p, &plan, ctx.facts),
-    ];
+    let mut plan = shape_of(p);
+    if let Some(rank) = ctx.job.rank {
+        plan.rank = rank;
+    }
+    if p.launcher == Launcher::Other {
+        let mut out: Vec<_> = line::program(p, &plan).into_iter().collect();
+        out.extend(line::variables(p, &plan));
+        out.extend(line::script(p, &plan, ctx));
+        return out;
+    }
+    let mut out = vec![line::program(p, &plan).unwrap_or_else(|| args::args(p, &plan))];
+    if p.launcher.is_torch() {
+        out.push(args::unknown_flags(p, &plan));
+    }
+    out.extend(line::variables(p, &plan));
+    out.push(nodes::nnodes(p, &plan));
+    out.push(nodes::node_rank(p, &plan));
+    out.push(nproc::nproc(p, &plan, ctx.facts, ctx.job.cpu_only));
     out.extend(rendezvous::standalone(p, &plan));
     out.extend(rendezvous::rdzv_backend(p, &plan));
     out.push(endpoint::endpoint(p, &plan, ctx));
-    out.push(endpoint::port(p, &plan, ctx));
+    if plan.endpoint.as_ref().is_some_and(|(_, port)| *port == 0) {
+        out.push((
+            finding(
+                "launch.port",
+                Status::Pass,
+                plan.rank,
+                "0",
+                "port 0: torchrun's c10d store binds a free port on this node (one node only)"
+                    .into(),
+            ),
+            None,
+        ));
+    } else {
+        out.push(endpoint::port(p, &plan, ctx));
+    }
+    out.extend(line::script(p, &plan, ctx));
     out.extend(legacy::legacy(p, &plan, ctx.script_text.as_deref()));
     out
 }

@@ -42,6 +42,7 @@ fn judge(line: &str, facts: &NodeFacts, addrs: &[&str]) -> Vec<(Finding, Option<
         resolved,
         script_text: None,
         this_addr: Some("192.168.100.11".into()),
+        job: Default::default(),
     };
     check(&p, &ctx)
 }
@@ -307,6 +308,7 @@ fn an_unresolvable_host_and_a_static_endpoint_without_port_fail() {
         }),
         script_text: None,
         this_addr: None,
+        job: Default::default(),
     };
     assert_eq!(status(&check(&p, &ctx), "launch.endpoint"), Status::Fail);
     let all = judge(
@@ -419,6 +421,7 @@ fn legacy_launch_without_use_env_needs_a_script_that_reads_local_rank() {
             resolved: None,
             script_text: text.map(str::to_string),
             this_addr: None,
+            job: Default::default(),
         };
         get(&check(&p, &ctx), "launch.legacy").clone()
     };
@@ -447,6 +450,7 @@ fn legacy_launch_without_use_env_needs_a_script_that_reads_local_rank() {
         resolved: None,
         script_text: None,
         this_addr: None,
+        job: Default::default(),
     };
     assert_eq!(get(&check(&env, &ctx), "launch.legacy").1, None);
 }

@@ -99,7 +99,8 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
             placement.master_port
         )),
     }
-    let facts = probe_facts(&root, placement.master_port, job.probe.no_gpu);
+    let mut facts = probe_facts(&root, placement.master_port, job.probe.no_gpu);
+    job.probe.overlay(&mut facts.env);
 
     // Rank 0 hosts the coordinator on the master port itself: joining proves that port is open.
     let coordinator = if placement.rank == 0 {
