@@ -26,7 +26,8 @@ Exit codes:
   130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; children stopped, temp files removed
 
 --format junit prints one JUnit testcase per finding (fail/error: failure, skip: skipped,
-warn: passed with the summary in system-out). `preflight explain ID` explains a finding id.
+warn: passed with the summary in system-out). --format html prints one self-contained page.
+`preflight explain ID` explains a finding id.
 
 Flags take torchrun's spellings; --master-port and --master_port are the same flag.";
 
@@ -116,6 +117,8 @@ pub enum Format {
     Json,
     /// JUnit XML: one testcase per finding, for CI test reports.
     Junit,
+    /// One self-contained HTML page (verdict, findings with fixes, connectivity heatmap, all-reduce chart, environment and launch commands, nodes); nothing is fetched.
+    Html,
 }
 
 /// The job's shape and how to report on it: shared by `check` and `cluster`.
