@@ -157,6 +157,8 @@ fn show_report(s: &Shown) -> anyhow::Result<()> {
     let text = match s.view.format {
         Format::Json => render::json::render(&s.report),
         Format::Junit => render::junit::render(&s.report),
+        Format::Html => render::html::render(&s.report),
+        // The one call of the terminal renderer (`preflight render --format table` too).
         Format::Table => {
             // One command per node: with the user's own command, the generic launch lines go.
             let mut shown = std::borrow::Cow::Borrowed(&s.report);

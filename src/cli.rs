@@ -26,7 +26,9 @@ Exit codes:
   130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; children stopped, temp files removed
 
 --format junit prints one JUnit testcase per finding (fail/error: failure, skip: skipped,
-warn: passed with the summary in system-out). `preflight explain ID` explains a finding id.
+warn: passed with the summary in system-out). --format html prints one self-contained page
+(`preflight render --format html REPORT.json` from a saved report). `preflight explain ID`
+explains a finding id.
 
 Flags take torchrun's spellings; --master-port and --master_port are the same flag.";
 
@@ -63,6 +65,9 @@ pub enum Command {
     /// Check your own torchrun command (or `python -m torch.distributed.launch ...`) on this node, run the cluster preflight with its endpoint and ranks, and print it back fixed.
     #[command(after_help = TORCHRUN_HELP)]
     Torchrun(TorchrunArgs),
+    /// Render a saved JSON report (from `preflight cluster` or `preflight check`) as a table, JSON, JUnit or one HTML page; exits as `check` would.
+    #[command(after_help = AFTER_HELP)]
+    Render(RenderArgs),
     /// Explain a finding id: when it fires, what it means, why it matters, how to fix it (`--list`: every id).
     Explain(ExplainArgs),
     /// Print the JSON Schema of the report (preflight.report.v1).
@@ -116,6 +121,22 @@ pub enum Format {
     Json,
     /// JUnit XML: one testcase per finding, for CI test reports.
     Junit,
+    /// One self-contained HTML page (verdict, findings with fixes, connectivity heatmap, all-reduce chart, environment and launch commands, nodes); nothing is fetched.
+    Html,
+}
+
+/// `preflight render`: a saved report shown again in another format.
+#[derive(Args, Debug, Clone)]
+pub struct RenderArgs {
+    /// The JSON report written by `preflight cluster --format json` (or `-o FILE`) or `preflight check --format json`.
+    #[arg(value_name = "REPORT.json")]
+    pub report: PathBuf,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Count warnings as failures in the exit code.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// The job's shape and how to report on it: shared by `check` and `cluster`.

@@ -74,6 +74,13 @@ pub struct LaunchJob {
     pub script: Vec<String>,
 }
 
+/// `preflight render`: a saved report, shown as `view` says (never written again).
+#[derive(Clone, Debug)]
+pub struct RenderJob {
+    pub report: PathBuf,
+    pub view: View,
+}
+
 /// `preflight explain`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExplainJob {
@@ -89,6 +96,7 @@ pub enum Job {
     Cluster(Box<ClusterJob>, View),
     Torchrun(Box<TorchrunJob>),
     Launch(LaunchJob),
+    Render(RenderJob),
     Explain(ExplainJob),
     Schema,
     NcclWorker(WorkerSpec),
@@ -129,6 +137,14 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             format: a.format,
             nproc_per_node: a.nproc_per_node,
             script: a.script.into_iter().chain(a.script_args).collect(),
+        }),
+        Command::Render(a) => Job::Render(RenderJob {
+            report: a.report,
+            view: View {
+                format: a.format,
+                output: None,
+                strict: a.strict,
+            },
         }),
         Command::Explain(a) => Job::Explain(if a.list {
             ExplainJob::List

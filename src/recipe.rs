@@ -101,6 +101,19 @@ pub struct LaunchNode {
 /// Reads a cluster report, telling a missing file, garbage, and a node report apart. Only a
 /// regular file of at most [`MAX_REPORT`] bytes is read (a FIFO or a device is refused unopened).
 pub fn load(path: &Path) -> Result<Report, LaunchError> {
+    let report = read(path)?;
+    if report.mode != Mode::Cluster {
+        return Err(LaunchError::NotCluster {
+            path: path.into(),
+            mode: "node".into(),
+        });
+    }
+    Ok(report)
+}
+
+/// Reads a saved report of either mode (`preflight render`), with [`load`]'s checks: a regular
+/// file of at most [`MAX_REPORT`] bytes, UTF-8 JSON with this schema.
+pub fn read(path: &Path) -> Result<Report, LaunchError> {
     use preflight_checks::root::{FileError, read_regular};
     let unreadable = |reason: String| LaunchError::Unreadable {
         path: path.into(),
@@ -128,12 +141,6 @@ pub fn load(path: &Path) -> Result<Report, LaunchError> {
     }
     let report: Report =
         serde_json::from_value(value).map_err(|e| not_report(format!("bad field: {e}")))?;
-    if report.mode != Mode::Cluster {
-        return Err(LaunchError::NotCluster {
-            path: path.into(),
-            mode: "node".into(),
-        });
-    }
     Ok(report)
 }
 

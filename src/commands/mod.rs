@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod explain;
 pub mod facts;
 pub mod launch;
+pub mod render;
 pub mod torchrun;
 
 use crate::cli::LaunchFormat;
@@ -71,6 +72,7 @@ pub fn run(job: Job, events: &Events) -> anyhow::Result<Outcome> {
         Job::Cluster(j, view) => cluster::cluster(*j, view, events),
         Job::Torchrun(j) => torchrun::torchrun(*j, events),
         Job::Launch(j) => launch::launch(&j),
+        Job::Render(j) => render::render(j),
         Job::Explain(j) => explain::explain(&j),
         Job::Schema => Ok(Outcome::Schema),
         Job::NcclWorker(spec) => Ok(Outcome::NcclWorker(spec)),

@@ -3,6 +3,7 @@
 pub mod cluster;
 pub mod collective;
 pub mod explain;
+pub mod html;
 pub mod json;
 pub mod junit;
 pub mod launch;

@@ -9,6 +9,7 @@ mod fabrics;
 mod faults;
 mod hostile;
 mod hostile_input;
+mod html;
 mod join_causes;
 mod launchers;
 mod layers;
