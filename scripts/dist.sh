@@ -11,9 +11,11 @@
 #
 # Usage: scripts/dist.sh [--target x86_64|aarch64|all]   (default: all)
 # Needs (installs nothing): cargo, cargo-zigbuild, zig (or python3 -m ziglang; both from PyPI:
-# `pip install cargo-zigbuild ziglang`), objdump
-# (aarch64-linux-gnu-objdump for the aarch64 binary), tar, gzip, sha256sum; for aarch64 the
-# Rust target aarch64-unknown-linux-gnu.
+# `pip install cargo-zigbuild ziglang`), objdump (aarch64-linux-gnu-objdump is used for the
+# aarch64 binary when present), tar, gzip, sha256sum; for aarch64 the Rust target
+# aarch64-unknown-linux-gnu (rustup target add aarch64-unknown-linux-gnu).
+# The aarch64 binary cannot run here; qemu-aarch64 -L /usr/aarch64-linux-gnu runs it
+# (apt-get install qemu-user libc6-arm64-cross).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,24 +68,17 @@ need tar "apt-get install tar"
 need gzip "apt-get install gzip"
 need sha256sum "apt-get install coreutils"
 
-objdump_for() { # objdump_for ARCH: an objdump that reads that architecture's ELF files
-    case "$1" in
-        x86_64) echo objdump ;;
-        aarch64)
-            if command -v aarch64-linux-gnu-objdump >/dev/null 2>&1; then
-                echo aarch64-linux-gnu-objdump
-            else
-                echo objdump-multiarch
-            fi
-            ;;
-    esac
+# objdump_for ARCH: the objdump to read that architecture's dynamic symbols with. The host's
+# objdump reads an aarch64 binary's symbol versions as generic ELF; the cross one is preferred.
+objdump_for() {
+    if [ "$1" = aarch64 ] && command -v aarch64-linux-gnu-objdump >/dev/null 2>&1; then
+        echo aarch64-linux-gnu-objdump
+    else
+        echo objdump
+    fi
 }
+need objdump "apt-get install binutils"
 for arch in "${arches[@]}"; do
-    od=$(objdump_for "$arch")
-    case "$arch" in
-        x86_64) need "$od" "apt-get install binutils" ;;
-        aarch64) need "$od" "apt-get install binutils-aarch64-linux-gnu" ;;
-    esac
     if command -v rustup >/dev/null 2>&1 &&
         ! rustup target list --installed | grep -qx "$arch-unknown-linux-gnu"; then
         die "missing Rust target $arch-unknown-linux-gnu; install it with: rustup target add $arch-unknown-linux-gnu"
