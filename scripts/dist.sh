@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Build the release tarballs that run on the nodes of a GPU cluster:
+#   dist/preflight-<version>-<arch>-unknown-linux-gnu.tar.gz (+ .sha256)
+# holding preflight-<version>/{preflight, README.md, LICENSE files, examples/}.
+#
+# The binary is linked against glibc 2.17 (CentOS 7, RHEL 8, Ubuntu 20.04 and every newer
+# distribution) with cargo-zigbuild: zig ships the headers and stub libraries of every glibc
+# version, so `--target x86_64-unknown-linux-gnu.2.17` links against 2.17's symbols from any
+# build host. A static musl binary is not an option: NVML, CUDA and NCCL are dlopen'ed at run
+# time and are glibc libraries.
+#
+# Usage: scripts/dist.sh [--target x86_64|aarch64|all]   (default: all)
+# Needs (installs nothing): cargo, cargo-zigbuild, zig (or python3 -m ziglang; both from PyPI:
+# `pip install cargo-zigbuild ziglang`), objdump (aarch64-linux-gnu-objdump is used for the
+# aarch64 binary when present), tar, gzip, sha256sum; for aarch64 the Rust target
+# aarch64-unknown-linux-gnu (rustup target add aarch64-unknown-linux-gnu).
+# The aarch64 binary cannot run here; qemu-aarch64 -L /usr/aarch64-linux-gnu runs it
+# (apt-get install qemu-user libc6-arm64-cross).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GLIBC_MAX=2.17
+
+die() {
+    echo "dist.sh: $*" >&2
+    exit 1
+}
+
+usage() {
+    echo "usage: scripts/dist.sh [--target x86_64|aarch64|all]" >&2
+    exit 2
+}
+
+which_arch=all
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --target)
+            [ $# -ge 2 ] || usage
+            which_arch="$2"
+            shift 2
+            ;;
+        --target=*)
+            which_arch="${1#--target=}"
+            shift
+            ;;
+        -h | --help) usage ;;
+        *) usage ;;
+    esac
+done
+case "$which_arch" in
+    x86_64) arches=(x86_64) ;;
+    aarch64) arches=(aarch64) ;;
+    all) arches=(x86_64 aarch64) ;;
+    *) usage ;;
+esac
+
+# --- Tools: check, never install --------------------------------------------------------------
+need() { # need TOOL "how to install it"
+    command -v "$1" >/dev/null 2>&1 || die "missing '$1'; install it with: $2"
+}
+need cargo "rustup (https://rustup.rs)"
+need cargo-zigbuild "pip install cargo-zigbuild   (prebuilt; or: cargo install cargo-zigbuild --locked)"
+# cargo-zigbuild runs `zig` from PATH, else `python3 -m ziglang` (the PyPI package).
+if ! command -v zig >/dev/null 2>&1 && ! python3 -m ziglang version >/dev/null 2>&1; then
+    die "missing zig; install it with: pip install ziglang   (or put a zig binary on PATH)"
+fi
+need tar "apt-get install tar"
+need gzip "apt-get install gzip"
+need sha256sum "apt-get install coreutils"
+
+# objdump_for ARCH: the objdump to read that architecture's dynamic symbols with. The host's
+# objdump reads an aarch64 binary's symbol versions as generic ELF; the cross one is preferred.
+objdump_for() {
+    if [ "$1" = aarch64 ] && command -v aarch64-linux-gnu-objdump >/dev/null 2>&1; then
+        echo aarch64-linux-gnu-objdump
+    else
+        echo objdump
+    fi
+}
+need objdump "apt-get install binutils"
+for arch in "${arches[@]}"; do
+    if command -v rustup >/dev/null 2>&1 &&
+        ! rustup target list --installed | grep -qx "$arch-unknown-linux-gnu"; then
+        die "missing Rust target $arch-unknown-linux-gnu; install it with: rustup target add $arch-unknown-linux-gnu"
+    fi
+done
+
+# --- Version and paths -------------------------------------------------------------------------
+# `cargo pkgid` resolves the workspace-inherited version: path+file:///...#preflight@0.1.0
+version=$(cargo pkgid -p preflight | sed -n 's/.*[#@]\([0-9][0-9A-Za-z.+-]*\)$/\1/p')
+[ -n "$version" ] || die "could not read preflight's version from Cargo.toml (cargo pkgid -p preflight)"
+target_dir=$(cargo metadata --no-deps --format-version 1 |
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+[ -n "$target_dir" ] || die "could not find cargo's target directory (cargo metadata)"
+
+# Highest GLIBC_x.y symbol version in a binary's dynamic symbol table (empty if none).
+glibc_needed() { # glibc_needed OBJDUMP FILE
+    "$1" -T "$2" | grep -o 'GLIBC_[0-9][0-9.]*' | sort -u -V | tail -n 1
+}
+
+mkdir -p dist
+for arch in "${arches[@]}"; do
+    triple="$arch-unknown-linux-gnu"
+    echo "==> cargo zigbuild --release --target $triple.$GLIBC_MAX" >&2
+    start=$SECONDS
+    cargo zigbuild --release --locked -p preflight --bin preflight --target "$triple.$GLIBC_MAX"
+    echo "    built in $((SECONDS - start)) s" >&2
+    bin="$target_dir/$triple/release/preflight"
+    [ -x "$bin" ] || die "cargo zigbuild produced no $bin"
+
+    od=$(objdump_for "$arch")
+    needed=$(glibc_needed "$od" "$bin")
+    [ -n "$needed" ] || die "$od -T $bin shows no GLIBC_ symbol version (not a glibc binary?)"
+    highest=$(printf '%s\n%s\n' "${needed#GLIBC_}" "$GLIBC_MAX" | sort -V | tail -n 1)
+    if [ "$highest" != "$GLIBC_MAX" ]; then
+        "$od" -T "$bin" | grep -F "$needed" >&2 || true
+        die "$bin needs $needed, more than GLIBC_$GLIBC_MAX (the symbols above)"
+    fi
+    echo "    highest glibc symbol version: $needed (limit GLIBC_$GLIBC_MAX)" >&2
+
+    name="preflight-$version"
+    tarball="dist/$name-$triple.tar.gz"
+    stage=$(mktemp -d)
+    trap 'rm -rf "$stage"' EXIT
+    mkdir "$stage/$name"
+    install -m 0755 "$bin" "$stage/$name/preflight"
+    cp README.md "$stage/$name/"
+    licenses=(LICENSE*)
+    if [ -e "${licenses[0]}" ]; then
+        cp "${licenses[@]}" "$stage/$name/"
+    else
+        echo "dist.sh: warning: the repository has no LICENSE file (Cargo.toml: license = MIT OR Apache-2.0); none packed" >&2
+    fi
+    [ -d examples ] && cp -R examples "$stage/$name/"
+    # Owner root and sorted names, so the archive does not carry this machine's users.
+    tar -C "$stage" --owner=0 --group=0 --numeric-owner --sort=name -cf - "$name" |
+        gzip -9n >"$tarball"
+    rm -rf "$stage"
+    trap - EXIT
+    (cd dist && sha256sum "$(basename "$tarball")" >"$(basename "$tarball").sha256")
+
+    size=$(stat -c %s "$tarball")
+    sha=$(cut -d' ' -f1 <"$tarball.sha256")
+    echo "$tarball"
+    echo "    size:   $size bytes ($(((size + 1023) / 1024)) KiB)"
+    echo "    sha256: $sha"
+    echo "    runs on glibc ${needed#GLIBC_} or newer"
+done
