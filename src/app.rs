@@ -158,7 +158,8 @@ fn show_report(s: &Shown) -> anyhow::Result<()> {
         Format::Json => render::json::render(&s.report),
         Format::Junit => render::junit::render(&s.report),
         Format::Table => {
-            let mut t = render::table::render_for_rank(&s.report, Style::detect(), s.rank);
+            let style = Style::detect(s.view.verbose);
+            let mut t = render::doctor::render_for_rank(&s.report, style, s.rank);
             if let Some(c) = &s.your_command {
                 t.push_str(&render::launch::your_command(
                     c.rank,

@@ -20,6 +20,8 @@ pub struct View {
     pub format: Format,
     pub output: Option<PathBuf>,
     pub strict: bool,
+    /// `-v`: the terminal report also shows passes and skips.
+    pub verbose: bool,
 }
 
 /// `preflight check`.
@@ -143,6 +145,7 @@ fn view(a: &cli::JobArgs) -> View {
         format: a.format,
         output: a.output.clone(),
         strict: a.strict,
+        verbose: a.verbose,
     }
 }
 
@@ -280,6 +283,7 @@ fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Res
             format: a.format,
             output: a.output,
             strict: a.strict,
+            verbose: false,
         },
     })
 }
