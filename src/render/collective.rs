@@ -2,6 +2,7 @@
 
 use super::Style;
 use super::doctor::bw;
+use super::doctor::wrap::wrap;
 use super::sanitize::shown;
 use preflight_checks::collective::{human_bytes, large_row};
 use preflight_checks::model::CollectiveResult;
@@ -31,18 +32,18 @@ pub fn block(c: &CollectiveResult, style: Style) -> String {
     } else {
         ""
     };
-    let _ = writeln!(
-        out,
-        "{}",
-        super::doctor::bold(&format!("All-reduce{config}: {what}"), style)
-    );
+    let width = usize::from(style.width);
+    out.push_str(&super::doctor::bold(
+        &wrap(&format!("All-reduce{config}: {what}"), width, "", "  "),
+        style,
+    ));
     if !c.env.is_empty() {
         let env: Vec<String> = c
             .env
             .iter()
             .map(|(k, v)| format!("{}={}", shown(k), shown(v)))
             .collect();
-        let _ = writeln!(out, "#  env: {}", env.join(" "));
+        out.push_str(&wrap(&format!("env: {}", env.join(" ")), width, "#  ", "#    "));
     }
     let _ = writeln!(
         out,

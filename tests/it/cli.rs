@@ -36,21 +36,6 @@ fn snapshots_of_json_reports_from_saved_facts() {
 }
 
 #[test]
-fn snapshots_of_tables_from_saved_facts() {
-    for node in SNAPSHOT_NODES {
-        let out = bin()
-            .args(["check", "--facts"])
-            .arg(fixture(&format!("facts/{node}.json")))
-            .output()
-            .unwrap();
-        let text = String::from_utf8(out.stdout)
-            .unwrap()
-            .replace(env!("CARGO_PKG_VERSION"), "[version]");
-        insta::assert_snapshot!(format!("table_{node}"), text);
-    }
-}
-
-#[test]
 fn report_contract_fields_are_present() {
     let out = bin()
         .args(["check", "--format", "json", "--facts"])

@@ -15,6 +15,7 @@ mod layers;
 mod nccl;
 mod netns;
 mod props;
+mod render_node;
 mod render_cluster;
 mod report_contract;
 mod signals;

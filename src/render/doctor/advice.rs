@@ -19,14 +19,25 @@ pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
     let width = usize::from(style.width);
     let mut out = String::new();
     if let Some(first) = report.findings.iter().find(|f| failing(f)) {
+        out.push_str(&paint::bold(
+            &wrap(
+                "Fix these first, then run preflight again (the launch commands are printed \
+                 when nothing fails):",
+                width,
+                "",
+                "",
+            ),
+            style,
+        ));
+        let shown_here = whole || first.node.is_none() || first.node == Some(rank);
         let text = format!(
-            "Fix these first, then run preflight again; the launch commands are printed when \
-             nothing fails. First: {} on {}: {}",
+            "{} {} on {} ({})",
+            paint::mark(first.status, style),
             shown(&first.id),
             where_(report, first.node),
-            shown(&first.summary)
+            if shown_here { "above" } else { "in rank 0's report" }
         );
-        out.push_str(&wrap(&text, width, "", "  "));
+        out.push_str(&wrap(&text, width, "  ", "    "));
         out.push('\n');
         return out;
     }
@@ -133,15 +144,15 @@ pub fn verdict(report: &Report, own: &[&Finding], style: Style, whole: bool) -> 
         let mut places = Vec::new();
         match (report.mode, ranks.len()) {
             (_, 0) => {}
-            (Mode::Node, _) => places.push("this node".to_string()),
-            (Mode::Cluster, 1) => places.push(format!("rank {}", ranks[0])),
-            (Mode::Cluster, _) => places.push(format!("ranks {}", ranks_text(&ranks))),
+            (Mode::Node, _) => places.push("on this node".to_string()),
+            (Mode::Cluster, 1) => places.push(format!("on rank {}", ranks[0])),
+            (Mode::Cluster, _) => places.push(format!("on ranks {}", ranks_text(&ranks))),
         }
         if wide {
             places.push("cluster-wide".to_string());
         }
         let mut t = format!(
-            "{} do not launch: {} on {}",
+            "{} do not launch: {} {}",
             paint::mark(Status::Fail, style),
             count(problems.len(), "problem"),
             places.join(" and ")
@@ -151,11 +162,7 @@ pub fn verdict(report: &Report, own: &[&Finding], style: Style, whole: bool) -> 
             .filter(|f| !own.iter().any(|o| std::ptr::eq(*o, **f)))
             .count();
         if !whole && elsewhere > 0 {
-            let _ = write!(
-                t,
-                " ({} on other ranks: see rank 0's report)",
-                count(elsewhere, "problem")
-            );
+            t.push_str(" (see rank 0's report)");
         }
         if warnings > 0 {
             let _ = write!(t, ", and {}", count(warnings, "warning"));

@@ -4,6 +4,7 @@
 use super::super::Style;
 use super::super::sanitize::{cut, shown};
 use super::paint;
+use super::wrap::wrap;
 use comfy_table::{ContentArrangement, Table, presets};
 use preflight_checks::model::{IfKind, LinkOutcome, LinkResult, Report};
 use std::collections::BTreeMap;
@@ -205,14 +206,11 @@ fn connectivity(report: &Report, style: Style) -> String {
             ),
         };
         if ranks.len() > MATRIX_MAX {
-            let _ = writeln!(
-                out,
-                "{}",
-                paint::bold(
-                    &format!("Worst links on {label} ({} links{mtu}):", links.len()),
-                    style
-                )
-            );
+            let heading = format!("Worst links on {label} ({} links{mtu}):", links.len());
+            out.push_str(&paint::bold(
+                &wrap(&heading, usize::from(style.width), "", "  "),
+                style,
+            ));
             out.push_str(&worst_links(&links, style));
             continue;
         }
@@ -228,14 +226,11 @@ fn connectivity(report: &Report, style: Style) -> String {
             (Cells::Number, false) => "RTT p50",
             (Cells::Mark, _) => "connected or not",
         };
-        let _ = writeln!(
-            out,
-            "{}",
-            paint::bold(
-                &format!("Connectivity on {label} (row: from, column: to; {what}{mtu}):"),
-                style
-            )
-        );
+        let heading = format!("Connectivity on {label}{mtu} (row: from, column: to; {what}):");
+        out.push_str(&paint::bold(
+            &wrap(&heading, usize::from(style.width), "", "  "),
+            style,
+        ));
         let mut t = table(style, false);
         let mut header = vec!["from\\to".to_string()];
         header.extend(ranks.iter().map(|r| r.to_string()));

@@ -98,7 +98,7 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
     if same_summary {
         out.push_str(&wrap(&shown(&first.summary), width, TEXT, TEXT));
         if g.len() == 1 {
-            if let Some(e) = evidence_words(first) {
+            if let Some(e) = evidence_words(first, style.unicode) {
                 out.push_str(&wrap(&format!("evidence: {e}"), width, TEXT, TEXT));
             }
         }
@@ -140,8 +140,13 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
             }
         }
     }
-    for h in hints {
-        out.push_str(&wrap(&format!("fix: {}", shown(h)), width, TEXT, TEXT));
+    // One hint per group: members of a group differ in names only, their commands say which.
+    if let Some(h) = hints.first() {
+        let others = match hints.len() - 1 {
+            0 => String::new(),
+            n => format!(" (and likewise for the other {})", count(n, "one")),
+        };
+        out.push_str(&wrap(&format!("fix: {}{others}", shown(h)), width, TEXT, TEXT));
     }
     for c in commands {
         // Never wrapped or cut here: a command wider than the terminal stays one line.
@@ -165,7 +170,8 @@ fn where_many(report: &Report, g: &[&Finding]) -> String {
 }
 
 /// The evidence in a few words: scalar values and short lists, at most a few of them.
-fn evidence_words(f: &Finding) -> Option<String> {
+fn evidence_words(f: &Finding, unicode: bool) -> Option<String> {
+    let ellipsis = if unicode { "…" } else { "..." };
     const MAX_VALUE: usize = 60;
     const MAX_ITEMS: usize = 5;
     let mut parts = Vec::new();
@@ -194,7 +200,7 @@ fn evidence_words(f: &Finding) -> Option<String> {
             break;
         }
         let value = if value.chars().count() > MAX_VALUE {
-            format!("{}…", value.chars().take(MAX_VALUE).collect::<String>())
+            format!("{}{ellipsis}", value.chars().take(MAX_VALUE).collect::<String>())
         } else {
             value
         };
@@ -205,7 +211,7 @@ fn evidence_words(f: &Finding) -> Option<String> {
     }
     let mut s = parts.join("; ");
     if more {
-        s.push_str("; … (--format json has all)");
+        s.push_str(&format!("; {ellipsis} (--format json has all)"));
     }
     Some(s)
 }
@@ -222,7 +228,7 @@ mod tests {
             .with("names", serde_json::json!(["eth0", "ib0"]))
             .with("long", "z".repeat(100))
             .with("none", Value::Null);
-        let e = evidence_words(&f).unwrap();
+        let e = evidence_words(&f, true).unwrap();
         assert_eq!(e, format!("long {}…; names eth0, ib0; port 29500", "z".repeat(60)));
     }
 }
