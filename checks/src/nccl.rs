@@ -283,7 +283,11 @@ mod tests {
         }
         // GPUs expected: the missing library still warns.
         for c in [ctx(Some(8), None), ctx(None, Some(4))] {
-            assert_eq!(check(&no_gpu_node(None), &c)[0].status, Status::Warn, "{c:?}");
+            assert_eq!(
+                check(&no_gpu_node(None), &c)[0].status,
+                Status::Warn,
+                "{c:?}"
+            );
         }
         // A library that is there is still judged.
         let f = &check(&no_gpu_node(Some(VENV)), &ctx(None, None))[0];

@@ -43,7 +43,12 @@ pub fn block(c: &CollectiveResult, style: Style) -> String {
             .iter()
             .map(|(k, v)| format!("{}={}", shown(k), shown(v)))
             .collect();
-        out.push_str(&wrap(&format!("env: {}", env.join(" ")), width, "#  ", "#    "));
+        out.push_str(&wrap(
+            &format!("env: {}", env.join(" ")),
+            width,
+            "#  ",
+            "#    ",
+        ));
     }
     let _ = writeln!(
         out,

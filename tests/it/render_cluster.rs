@@ -17,7 +17,8 @@ fn report(name: &str) -> Report {
     let path = fixture(&format!("reports/{name}.json"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not a report: {e}", path.display()))
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not a report: {e}", path.display()))
 }
 
 /// The terminal rendering of `report` as `rank` prints it, `width` columns wide, without
@@ -92,7 +93,10 @@ fn three_nodes_with_a_filtered_pair_and_a_slow_node() {
         // Rank 1 is told there is a problem elsewhere, and where.
         let one = render(&report, 1, width, false);
         assert!(
-            one.lines().last().unwrap().starts_with("✗ do not launch: 1 problem on rank 2"),
+            one.lines()
+                .last()
+                .unwrap()
+                .starts_with("✗ do not launch: 1 problem on rank 2"),
             "{one}"
         );
     }
@@ -103,12 +107,20 @@ fn eight_nodes() {
     check_fixture("cluster-8-nodes");
     // 56 slow links are one problem block, each fix command once.
     let (report, text) = rendered("cluster-8-nodes", 0, 80);
-    let slow = report.findings.iter().filter(|f| f.id == "link.slow").count();
+    let slow = report
+        .findings
+        .iter()
+        .filter(|f| f.id == "link.slow")
+        .count();
     assert_eq!(slow, 56);
     let headings = text.lines().filter(|l| l.contains(" link.slow ")).count();
     assert_eq!(headings, 1, "{text}");
     assert!(text.contains("- and 52 more like these"), "{text}");
-    assert_eq!(text.matches("        ethtool enp65s0f0   # on rank 3").count(), 1);
+    assert_eq!(
+        text.matches("        ethtool enp65s0f0   # on rank 3")
+            .count(),
+        1
+    );
 }
 
 #[test]
@@ -134,7 +146,10 @@ fn verbose_shows_passes_and_skips_and_interfaces() {
         assert!(!quiet.contains(&line), "{quiet}");
         assert!(loud.contains(&line), "{loud}");
     }
-    assert!(loud.contains("interfaces") && loud.contains("Why:"), "{loud}");
+    assert!(
+        loud.contains("interfaces") && loud.contains("Why:"),
+        "{loud}"
+    );
 }
 
 // ------------------------------------------------------------------------------- properties
@@ -186,7 +201,10 @@ fn problems_with_whole_fixes(report: &Report, text: &str, rank: u32) {
             );
         }
     }
-    assert!(!text.contains("│ $"), "a fix command in a table cell\n{text}");
+    assert!(
+        !text.contains("│ $"),
+        "a fix command in a table cell\n{text}"
+    );
 }
 
 /// The last line is the verdict; launch commands only when nothing fails.
@@ -231,7 +249,13 @@ fn rank0_properties(report: &Report, text: &str) {
         for l in report.links.iter().filter(|l| l.result != LinkOutcome::Ok) {
             let cell = &matrix[l.from as usize][l.to as usize + 1];
             let word = format!("{:?}", l.result).to_lowercase();
-            assert!(cell == &word || cell == "✗", "cell {}->{}: {cell}\n{}", l.from, l.to, ctx());
+            assert!(
+                cell == &word || cell == "✗",
+                "cell {}->{}: {cell}\n{}",
+                l.from,
+                l.to,
+                ctx()
+            );
         }
     } else {
         assert!(!text.contains("Connectivity on "), "{}", ctx());

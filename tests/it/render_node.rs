@@ -9,7 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const NODES: [&str; 5] = ["ib-node", "docker-bond-host", "k8s-pod", "plain-vm", "roce-node"];
+const NODES: [&str; 5] = [
+    "ib-node",
+    "docker-bond-host",
+    "k8s-pod",
+    "plain-vm",
+    "roce-node",
+];
 
 /// `preflight check --facts` of a saved node, as the binary prints it to a pipe.
 fn check_text(node: &str, columns: u16, extra: &[&str]) -> String {
@@ -23,12 +29,10 @@ fn check_text(node: &str, columns: u16, extra: &[&str]) -> String {
         .env_remove("LC_CTYPE")
         .output()
         .unwrap();
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .replace(
-            concat!("preflight ", env!("CARGO_PKG_VERSION"), " "),
-            "preflight [version] ",
-        )
+    String::from_utf8(out.stdout).unwrap().replace(
+        concat!("preflight ", env!("CARGO_PKG_VERSION"), " "),
+        "preflight [version] ",
+    )
 }
 
 /// The JSON report of the same run.
@@ -54,7 +58,11 @@ fn commands(report: &Value) -> (Vec<String>, Vec<String>) {
     let rec = &report["recommendation"];
     let mut launch: Vec<String> = rec["launch"]
         .as_array()
-        .map(|a| a.iter().map(|l| l["command"].as_str().unwrap().to_string()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|l| l["command"].as_str().unwrap().to_string())
+                .collect()
+        })
         .unwrap_or_default();
     launch.extend(rec["standalone"].as_str().map(String::from));
     (fixes, launch)
@@ -94,7 +102,11 @@ fn snapshots_of_node_reports_at_80_and_120_columns() {
                 );
             }
             let verdict = text.trim_end().rsplit("\n\n").next().unwrap();
-            let expected = if failing { "✗ do not launch: " } else { "✓ ready to launch" };
+            let expected = if failing {
+                "✗ do not launch: "
+            } else {
+                "✓ ready to launch"
+            };
             assert!(verdict.starts_with(expected), "{}", ctx());
             assert!(!text.contains('\u{1b}'), "colour in a pipe\n{}", ctx());
         }
@@ -106,7 +118,10 @@ fn verbose_shows_what_passed_and_ascii_without_utf8() {
     let quiet = check_text("ib-node", 80, &[]);
     let loud = check_text("ib-node", 80, &["-v"]);
     assert!(!quiet.contains("✓ gpu.count"), "{quiet}");
-    assert!(loud.contains("✓ gpu.count: 8 of 8 GPU(s) visible"), "{loud}");
+    assert!(
+        loud.contains("✓ gpu.count: 8 of 8 GPU(s) visible"),
+        "{loud}"
+    );
     let healthy = check_text("plain-vm", 80, &["--verbose"]);
     assert!(healthy.contains("Why:"), "{healthy}");
     assert!(quiet.contains("-v shows each"), "{quiet}");
@@ -138,7 +153,14 @@ fn a_node_with_no_gpu_and_none_expected_does_not_warn_about_nccl() {
     }
     // Expecting GPUs brings the warning back.
     let out = bin()
-        .args(["check", "--format", "json", "--nproc-per-node", "2", "--facts"])
+        .args([
+            "check",
+            "--format",
+            "json",
+            "--nproc-per-node",
+            "2",
+            "--facts",
+        ])
         .arg(fixture("facts/plain-vm.json"))
         .output()
         .unwrap();
@@ -181,7 +203,11 @@ impl Tmux {
     fn new(tmux: PathBuf) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("tmux.sock");
-        Tmux { tmux, socket, _dir: dir }
+        Tmux {
+            tmux,
+            socket,
+            _dir: dir,
+        }
     }
 
     fn cmd(&self) -> Command {
@@ -199,10 +225,17 @@ impl Tmux {
             .env("TERM", "xterm-256color")
             .output()
             .unwrap();
-        assert!(out.status.success(), "tmux: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "tmux: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let t = Instant::now();
         while !done.exists() {
-            assert!(t.elapsed() < Duration::from_secs(60), "the run in tmux did not finish");
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "the run in tmux did not finish"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         std::thread::sleep(Duration::from_millis(300));
@@ -216,7 +249,11 @@ impl Tmux {
             .args(flags)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     }
 }
@@ -244,7 +281,11 @@ fn a_real_terminal_at_80_columns_shows_every_fix_whole() {
             let script = format!(
                 "env -u COLUMNS -u LC_ALL -u LC_CTYPE {} LANG=C.UTF-8 '{}' check --facts '{}'; \
                  touch '{}'; sleep 60",
-                if no_color { "NO_COLOR=1" } else { "-u NO_COLOR" },
+                if no_color {
+                    "NO_COLOR=1"
+                } else {
+                    "-u NO_COLOR"
+                },
                 bin_path.display(),
                 fixture(&format!("facts/{node}.json")).display(),
                 done.display()
@@ -271,8 +312,10 @@ fn a_real_terminal_at_80_columns_shows_every_fix_whole() {
             }
             // Wrapped by preflight at words within 80 columns: the verdict is a screen line.
             assert!(
-                screen.lines().any(|l| l.starts_with("✗ do not launch: ")
-                    || l.starts_with("✓ ready to launch")),
+                screen
+                    .lines()
+                    .any(|l| l.starts_with("✗ do not launch: ")
+                        || l.starts_with("✓ ready to launch")),
                 "{}",
                 ctx()
             );

@@ -35,7 +35,11 @@ pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
             paint::mark(first.status, style),
             shown(&first.id),
             where_(report, first.node),
-            if shown_here { "above" } else { "in rank 0's report" }
+            if shown_here {
+                "above"
+            } else {
+                "in rank 0's report"
+            }
         );
         out.push_str(&wrap(&text, width, "  ", "    "));
         out.push('\n');
@@ -89,7 +93,12 @@ fn environment(report: &Report, rec: &Recommendation, style: Style) -> String {
         paint::bold(&format!("Recommended environment for {who}:"), style)
     );
     for (k, v) in &rec.env {
-        let _ = writeln!(s, "{COMMAND}export {}={}", shown(k), line(&crate::shell::quote(v)));
+        let _ = writeln!(
+            s,
+            "{COMMAND}export {}={}",
+            shown(k),
+            line(&crate::shell::quote(v))
+        );
     }
     for (rank, env) in &rec.node_env {
         let _ = writeln!(s, "  on rank {}:", shown(rank));

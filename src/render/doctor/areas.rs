@@ -57,7 +57,10 @@ pub fn lines(report: &Report, findings: &[&Finding], style: Style) -> String {
             counts(&of)
         );
         if style.verbose {
-            for f in of.iter().filter(|f| matches!(f.status, Status::Pass | Status::Skip)) {
+            for f in of
+                .iter()
+                .filter(|f| matches!(f.status, Status::Pass | Status::Skip))
+            {
                 out.push_str(&detail(report, f, style));
             }
         }

@@ -62,7 +62,13 @@ pub fn bw(x: f64) -> String {
 /// Rank, host, address, GPUs and versions per node (interfaces too with `-v`).
 fn nodes_table(report: &Report, style: Style) -> String {
     let mut t = table(style, true);
-    let mut header = vec!["rank", "host", "address", "GPUs", "driver / CUDA / NCCL / torch"];
+    let mut header = vec![
+        "rank",
+        "host",
+        "address",
+        "GPUs",
+        "driver / CUDA / NCCL / torch",
+    ];
     if style.verbose {
         header.push("interfaces");
     }
@@ -103,7 +109,11 @@ fn nodes_table(report: &Report, style: Style) -> String {
                         .first()
                         .map(|a| a.to_string())
                         .unwrap_or_else(|| "-".into());
-                    format!("{} {addr} {}", shown(&i.name), if i.up { "up" } else { "down" })
+                    format!(
+                        "{} {addr} {}",
+                        shown(&i.name),
+                        if i.up { "up" } else { "down" }
+                    )
                 })
                 .collect::<Vec<_>>()
                 .join("\n");
@@ -202,7 +212,10 @@ fn connectivity(report: &Report, style: Style) -> String {
             [one] => format!(", mtu {one}"),
             many => format!(
                 ", mtu differs: {}",
-                many.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                many.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         };
         if ranks.len() > MATRIX_MAX {
@@ -252,8 +265,13 @@ fn connectivity(report: &Report, style: Style) -> String {
 
 /// Columns a matrix would take with these cells.
 fn matrix_width(ranks: &[u32], links: &[&LinkResult], cells: Cells, style: Style) -> usize {
-    let plain = Style { color: false, ..style };
-    let mut w = "from\\to".len().max(ranks.iter().map(|r| r.to_string().len()).max().unwrap_or(1));
+    let plain = Style {
+        color: false,
+        ..style
+    };
+    let mut w = "from\\to"
+        .len()
+        .max(ranks.iter().map(|r| r.to_string().len()).max().unwrap_or(1));
     let mut total = w + 3;
     for to in ranks {
         w = to.to_string().len();

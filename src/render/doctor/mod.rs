@@ -79,7 +79,12 @@ fn headline(report: &Report, style: Style, rank: u32) -> String {
         shown(&report.tool.name),
         shown(&report.tool.version)
     );
-    wrap::wrap(&paint::bold(&text, style), usize::from(style.width), "", "  ")
+    wrap::wrap(
+        &paint::bold(&text, style),
+        usize::from(style.width),
+        "",
+        "  ",
+    )
 }
 
 /// `rank 2 (gpu13)`, the hostname alone in a node report, or `cluster-wide`.

@@ -58,7 +58,11 @@ pub fn blocks(report: &Report, findings: &[&Finding], style: Style) -> String {
     if warnings > 0 {
         what.push(count(warnings, "warning"));
     }
-    let _ = writeln!(out, "{}:", paint::bold(&capitalise(&what.join(", ")), style));
+    let _ = writeln!(
+        out,
+        "{}:",
+        paint::bold(&capitalise(&what.join(", ")), style)
+    );
     for g in &groups {
         out.push('\n');
         out.push_str(&block(report, g, style));
@@ -83,11 +87,12 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
     let same_summary = g.iter().all(|f| f.summary == first.summary);
     // Heading: mark, status, id, where (and the subject when it says more).
     let where_text = where_many(report, g);
-    let subject = if g.len() == 1 && !first.subject.is_empty() && !where_text.contains(&first.subject) {
-        format!(" {dot} {}", shown(&first.subject))
-    } else {
-        String::new()
-    };
+    let subject =
+        if g.len() == 1 && !first.subject.is_empty() && !where_text.contains(&first.subject) {
+            format!(" {dot} {}", shown(&first.subject))
+        } else {
+            String::new()
+        };
     let heading = format!(
         "{} {} {} {dot} {where_text}{subject}",
         paint::mark(first.status, style),
@@ -103,7 +108,11 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
             }
         }
     } else {
-        let listed = if style.verbose { g.len() } else { LISTED.min(g.len()) };
+        let listed = if style.verbose {
+            g.len()
+        } else {
+            LISTED.min(g.len())
+        };
         for f in &g[..listed] {
             let who = match report.mode {
                 Mode::Cluster if f.node.is_some() => format!("{}: ", where_(report, f.node)),
@@ -146,7 +155,12 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
             0 => String::new(),
             n => format!(" (and likewise for the other {})", count(n, "one")),
         };
-        out.push_str(&wrap(&format!("fix: {}{others}", shown(h)), width, TEXT, TEXT));
+        out.push_str(&wrap(
+            &format!("fix: {}{others}", shown(h)),
+            width,
+            TEXT,
+            TEXT,
+        ));
     }
     for c in commands {
         // Never wrapped or cut here: a command wider than the terminal stays one line.
@@ -200,7 +214,10 @@ fn evidence_words(f: &Finding, unicode: bool) -> Option<String> {
             break;
         }
         let value = if value.chars().count() > MAX_VALUE {
-            format!("{}{ellipsis}", value.chars().take(MAX_VALUE).collect::<String>())
+            format!(
+                "{}{ellipsis}",
+                value.chars().take(MAX_VALUE).collect::<String>()
+            )
         } else {
             value
         };
@@ -229,6 +246,9 @@ mod tests {
             .with("long", "z".repeat(100))
             .with("none", Value::Null);
         let e = evidence_words(&f, true).unwrap();
-        assert_eq!(e, format!("long {}…; names eth0, ib0; port 29500", "z".repeat(60)));
+        assert_eq!(
+            e,
+            format!("long {}…; names eth0, ib0; port 29500", "z".repeat(60))
+        );
     }
 }
