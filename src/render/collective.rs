@@ -110,7 +110,13 @@ mod tests {
             }],
             ..Default::default()
         };
-        let text = block(&c, Style::plain());
+        let text = block(
+            &c,
+            Style {
+                width: 120,
+                ..Style::plain()
+            },
+        );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
