@@ -320,3 +320,23 @@ fn held_master_port_names_the_holder_pid() {
     assert!(cmds.contains(&format!("kill {}", child.id())), "{cmds}");
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn each_subcommands_help_shows_only_what_applies_to_it() {
+    let help = |cmd: &str| {
+        let out = bin().args([cmd, "--help"]).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for cmd in ["facts", "launch"] {
+        let text = help(cmd);
+        for absent in ["--strict", "--facts file", "--format junit", "-v also shows"] {
+            assert!(!text.contains(absent), "`{cmd} --help` mentions {absent}:\n{text}");
+        }
+        assert!(text.contains("Exit codes:"), "{text}");
+    }
+    for cmd in ["check", "cluster"] {
+        let text = help(cmd);
+        assert!(text.contains("--verbose") && text.contains("--strict"), "{text}");
+    }
+}
