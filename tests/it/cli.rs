@@ -330,13 +330,24 @@ fn each_subcommands_help_shows_only_what_applies_to_it() {
     };
     for cmd in ["facts", "launch"] {
         let text = help(cmd);
-        for absent in ["--strict", "--facts file", "--format junit", "-v also shows"] {
-            assert!(!text.contains(absent), "`{cmd} --help` mentions {absent}:\n{text}");
+        for absent in [
+            "--strict",
+            "--facts file",
+            "--format junit",
+            "-v also shows",
+        ] {
+            assert!(
+                !text.contains(absent),
+                "`{cmd} --help` mentions {absent}:\n{text}"
+            );
         }
         assert!(text.contains("Exit codes:"), "{text}");
     }
     for cmd in ["check", "cluster"] {
         let text = help(cmd);
-        assert!(text.contains("--verbose") && text.contains("--strict"), "{text}");
+        assert!(
+            text.contains("--verbose") && text.contains("--strict"),
+            "{text}"
+        );
     }
 }

@@ -153,7 +153,7 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
     if let Some(h) = hints.first() {
         let others = match hints.len() - 1 {
             0 => String::new(),
-            n => format!(" (and likewise for the other {})", count(n, "one")),
+            n => format!(" (and likewise for {n} more)"),
         };
         out.push_str(&wrap(
             &format!("fix: {}{others}", shown(h)),
