@@ -201,7 +201,7 @@ fn connectivity(report: &Report, style: Style) -> String {
         names.sort_unstable();
         names.dedup();
         let label = match names.as_slice() {
-            [one] if !one.is_empty() => format!("{subnet} ({})", shown(one)),
+            [one] if !one.is_empty() && *one != subnet => format!("{subnet} ({})", shown(one)),
             _ => subnet,
         };
         let mut mtus: Vec<u32> = links.iter().filter_map(|l| l.mtu).collect();
@@ -245,7 +245,7 @@ fn connectivity(report: &Report, style: Style) -> String {
             style,
         ));
         let mut t = table(style, false);
-        let mut header = vec!["from\\to".to_string()];
+        let mut header = vec!["from".to_string()];
         header.extend(ranks.iter().map(|r| r.to_string()));
         t.set_header(header);
         for from in &ranks {
@@ -269,7 +269,7 @@ fn matrix_width(ranks: &[u32], links: &[&LinkResult], cells: Cells, style: Style
         color: false,
         ..style
     };
-    let mut w = "from\\to"
+    let mut w = "from"
         .len()
         .max(ranks.iter().map(|r| r.to_string().len()).max().unwrap_or(1));
     let mut total = w + 3;
@@ -365,9 +365,10 @@ fn worst_links(links: &[&LinkResult], style: Style) -> String {
     out
 }
 
-/// `10.200.1.0/24`: the subnet of the link's target address.
+/// `10.200.1.0/24`: the subnet of the link's target address; its interface's name when the
+/// facts do not hold the address (an older or trimmed report).
 fn network_label(report: &Report, l: &LinkResult) -> String {
-    let prefix = report
+    let found = report
         .nodes
         .iter()
         .find(|n| n.rank == l.to)
@@ -379,8 +380,14 @@ fn network_label(report: &Report, l: &LinkResult) -> String {
                 .flat_map(|i| i.ipv4.iter())
                 .find(|a| a.addr.to_string() == l.address)
         })
-        .map(|a| a.prefix)
-        .unwrap_or(32);
+        .map(|a| a.prefix);
+    let Some(prefix) = found else {
+        return if l.interface.is_empty() {
+            shown(&l.address).into_owned()
+        } else {
+            shown(&l.interface).into_owned()
+        };
+    };
     match l.address.parse::<std::net::Ipv4Addr>() {
         Ok(ip) => {
             let mask: u32 = if prefix == 0 {
@@ -410,6 +417,53 @@ fn allreduce(report: &Report, style: Style) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::report::ReportBuilder;
+    use preflight_checks::model::Mode;
+
+    /// `n` nodes, every pair measured at `from + to` Gbit/s, and 0->1 timed out.
+    fn cluster(n: u32) -> Report {
+        let mut b = ReportBuilder::new(Mode::Cluster);
+        let mut links = Vec::new();
+        for from in 0..n {
+            b = b.node(from, Default::default());
+            for to in (0..n).filter(|t| *t != from) {
+                let bad = (from, to) == (0, 1);
+                links.push(LinkResult {
+                    from,
+                    to,
+                    interface: "eth0".into(),
+                    address: format!("10.200.{}.{}", to / 200, to % 200 + 1),
+                    result: if bad {
+                        LinkOutcome::Timeout
+                    } else {
+                        LinkOutcome::Ok
+                    },
+                    rtt_us: (!bad).then_some(50.0),
+                    throughput_gbit_s: (!bad).then_some(f64::from(from + to)),
+                    ..Default::default()
+                });
+            }
+        }
+        b.links(links).build()
+    }
+
+    #[test]
+    fn beyond_sixteen_nodes_the_worst_links_replace_the_matrix() {
+        let text = connectivity(&cluster(17), Style::plain());
+        assert!(!text.contains('┌'), "{text}");
+        assert!(text.contains("Worst links on "), "{text}");
+        assert!(text.contains("  0 -> 1 10.200.0.2 timeout\n"), "{text}");
+        assert!(
+            text.contains("    1 -> 0 10.200.0.1 ok, 50µs, 1.00 Gbit/s\n"),
+            "{text}"
+        );
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+        // Sixteen still get a matrix, of marks at 80 columns, every line within them.
+        let text = connectivity(&cluster(16), Style::plain());
+        assert!(text.contains('┌') && text.contains('✗'), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    }
 
     #[test]
     fn bandwidth_has_three_significant_digits() {
