@@ -168,7 +168,8 @@ fn show_report(s: &Shown) -> anyhow::Result<()> {
                     rec.standalone = None;
                 }
             }
-            let mut t = render::table::render_for_rank(&shown, Style::detect(), s.rank);
+            let style = Style::detect(s.view.verbose);
+            let mut t = render::doctor::render_for_rank(&shown, style, s.rank);
             if let Some(c) = &s.your_command {
                 t.push_str(&render::launch::your_command(
                     c.rank,

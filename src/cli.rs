@@ -25,12 +25,27 @@ Exit codes:
   2  the tool could not run (bad arguments, unreadable --facts file, ...)
   130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; children stopped, temp files removed
 
+The terminal report shows problems with their fixes; -v also shows what passed or was skipped.
 --format junit prints one JUnit testcase per finding (fail/error: failure, skip: skipped,
 warn: passed with the summary in system-out). --format html prints one self-contained page
 (`preflight render --format html REPORT.json` from a saved report). `preflight explain ID`
 explains a finding id.
 
 Flags take torchrun's spellings; --master-port and --master_port are the same flag.";
+
+const FACTS_HELP: &str = "\
+Exit codes:
+  0  the facts were printed or written
+  2  the tool could not run (bad arguments, cannot write the -o file)
+  130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM
+
+Flags take torchrun's spellings; --master-port and --master_port are the same flag.";
+
+const LAUNCH_HELP: &str = "\
+Exit codes:
+  0  the report has no fail or error finding
+  1  the report has a fail or error finding (the launch is printed, but fix those first)
+  2  the tool could not run (bad arguments, unreadable or invalid report)";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -51,7 +66,7 @@ pub enum Command {
     #[command(after_help = AFTER_HELP)]
     Check(CheckArgs),
     /// Print this node's facts as JSON (judge them later with `preflight check --facts FILE`).
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = FACTS_HELP)]
     Facts(FactsArgs),
     /// Run on every node at once: rendezvous on the master port, measure every pair, print one verdict and the launch command per node.
     #[command(after_help = AFTER_HELP)]
@@ -60,7 +75,7 @@ pub enum Command {
     #[command(hide = true)]
     NcclWorker(NcclWorkerArgs),
     /// Print the recommended launch (torchrun commands, an sbatch script, or a Kubernetes env list) from a saved cluster report.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = LAUNCH_HELP)]
     Launch(LaunchArgs),
     /// Check your own torchrun command (or `python -m torch.distributed.launch ...`) on this node, run the cluster preflight with its endpoint and ranks, and print it back fixed.
     #[command(after_help = TORCHRUN_HELP)]
@@ -137,6 +152,9 @@ pub struct RenderArgs {
     /// Count warnings as failures in the exit code.
     #[arg(long)]
     pub strict: bool,
+    /// Also show what passed or was skipped, with details (the terminal report).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 /// The job's shape and how to report on it: shared by `check` and `cluster`.
@@ -157,6 +175,9 @@ pub struct JobArgs {
     /// Count warnings as failures in the exit code.
     #[arg(long)]
     pub strict: bool,
+    /// Also show what passed or was skipped, with details (the terminal report).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 /// Flags shared by the commands that probe this node.

@@ -20,6 +20,8 @@ pub struct View {
     pub format: Format,
     pub output: Option<PathBuf>,
     pub strict: bool,
+    /// `-v`: the terminal report also shows passes and skips.
+    pub verbose: bool,
 }
 
 /// `preflight check`.
@@ -144,6 +146,7 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                 format: a.format,
                 output: None,
                 strict: a.strict,
+                verbose: a.verbose,
             },
         }),
         Command::Explain(a) => Job::Explain(if a.list {
@@ -177,6 +180,7 @@ fn view(a: &cli::JobArgs) -> View {
         format: a.format,
         output: a.output.clone(),
         strict: a.strict,
+        verbose: a.verbose,
     }
 }
 
@@ -315,6 +319,7 @@ fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Res
             format: a.format,
             output: a.output,
             strict: a.strict,
+            verbose: false,
         },
     })
 }

@@ -175,9 +175,9 @@ static ENTRIES: &[Entry] = &[
     entry(
         "nccl.library",
         "nccl",
-        "pass / warn",
+        "pass / warn / skip",
         "which libnccl the job will load and its version; none found, unloadable, or several \
-         versions",
+         versions (skip on a node with no GPU when none is expected)",
         "The job uses whichever libnccl.so.2 the loader finds first. None found means PyTorch \
          may have no NCCL (`Distributed package doesn't have NCCL built in`); one that cannot \
          load fails the same way; several versions on a node mean nodes can end up on \

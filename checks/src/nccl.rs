@@ -9,8 +9,28 @@ const ID: &str = "nccl.library";
 const TORCH_NCCL: &str =
     "python3 -c 'import torch; print(torch.__version__, torch.cuda.nccl.version())'";
 
-pub fn check(facts: &NodeFacts, _ctx: &CheckContext) -> Vec<Finding> {
+pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
+    if facts.nccl.library.is_none() && no_gpu_needed(facts, ctx) {
+        return vec![not_needed(&facts.nccl)];
+    }
     vec![check_library(&facts.nccl)]
+}
+
+/// No GPU on this node (none found, NVML absent or skipped with `--no-gpu`) and none
+/// expected (`--expect-gpus 0`, or neither it nor `--nproc-per-node` given): NCCL is not used.
+fn no_gpu_needed(facts: &NodeFacts, ctx: &CheckContext) -> bool {
+    facts.gpu.gpus.is_empty() && matches!(ctx.gpus_expected(), None | Some(0))
+}
+
+/// `nccl.library` on a CPU-only node: a skip that says why, not a warning about a missing library.
+fn not_needed(n: &NcclFacts) -> Finding {
+    Finding::new(
+        ID,
+        Status::Skip,
+        "libnccl",
+        "no GPU on this node and none expected, so NCCL is not needed here (CPU jobs use gloo)",
+    )
+    .with("torch_version", &n.torch_version)
 }
 
 /// `nccl.library`: the libnccl a PyTorch job here loads, and whether that is clear-cut.
@@ -239,6 +259,39 @@ mod tests {
             "{}",
             s.summary
         );
+    }
+
+    fn no_gpu_node(library: Option<&str>) -> NodeFacts {
+        let mut f = NodeFacts::default();
+        f.gpu.nvml_error = Some("GPU probe skipped (--no-gpu)".into());
+        f.nccl.library = library.map(String::from);
+        f
+    }
+
+    #[test]
+    fn skips_when_no_gpu_is_there_or_expected() {
+        let ctx = |expect_gpus, nproc_per_node| CheckContext {
+            expect_gpus,
+            nproc_per_node,
+            ..Default::default()
+        };
+        for c in [ctx(None, None), ctx(Some(0), None)] {
+            let f = &check(&no_gpu_node(None), &c)[0];
+            assert_eq!(f.status, Status::Skip, "{c:?}");
+            assert!(f.summary.contains("NCCL is not needed"), "{}", f.summary);
+            assert!(f.fix.is_none());
+        }
+        // GPUs expected: the missing library still warns.
+        for c in [ctx(Some(8), None), ctx(None, Some(4))] {
+            assert_eq!(
+                check(&no_gpu_node(None), &c)[0].status,
+                Status::Warn,
+                "{c:?}"
+            );
+        }
+        // A library that is there is still judged.
+        let f = &check(&no_gpu_node(Some(VENV)), &ctx(None, None))[0];
+        assert_eq!(f.status, Status::Pass);
     }
 
     #[test]

@@ -1,21 +1,16 @@
 //! The measured all-reduce as nccl-tests prints it: one block per transport and configuration.
 
+use super::Style;
+use super::doctor::bw;
+use super::doctor::wrap::wrap;
 use super::sanitize::shown;
 use preflight_checks::collective::{human_bytes, large_row};
-use preflight_checks::model::{CollectiveResult, Report};
+use preflight_checks::model::CollectiveResult;
 use std::fmt::Write;
 
-/// Every all-reduce result of the report, or nothing when none was measured.
-pub fn blocks(report: &Report) -> String {
-    let mut out = String::new();
-    for c in &report.collectives {
-        out.push('\n');
-        out.push_str(&block(c));
-    }
-    out
-}
-
-fn block(c: &CollectiveResult) -> String {
+/// One all-reduce result: a heading, nccl-tests' columns (bandwidths with three significant
+/// digits), and the bus bandwidth of the largest message.
+pub fn block(c: &CollectiveResult, style: Style) -> String {
     let mut out = String::new();
     let what = match c.transport.as_str() {
         "tcp" => format!(
@@ -37,14 +32,23 @@ fn block(c: &CollectiveResult) -> String {
     } else {
         ""
     };
-    let _ = writeln!(out, "All-reduce{config}: {what}");
+    let width = usize::from(style.width);
+    out.push_str(&super::doctor::bold(
+        &wrap(&format!("All-reduce{config}: {what}"), width, "", "  "),
+        style,
+    ));
     if !c.env.is_empty() {
         let env: Vec<String> = c
             .env
             .iter()
             .map(|(k, v)| format!("{}={}", shown(k), shown(v)))
             .collect();
-        let _ = writeln!(out, "#  env: {}", env.join(" "));
+        out.push_str(&wrap(
+            &format!("env: {}", env.join(" ")),
+            width,
+            "#  ",
+            "#    ",
+        ));
     }
     let _ = writeln!(
         out,
@@ -59,23 +63,23 @@ fn block(c: &CollectiveResult) -> String {
     for r in &c.rows {
         let _ = writeln!(
             out,
-            " {:>12} {:>12} {:>6} {:>6} {:>11.1} {:>8.2} {:>8.2} {:>7}",
+            " {:>12} {:>12} {:>6} {:>6} {:>11.1} {:>8} {:>8} {:>7}",
             r.bytes,
             r.bytes / 4,
             "float",
             "sum",
             r.time_us,
-            r.algbw_gb_s,
-            r.busbw_gb_s,
+            bw(r.algbw_gb_s),
+            bw(r.busbw_gb_s),
             r.wrong
         );
     }
     if let Some(big) = large_row(c) {
         let _ = writeln!(
             out,
-            "# Bus bandwidth at {}: {:.3} GB/s",
+            "# Bus bandwidth at {}: {} GB/s",
             human_bytes(big.bytes),
-            big.busbw_gb_s
+            bw(big.busbw_gb_s)
         );
     }
     if let Some(e) = &c.error {
@@ -106,7 +110,13 @@ mod tests {
             }],
             ..Default::default()
         };
-        let text = block(&c);
+        let text = block(
+            &c,
+            Style {
+                width: 120,
+                ..Style::plain()
+            },
+        );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
@@ -122,7 +132,7 @@ mod tests {
                 "1048576", "262144", "float", "sum", "1000.0", "1.05", "1.57", "0"
             ]
         );
-        assert_eq!(lines[4], "# Bus bandwidth at 1M: 1.573 GB/s");
+        assert_eq!(lines[4], "# Bus bandwidth at 1M: 1.57 GB/s");
         assert!(
             text.lines().all(|l| l == l.trim_end()),
             "no trailing spaces:\n{text}"

@@ -36,21 +36,6 @@ fn snapshots_of_json_reports_from_saved_facts() {
 }
 
 #[test]
-fn snapshots_of_tables_from_saved_facts() {
-    for node in SNAPSHOT_NODES {
-        let out = bin()
-            .args(["check", "--facts"])
-            .arg(fixture(&format!("facts/{node}.json")))
-            .output()
-            .unwrap();
-        let text = String::from_utf8(out.stdout)
-            .unwrap()
-            .replace(env!("CARGO_PKG_VERSION"), "[version]");
-        insta::assert_snapshot!(format!("table_{node}"), text);
-    }
-}
-
-#[test]
 fn report_contract_fields_are_present() {
     let out = bin()
         .args(["check", "--format", "json", "--facts"])
@@ -334,4 +319,35 @@ fn held_master_port_names_the_holder_pid() {
     let cmds = serde_json::to_string(&f[0]["fix"]["commands"]).unwrap();
     assert!(cmds.contains(&format!("kill {}", child.id())), "{cmds}");
     assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn each_subcommands_help_shows_only_what_applies_to_it() {
+    let help = |cmd: &str| {
+        let out = bin().args([cmd, "--help"]).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for cmd in ["facts", "launch"] {
+        let text = help(cmd);
+        for absent in [
+            "--strict",
+            "--facts file",
+            "--format junit",
+            "-v also shows",
+        ] {
+            assert!(
+                !text.contains(absent),
+                "`{cmd} --help` mentions {absent}:\n{text}"
+            );
+        }
+        assert!(text.contains("Exit codes:"), "{text}");
+    }
+    for cmd in ["check", "cluster"] {
+        let text = help(cmd);
+        assert!(
+            text.contains("--verbose") && text.contains("--strict"),
+            "{text}"
+        );
+    }
 }

@@ -17,6 +17,7 @@ mod nccl;
 mod netns;
 mod props;
 mod render_cluster;
+mod render_node;
 mod report_contract;
 mod signals;
 mod torchrun;

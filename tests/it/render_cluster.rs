@@ -1,31 +1,41 @@
-//! The cluster report as a person reads it: snapshots of the table rendering (node table,
-//! connectivity matrix, all-reduce block, findings, recommendation and launch commands) of saved
-//! real reports, as rank 0 and rank 1 print them, at 120 and 80 columns, without colour; plus
-//! properties of that text the snapshots could silently lose.
+//! The cluster report as a person reads it: snapshots of the terminal rendering (node table,
+//! connectivity matrix, all-reduce, area lines, problems with their fixes, the advice and the
+//! verdict) of saved real reports, as rank 0 and rank 1 print them, at 120 and 80 columns,
+//! without colour; plus properties of that text the snapshots could silently lose.
 //!
 //! The reports come from real `preflight cluster` runs on network-namespace hosts:
 //! `tests/fixtures/reports/make-cluster-reports.sh` says how each was made.
 
 use crate::common::fixture;
 use preflight::render::Style;
-use preflight_checks::model::{LinkOutcome, Report};
+use preflight_checks::model::{LinkOutcome, Report, Status};
 
 const WIDTHS: [u16; 2] = [120, 80];
 
-/// The saved report `name` (under tests/fixtures/reports) and its table rendering as `rank`
-/// prints it, `width` columns wide, without colour. The one place that names the renderer.
-fn rendered(name: &str, rank: u32, width: u16) -> (Report, String) {
+/// The saved report `name` (under tests/fixtures/reports).
+fn report(name: &str) -> Report {
     let path = fixture(&format!("reports/{name}.json"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let report: Report = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{} is not a report: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not a report: {e}", path.display()))
+}
+
+/// The terminal rendering of `report` as `rank` prints it, `width` columns wide, without
+/// colour. The one place that names the renderer.
+fn render(report: &Report, rank: u32, width: u16, verbose: bool) -> String {
     let style = Style {
-        color: false,
         width,
+        verbose,
+        ..Style::plain()
     };
-    let out = preflight::render::table::render_for_rank(&report, style, rank);
-    (report, out)
+    preflight::render::doctor::render_for_rank(report, style, rank)
+}
+
+fn rendered(name: &str, rank: u32, width: u16) -> (Report, String) {
+    let r = report(name);
+    let text = render(&r, rank, width, false);
+    (r, text)
 }
 
 /// Snapshots of rank 0's and rank 1's view at every width, then the properties below.
@@ -33,10 +43,15 @@ fn check_fixture(name: &str) {
     for rank in [0, 1] {
         for width in WIDTHS {
             let (report, text) = rendered(name, rank, width);
+            if report.nodes.iter().all(|n| n.rank != rank) {
+                continue;
+            }
             insta::assert_snapshot!(format!("{name}_rank{rank}_{width}cols"), text);
-            tables_fit(&text, width);
+            fits(&report, &text, width);
+            problems_with_whole_fixes(&report, &text, rank);
+            advice_follows_the_verdict(&report, &text, rank);
             if rank == 0 {
-                rank0_properties(&report, &text, width);
+                rank0_properties(&report, &text);
             } else {
                 other_rank_properties(&report, &text, rank);
             }
@@ -53,7 +68,7 @@ fn three_healthy_nodes() {
 fn three_nodes_with_a_filtered_pair_and_a_slow_node() {
     check_fixture("cluster-3-filtered-slow");
     // The fixture holds what its name says: the pair 0->2 was filtered (timed out) ...
-    let (report, _) = rendered("cluster-3-filtered-slow", 0, 120);
+    let report = report("cluster-3-filtered-slow");
     let failed: Vec<_> = report
         .links
         .iter()
@@ -63,89 +78,192 @@ fn three_nodes_with_a_filtered_pair_and_a_slow_node() {
     assert_eq!((failed[0].from, failed[0].to), (0, 2), "{failed:#?}");
     assert_eq!(failed[0].result, LinkOutcome::Timeout, "{failed:#?}");
     for width in WIDTHS {
-        let (_, text) = rendered("cluster-3-filtered-slow", 0, width);
+        let text = render(&report, 0, width, false);
         // ... its cell (row 0, column 2) says so, and link.unreachable fails on rank 2.
-        let matrix = rows(&table_after(&text, "Connectivity on "), 0);
+        let matrix = rows(&table_after(&text, "Connectivity on "));
         assert_eq!(matrix[0][3], "timeout", "{text}");
-        let findings = rows(&last_table(&text), 1);
-        let unreachable: Vec<(&str, &str)> = findings
-            .iter()
-            .filter(|r| r[2].replace('\n', "") == "link.unreachable")
-            .map(|r| (r[1].as_str(), r[4].as_str()))
-            .collect();
-        assert_eq!(unreachable, [("FAIL", "2")], "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l == "✗ FAIL link.unreachable · rank 2 (gpu13) · 0->2 eth0"),
+            "{text}"
+        );
+        // Rank 0's address is shown though no network was chosen.
+        let nodes = rows(&table_after(&text, "Nodes:"));
+        assert_eq!(nodes[0][2], "10.200.1.1", "{text}");
+        // Rank 1 is told there is a problem elsewhere, and where.
+        let one = render(&report, 1, width, false);
+        assert!(
+            one.lines()
+                .last()
+                .unwrap()
+                .starts_with("✗ do not launch: 1 problem on rank 2"),
+            "{one}"
+        );
     }
 }
 
 #[test]
 fn eight_nodes() {
     check_fixture("cluster-8-nodes");
+    // 56 slow links are one problem block, each fix command once.
+    let (report, text) = rendered("cluster-8-nodes", 0, 80);
+    let slow = report
+        .findings
+        .iter()
+        .filter(|f| f.id == "link.slow")
+        .count();
+    assert_eq!(slow, 56);
+    let headings = text.lines().filter(|l| l.contains(" link.slow ")).count();
+    assert_eq!(headings, 1, "{text}");
+    assert!(text.contains("- and 52 more like these"), "{text}");
+    assert_eq!(
+        text.matches("        ethtool enp65s0f0   # on rank 3")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn one_node_joined_of_two() {
+    check_fixture("cluster-failed");
+    let (_, text) = rendered("cluster-failed", 0, 80);
+    assert!(!text.contains("All-reduce"), "{text}");
+    assert!(text.contains("Fix these first"), "{text}");
+}
+
+#[test]
+fn two_nodes_without_links() {
+    check_fixture("cluster-2-nodes");
+}
+
+#[test]
+fn verbose_shows_passes_and_skips_and_interfaces() {
+    let r = report("cluster-3-healthy");
+    let quiet = render(&r, 0, 80, false);
+    let loud = render(&r, 0, 80, true);
+    for f in r.findings.iter().filter(|f| f.status == Status::Pass) {
+        let line = format!("✓ {} (", f.id);
+        assert!(!quiet.contains(&line), "{quiet}");
+        assert!(loud.contains(&line), "{loud}");
+    }
+    assert!(
+        loud.contains("interfaces") && loud.contains("Why:"),
+        "{loud}"
+    );
 }
 
 // ------------------------------------------------------------------------------- properties
 
-/// Rank 0 prints the whole cluster report.
-fn rank0_properties(report: &Report, text: &str, width: u16) {
-    let ctx = || format!("--- rendered ---\n{text}");
+/// Lines that are allowed past the width: commands, printed whole to be pasted.
+fn commands(report: &Report) -> Vec<String> {
+    let mut out: Vec<String> = report
+        .findings
+        .iter()
+        .filter_map(|f| f.fix.as_ref())
+        .flat_map(|f| f.commands.clone())
+        .collect();
+    if let Some(rec) = &report.recommendation {
+        out.extend(rec.launch.iter().map(|l| l.command.clone()));
+        out.extend(rec.standalone.clone());
+    }
+    out
+}
 
-    // The node table: one row per node, in rank order, each with its hostname: on one line at
-    // 120 columns; at 80 a long name is wrapped inside the word, so its pieces are joined.
-    let nodes = rows(&table_after(text, "preflight "), 0);
+/// Every line fits the width, but a command (never wrapped or cut) and a table row of a
+/// node table whose cells are single words.
+fn fits(report: &Report, text: &str, width: u16) {
+    let cmds = commands(report);
+    for line in text.lines() {
+        if line.chars().count() <= width as usize || cmds.iter().any(|c| line.trim() == c) {
+            continue;
+        }
+        panic!("line wider than {width} columns: {line}\n--- rendered ---\n{text}");
+    }
+}
+
+/// Every warn, fail and error the rank shows has a heading, and each of its fix commands is
+/// one whole line of its own, indented.
+fn problems_with_whole_fixes(report: &Report, text: &str, rank: u32) {
+    for f in report.findings.iter().filter(|f| {
+        matches!(f.status, Status::Warn | Status::Fail | Status::Error)
+            && (rank == 0 || f.node.is_none() || f.node == Some(rank))
+    }) {
+        assert!(
+            text.lines().any(|l| l.contains(&format!(" {} · ", f.id))),
+            "no heading for {}\n{text}",
+            f.id
+        );
+        for c in f.fix.iter().flat_map(|x| &x.commands) {
+            assert!(
+                text.lines().any(|l| l == format!("        {c}")),
+                "fix command of {} missing, cut or wrapped: {c}\n{text}",
+                f.id
+            );
+        }
+    }
+    assert!(
+        !text.contains("│ $"),
+        "a fix command in a table cell\n{text}"
+    );
+}
+
+/// The last line is the verdict; launch commands only when nothing fails.
+fn advice_follows_the_verdict(report: &Report, text: &str, rank: u32) {
+    let fails = report
+        .findings
+        .iter()
+        .any(|f| matches!(f.status, Status::Fail | Status::Error));
+    let last = text.trim_end().rsplit("\n\n").next().unwrap_or_default();
+    if fails {
+        assert!(last.starts_with("✗ do not launch: "), "{text}");
+        assert!(text.contains("Fix these first"), "{text}");
+    } else {
+        assert!(last.starts_with("✓ ready to launch"), "{text}");
+    }
+    let rec = report.recommendation.as_ref();
+    for l in rec.iter().flat_map(|r| &r.launch) {
+        let shown = text.lines().any(|line| line.trim() == l.command);
+        let expected = !fails && (rank == 0 || l.node_rank == rank);
+        assert_eq!(
+            shown, expected,
+            "launch command of rank {} (shown: {shown})\n{text}",
+            l.node_rank
+        );
+    }
+}
+
+/// Rank 0 prints the node table, the matrix and the all-reduce.
+fn rank0_properties(report: &Report, text: &str) {
+    let ctx = || format!("--- rendered ---\n{text}");
+    let nodes = rows(&table_after(text, "Nodes:"));
     let ranks: Vec<String> = nodes.iter().map(|r| r[0].clone()).collect();
     let expected: Vec<String> = report.nodes.iter().map(|n| n.rank.to_string()).collect();
     assert_eq!(ranks, expected, "node table rows\n{}", ctx());
     for (row, node) in nodes.iter().zip(&report.nodes) {
-        let whole = if width >= 120 {
-            row[1].lines().any(|l| l == node.hostname)
-        } else {
-            row[1].replace('\n', "") == node.hostname
-        };
-        assert!(
-            whole,
-            "host cell {:?} of rank {} does not show {}\n{}",
-            row[1],
-            node.rank,
-            node.hostname,
-            ctx()
-        );
+        assert_eq!(row[1].replace('\n', ""), node.hostname, "{}", ctx());
     }
-
-    // The connectivity matrix: one row per rank, and every link's result in its cell.
-    let matrix = rows(&table_after(text, "Connectivity on "), 0);
-    let ranks: Vec<String> = matrix.iter().map(|r| r[0].clone()).collect();
-    assert_eq!(ranks, expected, "matrix rows\n{}", ctx());
-    for l in &report.links {
-        let cell = &matrix[l.from as usize][l.to as usize + 1];
-        let result = format!("{:?}", l.result).to_lowercase();
-        assert!(
-            cell.split_whitespace().next() == Some(result.as_str()),
-            "cell {}->{} is {cell:?}, the link was {result}\n{}",
-            l.from,
-            l.to,
-            ctx()
-        );
+    if !report.links.is_empty() {
+        let matrix = rows(&table_after(text, "Connectivity on "));
+        let ranks: Vec<String> = matrix.iter().map(|r| r[0].clone()).collect();
+        assert_eq!(ranks, expected, "matrix rows\n{}", ctx());
+        for l in report.links.iter().filter(|l| l.result != LinkOutcome::Ok) {
+            let cell = &matrix[l.from as usize][l.to as usize + 1];
+            let word = format!("{:?}", l.result).to_lowercase();
+            assert!(
+                cell == &word || cell == "✗",
+                "cell {}->{}: {cell}\n{}",
+                l.from,
+                l.to,
+                ctx()
+            );
+        }
+    } else {
+        assert!(!text.contains("Connectivity on "), "{}", ctx());
     }
-
-    // The findings table: every finding of the report, once. (A narrow column wraps an id
-    // without a space, so the pieces are joined back.)
-    let findings = rows(&last_table(text), 1);
-    let checks: Vec<String> = findings.iter().map(|r| r[2].replace('\n', "")).collect();
-    let mut expected: Vec<&str> = report.findings.iter().map(|f| f.id.as_str()).collect();
-    let mut sorted = checks.clone();
-    sorted.sort_unstable();
-    expected.sort_unstable();
-    assert_eq!(sorted, expected, "checks of the findings table\n{}", ctx());
-
-    // The all-reduce block with every measured size, as nccl-tests prints its rows.
-    for c in &report.collectives {
-        assert!(
-            text.lines()
-                .any(|l| l.starts_with("All-reduce")
-                    && l.contains(c.network.as_deref().unwrap_or("?"))),
-            "no all-reduce block for {:?}\n{}",
-            c.network,
-            ctx()
-        );
+    let blocks = text.lines().filter(|l| l.starts_with("All-reduce")).count();
+    let measured = report.collectives.iter().filter(|c| c.ranks >= 2).count();
+    assert_eq!(blocks, measured, "all-reduce blocks\n{}", ctx());
+    for c in report.collectives.iter().filter(|c| c.ranks >= 2) {
         for r in &c.rows {
             let (bytes, count) = (r.bytes.to_string(), (r.bytes / 4).to_string());
             assert!(
@@ -158,90 +276,35 @@ fn rank0_properties(report: &Report, text: &str, width: u16) {
             );
         }
     }
-    if report.collectives.is_empty() {
-        assert!(
-            !text.lines().any(|l| l.starts_with("All-reduce")),
-            "an all-reduce block without a measurement\n{}",
-            ctx()
-        );
-    }
-
-    // The advice: the NCCL_SOCKET_IFNAME value and every node's launch command, whole.
-    let rec = report.recommendation.as_ref().expect("a recommendation");
-    if let Some(ifname) = rec.env.get("NCCL_SOCKET_IFNAME") {
-        let export = format!("export NCCL_SOCKET_IFNAME={ifname}");
-        assert!(
-            text.lines().any(|l| l.trim() == export),
-            "no `{export}`\n{}",
-            ctx()
-        );
-    }
-    assert_eq!(rec.launch.len(), report.nodes.len());
-    for l in &rec.launch {
-        assert!(
-            text.lines().any(|line| line.trim() == l.command),
-            "launch command of rank {} missing or cut: {}\n{}",
-            l.node_rank,
-            l.command,
-            ctx()
-        );
-    }
 }
 
-/// Another rank prints its own findings, the cluster-wide ones, and only its own command.
+/// Another rank prints its own findings and the cluster-wide ones, no cluster tables.
 fn other_rank_properties(report: &Report, text: &str, rank: u32) {
-    let ctx = || format!("--- rendered (rank {rank}) ---\n{text}");
-    let rec = report.recommendation.as_ref().expect("a recommendation");
-    assert!(
-        text.contains(&format!("Your command (this node is rank {rank}):")),
-        "{}",
-        ctx()
-    );
-    for l in &rec.launch {
-        let shown = text.lines().any(|line| line.trim() == l.command);
-        assert_eq!(
-            shown,
-            l.node_rank == rank,
-            "launch command of rank {} (shown: {shown})\n{}",
-            l.node_rank,
-            ctx()
-        );
-    }
-    // The findings table holds this node's findings and the cluster-wide ones, no other node's.
-    let findings = rows(&table_after(text, "preflight "), 1);
-    let mut nodes: Vec<&str> = findings.iter().map(|r| r[4].as_str()).collect();
-    let mut expected: Vec<String> = report
+    for f in report
         .findings
         .iter()
-        .filter(|f| f.node.is_none() || f.node == Some(rank))
-        .map(|f| f.node.map_or("all".to_string(), |n| n.to_string()))
-        .collect();
-    nodes.sort_unstable();
-    expected.sort_unstable();
-    assert_eq!(nodes, expected, "node column of the findings\n{}", ctx());
-    assert!(nodes.contains(&rank.to_string().as_str()), "{}", ctx());
-    assert!(
-        !text.contains("Connectivity on ") && !text.lines().any(|l| l.starts_with("All-reduce")),
-        "the cluster-wide parts are printed on rank 0 only\n{}",
-        ctx()
-    );
-}
-
-/// Every table line fits the width asked for.
-fn tables_fit(text: &str, width: u16) {
-    for line in text.lines().filter(|l| is_table_line(l)) {
-        assert!(
-            line.chars().count() <= width as usize,
-            "table line wider than {width} columns: {line}\n--- rendered ---\n{text}"
-        );
+        .filter(|f| f.node.is_some_and(|n| n != rank) && f.status >= Status::Warn)
+    {
+        let own_too = report
+            .findings
+            .iter()
+            .any(|o| o.id == f.id && (o.node.is_none() || o.node == Some(rank)));
+        if !own_too {
+            assert!(
+                !text.lines().any(|l| l.contains(&format!(" {} · ", f.id))),
+                "rank {rank} shows {} of rank {:?}\n{text}",
+                f.id,
+                f.node
+            );
+        }
     }
+    assert!(
+        !text.contains("Connectivity on ") && !text.contains("Nodes:"),
+        "the cluster tables are printed on rank 0 only\n{text}"
+    );
 }
 
 // ------------------------------------------------------------ reading comfy-table's output back
-
-fn is_table_line(line: &str) -> bool {
-    line.starts_with(['┌', '│', '╞', '├', '└'])
-}
 
 /// The lines of the first table after the first line starting with `marker`.
 fn table_after<'a>(text: &'a str, marker: &str) -> Vec<&'a str> {
@@ -255,31 +318,16 @@ fn table_after<'a>(text: &'a str, marker: &str) -> Vec<&'a str> {
         .skip_while(|l| !l.starts_with('┌'))
         .copied()
         .collect();
-    one_table(&table)
-}
-
-/// The first table of `lines`, which start with its top border: up to its bottom border.
-fn one_table<'a>(lines: &[&'a str]) -> Vec<&'a str> {
-    let end = lines
+    let end = table
         .iter()
         .position(|l| l.starts_with('└'))
-        .unwrap_or_else(|| panic!("a table without a bottom border: {lines:#?}"));
-    lines[..=end].to_vec()
+        .unwrap_or_else(|| panic!("a table without a bottom border: {table:#?}"));
+    table[..=end].to_vec()
 }
 
-/// The lines of the last table of the text.
-fn last_table(text: &str) -> Vec<&str> {
-    let lines: Vec<&str> = text.lines().collect();
-    let start = lines
-        .iter()
-        .rposition(|l| l.starts_with('┌'))
-        .unwrap_or_else(|| panic!("no table:\n{text}"));
-    one_table(&lines[start..])
-}
-
-/// Body rows of a table, one per record: a line whose cell `key` is empty continues the row
+/// Body rows of a table, one per record: a line whose first cell is empty continues the row
 /// above it (a wrapped cell), its cells joined to that row's with a newline.
-fn rows(table: &[&str], key: usize) -> Vec<Vec<String>> {
+fn rows(table: &[&str]) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = Vec::new();
     let body = table.iter().skip_while(|l| !l.starts_with('╞')).skip(1);
     for line in body.filter(|l| l.starts_with('│')) {
@@ -289,7 +337,7 @@ fn rows(table: &[&str], key: usize) -> Vec<Vec<String>> {
             .map(|c| c.trim().to_string())
             .collect();
         match out.last_mut() {
-            Some(row) if cells[key].is_empty() => {
+            Some(row) if cells[0].is_empty() => {
                 for (have, more) in row.iter_mut().zip(cells) {
                     if !have.is_empty() && !more.is_empty() {
                         have.push('\n');

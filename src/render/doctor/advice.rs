@@ -1,0 +1,188 @@
+//! The advice and the verdict: the recommended environment and launch commands when nothing
+//! fails (else the first problem to fix), and one closing line.
+
+use super::super::Style;
+use super::super::sanitize::{line, shown};
+use super::{count, paint, ranks_text, where_, wrap::wrap};
+use preflight_checks::model::{Finding, Mode, Recommendation, Report, Status};
+use std::fmt::Write;
+
+const COMMAND: &str = "    ";
+
+fn failing(f: &Finding) -> bool {
+    matches!(f.status, Status::Fail | Status::Error)
+}
+
+/// The environment and launch commands (with `-v`, the reasons too) when nothing fails;
+/// otherwise what to fix first.
+pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
+    let width = usize::from(style.width);
+    let mut out = String::new();
+    if let Some(first) = report.findings.iter().find(|f| failing(f)) {
+        out.push_str(&paint::bold(
+            &wrap(
+                "Fix these first, then run preflight again (the launch commands are printed \
+                 when nothing fails):",
+                width,
+                "",
+                "",
+            ),
+            style,
+        ));
+        let shown_here = whole || first.node.is_none() || first.node == Some(rank);
+        let text = format!(
+            "{} {} on {} ({})",
+            paint::mark(first.status, style),
+            shown(&first.id),
+            where_(report, first.node),
+            if shown_here {
+                "above"
+            } else {
+                "in rank 0's report"
+            }
+        );
+        out.push_str(&wrap(&text, width, "  ", "    "));
+        out.push('\n');
+        return out;
+    }
+    let Some(rec) = &report.recommendation else {
+        return out;
+    };
+    if !whole {
+        let mine: Vec<_> = rec.launch.iter().filter(|l| l.node_rank == rank).collect();
+        if !mine.is_empty() {
+            let _ = writeln!(out, "Your command (this node is rank {rank}):");
+        }
+        for l in mine {
+            let _ = writeln!(out, "{COMMAND}{}", line(&l.command));
+        }
+        out.push_str(&wrap(
+            "The full cluster report is printed on rank 0 (or use --format json / --output).",
+            width,
+            "",
+            "",
+        ));
+        out.push('\n');
+        return out;
+    }
+    out.push_str(&environment(report, rec, style));
+    if style.verbose && !rec.reasons.is_empty() {
+        let _ = writeln!(out, "Why:");
+        for r in &rec.reasons {
+            out.push_str(&wrap(&line(r), width, "  - ", "    "));
+        }
+    }
+    out.push_str(&launch(report, rec, style));
+    out.push('\n');
+    out
+}
+
+fn environment(report: &Report, rec: &Recommendation, style: Style) -> String {
+    let mut s = String::new();
+    let who = match report.mode {
+        Mode::Node => report
+            .nodes
+            .first()
+            .map(|n| shown(&n.hostname).into_owned())
+            .unwrap_or_default(),
+        Mode::Cluster => "every node".to_string(),
+    };
+    if rec.env.is_empty() && rec.node_env.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "{}",
+        paint::bold(&format!("Recommended environment for {who}:"), style)
+    );
+    for (k, v) in &rec.env {
+        let _ = writeln!(
+            s,
+            "{COMMAND}export {}={}",
+            shown(k),
+            line(&crate::shell::quote(v))
+        );
+    }
+    for (rank, env) in &rec.node_env {
+        let _ = writeln!(s, "  on rank {}:", shown(rank));
+        for (k, v) in env {
+            let _ = writeln!(
+                s,
+                "{COMMAND}  export {}={}",
+                shown(k),
+                line(&crate::shell::quote(v))
+            );
+        }
+    }
+    s
+}
+
+fn launch(report: &Report, rec: &Recommendation, style: Style) -> String {
+    let width = usize::from(style.width);
+    let mut s = String::new();
+    if let Some(one) = &rec.standalone {
+        let _ = writeln!(s, "{}", paint::bold("Launch on this node alone:", style));
+        let _ = writeln!(s, "{COMMAND}{}", line(one));
+    }
+    for l in &rec.launch {
+        let label = match report.mode {
+            Mode::Node if rec.standalone.is_some() => {
+                "Launch on several nodes, this node as rank 0 (on the others use \
+                 --node-rank=1..N-1; set NNODES):"
+                    .to_string()
+            }
+            Mode::Node => format!("Launch on this node, rank {}:", l.node_rank),
+            Mode::Cluster => format!("Launch on {}:", where_(report, Some(l.node_rank))),
+        };
+        s.push_str(&paint::bold(&wrap(&label, width, "", "  "), style));
+        let _ = writeln!(s, "{COMMAND}{}", line(&l.command));
+    }
+    s
+}
+
+/// The closing line: ready to launch, or not, with the problems counted and where they are.
+pub fn verdict(report: &Report, own: &[&Finding], style: Style, whole: bool) -> String {
+    let width = usize::from(style.width);
+    let problems: Vec<&Finding> = report.findings.iter().filter(|f| failing(f)).collect();
+    let warnings = own.iter().filter(|f| f.status == Status::Warn).count();
+    let text = if problems.is_empty() {
+        let mut t = format!("{} ready to launch", paint::mark(Status::Pass, style));
+        if warnings > 0 {
+            let _ = write!(t, " ({} above)", count(warnings, "warning"));
+        }
+        t
+    } else {
+        let mut ranks: Vec<u32> = problems.iter().filter_map(|f| f.node).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        let wide = problems.iter().any(|f| f.node.is_none());
+        let mut places = Vec::new();
+        match (report.mode, ranks.len()) {
+            (_, 0) => {}
+            (Mode::Node, _) => places.push("on this node".to_string()),
+            (Mode::Cluster, 1) => places.push(format!("on rank {}", ranks[0])),
+            (Mode::Cluster, _) => places.push(format!("on ranks {}", ranks_text(&ranks))),
+        }
+        if wide {
+            places.push("cluster-wide".to_string());
+        }
+        let mut t = format!(
+            "{} do not launch: {} {}",
+            paint::mark(Status::Fail, style),
+            count(problems.len(), "problem"),
+            places.join(" and ")
+        );
+        let elsewhere = problems
+            .iter()
+            .filter(|f| !own.iter().any(|o| std::ptr::eq(*o, **f)))
+            .count();
+        if !whole && elsewhere > 0 {
+            t.push_str(" (see rank 0's report)");
+        }
+        if warnings > 0 {
+            let _ = write!(t, ", and {}", count(warnings, "warning"));
+        }
+        t
+    };
+    wrap(&paint::bold(&text, style), width, "", "  ")
+}

@@ -1,0 +1,120 @@
+//! One line per area (net, ib, gpu, ...) with its mark and counts; with `-v`, every passed or
+//! skipped finding of the area under it.
+
+use super::super::Style;
+use super::super::sanitize::shown;
+use super::{area, count, paint, where_, wrap::wrap};
+use preflight_checks::model::{Finding, Mode, Report, Status};
+use std::fmt::Write;
+
+/// What an area covers, in words.
+fn label(area: &str) -> &str {
+    match area {
+        "net" => "network interfaces, hostname",
+        "ib" => "InfiniBand / RoCE",
+        "gpu" => "GPUs",
+        "nccl" => "NCCL library",
+        "env" => "NCCL, Gloo and torchrun variables",
+        "port" => "master port",
+        "firewall" => "firewall",
+        "sys" => "shared memory, limits",
+        "cluster" => "nodes across the cluster",
+        "link" => "links between nodes",
+        "collective" => "all-reduce",
+        "launch" => "launch",
+        other => other,
+    }
+}
+
+/// The area lines, then (without `-v`) how many details `-v` would show.
+pub fn lines(report: &Report, findings: &[&Finding], style: Style) -> String {
+    let mut areas: Vec<&str> = Vec::new();
+    for f in findings {
+        if !areas.contains(&area(&f.id)) {
+            areas.push(area(&f.id));
+        }
+    }
+    let name_w = areas.iter().map(|a| a.chars().count()).max().unwrap_or(0);
+    let label_w = areas
+        .iter()
+        .map(|a| label(a).chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for a in &areas {
+        let of: Vec<&Finding> = findings
+            .iter()
+            .copied()
+            .filter(|f| area(&f.id) == *a)
+            .collect();
+        let worst = of.iter().map(|f| f.status).max().unwrap_or(Status::Skip);
+        let _ = writeln!(
+            out,
+            "  {} {:<name_w$}  {:<label_w$}  {}",
+            paint::mark(worst, style),
+            shown(a),
+            label(a),
+            counts(&of)
+        );
+        if style.verbose {
+            for f in of
+                .iter()
+                .filter(|f| matches!(f.status, Status::Pass | Status::Skip))
+            {
+                out.push_str(&detail(report, f, style));
+            }
+        }
+    }
+    let quiet = findings
+        .iter()
+        .filter(|f| matches!(f.status, Status::Pass | Status::Skip))
+        .count();
+    if !style.verbose && quiet > 0 {
+        let _ = writeln!(
+            out,
+            "  ({} passed or skipped; -v shows each)",
+            count(quiet, "check")
+        );
+    }
+    out
+}
+
+/// `1 failure, 2 warnings, 3 passed`, or `not applicable here` when all were skipped.
+fn counts(of: &[&Finding]) -> String {
+    let n = |s: Status| of.iter().filter(|f| f.status == s).count();
+    if of.iter().all(|f| f.status == Status::Skip) {
+        return "not applicable here".to_string();
+    }
+    let mut parts = Vec::new();
+    if n(Status::Error) > 0 {
+        parts.push(count(n(Status::Error), "error"));
+    }
+    if n(Status::Fail) > 0 {
+        parts.push(count(n(Status::Fail), "failure"));
+    }
+    if n(Status::Warn) > 0 {
+        parts.push(count(n(Status::Warn), "warning"));
+    }
+    if n(Status::Pass) > 0 {
+        parts.push(format!("{} passed", n(Status::Pass)));
+    }
+    if n(Status::Skip) > 0 {
+        parts.push(format!("{} skipped", n(Status::Skip)));
+    }
+    parts.join(", ")
+}
+
+/// `-v`: one passed or skipped finding, its id, node and summary, wrapped under its area.
+fn detail(report: &Report, f: &Finding, style: Style) -> String {
+    let node = match report.mode {
+        Mode::Cluster => format!(" ({})", where_(report, f.node)),
+        Mode::Node => String::new(),
+    };
+    let text = format!(
+        "{} {}{node}: {}",
+        paint::mark(f.status, style),
+        shown(&f.id),
+        shown(&f.summary)
+    );
+    wrap(&text, usize::from(style.width), "      ", "          ")
+}

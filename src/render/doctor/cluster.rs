@@ -1,0 +1,476 @@
+//! The cluster's tables on rank 0: one row per node, the connectivity matrix per network (up
+//! to [`MATRIX_MAX`] nodes, the worst links beyond), and the all-reduce (two ranks or more).
+
+use super::super::Style;
+use super::super::sanitize::{cut, shown};
+use super::paint;
+use super::wrap::wrap;
+use comfy_table::{ContentArrangement, Table, presets};
+use preflight_checks::model::{IfKind, LinkOutcome, LinkResult, Report};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Most nodes drawn as a matrix; a larger cluster gets a list of its worst links.
+pub const MATRIX_MAX: usize = 16;
+/// Links listed by [`worst_links`] beyond the failed ones.
+const SLOWEST: usize = 5;
+
+/// A table in the style's characters; wrapping only when `wrap`.
+fn table(style: Style, wrap: bool) -> Table {
+    let mut t = Table::new();
+    t.load_preset(if style.unicode {
+        presets::UTF8_FULL_CONDENSED
+    } else {
+        presets::ASCII_FULL_CONDENSED
+    })
+    .set_content_arrangement(if wrap {
+        ContentArrangement::Dynamic
+    } else {
+        ContentArrangement::Disabled
+    })
+    .set_width(style.width);
+    t.force_no_tty();
+    t
+}
+
+/// Every cluster table, each after a blank line.
+pub fn tables(report: &Report, style: Style) -> String {
+    let mut out = String::new();
+    out.push_str(&nodes_table(report, style));
+    out.push_str(&connectivity(report, style));
+    out.push_str(&allreduce(report, style));
+    out.push('\n');
+    out
+}
+
+/// Bandwidth with three significant digits: `0.0921`, `3.92`, `41.2`, `118`.
+pub fn bw(x: f64) -> String {
+    let a = x.abs();
+    if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else if a >= 0.1 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// Rank, host, address, GPUs and versions per node (interfaces too with `-v`).
+fn nodes_table(report: &Report, style: Style) -> String {
+    let mut t = table(style, true);
+    let mut header = vec![
+        "rank",
+        "host",
+        "address",
+        "GPUs",
+        "driver / CUDA / NCCL / torch",
+    ];
+    if style.verbose {
+        header.push("interfaces");
+    }
+    t.set_header(header);
+    for n in &report.nodes {
+        let f = &n.facts;
+        let gpus = if f.gpu.gpus.is_empty() {
+            "0".to_string()
+        } else {
+            format!("{} x {}", f.gpu.gpus.len(), shown(&f.gpu.gpus[0].name))
+        };
+        let versions = [
+            f.gpu.driver_version.as_deref(),
+            f.gpu.cuda_driver_version.as_deref(),
+            f.nccl.version.as_deref(),
+            f.nccl.torch_version.as_deref(),
+        ]
+        .iter()
+        .map(|v| shown(v.unwrap_or("-")).into_owned())
+        .collect::<Vec<_>>()
+        .join(" / ");
+        let mut row = vec![
+            n.rank.to_string(),
+            shown(&n.hostname).into_owned(),
+            address(report, n.rank),
+            gpus,
+            versions,
+        ];
+        if style.verbose {
+            let ifaces = f
+                .net
+                .interfaces
+                .iter()
+                .filter(|i| i.kind != IfKind::Loopback)
+                .map(|i| {
+                    let addr = i
+                        .ipv4
+                        .first()
+                        .map(|a| a.to_string())
+                        .unwrap_or_else(|| "-".into());
+                    format!(
+                        "{} {addr} {}",
+                        shown(&i.name),
+                        if i.up { "up" } else { "down" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            row.push(cut(&ifaces, 4 * super::super::sanitize::MAX_SHOWN).into_owned());
+        }
+        t.add_row(row);
+    }
+    format!("{}\n{t}\n", paint::bold("Nodes:", style))
+}
+
+/// A node's address: rank 0's is the master address when one was chosen; else the address
+/// its peers reached it on (or tried to), else its first non-loopback IPv4 address.
+fn address(report: &Report, rank: u32) -> String {
+    let master = report
+        .recommendation
+        .as_ref()
+        .and_then(|r| r.master_addr.clone());
+    if rank == 0 {
+        if let Some(m) = &master {
+            return shown(m).into_owned();
+        }
+    }
+    let to: Vec<&LinkResult> = report.links.iter().filter(|l| l.to == rank).collect();
+    if let Some(l) = to
+        .iter()
+        .find(|l| l.result == LinkOutcome::Ok)
+        .or_else(|| to.first())
+    {
+        return shown(&l.address).into_owned();
+    }
+    report
+        .nodes
+        .iter()
+        .find(|n| n.rank == rank)
+        .and_then(|n| {
+            n.facts
+                .net
+                .interfaces
+                .iter()
+                .filter(|i| i.kind != IfKind::Loopback && i.up)
+                .flat_map(|i| i.ipv4.iter())
+                .next()
+        })
+        .map(|a| a.addr.to_string())
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The word of a link's result.
+fn outcome(o: LinkOutcome) -> &'static str {
+    match o {
+        LinkOutcome::Ok => "ok",
+        LinkOutcome::Refused => "refused",
+        LinkOutcome::Timeout => "timeout",
+        LinkOutcome::Unreachable => "unreachable",
+        LinkOutcome::Error => "error",
+    }
+}
+
+/// How much a matrix cell says, from most to least: the widest that fits the width.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Cells {
+    /// RTT and throughput on two lines (or the failure).
+    Full,
+    /// Throughput in Gbit/s only (or RTT when none was measured), failures as a word.
+    Number,
+    /// A mark: ok or not.
+    Mark,
+}
+
+/// For each network (the target's subnet), a from x to matrix; the worst links beyond
+/// [`MATRIX_MAX`] nodes.
+fn connectivity(report: &Report, style: Style) -> String {
+    if report.links.is_empty() {
+        return String::new();
+    }
+    let ranks: Vec<u32> = report.nodes.iter().map(|n| n.rank).collect();
+    let mut groups: BTreeMap<String, Vec<&LinkResult>> = BTreeMap::new();
+    for l in &report.links {
+        groups.entry(network_label(report, l)).or_default().push(l);
+    }
+    let mut out = String::new();
+    for (subnet, links) in groups {
+        out.push('\n');
+        let mut names: Vec<&str> = links.iter().map(|l| l.interface.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let label = match names.as_slice() {
+            [one] if !one.is_empty() && *one != subnet => format!("{subnet} ({})", shown(one)),
+            _ => subnet,
+        };
+        let mut mtus: Vec<u32> = links.iter().filter_map(|l| l.mtu).collect();
+        mtus.sort_unstable();
+        mtus.dedup();
+        let mtu = match mtus.as_slice() {
+            [] => String::new(),
+            [one] => format!(", mtu {one}"),
+            many => format!(
+                ", mtu differs: {}",
+                many.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        if ranks.len() > MATRIX_MAX {
+            let heading = format!("Worst links on {label} ({} links{mtu}):", links.len());
+            out.push_str(&paint::bold(
+                &wrap(&heading, usize::from(style.width), "", "  "),
+                style,
+            ));
+            out.push_str(&worst_links(&links, style));
+            continue;
+        }
+        let has_rate = links.iter().any(|l| l.throughput_gbit_s.is_some());
+        let cells = [Cells::Full, Cells::Number, Cells::Mark]
+            .into_iter()
+            .find(|c| matrix_width(&ranks, &links, *c, style) <= usize::from(style.width))
+            .unwrap_or(Cells::Mark);
+        let what = match (cells, has_rate) {
+            (Cells::Full, true) => "RTT p50 and throughput",
+            (Cells::Full, false) => "RTT p50",
+            (Cells::Number, true) => "throughput in Gbit/s",
+            (Cells::Number, false) => "RTT p50",
+            (Cells::Mark, _) => "connected or not",
+        };
+        let heading = format!("Connectivity on {label}{mtu} (row: from, column: to; {what}):");
+        out.push_str(&paint::bold(
+            &wrap(&heading, usize::from(style.width), "", "  "),
+            style,
+        ));
+        let mut t = table(style, false);
+        let mut header = vec!["from".to_string()];
+        header.extend(ranks.iter().map(|r| r.to_string()));
+        t.set_header(header);
+        for from in &ranks {
+            let mut row = vec![from.to_string()];
+            for to in &ranks {
+                row.push(cell(&links, *from, *to, cells, style));
+            }
+            t.add_row(row);
+        }
+        let _ = writeln!(out, "{t}");
+        if cells != Cells::Full && has_rate {
+            out.push_str(&worst_links(&links, style));
+        }
+    }
+    out
+}
+
+/// Columns a matrix would take with these cells.
+fn matrix_width(ranks: &[u32], links: &[&LinkResult], cells: Cells, style: Style) -> usize {
+    let plain = Style {
+        color: false,
+        ..style
+    };
+    let mut w = "from"
+        .len()
+        .max(ranks.iter().map(|r| r.to_string().len()).max().unwrap_or(1));
+    let mut total = w + 3;
+    for to in ranks {
+        w = to.to_string().len();
+        for from in ranks {
+            let c = cell(links, *from, *to, cells, plain);
+            w = w.max(c.lines().map(|l| l.chars().count()).max().unwrap_or(0));
+        }
+        total += w + 3;
+    }
+    total + 1
+}
+
+fn cell(links: &[&LinkResult], from: u32, to: u32, cells: Cells, style: Style) -> String {
+    if from == to {
+        return if style.unicode { "·" } else { "-" }.to_string();
+    }
+    let Some(l) = links.iter().find(|l| l.from == from && l.to == to) else {
+        return String::new();
+    };
+    let ok = l.result == LinkOutcome::Ok;
+    let us = if style.unicode { "µs" } else { "us" };
+    match cells {
+        Cells::Mark => paint::mark(
+            if ok {
+                preflight_checks::model::Status::Pass
+            } else {
+                preflight_checks::model::Status::Fail
+            },
+            style,
+        ),
+        _ if !ok => outcome(l.result).to_string(),
+        Cells::Full => {
+            let mut c = Vec::new();
+            if let Some(r) = l.rtt_us {
+                c.push(format!("{r:.0}{us}"));
+            }
+            if let Some(g) = l.throughput_gbit_s {
+                c.push(format!("{} Gb/s", bw(g)));
+            }
+            if c.is_empty() {
+                c.push("ok".into());
+            }
+            c.join("\n")
+        }
+        Cells::Number => match (l.throughput_gbit_s, l.rtt_us) {
+            (Some(g), _) => bw(g),
+            (None, Some(r)) => format!("{r:.0}{us}"),
+            (None, None) => "ok".into(),
+        },
+    }
+}
+
+/// Failed links, then the slowest few, one line each.
+fn worst_links(links: &[&LinkResult], style: Style) -> String {
+    let us = if style.unicode { "µs" } else { "us" };
+    let mut out = String::new();
+    let line = |l: &LinkResult| {
+        let mut s = format!(
+            "  {} -> {} {} {}",
+            l.from,
+            l.to,
+            shown(&l.address),
+            outcome(l.result)
+        );
+        if let Some(r) = l.rtt_us {
+            let _ = write!(s, ", {r:.0}{us}");
+        }
+        if let Some(g) = l.throughput_gbit_s {
+            let _ = write!(s, ", {} Gbit/s", bw(g));
+        }
+        s
+    };
+    for l in links.iter().filter(|l| l.result != LinkOutcome::Ok) {
+        let _ = writeln!(out, "{}", line(l));
+    }
+    let mut ok: Vec<&&LinkResult> = links
+        .iter()
+        .filter(|l| l.result == LinkOutcome::Ok && l.throughput_gbit_s.is_some())
+        .collect();
+    ok.sort_by(|a, b| {
+        a.throughput_gbit_s
+            .unwrap_or(0.0)
+            .total_cmp(&b.throughput_gbit_s.unwrap_or(0.0))
+    });
+    if !ok.is_empty() {
+        let _ = writeln!(out, "  slowest:");
+        for l in ok.iter().take(SLOWEST) {
+            let _ = writeln!(out, "  {}", line(l));
+        }
+    }
+    out
+}
+
+/// `10.200.1.0/24`: the subnet of the link's target address; its interface's name when the
+/// facts do not hold the address (an older or trimmed report).
+fn network_label(report: &Report, l: &LinkResult) -> String {
+    let found = report
+        .nodes
+        .iter()
+        .find(|n| n.rank == l.to)
+        .and_then(|n| {
+            n.facts
+                .net
+                .interfaces
+                .iter()
+                .flat_map(|i| i.ipv4.iter())
+                .find(|a| a.addr.to_string() == l.address)
+        })
+        .map(|a| a.prefix);
+    let Some(prefix) = found else {
+        return if l.interface.is_empty() {
+            shown(&l.address).into_owned()
+        } else {
+            shown(&l.interface).into_owned()
+        };
+    };
+    match l.address.parse::<std::net::Ipv4Addr>() {
+        Ok(ip) => {
+            let mask: u32 = if prefix == 0 {
+                0
+            } else {
+                u32::MAX << (32 - prefix.min(32))
+            };
+            format!(
+                "{}/{prefix}",
+                std::net::Ipv4Addr::from(u32::from(ip) & mask)
+            )
+        }
+        Err(_) => shown(&l.address).into_owned(),
+    }
+}
+
+/// The measured all-reduce, only when two ranks or more took part.
+fn allreduce(report: &Report, style: Style) -> String {
+    let mut out = String::new();
+    for c in report.collectives.iter().filter(|c| c.ranks >= 2) {
+        out.push('\n');
+        out.push_str(&super::super::collective::block(c, style));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::report::ReportBuilder;
+    use preflight_checks::model::Mode;
+
+    /// `n` nodes, every pair measured at `from + to` Gbit/s, and 0->1 timed out.
+    fn cluster(n: u32) -> Report {
+        let mut b = ReportBuilder::new(Mode::Cluster);
+        let mut links = Vec::new();
+        for from in 0..n {
+            b = b.node(from, Default::default());
+            for to in (0..n).filter(|t| *t != from) {
+                let bad = (from, to) == (0, 1);
+                links.push(LinkResult {
+                    from,
+                    to,
+                    interface: "eth0".into(),
+                    address: format!("10.200.{}.{}", to / 200, to % 200 + 1),
+                    result: if bad {
+                        LinkOutcome::Timeout
+                    } else {
+                        LinkOutcome::Ok
+                    },
+                    rtt_us: (!bad).then_some(50.0),
+                    throughput_gbit_s: (!bad).then_some(f64::from(from + to)),
+                    ..Default::default()
+                });
+            }
+        }
+        b.links(links).build()
+    }
+
+    #[test]
+    fn beyond_sixteen_nodes_the_worst_links_replace_the_matrix() {
+        let text = connectivity(&cluster(17), Style::plain());
+        assert!(!text.contains('┌'), "{text}");
+        assert!(text.contains("Worst links on "), "{text}");
+        assert!(text.contains("  0 -> 1 10.200.0.2 timeout\n"), "{text}");
+        assert!(
+            text.contains("    1 -> 0 10.200.0.1 ok, 50µs, 1.00 Gbit/s\n"),
+            "{text}"
+        );
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+        // Sixteen still get a matrix, of marks at 80 columns, every line within them.
+        let text = connectivity(&cluster(16), Style::plain());
+        assert!(text.contains('┌') && text.contains('✗'), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    }
+
+    #[test]
+    fn bandwidth_has_three_significant_digits() {
+        assert_eq!(bw(0.0921), "0.0921");
+        assert_eq!(bw(0.466), "0.466");
+        assert_eq!(bw(3.924), "3.92");
+        assert_eq!(bw(41.23), "41.2");
+        assert_eq!(bw(118.4), "118");
+    }
+}

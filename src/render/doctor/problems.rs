@@ -1,0 +1,254 @@
+//! Each warning, failure and error: what, where, the evidence in a few words, the fix in
+//! words, and every fix command on a line of its own, indented and never wrapped or cut.
+//!
+//! Findings with one id and status are grouped (eight nodes missing libnccl are one problem
+//! with eight ranks; fifty slow links one block with their subjects), their commands listed
+//! once each.
+
+use super::super::Style;
+use super::super::sanitize::{line, shown};
+use super::{count, paint, ranks_text, where_, wrap::wrap};
+use preflight_checks::model::{Finding, Mode, Report, Status};
+use serde_json::Value;
+use std::fmt::Write;
+
+/// Indent of a problem's text under its heading.
+const TEXT: &str = "    ";
+/// Indent of a fix command: deeper than the text, so it stands out and pastes as it is.
+const COMMAND: &str = "        ";
+/// Members of a group listed one by one without `-v`.
+const LISTED: usize = 4;
+
+/// The problem blocks, worst first (errors and failures, then warnings), blank-line separated.
+pub fn blocks(report: &Report, findings: &[&Finding], style: Style) -> String {
+    let mut groups: Vec<Vec<&Finding>> = Vec::new();
+    for f in findings
+        .iter()
+        .copied()
+        .filter(|f| matches!(f.status, Status::Warn | Status::Fail | Status::Error))
+    {
+        match groups
+            .iter_mut()
+            .find(|g| g[0].id == f.id && g[0].status == f.status)
+        {
+            Some(g) => g.push(f),
+            None => groups.push(vec![f]),
+        }
+    }
+    // Stable: the checks' order within a status.
+    groups.sort_by_key(|g| g[0].status < Status::Fail);
+    let problems: usize = groups
+        .iter()
+        .filter(|g| g[0].status >= Status::Fail)
+        .map(Vec::len)
+        .sum();
+    let warnings: usize = groups
+        .iter()
+        .filter(|g| g[0].status == Status::Warn)
+        .map(Vec::len)
+        .sum();
+    let mut out = String::new();
+    if groups.is_empty() {
+        return out;
+    }
+    let mut what = Vec::new();
+    if problems > 0 {
+        what.push(count(problems, "problem"));
+    }
+    if warnings > 0 {
+        what.push(count(warnings, "warning"));
+    }
+    let _ = writeln!(
+        out,
+        "{}:",
+        paint::bold(&capitalise(&what.join(", ")), style)
+    );
+    for g in &groups {
+        out.push('\n');
+        out.push_str(&block(report, g, style));
+    }
+    out
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// One group of findings with the same id and status.
+fn block(report: &Report, g: &[&Finding], style: Style) -> String {
+    let width = usize::from(style.width);
+    let first = g[0];
+    let dot = paint::dot(style);
+    let mut out = String::new();
+    let same_summary = g.iter().all(|f| f.summary == first.summary);
+    // Heading: mark, status, id, where (and the subject when it says more).
+    let where_text = where_many(report, g);
+    let subject =
+        if g.len() == 1 && !first.subject.is_empty() && !where_text.contains(&first.subject) {
+            format!(" {dot} {}", shown(&first.subject))
+        } else {
+            String::new()
+        };
+    let heading = format!(
+        "{} {} {} {dot} {where_text}{subject}",
+        paint::mark(first.status, style),
+        paint::color(first.status, paint::word(first.status), style),
+        paint::bold(&shown(&first.id), style),
+    );
+    out.push_str(&wrap(&heading, width, "", TEXT));
+    if same_summary {
+        out.push_str(&wrap(&shown(&first.summary), width, TEXT, TEXT));
+        if g.len() == 1 {
+            if let Some(e) = evidence_words(first, style.unicode) {
+                out.push_str(&wrap(&format!("evidence: {e}"), width, TEXT, TEXT));
+            }
+        }
+    } else {
+        let listed = if style.verbose {
+            g.len()
+        } else {
+            LISTED.min(g.len())
+        };
+        for f in &g[..listed] {
+            let who = match report.mode {
+                Mode::Cluster if f.node.is_some() => format!("{}: ", where_(report, f.node)),
+                _ => String::new(),
+            };
+            out.push_str(&wrap(
+                &format!("- {who}{}", shown(&f.summary)),
+                width,
+                TEXT,
+                &format!("{TEXT}  "),
+            ));
+        }
+        if listed < g.len() {
+            out.push_str(&wrap(
+                &format!(
+                    "- and {} more like these (-v lists them; --format json has all)",
+                    g.len() - listed
+                ),
+                width,
+                TEXT,
+                &format!("{TEXT}  "),
+            ));
+        }
+    }
+    let mut hints: Vec<&str> = Vec::new();
+    let mut commands: Vec<&str> = Vec::new();
+    for fix in g.iter().filter_map(|f| f.fix.as_ref()) {
+        if !fix.hint.is_empty() && !hints.contains(&fix.hint.as_str()) {
+            hints.push(&fix.hint);
+        }
+        for c in &fix.commands {
+            if !commands.contains(&c.as_str()) {
+                commands.push(c);
+            }
+        }
+    }
+    // One hint per group: members of a group differ in names only, their commands say which.
+    if let Some(h) = hints.first() {
+        let others = match hints.len() - 1 {
+            0 => String::new(),
+            n => format!(" (and likewise for {n} more)"),
+        };
+        out.push_str(&wrap(
+            &format!("fix: {}{others}", shown(h)),
+            width,
+            TEXT,
+            TEXT,
+        ));
+    }
+    for c in commands {
+        // Never wrapped or cut here: a command wider than the terminal stays one line.
+        let _ = writeln!(out, "{COMMAND}{}", line(c));
+    }
+    out
+}
+
+/// Where a group is: one node's name, `ranks 0-7`, or `cluster-wide`.
+fn where_many(report: &Report, g: &[&Finding]) -> String {
+    let mut ranks: Vec<u32> = g.iter().filter_map(|f| f.node).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let wide = g.iter().any(|f| f.node.is_none());
+    match (ranks.len(), wide) {
+        (0, _) => "cluster-wide".to_string(),
+        (1, false) => where_(report, Some(ranks[0])),
+        (_, false) => format!("ranks {}", ranks_text(&ranks)),
+        (_, true) => format!("cluster-wide and ranks {}", ranks_text(&ranks)),
+    }
+}
+
+/// The evidence in a few words: scalar values and short lists, at most a few of them.
+fn evidence_words(f: &Finding, unicode: bool) -> Option<String> {
+    let ellipsis = if unicode { "…" } else { "..." };
+    const MAX_VALUE: usize = 60;
+    const MAX_ITEMS: usize = 5;
+    let mut parts = Vec::new();
+    let mut more = false;
+    for (k, v) in &f.evidence {
+        let value = match v {
+            Value::Null | Value::Object(_) => continue,
+            Value::String(s) if s.is_empty() => continue,
+            Value::String(s) => s.clone(),
+            Value::Array(items) if items.is_empty() => continue,
+            Value::Array(items) if items.iter().any(|i| i.is_object() || i.is_array()) => {
+                continue;
+            }
+            Value::Array(items) => items
+                .iter()
+                .map(|i| match i {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            other => other.to_string(),
+        };
+        if parts.len() == MAX_ITEMS {
+            more = true;
+            break;
+        }
+        let value = if value.chars().count() > MAX_VALUE {
+            format!(
+                "{}{ellipsis}",
+                value.chars().take(MAX_VALUE).collect::<String>()
+            )
+        } else {
+            value
+        };
+        parts.push(format!("{} {}", shown(k), shown(&value)));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let mut s = parts.join("; ");
+    if more {
+        s.push_str(&format!("; {ellipsis} (--format json has all)"));
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evidence_is_a_few_words() {
+        let f = Finding::new("x.y", Status::Warn, "s", "sum")
+            .with("port", 29500)
+            .with("holders", serde_json::json!([{"pid": 1}]))
+            .with("names", serde_json::json!(["eth0", "ib0"]))
+            .with("long", "z".repeat(100))
+            .with("none", Value::Null);
+        let e = evidence_words(&f, true).unwrap();
+        assert_eq!(
+            e,
+            format!("long {}…; names eth0, ib0; port 29500", "z".repeat(60))
+        );
+    }
+}
