@@ -565,12 +565,13 @@ fn rejected_reason(
     } else {
         describe_speed(other)
     };
-    let names: Vec<&str> = other
+    let names: std::collections::BTreeSet<&str> = other
         .network
         .members
         .values()
         .map(|m| m.interface.as_str())
         .collect();
+    let names: Vec<&str> = names.into_iter().collect();
     format!(
         "network {} ({}) not chosen: {why}",
         other.network.id,
