@@ -1,7 +1,7 @@
 //! `link.degraded`: a faster network that some node breaks (its NIC down, no carrier, no address, filtered, no route), and what falling back to the chosen one costs.
 
 use super::ClusterInput;
-use super::common::{outcome_word, ranks_phrase};
+use super::common::ranks_phrase;
 use super::unreachable::accept_subnet_commands;
 use crate::model::{Finding, Fix, Interface, LinkOutcome, NodeFacts, Status};
 use crate::networks::NetworkEval;
@@ -153,7 +153,7 @@ fn member_reason(
             _ => "connections to it fail",
         };
         (
-            format!("{} at {addr}: {why} ({})", m.interface, outcome_word(*o)),
+            format!("{} at {addr}: {why} ({})", m.interface, o.as_str()),
             fix,
         )
     } else if let Some(o) = out_of.first() {
@@ -161,7 +161,7 @@ fn member_reason(
             format!(
                 "{} cannot reach the others ({})",
                 m.interface,
-                outcome_word(*o)
+                o.as_str()
             ),
             vec!["ip route".to_string()],
         )
