@@ -158,11 +158,7 @@ fn member_reason(
         )
     } else if let Some(o) = out_of.first() {
         (
-            format!(
-                "{} cannot reach the others ({})",
-                m.interface,
-                o.as_str()
-            ),
+            format!("{} cannot reach the others ({})", m.interface, o.as_str()),
             vec!["ip route".to_string()],
         )
     } else {
