@@ -251,29 +251,15 @@ fn rdzv_id(
     path: &Path,
     split: SplitWords,
 ) -> Result<Option<String>, LaunchError> {
-    let Some(first) = rec.launch.first() else {
+    let Some(all) = first_command_words(rec, path, split)? else {
         return Ok(None);
     };
-    let field = "recommendation.launch[0].command";
-    let all = split(&first.command).map_err(|e| {
-        unsafe_value(
-            path,
-            field.into(),
-            &first.command,
-            format!("does not split into shell words ({e})"),
-        )
-    })?;
     let id = all
         .iter()
         .find_map(|w| w.strip_prefix("--rdzv-id="))
         .map(str::to_string);
     if let Some(id) = id.as_deref().filter(|id| has_control(id)) {
-        return Err(unsafe_value(
-            path,
-            field.into(),
-            id,
-            "holds a control character or a bidi override".into(),
-        ));
+        return Err(control_in_first_command(path, id));
     }
     Ok(id)
 }
@@ -291,18 +277,9 @@ fn script_words(
     if !words.is_empty() {
         return Ok(quote_all(words));
     }
-    let Some(first) = rec.launch.first() else {
+    let Some(all) = first_command_words(rec, path, split)? else {
         return Ok("train.py".into());
     };
-    let field = "recommendation.launch[0].command";
-    let all = split(&first.command).map_err(|e| {
-        unsafe_value(
-            path,
-            field.into(),
-            &first.command,
-            format!("does not split into shell words ({e})"),
-        )
-    })?;
     let marker = format!("--master-port={}", rec.master_port);
     let at = if c10d {
         all.iter().rposition(|w| w.starts_with("--rdzv-"))
@@ -314,18 +291,41 @@ fn script_words(
         None => &[][..],
     };
     if let Some(w) = tail.iter().find(|w| has_control(w)) {
-        return Err(unsafe_value(
-            path,
-            field.into(),
-            w,
-            "holds a control character or a bidi override".into(),
-        ));
+        return Err(control_in_first_command(path, w));
     }
     Ok(if tail.is_empty() {
         "train.py".into()
     } else {
         quote_all(tail)
     })
+}
+
+/// Where the report's own command stands, as refusals name it.
+const FIRST_COMMAND: &str = "recommendation.launch[0].command";
+const CONTROL: &str = "holds a control character or a bidi override";
+
+/// The report's first command split as a shell would; None when it has none.
+fn first_command_words(
+    rec: &Recommendation,
+    path: &Path,
+    split: SplitWords,
+) -> Result<Option<Vec<String>>, LaunchError> {
+    let Some(first) = rec.launch.first() else {
+        return Ok(None);
+    };
+    split(&first.command).map(Some).map_err(|e| {
+        unsafe_value(
+            path,
+            FIRST_COMMAND.into(),
+            &first.command,
+            format!("does not split into shell words ({e})"),
+        )
+    })
+}
+
+/// The refusal of a word of the report's first command that holds a control character.
+fn control_in_first_command(path: &Path, word: &str) -> LaunchError {
+    unsafe_value(path, FIRST_COMMAND.into(), word, CONTROL.into())
 }
 
 /// A refusal naming the field; the value is Debug-quoted and cut, whatever it holds.
@@ -379,7 +379,6 @@ fn check_safe(plan: &LaunchPlan, path: &Path) -> Result<(), LaunchError> {
         Err(unsafe_value(path, field, value, why.to_string()))
     };
     const NOT_A_NAME: &str = "is not a shell variable name ([A-Za-z_][A-Za-z0-9_]*)";
-    const CONTROL: &str = "holds a control character or a bidi override";
     for (k, v) in &plan.env {
         if !is_var_name(k) {
             return refuse("recommendation.env".into(), k, NOT_A_NAME);

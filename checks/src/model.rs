@@ -518,6 +518,19 @@ pub enum LinkOutcome {
     Error,
 }
 
+impl LinkOutcome {
+    /// The word the report writes for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkOutcome::Ok => "ok",
+            LinkOutcome::Refused => "refused",
+            LinkOutcome::Timeout => "timeout",
+            LinkOutcome::Unreachable => "unreachable",
+            LinkOutcome::Error => "error",
+        }
+    }
+}
+
 /// One ordered pair's measurement on one address.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]

@@ -64,16 +64,7 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
 /// The placement the launcher's environment gives (as `preflight cluster` resolves it), when it
 /// names a multi-node job with a rank; None otherwise (no launcher: the generic advice stands).
 fn placed(job: &CheckJob, facts: &NodeFacts) -> Option<Placement> {
-    let me = LocalIdentity {
-        hostname: facts.hostname.clone(),
-        addrs: facts
-            .net
-            .interfaces
-            .iter()
-            .flat_map(|i| i.usable_addrs())
-            .map(|a| a.addr)
-            .collect(),
-    };
+    let me = LocalIdentity::of(facts.hostname.clone(), &facts.net);
     let flags = PlacementFlags {
         master_port: job.master_port_flag,
         ..Default::default()

@@ -104,16 +104,7 @@ fn one_reading(
     if !shape.is_multi_node() || shape.rank_given {
         return LineJob::default();
     }
-    let me = LocalIdentity {
-        hostname: facts.hostname.clone(),
-        addrs: facts
-            .net
-            .interfaces
-            .iter()
-            .flat_map(|i| i.usable_addrs())
-            .map(|a| a.addr)
-            .collect(),
-    };
+    let me = LocalIdentity::of(facts.hostname.clone(), &facts.net);
     match placement::resolve(&cluster.placement, &job.env, &me) {
         Ok(p) if !p.rank_pending() && p.source != placement::C10D_JOIN => LineJob {
             rank: Some(p.rank),

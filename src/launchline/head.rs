@@ -70,6 +70,30 @@ struct WrapperSpec {
     assigns: bool,
 }
 
+/// Options taking a value for conda, mamba and micromamba `run`.
+const CONDA_VALUED: &[&str] = &["-n", "--name", "-p", "--prefix", "--cwd"];
+
+/// Options taking a value for apptainer and singularity `exec` (the same CLI).
+const CONTAINER_VALUED: &[&str] = &[
+    "-B",
+    "--bind",
+    "--env",
+    "--env-file",
+    "--pwd",
+    "-H",
+    "--home",
+    "-o",
+    "--overlay",
+    "--mount",
+    "-W",
+    "--workdir",
+    "-S",
+    "--scratch",
+    "--security",
+    "--network",
+    "--app",
+];
+
 const WRAPPERS: &[WrapperSpec] = &[
     WrapperSpec {
         words: &["env"],
@@ -242,19 +266,19 @@ const WRAPPERS: &[WrapperSpec] = &[
     },
     WrapperSpec {
         words: &["conda", "run"],
-        valued: &["-n", "--name", "-p", "--prefix", "--cwd"],
+        valued: CONDA_VALUED,
         operands: 0,
         assigns: false,
     },
     WrapperSpec {
         words: &["mamba", "run"],
-        valued: &["-n", "--name", "-p", "--prefix", "--cwd"],
+        valued: CONDA_VALUED,
         operands: 0,
         assigns: false,
     },
     WrapperSpec {
         words: &["micromamba", "run"],
-        valued: &["-n", "--name", "-p", "--prefix", "--cwd"],
+        valued: CONDA_VALUED,
         operands: 0,
         assigns: false,
     },
@@ -272,49 +296,13 @@ const WRAPPERS: &[WrapperSpec] = &[
     },
     WrapperSpec {
         words: &["apptainer", "exec"],
-        valued: &[
-            "-B",
-            "--bind",
-            "--env",
-            "--env-file",
-            "--pwd",
-            "-H",
-            "--home",
-            "-o",
-            "--overlay",
-            "--mount",
-            "-W",
-            "--workdir",
-            "-S",
-            "--scratch",
-            "--security",
-            "--network",
-            "--app",
-        ],
+        valued: CONTAINER_VALUED,
         operands: 1,
         assigns: false,
     },
     WrapperSpec {
         words: &["singularity", "exec"],
-        valued: &[
-            "-B",
-            "--bind",
-            "--env",
-            "--env-file",
-            "--pwd",
-            "-H",
-            "--home",
-            "-o",
-            "--overlay",
-            "--mount",
-            "-W",
-            "--workdir",
-            "-S",
-            "--scratch",
-            "--security",
-            "--network",
-            "--app",
-        ],
+        valued: CONTAINER_VALUED,
         operands: 1,
         assigns: false,
     },

@@ -22,6 +22,7 @@
 //! crate: that crate de-duplicates names (which would shift ranks), has no cap
 //! on the expansion, accepts reversed ranges Slurm rejects, and rejects `_`.
 
+use preflight_checks::model::NetFacts;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use thiserror::Error;
@@ -173,6 +174,21 @@ pub fn under_torchrun(env: &BTreeMap<String, String>) -> bool {
 pub struct LocalIdentity {
     pub hostname: String,
     pub addrs: Vec<IpAddr>,
+}
+
+impl LocalIdentity {
+    /// This node by its hostname and every usable address of its interfaces.
+    pub fn of(hostname: String, net: &NetFacts) -> Self {
+        LocalIdentity {
+            hostname,
+            addrs: net
+                .interfaces
+                .iter()
+                .flat_map(|i| i.usable_addrs())
+                .map(|a| a.addr)
+                .collect(),
+        }
+    }
 }
 
 /// Why the placement could not be worked out. Every message says what is missing or wrong and what fixes it.

@@ -3,7 +3,7 @@
 //! owns the endpoint is rank 0 and the others are assigned 1, 2 in join order, as torchrun does.
 //! Expected run time (2 cores): the healthy runs 3-8 s each, the missing owner about `--timeout`.
 
-use crate::netns::{Cluster, MASTER_PORT, NodeRun, SLACK};
+use crate::netns::{Cluster, MASTER_PORT, NodeRun, PreflightRun, SLACK};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -16,6 +16,37 @@ const RDZV_ID: &str = "c10d-job-7";
 
 fn endpoint(c: &Cluster) -> String {
     format!("{}:{MASTER_PORT}", c.addr(0, "data"))
+}
+
+/// `preflight cluster` on every node for three nodes joining the c10d endpoint (no `--node-rank`),
+/// `more` flags after `--rdzv-endpoint`, then the token and `--timeout=timeout`.
+fn c10d_cluster<'a>(c: &'a Cluster, timeout: u64, more: &[&str]) -> PreflightRun<'a> {
+    let ep = format!("--rdzv-endpoint={}", endpoint(c));
+    let token = format!("--token={}", c.token());
+    let timeout = format!("--timeout={timeout}");
+    let mut words = vec!["cluster", "--nnodes=3", "--rdzv-backend=c10d", &ep];
+    words.extend_from_slice(more);
+    words.extend([token.as_str(), &timeout, "--quick", "--format=json"]);
+    c.preflight().command(&words)
+}
+
+/// Finished in time and was not refused as a usage error (exit 2); findings may fail.
+fn assert_ran(run: &NodeRun) {
+    assert!(
+        !run.timed_out && run.exit_code != Some(2),
+        "{}",
+        run.describe()
+    );
+}
+
+/// A healthy run finishes well before its `--timeout`.
+fn assert_within_healthy_timeout(run: &NodeRun) {
+    assert!(
+        run.elapsed < Duration::from_secs(HEALTHY_TIMEOUT),
+        "took {:?}:\n{}",
+        run.elapsed,
+        run.describe()
+    );
 }
 
 fn assert_ok(run: &NodeRun) {
@@ -87,24 +118,9 @@ fn three_nodes_without_ranks_are_assigned_at_join_with_the_endpoint_owner_as_ran
     let Some(c) = Cluster::flat("c10d", 3, "eth0").build() else {
         return;
     };
-    let ep = endpoint(&c);
-    let token = c.token().to_string();
-    let timeout = format!("--timeout={HEALTHY_TIMEOUT}");
     let started = Instant::now();
     // The owner starts last: the others wait for it and are numbered as they join.
-    let runs = c
-        .preflight()
-        .command(&[
-            "cluster",
-            "--nnodes=3",
-            "--rdzv-backend=c10d",
-            &format!("--rdzv-endpoint={ep}"),
-            &format!("--rdzv-id={RDZV_ID}"),
-            &format!("--token={token}"),
-            &timeout,
-            "--quick",
-            "--format=json",
-        ])
+    let runs = c10d_cluster(&c, HEALTHY_TIMEOUT, &[&format!("--rdzv-id={RDZV_ID}")])
         .late(0, Duration::from_millis(700))
         .deadline(Duration::from_secs(2 * HEALTHY_TIMEOUT + 30))
         .run();
@@ -112,12 +128,7 @@ fn three_nodes_without_ranks_are_assigned_at_join_with_the_endpoint_owner_as_ran
     assert_eq!(runs.len(), 3);
     for run in &runs {
         assert_ok(run);
-        assert!(
-            run.elapsed < Duration::from_secs(HEALTHY_TIMEOUT),
-            "took {:?}:\n{}",
-            run.elapsed,
-            run.describe()
-        );
+        assert_within_healthy_timeout(run);
         assert_assigned_at_join(run, &c);
         // Each node learned its own rank: it says so, and it is the rank the report gives it.
         let mine = ranks_by_host(run.report())[c.hostname(run.rank)];
@@ -177,11 +188,7 @@ fn preflight_torchrun_with_a_c10d_line_and_no_rank_assigns_at_join_and_keeps_the
         .deadline(Duration::from_secs(60))
         .run();
     for run in &runs {
-        assert!(
-            !run.timed_out && run.exit_code != Some(2),
-            "{}",
-            run.describe()
-        );
+        assert_ran(run);
         let cmd = command_of(run.report());
         assert!(cmd.contains("--rdzv-backend=c10d"), "{cmd}");
         assert!(!cmd.contains("--node-rank"), "{cmd}");
@@ -209,17 +216,8 @@ fn preflight_torchrun_with_a_c10d_line_and_no_rank_assigns_at_join_and_keeps_the
         .run();
     let wall = started.elapsed();
     for run in &runs {
-        assert!(
-            !run.timed_out && run.exit_code != Some(2),
-            "{}",
-            run.describe()
-        );
-        assert!(
-            run.elapsed < Duration::from_secs(HEALTHY_TIMEOUT),
-            "took {:?}:\n{}",
-            run.elapsed,
-            run.describe()
-        );
+        assert_ran(run);
+        assert_within_healthy_timeout(run);
         assert_assigned_at_join(run, &c);
         let rendezvous: Vec<&Value> = run.findings("cluster.rendezvous");
         assert!(
@@ -241,21 +239,8 @@ fn without_the_endpoint_owner_the_others_give_up_at_the_timeout_saying_why() {
         return;
     };
     let ep = endpoint(&c);
-    let token = format!("--token={}", c.token());
-    let timeout = format!("--timeout={FAULT_TIMEOUT}");
     let started = Instant::now();
-    let runs = c
-        .preflight()
-        .command(&[
-            "cluster",
-            "--nnodes=3",
-            "--rdzv-backend=c10d",
-            &format!("--rdzv-endpoint={ep}"),
-            &token,
-            &timeout,
-            "--quick",
-            "--format=json",
-        ])
+    let runs = c10d_cluster(&c, FAULT_TIMEOUT, &[])
         .ranks(&[1, 2])
         .deadline(Duration::from_secs(FAULT_TIMEOUT + 30))
         .run();

@@ -4,7 +4,7 @@
 //! fault, runs every node, and checks finding ids, the ranks they name, and the recommendation.
 //! Expected run time per test (2 cores): healthy ones 2-5 s, fault ones about `--timeout` + 1-3 s.
 
-use crate::netns::{Cluster, Host, MASTER_PORT, Net, NodeRun, SLACK, Verdict};
+use crate::netns::{Cluster, Host, MASTER_PORT, Net, NodeRun, SLACK, Verdict, node};
 use serde_json::Value;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -182,12 +182,6 @@ fn ordered_pairs(n: usize) -> impl Iterator<Item = (usize, usize)> {
 }
 
 // ------------------------------------------------------------- helpers over process outcomes
-
-fn node(runs: &[NodeRun], rank: usize) -> &NodeRun {
-    runs.iter()
-        .find(|r| r.rank == rank)
-        .unwrap_or_else(|| panic!("rank {rank} did not run"))
-}
 
 fn assert_exit(run: &NodeRun, code: i32) {
     assert!(

@@ -5,18 +5,12 @@
 //! Expected run time per test (2 cores): the master-is-itself runs 3-4 s each, the others about
 //! `--timeout` + 1-3 s.
 
-use crate::netns::{Cluster, MASTER_PORT, NodeRun, SLACK, Verdict};
+use crate::netns::{Cluster, MASTER_PORT, NodeRun, SLACK, Verdict, node};
 use serde_json::Value;
 use std::time::Duration;
 
 /// `--timeout` for runs where a node never joins: the time rank 0 gives up within.
 const FAULT_TIMEOUT: u64 = 5;
-
-fn node(runs: &[NodeRun], rank: usize) -> &NodeRun {
-    runs.iter()
-        .find(|r| r.rank == rank)
-        .unwrap_or_else(|| panic!("rank {rank} did not run"))
-}
 
 fn failing<'a>(run: &'a NodeRun, id: &str) -> Vec<&'a Value> {
     run.findings(id)

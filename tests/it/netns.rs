@@ -1527,6 +1527,13 @@ impl Node {
     }
 }
 
+/// The run of rank `rank` among `runs`; panics when that rank did not run.
+pub fn node(runs: &[NodeRun], rank: usize) -> &NodeRun {
+    runs.iter()
+        .find(|r| r.rank == rank)
+        .unwrap_or_else(|| panic!("rank {rank} did not run"))
+}
+
 /// What one node's `preflight cluster` did.
 #[derive(Debug, Clone)]
 pub struct NodeRun {

@@ -1,7 +1,7 @@
 //! Helpers shared by the cluster checks: ranks in words, per-rank evidence maps, the majority value, and the links measured on one network.
 
 use super::ClusterInput;
-use crate::model::{LinkOutcome, LinkResult};
+use crate::model::LinkResult;
 use crate::networks::{Member, NetworkEval};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -35,16 +35,6 @@ pub(crate) fn ranks_phrase(ranks: &[u32]) -> String {
 }
 
 pub(crate) use crate::net::host_port;
-
-pub(super) fn outcome_word(o: LinkOutcome) -> &'static str {
-    match o {
-        LinkOutcome::Ok => "ok",
-        LinkOutcome::Refused => "refused",
-        LinkOutcome::Timeout => "timeout",
-        LinkOutcome::Unreachable => "unreachable",
-        LinkOutcome::Error => "error",
-    }
-}
 
 pub(crate) fn rank_map<T: serde::Serialize>(values: &BTreeMap<u32, T>) -> Value {
     let m: Map<String, Value> = values

@@ -1,7 +1,7 @@
 //! `link.degraded`: a faster network that some node breaks (its NIC down, no carrier, no address, filtered, no route), and what falling back to the chosen one costs.
 
 use super::ClusterInput;
-use super::common::{outcome_word, ranks_phrase};
+use super::common::ranks_phrase;
 use super::unreachable::accept_subnet_commands;
 use crate::model::{Finding, Fix, Interface, LinkOutcome, NodeFacts, Status};
 use crate::networks::NetworkEval;
@@ -153,16 +153,12 @@ fn member_reason(
             _ => "connections to it fail",
         };
         (
-            format!("{} at {addr}: {why} ({})", m.interface, outcome_word(*o)),
+            format!("{} at {addr}: {why} ({})", m.interface, o.as_str()),
             fix,
         )
     } else if let Some(o) = out_of.first() {
         (
-            format!(
-                "{} cannot reach the others ({})",
-                m.interface,
-                outcome_word(*o)
-            ),
+            format!("{} cannot reach the others ({})", m.interface, o.as_str()),
             vec!["ip route".to_string()],
         )
     } else {
@@ -335,25 +331,14 @@ pub(super) fn degraded_networks(input: &ClusterInput) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::cluster::testkit::*;
-    use crate::model::IfKind;
 
     /// Three healthy nodes with a second, 100 Gbit/s network on eth1 (10.1.0.0/24).
     fn two_networks(data_gbit: f64) -> Cluster {
         let mut c = Cluster::healthy(3);
-        for (r, f) in c.facts.iter_mut().enumerate() {
-            f.net.interfaces.push(iface(
-                "eth1",
-                &format!("10.1.0.{}", r + 1),
-                1500,
-                Some(100_000),
-                IfKind::Physical,
-            ));
-        }
+        c.add_fast_eth1();
         for from in 0..3u32 {
             for to in (0..3u32).filter(|t| *t != from) {
-                let addr = format!("10.1.0.{}", to + 1);
-                c.links
-                    .push(link(from, to, &addr, LinkOutcome::Ok, Some(data_gbit)));
+                c.add_eth1_link(from, to, data_gbit);
             }
         }
         c

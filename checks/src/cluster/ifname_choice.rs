@@ -91,26 +91,17 @@ pub(super) fn slower_ifname(input: &ClusterInput) -> Option<Finding> {
 mod tests {
     use super::*;
     use crate::cluster::testkit::*;
-    use crate::model::{IfKind, LinkOutcome};
 
     fn with_fast_eth1(ifname: Option<&str>) -> Cluster {
         let mut c = Cluster::healthy(2);
-        for (r, f) in c.facts.iter_mut().enumerate() {
-            f.net.interfaces.push(iface(
-                "eth1",
-                &format!("10.1.0.{}", r + 1),
-                1500,
-                Some(100_000),
-                IfKind::Physical,
-            ));
-            if let Some(v) = ifname {
+        c.add_fast_eth1();
+        if let Some(v) = ifname {
+            for f in &mut c.facts {
                 f.env.insert(VAR.into(), v.into());
             }
         }
-        c.links
-            .push(link(0, 1, "10.1.0.2", LinkOutcome::Ok, Some(80.0)));
-        c.links
-            .push(link(1, 0, "10.1.0.1", LinkOutcome::Ok, Some(85.0)));
+        c.add_eth1_link(0, 1, 80.0);
+        c.add_eth1_link(1, 0, 85.0);
         c
     }
 

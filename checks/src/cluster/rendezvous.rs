@@ -1,7 +1,7 @@
 //! `cluster.rendezvous`: which ranks never joined the coordinator, and what a node that cannot reach it says about itself.
 
 use super::ClusterInput;
-use super::common::{LIST_CAP, host_port, outcome_word};
+use super::common::{LIST_CAP, host_port};
 use super::joining::{Dialed, is_name};
 use crate::model::{Finding, Fix, LinkOutcome, Status};
 use serde_json::{Value, json};
@@ -194,7 +194,7 @@ pub fn master_unreachable(
         .on_node(Some(rank))
         .with("master", master)
         .with("port", port)
-        .with("result", outcome_word(outcome))
+        .with("result", outcome.as_str())
         .with("waited_s", waited_s)
         .with("error", error)
         .with("resolved", &dialed.resolved)

@@ -119,6 +119,26 @@ impl Cluster {
         }
     }
 
+    /// Gives every node a second, 100 Gbit/s network: eth1 on 10.1.0.0/24 (no links on it yet).
+    pub(crate) fn add_fast_eth1(&mut self) {
+        for (r, f) in self.facts.iter_mut().enumerate() {
+            f.net.interfaces.push(iface(
+                "eth1",
+                &format!("10.1.0.{}", r + 1),
+                1500,
+                Some(100_000),
+                IfKind::Physical,
+            ));
+        }
+    }
+
+    /// Adds the link `from -> to` to eth1's address (see `add_fast_eth1`), ok at `gbit`.
+    pub(crate) fn add_eth1_link(&mut self, from: u32, to: u32, gbit: f64) {
+        let addr = format!("10.1.0.{}", to + 1);
+        self.links
+            .push(link(from, to, &addr, LinkOutcome::Ok, Some(gbit)));
+    }
+
     /// Replaces the result of every link `from -> to` on eno1.
     pub(crate) fn set(&mut self, from: u32, to: u32, result: LinkOutcome) {
         let addr = format!("10.0.0.{}", to + 1);

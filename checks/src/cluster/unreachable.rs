@@ -1,7 +1,7 @@
 //! `link.unreachable`: pairs of nodes that cannot connect on the judged network, one finding per destination (or one for a node that fails with every peer), with the command that opens it.
 
 use super::ClusterInput;
-use super::common::{LIST_CAP, host_port, links_on, outcome_word, rank_map, ranks_phrase};
+use super::common::{LIST_CAP, host_port, links_on, rank_map, ranks_phrase};
 use crate::model::{Finding, FirewallFacts, Fix, LinkOutcome, LinkResult, Status};
 use crate::networks::{Member, NetworkEval};
 use serde_json::{Value, json};
@@ -246,7 +246,7 @@ fn isolated_node(
     }
     let all: Vec<&LinkResult> = inbound.iter().chain(outbound.iter()).copied().collect();
     let dominant = dominant_outcome(&all);
-    let word = outcome_word(dominant);
+    let word = dominant.as_str();
     let direction = match (inbound.is_empty(), outbound.is_empty()) {
         (false, false) => "both ways",
         (false, true) => "inbound",
@@ -330,7 +330,7 @@ fn isolated_node(
         }
     };
     let peers: Vec<u32> = members.iter().copied().filter(|y| *y != x).collect();
-    let side = |l: &LinkResult, peer: u32| json!({"peer": peer, "host": input.host(peer), "result": outcome_word(l.result), "port": l.port, "error": l.error});
+    let side = |l: &LinkResult, peer: u32| json!({"peer": peer, "host": input.host(peer), "result": l.result.as_str(), "port": l.port, "error": l.error});
     Some(
         Finding::new(
             "link.unreachable",
@@ -482,7 +482,7 @@ fn unreachable_destination(
             json!({
                 "from": l.from,
                 "host": input.host(l.from),
-                "result": outcome_word(l.result),
+                "result": l.result.as_str(),
                 "port": l.port,
                 "error": l.error,
             })
@@ -554,7 +554,7 @@ fn destination_summary(
             .contains_key(&one.from)
             .then(|| pair_state(links, to, one.from))
             .is_some_and(|s| matches!(s, PairState::Ok));
-        let results = outcome_word(one.result);
+        let results = one.result.as_str();
         return if back_ok {
             format!(
                 "{} cannot connect to {} at {where_} on {} ({results}), though {} reaches {} the other way: {cause}",
@@ -575,7 +575,7 @@ fn destination_summary(
     }
     let per_source: Vec<String> = failed
         .iter()
-        .map(|l| format!("{} from {}", outcome_word(l.result), l.from))
+        .map(|l| format!("{} from {}", l.result.as_str(), l.from))
         .collect();
     format!(
         "{} at {where_} on {} is not reachable from {} ({}): {cause}",

@@ -161,17 +161,6 @@ fn address(report: &Report, rank: u32) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// The word of a link's result.
-fn outcome(o: LinkOutcome) -> &'static str {
-    match o {
-        LinkOutcome::Ok => "ok",
-        LinkOutcome::Refused => "refused",
-        LinkOutcome::Timeout => "timeout",
-        LinkOutcome::Unreachable => "unreachable",
-        LinkOutcome::Error => "error",
-    }
-}
-
 /// How much a matrix cell says, from most to least: the widest that fits the width.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Cells {
@@ -302,7 +291,7 @@ fn cell(links: &[&LinkResult], from: u32, to: u32, cells: Cells, style: Style) -
             },
             style,
         ),
-        _ if !ok => outcome(l.result).to_string(),
+        _ if !ok => l.result.as_str().to_string(),
         Cells::Full => {
             let mut c = Vec::new();
             if let Some(r) = l.rtt_us {
@@ -334,7 +323,7 @@ fn worst_links(links: &[&LinkResult], style: Style) -> String {
             l.from,
             l.to,
             shown(&l.address),
-            outcome(l.result)
+            l.result.as_str()
         );
         if let Some(r) = l.rtt_us {
             let _ = write!(s, ", {r:.0}{us}");

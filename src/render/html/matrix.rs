@@ -81,16 +81,6 @@ const LEGEND: &str = "<p class=\"legend\"><span class=\"sw\" style=\"background:
 <span class=\"sw r-unreachable\"></span>unreachable / error \
 <span class=\"sw r-none\"></span>not measured</p>\n";
 
-fn result_name(r: LinkOutcome) -> &'static str {
-    match r {
-        LinkOutcome::Ok => "ok",
-        LinkOutcome::Refused => "refused",
-        LinkOutcome::Timeout => "timeout",
-        LinkOutcome::Unreachable => "unreachable",
-        LinkOutcome::Error => "error",
-    }
-}
-
 fn table(report: &Report, id: &str, label: &str, links: &[&LinkResult]) -> String {
     let max_tp = links
         .iter()
@@ -145,7 +135,7 @@ fn table(report: &Report, id: &str, label: &str, links: &[&LinkResult]) -> Strin
                 );
                 continue;
             };
-            let result = result_name(l.result);
+            let result = l.result.as_str();
             let (style, shown) = match (l.result, l.throughput_gbit_s) {
                 (LinkOutcome::Ok, Some(tp)) if tp.is_finite() => {
                     let r = if max_tp > 0.0 {
@@ -190,7 +180,7 @@ fn title(l: &LinkResult, from: &str, to: &str) -> String {
             text(to),
             l.to
         ),
-        format!("result: {}", result_name(l.result)),
+        format!("result: {}", l.result.as_str()),
         format!(
             "to: {} on {}",
             text(&preflight_checks::net::host_port(&l.address, l.port)),

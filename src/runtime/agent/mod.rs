@@ -42,15 +42,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
     let root = Root::at(&job.probe.root);
     let net = probe::net::probe(&root);
     let (hostname, _, _) = probe::env::identity(&root);
-    let me = LocalIdentity {
-        hostname,
-        addrs: net
-            .interfaces
-            .iter()
-            .flat_map(|i| i.usable_addrs())
-            .map(|a| a.addr)
-            .collect(),
-    };
+    let me = LocalIdentity::of(hostname, &net);
     let placement =
         placement::resolve(&job.placement, &job.env, &me).map_err(|e| anyhow::anyhow!("{e}"))?;
     // The rendezvous (bind, join, the port probed here) uses the coordinator's port; the
