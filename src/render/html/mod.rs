@@ -364,7 +364,17 @@ fn recommendation(report: &Report) -> String {
         out.push_str("</ul>\n");
     }
     if !rec.launch.is_empty() {
-        out.push_str("<h3>Launch commands</h3>\n<div id=\"launch\">\n");
+        let blocked = report
+            .findings
+            .iter()
+            .any(|f| matches!(f.status, Status::Fail | Status::Error));
+        if blocked {
+            out.push_str(
+                "<h3>Launch commands</h3>\n<p class=\"blocked\"><strong>Not yet:</strong> fix the failing findings above first, then run preflight again; these commands are what the advice gives so far.</p>\n<div id=\"launch\" class=\"blocked\">\n",
+            );
+        } else {
+            out.push_str("<h3>Launch commands</h3>\n<div id=\"launch\">\n");
+        }
         for l in &rec.launch {
             let host = report
                 .nodes
