@@ -129,24 +129,9 @@ fn two_racks_of_two_nodes_joined_by_a_router_pass() {
     assert_ne!(runs[0].report()["status"], "fail", "{}", problems(&runs[0]));
 }
 
-/// IPv4 management on eth0 (shaped to 200 Mbit/s) and an IPv6-only ULA data network on eth1.
-fn v6_data(tag: &str) -> Option<Cluster> {
-    let mut b = Cluster::new(tag)
-        .network(Net::new("mgmt", 1).rate("200mbit"))
-        .network(Net::new("data", 2).v6());
-    for i in 0..2 {
-        b = b.host(
-            Host::new(&format!("node{i}"))
-                .on("mgmt", "eth0")
-                .on("data", "eth1"),
-        );
-    }
-    b.build()
-}
-
 #[test]
 fn an_ipv6_only_data_network_is_chosen_with_the_socket_family() {
-    let Some(cluster) = v6_data("v6") else {
+    let Some(cluster) = mgmt_and_data("v6", 2, true) else {
         return;
     };
     let runs = run_all(&cluster, &[], 0, HEALTHY_WITHIN);
@@ -174,11 +159,13 @@ fn an_ipv6_only_data_network_is_chosen_with_the_socket_family() {
     assert_eq!(v6_links, 2, "both directions connect over IPv6");
 }
 
-/// Management eth0 shaped to 300 Mbit/s and a fast data eth1 on every node.
-fn mgmt_and_data(tag: &str, n: usize) -> Option<Cluster> {
+/// `n` hosts with a slow IPv4 management network on eth0 (shaped to 300 Mbit/s) and a fast
+/// data network on eth1: IPv4 10.200.2.0/24, or with `v6` the IPv6-only ULA fd00:200:2::/64.
+fn mgmt_and_data(tag: &str, n: usize, v6: bool) -> Option<Cluster> {
+    let data = Net::new("data", 2);
     let mut b = Cluster::new(tag)
         .network(Net::new("mgmt", 1).rate("300mbit"))
-        .network(Net::new("data", 2));
+        .network(if v6 { data.v6() } else { data });
     for i in 0..n {
         b = b.host(
             Host::new(&format!("node{i}"))
@@ -191,7 +178,7 @@ fn mgmt_and_data(tag: &str, n: usize) -> Option<Cluster> {
 
 #[test]
 fn a_dead_data_nic_on_one_node_is_named_with_what_falling_back_costs() {
-    let Some(cluster) = mgmt_and_data("dead", 3) else {
+    let Some(cluster) = mgmt_and_data("dead", 3, false) else {
         return;
     };
     cluster.cut(2, "data");
@@ -221,7 +208,7 @@ fn a_dead_data_nic_on_one_node_is_named_with_what_falling_back_costs() {
 
 #[test]
 fn a_user_socket_ifname_on_the_slower_network_warns_with_both_numbers() {
-    let Some(cluster) = mgmt_and_data("slowif", 2) else {
+    let Some(cluster) = mgmt_and_data("slowif", 2, false) else {
         return;
     };
     let started = Instant::now();
