@@ -453,14 +453,15 @@ impl Ring<'_> {
                 Ok((j, is_send, r)) => {
                     answers += 1;
                     if let Err(f) = r {
-                        let better = match &first_err {
-                            None => true,
-                            Some((_, _, Failure::Aborted)) => !matches!(f, Failure::Aborted),
-                            Some(_) => false,
-                        };
-                        if better {
-                            first_err = Some((j, is_send, f));
+                        // The first real failure is the cause: stop now rather than wait for
+                        // the other streams (one may be blocked on a hung neighbour), so the
+                        // caller shuts every socket at once and the neighbours learn of it
+                        // in milliseconds, not after their own stall timeout.
+                        if !matches!(f, Failure::Aborted) {
+                            shared.abort.store(true, Ordering::Release);
+                            return Err((j, is_send, f));
                         }
+                        first_err.get_or_insert((j, is_send, f));
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {
