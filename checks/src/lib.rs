@@ -10,6 +10,7 @@ pub mod collective;
 pub mod env;
 pub mod firewall;
 pub mod gpu;
+pub mod hostlist;
 pub mod ib;
 pub mod ifname;
 pub mod model;
