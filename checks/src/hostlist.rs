@@ -130,7 +130,7 @@ pub fn compress_within<S: AsRef<str>>(names: &[S], max_chars: usize) -> String {
     let mut count = 0usize;
     'items: for item in split_top(&full) {
         let n = item_names(&item);
-        if len + item.len() + 1 <= max_chars {
+        if len + item.len() < max_chars {
             len += item.len() + 1;
             count += n;
             shown.push(item);
