@@ -206,18 +206,21 @@ pub fn timing(quick: bool, thorough: bool) -> Timing {
             connect_timeout: Duration::from_secs(1),
             pings: 20,
             bulk: Duration::from_millis(200),
+            matchings: 1,
         }
     } else if thorough {
         Timing {
             connect_timeout: Duration::from_secs(3),
             pings: 200,
             bulk: Duration::from_secs(3),
+            matchings: 4,
         }
     } else {
         Timing {
             connect_timeout: Duration::from_secs(2),
             pings: 50,
             bulk: Duration::from_secs(1),
+            matchings: 2,
         }
     }
 }

@@ -35,6 +35,7 @@ impl ReportBuilder {
                 recommendation: None,
                 placement: None,
                 trimmed: None,
+                measurement: None,
             },
         }
     }

@@ -547,6 +547,60 @@ pub struct LinkResult {
     pub throughput_gbit_s: Option<f64>,
     pub mtu: Option<u32>,
     pub error: Option<String>,
+    /// Attempts beyond the first before this result (a refused or reset connect is retried
+    /// with backoff; a link is called failed only after a retry).
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub retries: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+/// How the measurements were run: what a reader needs to trust a verdict at any size.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct Measurement {
+    /// Ordered pairs × addresses connected and authenticated.
+    pub links_total: u64,
+    /// Of those, how many needed a retry before their result (ok or not).
+    pub links_retried: u64,
+    /// Connects one node had in flight at most (the pacing window).
+    pub connect_window: u32,
+    /// "all pairs" (small clusters) or "ring + K random matchings".
+    pub throughput_schedule: String,
+    /// Throughput rounds per network (each round: disjoint pairs, both directions at once).
+    pub throughput_rounds: u32,
+    /// Nodes that failed with many peers, tested again against a partner whose links all worked.
+    pub second_pass: Vec<SecondPass>,
+    /// Seconds each phase took, in order.
+    pub phases: Vec<PhaseTime>,
+}
+
+/// One node re-tested against a partner whose every link worked.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct SecondPass {
+    pub node: u32,
+    pub partner: u32,
+    /// The address tested (the node's, on the network where it failed).
+    pub address: String,
+    /// Peers it failed with in the first pass.
+    pub failed_peers: u32,
+    /// node -> partner and partner -> node in the second pass.
+    pub outbound: LinkOutcome,
+    pub inbound: LinkOutcome,
+    /// "node": the node fails with a known-good partner too, so the node is the fault;
+    /// "links": it works with the partner, so the first pass's failures are its links'.
+    pub verdict: String,
+}
+
+/// One phase's wall time.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct PhaseTime {
+    pub phase: String,
+    pub seconds: f64,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
@@ -645,6 +699,9 @@ pub struct Report {
     /// it (rank 0's own report, and its `-o FILE`, are always whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trimmed: Option<Trimmed>,
+    /// How the cluster's measurements were run (cluster mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measurement: Option<Measurement>,
 }
 
 /// How the ranks and the master were found.

@@ -90,6 +90,19 @@ pub fn bulk(stream: &mut TcpStream, duration: Duration, timeout: Duration) -> io
     }
 }
 
+/// Binds `addr` with a listen backlog of `backlog` connections (the kernel caps it at
+/// `net.core.somaxconn`): connections a busy listener has not accepted yet wait there.
+pub fn bind_listener(addr: SocketAddr, backlog: usize) -> io::Result<TcpListener> {
+    let domain = socket2::Domain::for_address(addr);
+    let s = socket2::Socket::new(domain, socket2::Type::STREAM, None)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.bind(&addr.into())?;
+    s.listen(backlog.clamp(128, 65535) as i32)?;
+    Ok(s.into())
+}
+
 /// A data listener: accepts authenticated peers and serves ping and bulk requests until stopped.
 pub struct DataServer {
     pub addr: SocketAddr,
@@ -107,7 +120,7 @@ impl DataServer {
         events: Events,
         admitted: Gate,
     ) -> io::Result<DataServer> {
-        let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
+        let listener = bind_listener(SocketAddr::new(ip, 0), admitted.capacity())?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -141,18 +154,25 @@ fn accept_loop(
     admitted: Gate,
 ) {
     while !stop.load(Ordering::SeqCst) {
+        // At capacity the next connection waits in the backlog: a member is never closed on.
+        if !admitted.has_room() {
+            std::thread::sleep(Duration::from_millis(2));
+            continue;
+        }
         match listener.accept() {
             Ok((stream, peer)) => {
                 let pass = match admitted.enter(peer.ip()) {
                     Ok(pass) => pass,
                     Err(_) => continue,
                 };
+                let served = admitted.serve();
                 let secret = secret.clone();
                 let events = events.clone();
                 let admitted = admitted.clone();
                 let _ = std::thread::Builder::new()
                     .name("data-conn".into())
                     .spawn(move || {
+                        let _served = served;
                         if let Err(e) = serve(stream, &secret, my_rank, pass, &admitted) {
                             events.log(format!("data connection from {peer}: {e}"));
                         }

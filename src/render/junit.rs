@@ -243,6 +243,7 @@ mod tests {
             mode: Mode::Cluster,
             status: Status::Error,
             placement: None,
+            measurement: None,
             nodes: Vec::new(),
             findings: vec![
                 f("port.in-use", Status::Fail),

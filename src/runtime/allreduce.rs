@@ -93,20 +93,47 @@ pub(super) fn measure_allreduce(
             };
         }
     };
-    let Some(chosen) = preflight_checks::networks::choose(evals) else {
-        return Outcome {
-            not_run: Some(
-                "not measured: no network connects every node (see link.unreachable)".into(),
-            ),
-            ..Default::default()
-        };
+    let alive_ranks: Vec<u32> = alive.iter().map(|(r, _)| *r).collect();
+    // No network connects every pair: one failed pair among n² does not skip the all-reduce;
+    // it runs (TCP) over a ring of links that worked, on the network closest to complete.
+    let mut ring_note = None;
+    let mut ring_order = None;
+    let chosen = match preflight_checks::networks::choose(evals) {
+        Some(c) => c,
+        None => {
+            let candidate = evals
+                .iter()
+                .filter(|e| alive_ranks.iter().all(|r| e.network.members.contains_key(r)))
+                .max_by_key(|e| e.pairs_ok);
+            let ring = candidate.and_then(|e| working_ring(e, &alive_ranks).map(|o| (e, o)));
+            match (transport, ring) {
+                ("tcp", Some((e, order))) => {
+                    ring_note = Some(format!(
+                        "the all-reduce ran over a ring of links that connected on {} ({} of {} ordered pairs did not: they are left out of the ring; see link.unreachable)",
+                        e.network.id,
+                        e.pairs_total - e.pairs_ok,
+                        e.pairs_total
+                    ));
+                    ring_order = Some(order);
+                    e
+                }
+                _ => {
+                    return Outcome {
+                        not_run: Some(
+                            "not measured: no network connects every node, and no ring of working links covers them all (see link.unreachable)".into(),
+                        ),
+                        ..Default::default()
+                    };
+                }
+            }
+        }
     };
     let mut configs = vec![("advice", BTreeMap::new())];
     if !plan.compare_env.is_empty() {
         configs.push(("compare", plan.compare_env.clone()));
     }
     let mut results = Vec::new();
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = ring_note.into_iter().collect();
     for (config, overrides) in configs {
         let net = if transport == "tcp" && config == "compare" {
             match tcp_compare_network(evals, &overrides) {
@@ -120,7 +147,10 @@ pub(super) fn measure_allreduce(
             chosen
         };
         let env = merged_env(&rec.env, None, &overrides);
-        let base = base_result(transport, net, members, env, config);
+        let mut base = base_result(transport, net, members, env, config);
+        if let (Some(order), true) = (&ring_order, std::ptr::eq(net, chosen)) {
+            base.order = order.clone();
+        }
         events.phase(format!("{transport} all-reduce ({config})"));
         events.log(format!(
             "coordinator: {transport} all-reduce ({config}) starts on {} nodes, {} sizes",
@@ -226,6 +256,54 @@ fn base_result(
         config: config.into(),
         ..Default::default()
     }
+}
+
+/// A ring through every rank in `ranks` whose every hop (a node to the next, as the TCP ring
+/// connects) is a link the probe connected on `net`; rank order where it works, otherwise a
+/// neighbour swapped in around each failed hop. `None` when no such ring is found.
+pub(crate) fn working_ring(net: &NetworkEval, ranks: &[u32]) -> Option<Vec<u32>> {
+    let bad: std::collections::HashSet<(u32, u32)> =
+        net.failures.iter().map(|l| (l.from, l.to)).collect();
+    ring_avoiding(ranks, &bad)
+}
+
+/// A ring through `ranks` that uses no hop in `bad` (see [`working_ring`]).
+fn ring_avoiding(ranks: &[u32], bad: &std::collections::HashSet<(u32, u32)>) -> Option<Vec<u32>> {
+    let ok = |a: u32, b: u32| !bad.contains(&(a, b));
+    let n = ranks.len();
+    if n < 2 {
+        return Some(ranks.to_vec());
+    }
+    let mut order = ranks.to_vec();
+    for attempt in 0..4usize {
+        if attempt > 0 {
+            order.rotate_left(1 + attempt);
+        }
+        let mut stuck = false;
+        for i in 0..n - 1 {
+            if ok(order[i], order[i + 1]) && (i + 2 < n || ok(order[i + 1], order[0])) {
+                continue;
+            }
+            let found = (i + 1..n).find(|&j| {
+                ok(order[i], order[j])
+                    && (i + 2 < n || ok(order[j], order[0]))
+                    && (j == i + 1 || j + 1 >= n || ok(order[i + 1], order[j + 1]))
+            });
+            match found {
+                Some(j) => order.swap(i + 1, j),
+                None => {
+                    stuck = true;
+                    break;
+                }
+            }
+        }
+        let closes = ok(order[n - 1], order[0]);
+        let all_ok = (0..n - 1).all(|i| ok(order[i], order[i + 1]));
+        if !stuck && closes && all_ok {
+            return Some(order);
+        }
+    }
+    None
 }
 
 fn index_of(members: &[JoinedNode], rank: u32) -> Option<usize> {
@@ -619,6 +697,27 @@ pub fn preferred_overrides(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ring_goes_around_failed_hops() {
+        let ranks: Vec<u32> = (0..64).collect();
+        let hop_ok = |order: &[u32], bad: &std::collections::HashSet<(u32, u32)>| {
+            (0..order.len()).all(|i| !bad.contains(&(order[i], order[(i + 1) % order.len()])))
+        };
+        let none = std::collections::HashSet::new();
+        assert_eq!(ring_avoiding(&ranks, &none).unwrap(), ranks);
+        let bad: std::collections::HashSet<(u32, u32)> =
+            [(3, 4), (10, 11), (63, 0), (20, 21), (21, 22)].into_iter().collect();
+        let ring = ring_avoiding(&ranks, &bad).expect("a ring exists");
+        assert!(hop_ok(&ring, &bad), "{ring:?}");
+        let mut sorted = ring.clone();
+        sorted.sort();
+        assert_eq!(sorted, ranks, "every rank once");
+        // A node nobody can reach: no ring.
+        let dead: std::collections::HashSet<(u32, u32)> =
+            (0..8).filter(|r| *r != 5).map(|r| (r, 5)).collect();
+        assert!(ring_avoiding(&(0..8).collect::<Vec<_>>(), &dead).is_none());
+    }
 
     #[test]
     fn rows_follow_nccl_tests_definitions() {

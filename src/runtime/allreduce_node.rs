@@ -41,7 +41,7 @@ impl NodeState {
             secret,
             facts,
             events,
-            admitted: Gate::pending(),
+            admitted: Gate::pending().sized_for(nnodes),
             ring: None,
             nccl: None,
         }

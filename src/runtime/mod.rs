@@ -10,6 +10,7 @@ pub mod job;
 pub mod local_group;
 pub mod nccl_node;
 pub mod node;
+pub mod schedule;
 
 /// How long each measurement runs (`--quick`, default, `--thorough`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,4 +18,20 @@ pub struct Timing {
     pub connect_timeout: std::time::Duration,
     pub pings: u32,
     pub bulk: std::time::Duration,
+    /// Random perfect matchings measured for throughput beyond the ring (see `schedule`).
+    pub matchings: u32,
+}
+
+/// The connectivity phase's budget for one node with `targets` listeners to reach: the dial
+/// window's waves of connect, handshake and pings, plus room for one timed-out connect and
+/// handshake and the retries' backoff. It grows with the node's own work (linearly in the
+/// cluster's size), never with the square of it.
+pub fn probe_budget(connect_timeout: std::time::Duration, pings: u32, targets: usize) -> std::time::Duration {
+    use std::time::Duration;
+    let waves = targets.div_ceil(agent::dial::CONNECT_WINDOW) as u32;
+    let per_wave = Duration::from_millis(50) + Duration::from_millis(2) * pings;
+    connect_timeout * 2
+        + crate::transport::auth::HANDSHAKE_TIMEOUT * 2
+        + Duration::from_millis(700)
+        + per_wave * waves
 }

@@ -1,13 +1,29 @@
 //! Who may start a handshake with a listener: a cap on handshakes in flight (unauthenticated
-//! connections) and, once known, the addresses allowed to connect at all.
+//! connections) sized to the cluster, a cap on connections served at once, and, once known, the
+//! addresses allowed to connect at all. A listener at its cap stops accepting, so further
+//! connections wait in the kernel's listen backlog (sized by [`backlog_for`]) instead of being
+//! closed: the cluster's own members are never turned away by a limit meant for strangers.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
-/// Handshakes one listener runs at once; more connections are closed at once.
-pub const MAX_PENDING_HANDSHAKES: usize = 32;
+/// Handshakes a listener runs at once beyond the cluster's own nodes (strangers, retries).
+pub const HANDSHAKE_MARGIN: usize = 32;
+/// Connections a data listener serves at once (threads); more wait in the listen backlog.
+pub const MAX_SERVED: usize = 64;
+
+/// Pre-authentication capacity for a cluster of `nnodes`: every other node at once, plus a margin.
+pub fn handshakes_for(nnodes: u32) -> usize {
+    nnodes as usize + HANDSHAKE_MARGIN
+}
+
+/// The listen backlog for a cluster of `nnodes`: room for every node to connect at once (the
+/// kernel caps it at `net.core.somaxconn`).
+pub fn backlog_for(nnodes: u32) -> i32 {
+    (nnodes as i64 * 2 + 128).clamp(128, 65535) as i32
+}
 
 /// Why a connection was turned away before its handshake.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,10 +37,7 @@ pub enum Turned {
 impl std::fmt::Display for Turned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Turned::Busy => write!(
-                f,
-                "{MAX_PENDING_HANDSHAKES} handshakes already in flight; connection closed"
-            ),
+            Turned::Busy => write!(f, "too many handshakes already in flight"),
             Turned::NotAdmitted(ip) => write!(f, "{ip} is not an address of an admitted node"),
         }
     }
@@ -43,10 +56,34 @@ enum Allow {
 }
 
 /// Shared by a listener's accept loop and whoever learns which peers are admitted.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Gate {
     pending: Arc<AtomicUsize>,
+    served: Arc<AtomicUsize>,
+    /// Handshakes allowed at once.
+    cap: usize,
     allowed: Arc<RwLock<Allow>>,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate {
+            pending: Arc::default(),
+            served: Arc::default(),
+            cap: HANDSHAKE_MARGIN,
+            allowed: Arc::default(),
+        }
+    }
+}
+
+/// Held while one connection is served; dropping it frees the slot.
+#[derive(Debug)]
+pub struct Served(Arc<AtomicUsize>);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Held while one handshake runs; dropping it frees the slot.
@@ -63,6 +100,30 @@ impl Gate {
     /// Any address may try.
     pub fn open() -> Gate {
         Gate::default()
+    }
+
+    /// The same gate with room for a cluster of `nnodes` handshaking at once.
+    pub fn sized_for(mut self, nnodes: u32) -> Gate {
+        self.cap = handshakes_for(nnodes);
+        self
+    }
+
+    /// Handshakes allowed at once.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Whether a listener may accept one more connection now: a handshake slot and a serving
+    /// slot are free. When not, the listener leaves the connection in its backlog.
+    pub fn has_room(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) < self.cap
+            && self.served.load(Ordering::SeqCst) < MAX_SERVED
+    }
+
+    /// A serving slot (counted until dropped, authenticated or not).
+    pub fn serve(&self) -> Served {
+        self.served.fetch_add(1, Ordering::SeqCst);
+        Served(self.served.clone())
     }
 
     /// Nobody is admitted until [`Gate::allow`] names the addresses; until then connections
@@ -118,7 +179,7 @@ impl Gate {
         }
         let before = self.pending.fetch_add(1, Ordering::SeqCst);
         let pass = Pass(self.pending.clone());
-        if before >= MAX_PENDING_HANDSHAKES {
+        if before >= self.cap {
             return Err(Turned::Busy);
         }
         Ok(pass)
@@ -146,14 +207,30 @@ mod tests {
     fn slots_are_capped_and_freed() {
         let g = Gate::open();
         let ip: IpAddr = "10.200.0.1".parse().unwrap();
-        let passes: Vec<Pass> = (0..MAX_PENDING_HANDSHAKES)
+        let passes: Vec<Pass> = (0..HANDSHAKE_MARGIN)
             .map(|_| g.enter(ip).unwrap())
             .collect();
+        assert!(!g.has_room());
         assert_eq!(g.enter(ip).unwrap_err(), Turned::Busy);
-        assert_eq!(g.in_flight(), MAX_PENDING_HANDSHAKES);
+        assert_eq!(g.in_flight(), HANDSHAKE_MARGIN);
         drop(passes);
         assert_eq!(g.in_flight(), 0);
         assert!(g.enter(ip).is_ok());
+    }
+
+    #[test]
+    fn capacity_follows_the_cluster() {
+        let g = Gate::open().sized_for(1024);
+        assert_eq!(g.capacity(), 1024 + HANDSHAKE_MARGIN);
+        let ip: IpAddr = "10.200.0.1".parse().unwrap();
+        let passes: Vec<Pass> = (0..1024).map(|_| g.enter(ip).unwrap()).collect();
+        assert!(g.has_room());
+        drop(passes);
+        let served: Vec<Served> = (0..MAX_SERVED).map(|_| g.serve()).collect();
+        assert!(!g.has_room(), "serving slots are capped too");
+        drop(served);
+        assert!(g.has_room());
+        assert!(backlog_for(4096) >= 4096 * 2);
     }
 
     #[test]

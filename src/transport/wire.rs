@@ -240,6 +240,12 @@ impl From<io::Error> for WireError {
 
 /// Writes one frame: u32 big-endian length (top bit: deflated), then the JSON body.
 pub fn write_msg<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), WireError> {
+    write_frame(w, &encode_msg(msg)?)
+}
+
+/// One message as the bytes of its frame (serialised and, when large, deflated once), to be
+/// sent to many peers with [`write_frame`].
+pub fn encode_msg<T: Serialize>(msg: &T) -> Result<Vec<u8>, WireError> {
     let json = serde_json::to_vec(msg).map_err(|e| WireError::Malformed(e.to_string()))?;
     if json.len() > MAX_MESSAGE {
         return Err(WireError::TooLarge {
@@ -263,7 +269,12 @@ pub fn write_msg<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), WireE
     let mut buf = Vec::with_capacity(body.len() + 4);
     buf.extend_from_slice(&(body.len() as u32 | flag).to_be_bytes());
     buf.extend_from_slice(&body);
-    w.write_all(&buf)?;
+    Ok(buf)
+}
+
+/// Writes a frame made by [`encode_msg`].
+pub fn write_frame<W: Write>(w: &mut W, frame: &[u8]) -> Result<(), WireError> {
+    w.write_all(frame)?;
     w.flush()?;
     Ok(())
 }
@@ -280,6 +291,13 @@ pub fn read_msg_capped<R: Read, T: DeserializeOwned>(
     max: usize,
 ) -> Result<T, WireError> {
     read_frame(r, max.min(MAX_FRAME), max.min(MAX_MESSAGE))
+}
+
+/// The body length a frame's 4-byte header declares (the compression flag masked off), for a
+/// reader that assembles frames itself (an event loop) before decoding them with
+/// [`read_msg_capped`].
+pub fn frame_body_len(header: [u8; 4]) -> usize {
+    (u32::from_be_bytes(header) & !DEFLATED) as usize
 }
 
 fn read_frame<R: Read, T: DeserializeOwned>(

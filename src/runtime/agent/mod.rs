@@ -3,6 +3,7 @@
 
 mod assign;
 mod data;
+pub(crate) mod dial;
 mod join;
 mod orders;
 
@@ -96,7 +97,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
 
     // Rank 0 hosts the coordinator on the master port itself: joining proves that port is open.
     let coordinator = if placement.rank == 0 {
-        match bind_master(placement.master_port) {
+        match bind_master(placement.master_port, placement.nnodes) {
             Ok(listener) => {
                 let cfg = CoordConfig {
                     nnodes: placement.nnodes,
@@ -325,13 +326,13 @@ fn secret_from(source: &SecretSource, p: &Placement) -> String {
 }
 
 /// Binds the master port on every address, dual stack, as torchrun does.
-fn bind_master(port: u16) -> std::io::Result<TcpListener> {
+fn bind_master(port: u16, nnodes: u32) -> std::io::Result<TcpListener> {
     let sock = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None);
     let v6 = sock.and_then(|s| {
         s.set_only_v6(false)?;
         s.set_reuse_address(true)?;
         s.bind(&SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)).into())?;
-        s.listen(128)?;
+        s.listen(crate::transport::gate::backlog_for(nnodes))?;
         Ok(TcpListener::from(s))
     });
     match v6 {

@@ -3,13 +3,14 @@
 use super::super::allreduce_node::{self, NodeState};
 use crate::measure::{mtu, tcp};
 use crate::placement::Placement;
-use crate::transport::auth::{self, AuthError, Secret};
+use super::dial::{self, paced};
+use crate::transport::auth::Secret;
 use crate::transport::events::Events;
 use crate::transport::wire::{Listener, Msg, Peer, Target, WireError, read_msg, write_msg};
 use preflight_checks::model::{LinkOutcome, LinkResult, Report};
 use preflight_checks::stats::percentile;
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// After joining: send facts, then answer orders until the report arrives.
 pub(super) fn serve_orders(
@@ -32,7 +33,8 @@ pub(super) fn serve_orders(
     events.log("joined; waiting for the other nodes and the measurements");
     // The coordinator may wait up to the join timeout for others; every phase after that ends
     // within --timeout + 5 s. Past --timeout + 10 s of silence rank 0 is gone or stopped.
-    let idle_limit = timeout + Duration::from_secs(10);
+    let timeout_idle = timeout + Duration::from_secs(10);
+    let mut idle_limit = timeout_idle;
     loop {
         stream.set_read_timeout(Some(idle_limit)).ok();
         let msg: Msg = read_msg(stream)?;
@@ -49,14 +51,22 @@ pub(super) fn serve_orders(
             } => {
                 node.admitted
                     .allow(admitted.iter().filter_map(|a| a.parse().ok()));
+                let timeout = Duration::from_millis(connect_timeout_ms);
+                // The order lists every node, this one too (one order for all): skip ourselves.
+                let peers: Vec<Peer> = peers.into_iter().filter(|x| x.rank != p.rank).collect();
+                let targets = peers.iter().map(|p| p.listeners.len()).sum();
+                let budget = crate::runtime::probe_budget(timeout, pings, targets);
+                // Waiting for the next order may now take as long as the slowest node's probe.
+                idle_limit = idle_limit.max(timeout_idle + budget);
                 Msg::ProbeDone {
                     links: probe_peers(
                         p.rank,
                         p.nnodes,
                         &peers,
                         pings,
-                        Duration::from_millis(connect_timeout_ms),
+                        timeout,
                         secret,
+                        Instant::now() + budget,
                     ),
                 }
             }
@@ -100,49 +110,9 @@ fn base_link(from: u32, target_rank: u32, l: &Listener) -> LinkResult {
     }
 }
 
-/// Connects and authenticates to a peer's listener; the outcome says what went wrong.
-fn open(
-    my_rank: u32,
-    nnodes: u32,
-    rank: u32,
-    l: &Listener,
-    timeout: Duration,
-    secret: &Secret,
-) -> Result<TcpStream, (LinkOutcome, String)> {
-    let ip: IpAddr = l
-        .address
-        .parse()
-        .map_err(|_| (LinkOutcome::Error, format!("bad address {}", l.address)))?;
-    let mut s = tcp::connect(SocketAddr::new(ip, l.port), timeout)?;
-    match auth::connect(&mut s, secret, my_rank, nnodes, Some(rank)) {
-        Ok(_) => Ok(s),
-        Err(AuthError::WrongPeer { got, .. }) if got == my_rank => Err((
-            LinkOutcome::Error,
-            format!(
-                "{} is also an address of this node: the connection reached this node itself, not rank {rank}",
-                l.address
-            ),
-        )),
-        Err(e) => Err((LinkOutcome::Error, e.to_string())),
-    }
-}
-
-/// Threads one node runs at once to measure its peers.
-const MAX_THREADS: usize = 256;
-
-/// Runs `f` for every item, [`MAX_THREADS`] at a time, preserving order: every item is
-/// measured (thousands of peers take a few waves), none is dropped.
-fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let mut out = Vec::with_capacity(items.len());
-    for wave in items.chunks(MAX_THREADS) {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = wave.iter().map(|it| s.spawn(|| f(it))).collect();
-            out.extend(handles.into_iter().filter_map(|h| h.join().ok()));
-        });
-    }
-    out
-}
-
+/// Probes every peer's listeners: [`dial::CONNECT_WINDOW`] at a time, in ring order from this
+/// node, each connect retried before it counts as failed; targets not reached before `until`
+/// (the phase's budget) are reported as not tried, so the answer always comes in time.
 fn probe_peers(
     me: u32,
     nnodes: u32,
@@ -150,14 +120,26 @@ fn probe_peers(
     pings: u32,
     timeout: Duration,
     secret: &Secret,
+    until: Instant,
 ) -> Vec<LinkResult> {
-    let work: Vec<(u32, Listener)> = peers
+    let mut work: Vec<(u32, Listener)> = peers
         .iter()
         .flat_map(|p| p.listeners.iter().map(move |l| (p.rank, l.clone())))
         .collect();
-    parallel(&work, |(rank, l)| {
+    work.sort_by_key(|(rank, l)| (dial::ring_offset(me, *rank, nnodes), l.address.clone()));
+    let total = work.len();
+    paced(&work, dial::CONNECT_WINDOW, |(rank, l)| {
         let mut link = base_link(me, *rank, l);
-        match open(me, nnodes, *rank, l, timeout, secret) {
+        if Instant::now() + timeout > until {
+            link.result = LinkOutcome::Error;
+            link.error = Some(format!(
+                "not tried: the connectivity phase's time ran out before this node reached it ({total} links to test from this node)"
+            ));
+            return link;
+        }
+        let (opened, retries) = dial::open(me, nnodes, *rank, l, timeout, secret, until);
+        link.retries = retries;
+        match opened {
             Ok(mut s) => match tcp::ping(&mut s, pings, Duration::from_secs(5)) {
                 Ok(mut rtts) => {
                     link.result = LinkOutcome::Ok;
@@ -170,9 +152,9 @@ fn probe_peers(
                     link.error = Some(format!("ping failed: {e}"));
                 }
             },
-            Err((outcome, e)) => {
-                link.result = outcome;
-                link.error = Some(e);
+            Err(f) => {
+                link.result = f.outcome;
+                link.error = Some(f.error);
             }
         }
         link
@@ -186,16 +168,20 @@ fn bulk_targets(
     dur: Duration,
     secret: &Secret,
 ) -> Vec<LinkResult> {
-    parallel(targets, |t| {
+    let until = Instant::now() + Duration::from_secs(8);
+    paced(targets, dial::CONNECT_WINDOW, |t| {
         let mut link = base_link(me, t.rank, &t.listener);
-        match open(
+        let (opened, retries) = dial::open(
             me,
             nnodes,
             t.rank,
             &t.listener,
             Duration::from_secs(3),
             secret,
-        ) {
+            until,
+        );
+        link.retries = retries;
+        match opened {
             Ok(mut s) => match tcp::bulk(&mut s, dur, dur + Duration::from_secs(10)) {
                 Ok(gbit) => {
                     link.result = LinkOutcome::Ok;
@@ -206,9 +192,9 @@ fn bulk_targets(
                     link.error = Some(format!("throughput test failed: {e}"));
                 }
             },
-            Err((outcome, e)) => {
-                link.result = outcome;
-                link.error = Some(e);
+            Err(f) => {
+                link.result = f.outcome;
+                link.error = Some(f.error);
             }
         }
         link
@@ -216,7 +202,7 @@ fn bulk_targets(
 }
 
 fn mtu_targets(me: u32, targets: &[Target], max_mtu: u32, secret: &Secret) -> Vec<LinkResult> {
-    parallel(targets, |t| {
+    paced(targets, dial::CONNECT_WINDOW, |t| {
         let mut link = base_link(me, t.rank, &t.listener);
         let peer = t
             .listener
@@ -240,18 +226,4 @@ fn mtu_targets(me: u32, targets: &[Target], max_mtu: u32, secret: &Secret) -> Ve
         }
         link
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_item_is_run_in_order_past_one_wave() {
-        let items: Vec<usize> = (0..(MAX_THREADS * 2 + 7)).collect();
-        assert_eq!(
-            parallel(&items, |i| i * 2),
-            items.iter().map(|i| i * 2).collect::<Vec<_>>()
-        );
-    }
 }

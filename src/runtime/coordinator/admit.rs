@@ -99,16 +99,27 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
     let mut refused: Vec<Refusal> = Vec::new();
     let mut turned_away = 0usize;
     let book: Book = Arc::new(Mutex::new(RankBook::new(cfg.nnodes)));
+    let shared_cfg = Arc::new(cfg.clone());
     while Instant::now() < deadline && (joined.len() as u32) < cfg.nnodes {
-        match listener.accept() {
+        // At capacity the next node waits in the backlog until a handshake ends.
+        let accepted = if gate.has_room() {
+            listener.accept()
+        } else {
+            Err(std::io::ErrorKind::WouldBlock.into())
+        };
+        let got = accepted.is_ok();
+        match accepted {
             Ok((stream, peer)) => match gate.enter(peer.ip()) {
                 Ok(pass) => {
                     let tx = tx.clone();
-                    let cfg = cfg.clone();
+                    let cfg = shared_cfg.clone();
                     let book = book.clone();
+                    // At most `MAX_SERVED` join threads at once; the rest wait in the backlog.
+                    let served = gate.serve();
                     let _ = std::thread::Builder::new()
                         .name("join".into())
                         .spawn(move || {
+                            let _served = served;
                             if let Some(a) = handshake_and_join(stream, peer, &cfg, pass, &book) {
                                 let _ = tx.send(a);
                             }
@@ -155,7 +166,10 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
                 Arrival::Joined(j) => take_place(*j, &mut joined, &mut refused, cfg, &book),
             }
         }
-        std::thread::sleep(Duration::from_millis(10));
+        // Accept as fast as nodes arrive; idle only when nothing is waiting.
+        if !got {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
     // The master port is released here (listener dropped), so torchrun can use it next.
     let total = refused.len();
@@ -477,6 +491,7 @@ mod tests {
             timing: Timing {
                 connect_timeout: Duration::from_secs(1),
                 pings: 1,
+                matchings: 1,
                 bulk: Duration::from_millis(10),
             },
             expected_hosts: Vec::new(),

@@ -65,6 +65,7 @@ impl CloneWithoutLinks for Report {
             recommendation: self.recommendation.clone(),
             placement: self.placement.clone(),
             trimmed: self.trimmed.clone(),
+            measurement: self.measurement.clone(),
         }
     }
 }

@@ -1,14 +1,16 @@
-//! Waiting for many nodes at once: one reader thread per node asked, one channel, one deadline.
+//! Waiting for many nodes at once: one `poll` loop over every node asked, one deadline; no
+//! thread per node, so a thousand nodes cost rank 0 one thread here.
 //!
-//! A node that stays silent longer than `silence` (its socket read times out) or that has not
-//! finished by the phase's `limit` is lost; its socket is shut down so its reader ends. So a
-//! stopped or hung node costs the others at most `silence`, never a wait per node in turn.
+//! A node that stays silent longer than `silence` or that has not finished by the phase's
+//! `limit` is lost; its socket is shut down. So a stopped or hung node costs the others at most
+//! `silence`, never a wait per node in turn.
 
 use super::JoinedNode;
-use crate::transport::wire::{Msg, WireError, read_msg_capped};
-use std::collections::BTreeSet;
-use std::net::Shutdown;
-use std::sync::mpsc;
+use crate::transport::wire::{Msg, WireError, frame_body_len, read_msg_capped};
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Largest answer one node may send (links to every peer on every address: a few MiB for
@@ -42,10 +44,75 @@ pub(in crate::runtime) enum Step {
     Unexpected,
 }
 
-/// Reads every asked node's messages concurrently until each is done, lost, or the phase's
-/// limit passes. A node's reader stops after the message `is_final` accepts (the protocol is
-/// request and answer: nothing else comes until the next order). `handle` sees each message
-/// on the calling thread, in arrival order. Returns the indices of the nodes lost here.
+/// One node's frame being assembled: the header first, then exactly the body it declares (never
+/// a byte more, so what follows the final answer stays in the socket for the next phase).
+struct Partial {
+    buf: Vec<u8>,
+    need: usize,
+    last: Instant,
+}
+
+impl Partial {
+    fn new() -> Partial {
+        Partial {
+            buf: Vec::new(),
+            need: 4,
+            last: Instant::now(),
+        }
+    }
+}
+
+/// What reading from one node came to.
+enum Read {
+    /// Nothing more now.
+    Idle,
+    Frame(Vec<u8>),
+    Failed(WireError),
+}
+
+/// Reads what `stream` has, up to the end of the current frame.
+fn read_some(stream: &mut TcpStream, p: &mut Partial) -> Read {
+    let mut chunk = [0u8; 64 << 10];
+    loop {
+        let want = (p.need - p.buf.len()).min(chunk.len());
+        match stream.read(&mut chunk[..want]) {
+            Ok(0) => return Read::Failed(WireError::Closed),
+            Ok(n) => {
+                p.last = Instant::now();
+                p.buf.extend_from_slice(&chunk[..n]);
+                if p.buf.len() < p.need {
+                    continue;
+                }
+                if p.need == 4 {
+                    let header = [p.buf[0], p.buf[1], p.buf[2], p.buf[3]];
+                    let len = frame_body_len(header);
+                    if len > REPLY_CAP {
+                        return Read::Failed(WireError::TooLarge {
+                            len,
+                            cap: REPLY_CAP,
+                        });
+                    }
+                    p.need = 4 + len;
+                    if len > 0 {
+                        continue;
+                    }
+                }
+                let frame = std::mem::take(&mut p.buf);
+                p.need = 4;
+                return Read::Frame(frame);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Read::Idle,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Read::Failed(e.into()),
+        }
+    }
+}
+
+/// Reads every asked node's messages at once, on this thread (one `poll` over all their
+/// sockets: no thread per node), until each is done, lost, or the phase's limit passes. A
+/// node's reading stops after the message `is_final` accepts (the protocol is request and
+/// answer: nothing else comes until the next order). `handle` sees each message in arrival
+/// order. Returns the indices of the nodes lost here.
 pub(in crate::runtime) fn gather(
     members: &mut [JoinedNode],
     asked: &[usize],
@@ -55,75 +122,92 @@ pub(in crate::runtime) fn gather(
     mut handle: impl FnMut(&mut JoinedNode, Msg) -> Step,
 ) -> Vec<usize> {
     let deadline = Instant::now() + wait.limit;
-    let (tx, rx) = mpsc::channel::<(usize, Result<Msg, WireError>)>();
-    let mut pending: BTreeSet<usize> = BTreeSet::new();
+    let mut pending: BTreeMap<usize, Partial> = BTreeMap::new();
+    let mut lost = Vec::new();
     for &i in asked {
-        let m = &members[i];
-        let Ok(mut stream) = m.stream.try_clone() else {
+        if members[i].stream.set_nonblocking(true).is_ok() {
+            pending.insert(i, Partial::new());
+        } else {
+            lose(&mut members[i], phase, "could not start reading its answers");
+            lost.push(i);
+        }
+    }
+    let mut finished: Vec<(usize, Result<(), String>)> = Vec::new();
+    while !pending.is_empty() && Instant::now() < deadline {
+        let order: Vec<usize> = pending.keys().copied().collect();
+        let mut fds: Vec<libc::pollfd> = order
+            .iter()
+            .map(|i| libc::pollfd {
+                fd: members[*i].stream.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let left = deadline.saturating_duration_since(Instant::now());
+        let tick = left.min(Duration::from_millis(200)).as_millis() as libc::c_int;
+        // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfd entries.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, tick) };
+        if ready < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             continue;
-        };
-        stream.set_read_timeout(Some(wait.silence)).ok();
-        let tx = tx.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("gather-{}", m.rank))
-            .spawn(move || {
-                loop {
-                    let got = read_msg_capped::<_, Msg>(&mut stream, REPLY_CAP);
-                    let stop = got.as_ref().map_or(true, is_final);
-                    if tx.send((i, got)).is_err() || stop {
+        }
+        for (slot, i) in fds.iter().zip(order) {
+            let Some(p) = pending.get_mut(&i) else {
+                continue;
+            };
+            if slot.revents == 0 {
+                if p.last.elapsed() > wait.silence {
+                    let why = format!("sent nothing for {} s", wait.silence.as_secs());
+                    finished.push((i, Err(why)));
+                }
+                continue;
+            }
+            loop {
+                match read_some(&mut members[i].stream, p) {
+                    Read::Idle => break,
+                    Read::Failed(e) => {
+                        finished.push((i, Err(e.to_string())));
                         break;
                     }
+                    Read::Frame(frame) => {
+                        let msg = read_msg_capped::<_, Msg>(&mut frame.as_slice(), REPLY_CAP);
+                        let done = match msg {
+                            Err(e) => Some(Err(e.to_string())),
+                            Ok(msg) => {
+                                let last = is_final(&msg);
+                                match handle(&mut members[i], msg) {
+                                    Step::More if !last => None,
+                                    Step::More | Step::Done => Some(Ok(())),
+                                    Step::Unexpected => {
+                                        Some(Err("answered out of protocol".to_string()))
+                                    }
+                                }
+                            }
+                        };
+                        if let Some(d) = done {
+                            finished.push((i, d));
+                            break;
+                        }
+                    }
                 }
-            });
-        if spawned.is_ok() {
-            pending.insert(i);
-        }
-    }
-    drop(tx);
-    let mut lost = Vec::new();
-    for &i in asked.iter().filter(|i| !pending.contains(i)) {
-        lose(
-            &mut members[i],
-            phase,
-            "could not start reading its answers",
-        );
-        lost.push(i);
-    }
-    while !pending.is_empty() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Ok((i, got)) = rx.recv_timeout(left) else {
-            break;
-        };
-        if !pending.contains(&i) {
-            continue;
-        }
-        let m = &mut members[i];
-        match got {
-            Ok(msg) => match handle(m, msg) {
-                Step::More => {}
-                Step::Done => {
-                    pending.remove(&i);
-                }
-                Step::Unexpected => {
-                    pending.remove(&i);
-                    lose(m, phase, "answered out of protocol");
-                    lost.push(i);
-                }
-            },
-            Err(WireError::Timeout) => {
-                pending.remove(&i);
-                let why = format!("sent nothing for {} s", wait.silence.as_secs());
-                lose(m, phase, &why);
-                lost.push(i);
             }
-            Err(e) => {
-                pending.remove(&i);
-                lose(m, phase, &e.to_string());
+        }
+        for (i, result) in finished.drain(..) {
+            if pending.remove(&i).is_none() {
+                continue;
+            }
+            members[i].stream.set_nonblocking(false).ok();
+            if let Err(why) = result {
+                lose(&mut members[i], phase, &why);
                 lost.push(i);
             }
         }
     }
-    for i in pending {
+    for (i, _) in pending {
+        members[i].stream.set_nonblocking(false).ok();
         let why = format!("did not finish within {} s", wait.limit.as_secs());
         lose(&mut members[i], phase, &why);
         lost.push(i);

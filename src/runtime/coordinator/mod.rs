@@ -6,6 +6,7 @@ mod delivery;
 mod gather;
 mod limits;
 mod phases;
+mod second_pass;
 mod verdict;
 
 pub(super) use gather::{Step, Wait, gather};
@@ -18,8 +19,9 @@ use crate::runtime::job::JobShape;
 use crate::transport::auth::{Secret, SecretSource};
 use crate::transport::events::{Events, FinishOnDrop};
 use crate::transport::gate::Gate;
-use crate::transport::wire::{Listener, Msg, write_msg};
-use preflight_checks::model::{NodeFacts, PlacementInfo, Report};
+use crate::transport::wire::{Listener, Msg, WireError, encode_msg};
+use preflight_checks::model::{Measurement, NodeFacts, PhaseTime, PlacementInfo, Report};
+use std::sync::Arc;
 use preflight_checks::networks;
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
@@ -70,7 +72,7 @@ pub(super) struct JoinedNode {
 /// Runs the whole coordination on the calling thread and returns the report it sent.
 pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     let events = &cfg.events;
-    let gate = Gate::open();
+    let gate = Gate::open().sized_for(cfg.nnodes);
     match admit::known_addresses(&cfg.expected_hosts, &cfg.own_addrs) {
         Ok(addrs) => gate.allow(addrs),
         Err(why) if !cfg.expected_hosts.is_empty() => events.log(format!(
@@ -96,17 +98,48 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     };
     let finish = FinishOnDrop(events);
     events.start(3 + sizes * configs);
+    let mut clock = PhaseClock::start();
     events.phase("connectivity");
     let mut links = phases::probe_phase(&mut members, &cfg);
     log_losses(&mut members, events);
+    clock.lap("connectivity");
+    let second = second_pass::run(
+        &mut members,
+        &mut links,
+        cfg.timing.pings,
+        cfg.timing.connect_timeout,
+        crate::runtime::probe_budget(cfg.timing.connect_timeout, cfg.timing.pings, 64)
+            + Duration::from_secs(5),
+    );
+    if !second.is_empty() {
+        events.log(format!(
+            "coordinator: second pass: {}",
+            second
+                .iter()
+                .map(|p| format!(
+                    "rank {} against rank {}: {} (out {}, in {})",
+                    p.node,
+                    p.partner,
+                    p.verdict,
+                    p.outbound.as_str(),
+                    p.inbound.as_str()
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+        log_losses(&mut members, events);
+        clock.lap("second pass");
+    }
     events.step();
     events.phase("throughput");
-    phases::bulk_phase(&mut members, &cfg, &mut links);
+    let (schedule, rounds) = phases::bulk_phase(&mut members, &cfg, &mut links);
     log_losses(&mut members, events);
+    clock.lap("throughput");
     events.step();
     events.phase("path MTU");
     phases::mtu_phase(&mut members, &cfg, &mut links);
     log_losses(&mut members, events);
+    clock.lap("path MTU");
     events.step();
     let mut recommendation = verdict::advise(&members, &links, &cfg, BTreeMap::new());
     let evals = {
@@ -122,6 +155,7 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
         events,
     );
     log_losses(&mut members, events);
+    clock.lap("all-reduce");
     let (over, why) = allreduce::preferred_overrides(&outcome.results, &cfg.allreduce.compare_env);
     if let Some(over) = over {
         recommendation = verdict::advise(&members, &links, &cfg, over);
@@ -129,31 +163,79 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     recommendation.reasons.extend(why);
     recommendation.reasons.extend(outcome.notes.iter().cloned());
     drop(finish);
-    let report = verdict::build_report(&members, &links, &cfg, recommendation, outcome, &refused);
-    let whole = delivery::json_size(&report);
+    let measurement = Measurement {
+        links_total: links.len() as u64,
+        links_retried: links.iter().filter(|l| l.retries > 0).count() as u64,
+        connect_window: crate::runtime::agent::dial::CONNECT_WINDOW as u32,
+        throughput_schedule: schedule,
+        throughput_rounds: rounds,
+        second_pass: second,
+        phases: clock.phases,
+    };
+    let mut report =
+        verdict::build_report(&members, &links, &cfg, recommendation, outcome, &refused);
+    report.measurement = Some(measurement);
+    deliver(&mut members, &report, events);
+    report
+}
+
+/// Sends every alive node its copy of the report: serialised and compressed once when it is
+/// small enough to send whole (a healthy cluster's always is), sent in parallel.
+fn deliver(members: &mut [JoinedNode], report: &Report, events: &Events) {
+    let whole = delivery::json_size(report);
     if whole > delivery::WHOLE_REPORT_CAP {
         events.log(format!(
             "coordinator: the report is {whole} bytes of JSON; each node gets its own links and facts and every finding (see `trimmed` in its report)"
         ));
     }
-    for m in members.iter_mut().filter(|m| m.alive) {
-        m.stream
-            .set_write_timeout(Some(Duration::from_secs(30)))
-            .ok();
-        let copy = delivery::report_for(&report, m.rank, whole).into_owned();
-        if let Err(e) = write_msg(
-            &mut m.stream,
-            &Msg::Report {
-                report: Box::new(copy),
-            },
-        ) {
-            events.log(format!(
-                "coordinator: could not send the report to rank {}: {e}",
-                m.rank
-            ));
+    let shared = (whole <= delivery::WHOLE_REPORT_CAP).then(|| {
+        encode_msg(&Msg::Report {
+            report: Box::new(report.clone()),
+        })
+        .map(Arc::new)
+    });
+    let sent = phases::send_frames(members, "the report", |m| {
+        Some(match &shared {
+            Some(Ok(f)) => Ok(f.clone()),
+            Some(Err(e)) => Err(WireError::Malformed(e.to_string())),
+            None => encode_msg(&Msg::Report {
+                report: Box::new(delivery::report_for(report, m.rank, whole).into_owned()),
+            })
+            .map(Arc::new),
+        })
+    });
+    let alive = members.iter().filter(|m| m.alive).count();
+    if sent.len() < alive {
+        events.log(format!(
+            "coordinator: the report reached {} of {alive} nodes",
+            sent.len()
+        ));
+    }
+    log_losses(members, events);
+}
+
+/// Wall time of each phase, in order.
+struct PhaseClock {
+    since: std::time::Instant,
+    phases: Vec<PhaseTime>,
+}
+
+impl PhaseClock {
+    fn start() -> PhaseClock {
+        PhaseClock {
+            since: std::time::Instant::now(),
+            phases: Vec::new(),
         }
     }
-    report
+
+    fn lap(&mut self, phase: &str) {
+        let now = std::time::Instant::now();
+        self.phases.push(PhaseTime {
+            phase: phase.into(),
+            seconds: ((now - self.since).as_secs_f64() * 1000.0).round() / 1000.0,
+        });
+        self.since = now;
+    }
 }
 
 /// Logs every node lost since the last call, once.

@@ -1,12 +1,18 @@
-//! The measurement phases the coordinator schedules: orders out, replies in within a deadline; connectivity, throughput in rounds of disjoint pairs, path MTU.
+//! The measurement phases the coordinator schedules: orders out, replies in within a deadline; connectivity, throughput in rounds of disjoint pairs (see `runtime::schedule`), path MTU.
 
 use super::gather::{Step, Wait, gather, lose};
 use super::{CoordConfig, JoinedNode};
 use crate::transport::auth;
-use crate::transport::wire::{Listener, Msg, Peer, Target, write_msg};
+use crate::runtime::agent::dial::paced;
+use crate::transport::wire::{
+    Listener, Msg, Peer, Target, WireError, encode_msg, write_frame,
+};
+use std::net::TcpStream;
+use std::sync::Arc;
 use preflight_checks::model::{LinkResult, NodeFacts};
 use preflight_checks::networks;
-use std::collections::BTreeMap;
+use crate::runtime::schedule;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 /// Sends each alive member its order (None: nothing for it); returns the indices of the members asked.
@@ -15,19 +21,47 @@ pub(in crate::runtime) fn send_orders(
     phase: &str,
     order: impl Fn(&JoinedNode) -> Option<Msg>,
 ) -> Vec<usize> {
-    let mut asked = Vec::new();
+    send_frames(members, phase, |m| {
+        order(m).map(|msg| encode_msg(&msg).map(Arc::new))
+    })
+}
+
+/// Sends each alive member its frame (None: nothing for it), [`SEND_WINDOW`] at once so a slow
+/// receiver holds up no one; returns the indices of the members sent to. A frame shared by many
+/// members (an `Arc`) is serialised once.
+pub(in crate::runtime) fn send_frames(
+    members: &mut [JoinedNode],
+    phase: &str,
+    frame: impl Fn(&JoinedNode) -> Option<Result<Arc<Vec<u8>>, WireError>>,
+) -> Vec<usize> {
+    let mut jobs: Vec<(usize, TcpStream, Arc<Vec<u8>>)> = Vec::new();
     for (i, m) in members.iter_mut().enumerate().filter(|(_, m)| m.alive) {
-        let Some(msg) = order(m) else { continue };
-        m.stream
-            .set_write_timeout(Some(Duration::from_secs(10)))
-            .ok();
-        match write_msg(&mut m.stream, &msg) {
-            Ok(()) => asked.push(i),
-            Err(e) => lose(m, phase, &e.to_string()),
+        match frame(m) {
+            None => {}
+            Some(Err(e)) => lose(m, phase, &e.to_string()),
+            Some(Ok(f)) => match m.stream.try_clone() {
+                Ok(s) => jobs.push((i, s, f)),
+                Err(e) => lose(m, phase, &e.to_string()),
+            },
+        }
+    }
+    let results = paced(&jobs, SEND_WINDOW, |(_, s, f)| {
+        let mut s = s;
+        s.set_write_timeout(Some(Duration::from_secs(10))).ok();
+        write_frame(&mut s, f)
+    });
+    let mut asked = Vec::new();
+    for ((i, _, _), r) in jobs.iter().zip(results) {
+        match r {
+            Ok(()) => asked.push(*i),
+            Err(e) => lose(&mut members[*i], phase, &e.to_string()),
         }
     }
     asked
 }
+
+/// Sends in flight at once from the coordinator.
+pub(in crate::runtime) const SEND_WINDOW: usize = 64;
 
 fn is_links(m: &Msg) -> bool {
     matches!(
@@ -45,10 +79,20 @@ pub(super) fn exchange(
     order: impl Fn(&JoinedNode) -> Option<Msg>,
 ) -> Vec<LinkResult> {
     let asked = send_orders(members, phase, order);
+    collect_links(members, &asked, limit, phase)
+}
+
+/// Collects the links each asked node answers (its own only), all at once, within `limit`.
+fn collect_links(
+    members: &mut [JoinedNode],
+    asked: &[usize],
+    limit: Duration,
+    phase: &str,
+) -> Vec<LinkResult> {
     let mut links = Vec::new();
     gather(
         members,
-        &asked,
+        asked,
         phase,
         Wait::within(limit),
         is_links,
@@ -95,43 +139,36 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
         })
         .map(|ip| ip.to_string())
         .collect();
-    let limit = bounded(
-        cfg,
-        t.connect_timeout * 2 + auth::HANDSHAKE_TIMEOUT * 2 + Duration::from_secs(10),
-    );
-    exchange(members, limit, "the connectivity test", |m| {
-        Some(Msg::Probe {
-            peers: peers.iter().filter(|p| p.rank != m.rank).cloned().collect(),
-            pings: t.pings,
-            connect_timeout_ms: t.connect_timeout.as_millis() as u64,
-            admitted: admitted.clone(),
+    // The slowest node's budget (the one with the most listeners to reach) and a margin for
+    // its answer; the agents wait that long for their next order too (see the agent).
+    let most_targets = members
+        .iter()
+        .map(|m| {
+            peers
+                .iter()
+                .filter(|p| p.rank != m.rank)
+                .map(|p| p.listeners.len())
+                .sum::<usize>()
         })
+        .max()
+        .unwrap_or(0);
+    let limit = crate::runtime::probe_budget(t.connect_timeout, t.pings, most_targets)
+        + Duration::from_secs(5);
+    // One order for every node (each skips itself), serialised once.
+    let order = encode_msg(&Msg::Probe {
+        peers,
+        pings: t.pings,
+        connect_timeout_ms: t.connect_timeout.as_millis() as u64,
+        admitted,
     })
-}
-
-/// Round-robin rounds of disjoint pairs (circle method): n-1 rounds for even n, n for odd.
-pub fn rounds(ranks: &[u32]) -> Vec<Vec<(u32, u32)>> {
-    let mut v: Vec<Option<u32>> = ranks.iter().map(|r| Some(*r)).collect();
-    if v.len() % 2 == 1 {
-        v.push(None);
-    }
-    let n = v.len();
-    let mut out = Vec::new();
-    if n < 2 {
-        return out;
-    }
-    for _ in 0..n - 1 {
-        let round: Vec<(u32, u32)> = (0..n / 2)
-            .filter_map(|i| match (v[i], v[n - 1 - i]) {
-                (Some(a), Some(b)) => Some((a.min(b), a.max(b))),
-                _ => None,
-            })
-            .collect();
-        out.push(round);
-        let last = v.pop().expect("n >= 2");
-        v.insert(1, last);
-    }
-    out
+    .map(Arc::new);
+    let asked = send_frames(members, "the connectivity test", |_| {
+        Some(match &order {
+            Ok(f) => Ok(f.clone()),
+            Err(e) => Err(WireError::Malformed(e.to_string())),
+        })
+    });
+    collect_links(members, &asked, limit, "the connectivity test")
 }
 
 pub(super) fn alive_facts(members: &[JoinedNode]) -> Vec<(u32, &NodeFacts)> {
@@ -149,20 +186,23 @@ pub(super) fn listener_for(m: &JoinedNode, address: &str) -> Option<Listener> {
 /// Partial networks (not every node reaches them) measured on the pairs that work, at most.
 const PARTIAL_NETWORKS_MEASURED: usize = 3;
 
-/// True when the probe connected `from` to `to`'s address on this network.
-fn probed_ok(links: &[LinkResult], from: u32, to: u32, addr: &str) -> bool {
-    links.iter().any(|l| {
-        l.from == from
-            && l.to == to
-            && l.address == addr
-            && l.result == preflight_checks::model::LinkOutcome::Ok
-    })
+/// The (from, to, address) of every link the probe connected: looked up, never scanned.
+fn probed_ok(links: &[LinkResult]) -> HashSet<(u32, u32, &str)> {
+    links
+        .iter()
+        .filter(|l| l.result == preflight_checks::model::LinkOutcome::Ok)
+        .map(|l| (l.from, l.to, l.address.as_str()))
+        .collect()
 }
 
 /// Throughput in rounds of disjoint pairs (both directions at once): on every fully connected
 /// network, and on the pairs that work of the best few partial ones, so a faster network that
 /// some node breaks can be weighed against the one chosen.
-pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &mut [LinkResult]) {
+pub(super) fn bulk_phase(
+    members: &mut [JoinedNode],
+    cfg: &CoordConfig,
+    links: &mut [LinkResult],
+) -> (String, u32) {
     let nodes: Vec<(u32, NodeFacts)> = members
         .iter()
         .filter(|m| m.alive)
@@ -172,6 +212,7 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
     let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
     let evals = networks::evaluate(&networks::discover(&refs, links), links, &ranks);
     let dur = cfg.timing.bulk;
+    let k = cfg.timing.matchings;
     let measured: Vec<&networks::NetworkEval> = evals
         .iter()
         .filter(|e| e.fully_connected)
@@ -182,19 +223,34 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
                 .take(PARTIAL_NETWORKS_MEASURED),
         )
         .collect();
+    let index: HashMap<u32, usize> = members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.rank, i))
+        .collect();
+    let mut rounds_run = 0u32;
     for net in measured {
-        for round in rounds(&ranks) {
+        let ok = probed_ok(links);
+        // A partial network is measured on the ring of the nodes it has.
+        let on_net: Vec<u32> = ranks
+            .iter()
+            .copied()
+            .filter(|r| net.network.members.contains_key(r))
+            .collect();
+        let mut all_orders: Vec<BTreeMap<u32, Vec<Target>>> = Vec::new();
+        for round in schedule::schedule(&on_net, k, cfg.nnodes as u64) {
             let mut orders: BTreeMap<u32, Vec<Target>> = BTreeMap::new();
             for (a, b) in round {
                 for (from, to) in [(a, b), (b, a)] {
-                    let Some(m_to) = members.iter().find(|m| m.rank == to && m.alive) else {
+                    let Some(m_to) = index.get(&to).map(|i| &members[*i]).filter(|m| m.alive)
+                    else {
                         continue;
                     };
                     let Some(addr) = net.network.members.get(&to).map(|x| x.address.to_string())
                     else {
                         continue;
                     };
-                    if !probed_ok(links, from, to, &addr) {
+                    if !ok.contains(&(from, to, addr.as_str())) {
                         continue;
                     }
                     if let Some(l) = listener_for(m_to, &addr) {
@@ -205,9 +261,12 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
                     }
                 }
             }
-            if orders.is_empty() {
-                continue;
+            if !orders.is_empty() {
+                all_orders.push(orders);
             }
+        }
+        drop(ok);
+        for orders in all_orders {
             let limit = bounded(
                 cfg,
                 dur + cfg.timing.connect_timeout
@@ -220,6 +279,7 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
                     duration_ms: dur.as_millis() as u64,
                 })
             });
+            rounds_run += 1;
             merge(links, &got, |dst, src| {
                 dst.throughput_gbit_s = src.throughput_gbit_s;
                 if src.error.is_some() {
@@ -228,6 +288,7 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
             });
         }
     }
+    (schedule::describe(ranks.len(), k), rounds_run)
 }
 
 /// Path MTU from every node to every other on the chosen network.
@@ -273,41 +334,23 @@ pub(super) fn mtu_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &m
     merge(links, &got, |dst, src| dst.mtu = src.mtu);
 }
 
-/// Copies fields from `got` into the matching (from, to, address) links.
+/// Copies fields from `got` into the matching (from, to, address) links, through an index.
 pub(super) fn merge(
     links: &mut [LinkResult],
     got: &[LinkResult],
     f: impl Fn(&mut LinkResult, &LinkResult),
 ) {
-    for g in got {
-        if let Some(l) = links
-            .iter_mut()
-            .find(|l| l.from == g.from && l.to == g.to && l.address == g.address)
-        {
-            f(l, g);
-        }
+    if got.is_empty() {
+        return;
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rounds_cover_every_pair_once_with_disjoint_pairs() {
-        for n in 2..=9u32 {
-            let ranks: Vec<u32> = (0..n).collect();
-            let rs = rounds(&ranks);
-            assert_eq!(rs.len() as u32, if n % 2 == 0 { n - 1 } else { n });
-            let mut seen = std::collections::BTreeSet::new();
-            for r in &rs {
-                let mut used = std::collections::BTreeSet::new();
-                for (a, b) in r {
-                    assert!(used.insert(*a) && used.insert(*b), "rank reused in a round");
-                    assert!(seen.insert((*a, *b)), "pair repeated");
-                }
-            }
-            assert_eq!(seen.len() as u32, n * (n - 1) / 2);
+    let index: HashMap<(u32, u32, &str), usize> = got
+        .iter()
+        .enumerate()
+        .map(|(i, g)| ((g.from, g.to, g.address.as_str()), i))
+        .collect();
+    for l in links.iter_mut() {
+        if let Some(i) = index.get(&(l.from, l.to, l.address.as_str())) {
+            f(l, &got[*i]);
         }
     }
 }

@@ -1,0 +1,262 @@
+//! Dialing peers at scale: a bounded window of connects in flight per node (a fixed pool of
+//! threads, never one per peer), peers taken in rank order from this node's own (i dials i+1,
+//! i+2, ...) so no listener sees a storm, and a refused, reset or stalled attempt retried with
+//! backoff before a link is called failed.
+
+use crate::measure::tcp;
+use crate::transport::auth::{self, AuthError, Secret};
+use crate::transport::wire::{Listener, WireError};
+use preflight_checks::model::LinkOutcome;
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Connects one node has in flight at once.
+pub const CONNECT_WINDOW: usize = 32;
+/// Attempts at most for a refused, reset or closed connection (a busy or restarting listener).
+const ATTEMPTS_REFUSED: u32 = 3;
+/// Attempts at most for a connect or handshake that timed out (a filter costs the full timeout).
+const ATTEMPTS_TIMEOUT: u32 = 2;
+
+/// Runs `f` over `items` with at most `window` running at once on a fixed pool of threads,
+/// keeping the order of `items` in the results. Every item is run; none is dropped.
+pub fn paced<T: Sync, R: Send>(items: &[T], window: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
+    let workers = window.clamp(1, items.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    if let Ok(mut o) = out.lock() {
+                        o[i] = Some(r);
+                    }
+                }
+            });
+        }
+    });
+    out.into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// The distance from `me` to `rank` going up the ring of `nnodes`: the order this node dials in.
+pub fn ring_offset(me: u32, rank: u32, nnodes: u32) -> u32 {
+    let n = nnodes.max(1);
+    (rank % n + n - me % n) % n
+}
+
+/// Why an attempt failed, and whether another attempt may help.
+#[derive(Debug)]
+pub struct Failed {
+    pub outcome: LinkOutcome,
+    pub error: String,
+    retry: Retry,
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Retry {
+    /// Refused, reset, closed before the handshake: a busy listener; retry soon.
+    Soon,
+    /// A connect or handshake timeout: one more try.
+    Once,
+    /// The answer will not change (wrong secret, wrong node, bad address).
+    Never,
+}
+
+impl Failed {
+    fn max_attempts(&self) -> u32 {
+        match self.retry {
+            Retry::Soon => ATTEMPTS_REFUSED,
+            Retry::Once => ATTEMPTS_TIMEOUT,
+            Retry::Never => 1,
+        }
+    }
+}
+
+/// One connect and handshake to rank `rank`'s listener `l`.
+pub fn open_once(
+    my_rank: u32,
+    nnodes: u32,
+    rank: u32,
+    l: &Listener,
+    timeout: Duration,
+    secret: &Secret,
+) -> Result<TcpStream, Failed> {
+    let never = |outcome, error| Failed {
+        outcome,
+        error,
+        retry: Retry::Never,
+    };
+    let ip: IpAddr = l
+        .address
+        .parse()
+        .map_err(|_| never(LinkOutcome::Error, format!("bad address {}", l.address)))?;
+    let mut s = tcp::connect(SocketAddr::new(ip, l.port), timeout).map_err(|(outcome, e)| {
+        let retry = match outcome {
+            LinkOutcome::Refused => Retry::Soon,
+            LinkOutcome::Timeout => Retry::Once,
+            _ => Retry::Never,
+        };
+        Failed {
+            outcome,
+            error: e,
+            retry,
+        }
+    })?;
+    match auth::connect(&mut s, secret, my_rank, nnodes, Some(rank)) {
+        Ok(_) => Ok(s),
+        Err(AuthError::WrongPeer { got, .. }) if got == my_rank => Err(never(
+            LinkOutcome::Error,
+            format!(
+                "{} is also an address of this node: the connection reached this node itself, not rank {rank}",
+                l.address
+            ),
+        )),
+        Err(e) => Err(classify_handshake(e)),
+    }
+}
+
+/// A failed handshake after the TCP connect: a listener that is only slow (busy, its backlog
+/// full) is a timeout or a closed connection to retry, never "not preflight".
+fn classify_handshake(e: AuthError) -> Failed {
+    match e {
+        AuthError::NotPreflight(why) if why.contains("sent nothing") => Failed {
+            outcome: LinkOutcome::Timeout,
+            error: format!(
+                "the connection was accepted but the handshake did not start within {} s (the peer is busy, or a middlebox passes the connect only)",
+                auth::HANDSHAKE_TIMEOUT.as_secs()
+            ),
+            retry: Retry::Once,
+        },
+        AuthError::Wire(WireError::Closed) | AuthError::Wire(WireError::Io(_)) => Failed {
+            outcome: LinkOutcome::Refused,
+            error: format!("{e} during the handshake (a listener at its limit, or restarting)"),
+            retry: Retry::Soon,
+        },
+        AuthError::Wire(WireError::Timeout) => Failed {
+            outcome: LinkOutcome::Timeout,
+            error: format!("{e} during the handshake"),
+            retry: Retry::Once,
+        },
+        other => Failed {
+            outcome: LinkOutcome::Error,
+            error: other.to_string(),
+            retry: Retry::Never,
+        },
+    }
+}
+
+/// Connects with retries: a refused or reset attempt is retried with backoff, a timeout once,
+/// none past `until`. Returns the stream or the last failure, and how many retries it took.
+pub fn open(
+    my_rank: u32,
+    nnodes: u32,
+    rank: u32,
+    l: &Listener,
+    timeout: Duration,
+    secret: &Secret,
+    until: Instant,
+) -> (Result<TcpStream, Failed>, u32) {
+    let mut retries = 0u32;
+    loop {
+        match open_once(my_rank, nnodes, rank, l, timeout, secret) {
+            Ok(s) => return (Ok(s), retries),
+            Err(f) => {
+                let backoff = backoff(retries, my_rank ^ rank);
+                let room = Instant::now() + backoff + timeout < until;
+                if retries + 1 >= f.max_attempts() || !room {
+                    return (Err(f), retries);
+                }
+                std::thread::sleep(backoff);
+                retries += 1;
+            }
+        }
+    }
+}
+
+/// 100 ms, 200 ms, 400 ms ... with a little spread so retries from many nodes do not align.
+fn backoff(retries: u32, salt: u32) -> Duration {
+    let base = 100u64 << retries.min(5);
+    let spread = (salt as u64).wrapping_mul(2654435761) % 50;
+    Duration::from_millis(base + spread)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn paced_runs_every_item_in_order_within_the_window() {
+        let running = AtomicUsize::new(0);
+        let peak = AtomicUsize::new(0);
+        let items: Vec<usize> = (0..200).collect();
+        let out = paced(&items, 8, |i| {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(1));
+            running.fetch_sub(1, Ordering::SeqCst);
+            i * 2
+        });
+        assert_eq!(out, items.iter().map(|i| i * 2).collect::<Vec<_>>());
+        assert!(peak.load(Ordering::SeqCst) <= 8);
+        assert!(paced::<usize, usize>(&[], 8, |i| *i).is_empty());
+    }
+
+    #[test]
+    fn each_node_starts_with_its_ring_successor() {
+        assert_eq!(ring_offset(3, 4, 8), 1);
+        assert_eq!(ring_offset(7, 0, 8), 1);
+        assert_eq!(ring_offset(0, 7, 8), 7);
+        // Node i's k-th dial goes to i+k: at any step every listener gets one dialer.
+        for k in 1..8 {
+            let targets: std::collections::BTreeSet<u32> =
+                (0..8).map(|i| (i + k) % 8).collect();
+            assert_eq!(targets.len(), 8);
+        }
+    }
+
+    #[test]
+    fn a_refused_peer_is_retried_then_reported_refused() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let listener = Listener {
+            interface: "lo".into(),
+            address: "127.0.0.1".into(),
+            port,
+        };
+        let t = Instant::now();
+        let (r, retries) = open(
+            0,
+            2,
+            1,
+            &listener,
+            Duration::from_millis(300),
+            &Secret::token("t"),
+            Instant::now() + Duration::from_secs(10),
+        );
+        let f = r.unwrap_err();
+        assert_eq!(f.outcome, LinkOutcome::Refused);
+        assert_eq!(retries, ATTEMPTS_REFUSED - 1);
+        assert!(t.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_listener_that_never_starts_the_handshake_is_a_timeout_not_a_stranger() {
+        let f = classify_handshake(AuthError::NotPreflight(
+            "it accepted the connection but sent nothing".into(),
+        ));
+        assert_eq!(f.outcome, LinkOutcome::Timeout);
+        assert!(!f.error.contains("not preflight"), "{}", f.error);
+        let f = classify_handshake(AuthError::Wire(WireError::Closed));
+        assert_eq!(f.retry, Retry::Soon);
+    }
+}
