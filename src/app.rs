@@ -119,6 +119,17 @@ fn show(outcome: Outcome, events: &Events) -> anyhow::Result<u8> {
         Outcome::Explain(entry) => output::stdout(&render::explain::render(entry))?,
         Outcome::ExplainList => output::stdout(&render::explain::render_list())?,
         Outcome::Schema => output::stdout(&preflight_checks::schema::report_schema_text())?,
+        Outcome::Simulated {
+            report,
+            heading,
+            output,
+        } => {
+            if let Some(path) = &output {
+                output::file(path, &render::json::render(&report))
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            }
+            output::stdout(&render::simulation::render(&report, &heading))?;
+        }
         Outcome::Launch {
             plan,
             format,

@@ -87,6 +87,47 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Print the JSON Schema of the report (preflight.report.v1).
     Schema,
+    /// Run the real schedule and judgment over a modelled cluster of thousands of nodes and
+    /// print the phase times predicted on that fabric (the scale benchmark's simulation).
+    #[command(hide = true)]
+    Simulate(SimulateArgs),
+}
+
+/// Arguments of the hidden `simulate` subcommand.
+#[derive(Args, Debug, Clone)]
+pub struct SimulateArgs {
+    /// Nodes in the modelled cluster.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(2..=8192))]
+    pub nodes: u32,
+    /// Nodes that never start.
+    #[arg(long, default_value_t = 0)]
+    pub dead: u32,
+    /// Nodes whose NIC runs at a fifth of the rate.
+    #[arg(long, default_value_t = 0)]
+    pub slow: u32,
+    /// Ordered pairs whose connects time out.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub bad_links: u32,
+    /// Ordered pairs whose first connect is reset (they work on the retry).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub lossy_links: u32,
+    /// Link bandwidth, Gbit/s.
+    #[arg(long, default_value_t = 100.0)]
+    pub gbit: f64,
+    /// One-way link latency, microseconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub latency_us: f64,
+    /// Seed of the faults drawn.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The measurement timing modelled (as `preflight cluster`).
+    #[arg(long, conflicts_with = "thorough")]
+    pub quick: bool,
+    #[arg(long)]
+    pub thorough: bool,
+    /// Also write the simulated cluster report (JSON) here.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<std::path::PathBuf>,
 }
 
 /// What `preflight launch` prints.

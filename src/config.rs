@@ -102,6 +102,15 @@ pub enum Job {
     Explain(ExplainJob),
     Schema,
     NcclWorker(WorkerSpec),
+    Simulate(SimulateJob),
+}
+
+/// `preflight simulate`: the modelled fabric and the timing to predict with.
+#[derive(Clone, Debug)]
+pub struct SimulateJob {
+    pub fabric: crate::runtime::sim::Fabric,
+    pub timing: crate::runtime::Timing,
+    pub report: Option<std::path::PathBuf>,
 }
 
 /// Validates the parsed command line against `env` (the process environment).
@@ -155,6 +164,34 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             ExplainJob::One(a.id.unwrap_or_default().trim().to_string())
         }),
         Command::Schema => Job::Schema,
+        Command::Simulate(a) => {
+            anyhow::ensure!(
+                a.gbit.is_finite()
+                    && a.gbit > 0.0
+                    && a.latency_us.is_finite()
+                    && a.latency_us >= 0.0,
+                "--gbit must be above 0 and --latency-us at least 0"
+            );
+            anyhow::ensure!(
+                a.dead.saturating_add(a.slow) < a.nodes,
+                "--dead and --slow leave no node of the {} to simulate",
+                a.nodes
+            );
+            Job::Simulate(SimulateJob {
+                fabric: crate::runtime::sim::Fabric {
+                    nodes: a.nodes,
+                    latency_us: a.latency_us,
+                    gbit: a.gbit,
+                    dead: a.dead,
+                    slow: a.slow,
+                    bad_links: a.bad_links,
+                    lossy_links: a.lossy_links,
+                    seed: a.seed,
+                },
+                timing: timing(a.quick, a.thorough),
+                report: a.report,
+            })
+        }
         Command::NcclWorker(a) => Job::NcclWorker(nccl_worker(&a)?),
     })
 }

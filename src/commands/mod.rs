@@ -7,6 +7,7 @@ pub mod explain;
 pub mod facts;
 pub mod launch;
 pub mod render;
+pub mod simulate;
 pub mod torchrun;
 
 use crate::cli::LaunchFormat;
@@ -39,6 +40,13 @@ pub enum Outcome {
     Schema,
     /// The hidden NCCL worker: it speaks its protocol on stdin/stdout.
     NcclWorker(WorkerSpec),
+    /// A simulated cluster: the summary, and the report to write where asked.
+    Simulated {
+        report: Box<Report>,
+        /// What was modelled and how long the simulation took.
+        heading: String,
+        output: Option<PathBuf>,
+    },
     /// Nothing to show; end with this code (a torchrun follower: local rank 0 reported).
     Exit(u8),
 }
@@ -76,6 +84,7 @@ pub fn run(job: Job, events: &Events) -> anyhow::Result<Outcome> {
         Job::Explain(j) => explain::explain(&j),
         Job::Schema => Ok(Outcome::Schema),
         Job::NcclWorker(spec) => Ok(Outcome::NcclWorker(spec)),
+        Job::Simulate(j) => Ok(simulate::simulate(j)),
     }
 }
 

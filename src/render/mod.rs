@@ -9,6 +9,7 @@ pub mod junit;
 pub mod launch;
 pub mod progress;
 pub mod sanitize;
+pub mod simulation;
 
 /// How the terminal report may decorate its output.
 #[derive(Clone, Copy, Debug)]

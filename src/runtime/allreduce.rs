@@ -103,7 +103,11 @@ pub(super) fn measure_allreduce(
         None => {
             let candidate = evals
                 .iter()
-                .filter(|e| alive_ranks.iter().all(|r| e.network.members.contains_key(r)))
+                .filter(|e| {
+                    alive_ranks
+                        .iter()
+                        .all(|r| e.network.members.contains_key(r))
+                })
                 .max_by_key(|e| e.pairs_ok);
             let ring = candidate.and_then(|e| working_ring(e, &alive_ranks).map(|o| (e, o)));
             match (transport, ring) {
@@ -277,7 +281,7 @@ fn ring_avoiding(ranks: &[u32], bad: &std::collections::HashSet<(u32, u32)>) -> 
     let mut order = ranks.to_vec();
     for attempt in 0..4usize {
         if attempt > 0 {
-            order.rotate_left(1 + attempt);
+            order.rotate_left((1 + attempt) % n);
         }
         let mut stuck = false;
         for i in 0..n - 1 {
@@ -707,7 +711,9 @@ mod tests {
         let none = std::collections::HashSet::new();
         assert_eq!(ring_avoiding(&ranks, &none).unwrap(), ranks);
         let bad: std::collections::HashSet<(u32, u32)> =
-            [(3, 4), (10, 11), (63, 0), (20, 21), (21, 22)].into_iter().collect();
+            [(3, 4), (10, 11), (63, 0), (20, 21), (21, 22)]
+                .into_iter()
+                .collect();
         let ring = ring_avoiding(&ranks, &bad).expect("a ring exists");
         assert!(hop_ok(&ring, &bad), "{ring:?}");
         let mut sorted = ring.clone();
@@ -717,6 +723,12 @@ mod tests {
         let dead: std::collections::HashSet<(u32, u32)> =
             (0..8).filter(|r| *r != 5).map(|r| (r, 5)).collect();
         assert!(ring_avoiding(&(0..8).collect::<Vec<_>>(), &dead).is_none());
+        // Small rings with a node nobody reaches: no ring, and no panic whatever the size.
+        for n in 2..6u32 {
+            let dead: std::collections::HashSet<(u32, u32)> =
+                (0..n - 1).map(|r| (r, n - 1)).collect();
+            assert!(ring_avoiding(&(0..n).collect::<Vec<_>>(), &dead).is_none());
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod local_group;
 pub mod nccl_node;
 pub mod node;
 pub mod schedule;
+pub mod sim;
 
 /// How long each measurement runs (`--quick`, default, `--thorough`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +27,11 @@ pub struct Timing {
 /// window's waves of connect, handshake and pings, plus room for one timed-out connect and
 /// handshake and the retries' backoff. It grows with the node's own work (linearly in the
 /// cluster's size), never with the square of it.
-pub fn probe_budget(connect_timeout: std::time::Duration, pings: u32, targets: usize) -> std::time::Duration {
+pub fn probe_budget(
+    connect_timeout: std::time::Duration,
+    pings: u32,
+    targets: usize,
+) -> std::time::Duration {
     use std::time::Duration;
     let waves = targets.div_ceil(agent::dial::CONNECT_WINDOW) as u32;
     let per_wave = Duration::from_millis(50) + Duration::from_millis(2) * pings;

@@ -121,7 +121,10 @@ mod tests {
             let mut used = BTreeSet::new();
             for (a, b) in r {
                 assert_ne!(a, b);
-                assert!(used.insert(*a) && used.insert(*b), "a rank twice in a round");
+                assert!(
+                    used.insert(*a) && used.insert(*b),
+                    "a rank twice in a round"
+                );
             }
         }
     }

@@ -5,7 +5,7 @@ use super::common::links_on;
 use crate::model::{Finding, Fix, Status};
 use crate::networks::NetworkEval;
 use crate::stats::median;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A pair whose throughput is below this share of the median (or of its rated speed) is slow.
 const SLOW_SHARE: f64 = 0.5;
@@ -43,11 +43,22 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
         ];
     };
     let mut out = Vec::new();
-    for ((from, to), tp) in &best {
-        if let Some(f) = slow_pair(input, eval, *from, *to, *tp, med) {
-            out.push(f);
-        }
+    let slow: Vec<((u32, u32), Finding)> = best
+        .iter()
+        .filter_map(|((from, to), tp)| {
+            slow_pair(input, eval, *from, *to, *tp, med).map(|f| ((*from, *to), f))
+        })
+        .collect();
+    let slow_nodes = slow_nodes(&best, &slow);
+    for (rank, pairs, node_med) in &slow_nodes {
+        out.push(slow_node(input, eval, *rank, *pairs, *node_med, med));
     }
+    let named: BTreeSet<u32> = slow_nodes.iter().map(|(r, _, _)| *r).collect();
+    out.extend(
+        slow.into_iter()
+            .filter(|((a, b), _)| !named.contains(a) && !named.contains(b))
+            .map(|(_, f)| f),
+    );
     if out.is_empty() {
         let min = best.values().copied().fold(f64::INFINITY, f64::min);
         out.push(
@@ -68,6 +79,76 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
         );
     }
     out
+}
+
+/// Nodes whose every measured pair (at least two) is slow: the node is slow, not its links.
+/// Returns (rank, pairs, the median of its pairs). A pair counts for both of its ends.
+fn slow_nodes(
+    best: &BTreeMap<(u32, u32), f64>,
+    slow: &[((u32, u32), Finding)],
+) -> Vec<(u32, usize, f64)> {
+    let slow_pairs: BTreeSet<(u32, u32)> = slow.iter().map(|(p, _)| *p).collect();
+    let mut per: BTreeMap<u32, Vec<((u32, u32), f64)>> = BTreeMap::new();
+    for (pair, tp) in best {
+        per.entry(pair.0).or_default().push((*pair, *tp));
+        per.entry(pair.1).or_default().push((*pair, *tp));
+    }
+    let mut out = Vec::new();
+    for (rank, pairs) in per {
+        let peers: BTreeSet<u32> = pairs
+            .iter()
+            .map(|((a, b), _)| if *a == rank { *b } else { *a })
+            .collect();
+        if peers.len() < 2 || !pairs.iter().all(|(p, _)| slow_pairs.contains(p)) {
+            continue;
+        }
+        let mut tps: Vec<f64> = pairs.iter().map(|(_, t)| *t).collect();
+        let m = median(&mut tps).unwrap_or(0.0);
+        out.push((rank, pairs.len(), m));
+    }
+    out
+}
+
+/// One finding for a node whose every pair is slow.
+fn slow_node(
+    input: &ClusterInput,
+    eval: &NetworkEval,
+    rank: u32,
+    pairs: usize,
+    node_med: f64,
+    med: f64,
+) -> Finding {
+    let iface = eval
+        .network
+        .members
+        .get(&rank)
+        .map(|m| m.interface.clone())
+        .unwrap_or_default();
+    Finding::new(
+        "link.slow",
+        Status::Warn,
+        format!("{rank} {iface}"),
+        format!(
+            "{} is slow with every peer on {}: its {pairs} measured pairs have a median of {node_med:.2} Gbit/s against the cluster's {med:.2} Gbit/s, so the node (its NIC, its link to the switch, or its load), not one link, is the cause",
+            input.who(rank),
+            eval.network.id
+        ),
+    )
+    .on_node(Some(rank))
+    .with("network", &eval.network.id)
+    .with("node", rank)
+    .with("pairs", pairs)
+    .with("node_median_gbit_s", node_med)
+    .with("median_gbit_s", med)
+    .fix(
+        Fix::new(format!(
+            "Check {}'s NIC: negotiated speed and duplex, errors, traffic shaping, and what else runs there",
+            input.who(rank)
+        ))
+        .command(format!("ethtool {iface}   # on {}", input.who(rank)))
+        .command(format!("ip -s link show {iface}   # on {}", input.who(rank)))
+        .command(format!("tc qdisc show dev {iface}   # on {}", input.who(rank))),
+    )
 }
 
 /// The lower rated speed of the two ends, in Gbit/s.
@@ -166,6 +247,33 @@ mod tests {
         assert_eq!(f.evidence["median_gbit_s"], json!(9.0));
         assert_eq!(f.evidence["rated_gbit_s"], json!(10.0));
         assert!(commands(f).contains(&"ethtool eno1   # on rank 2 (node03)".to_string()));
+    }
+
+    #[test]
+    fn a_node_slow_with_every_peer_is_named_once_as_the_node() {
+        let mut c = Cluster::healthy(8);
+        for l in &mut c.links {
+            if (l.from == 5 || l.to == 5) && l.result == LinkOutcome::Ok {
+                l.throughput_gbit_s = Some(0.5);
+            }
+        }
+        // One more slow pair elsewhere stays a pair.
+        for l in &mut c.links {
+            if l.from == 1 && l.to == 2 && l.result == LinkOutcome::Ok {
+                l.throughput_gbit_s = Some(1.0);
+            }
+        }
+        let fs = c.findings();
+        let v = with_id(&fs, "link.slow");
+        assert_eq!(v.len(), 2, "{v:#?}");
+        let node = v.iter().find(|f| f.node == Some(5)).expect("rank 5 named");
+        assert!(
+            node.summary.contains("slow with every peer"),
+            "{}",
+            node.summary
+        );
+        assert_eq!(node.evidence["pairs"], json!(14));
+        assert!(v.iter().any(|f| f.subject.starts_with("1->2")));
     }
 
     #[test]

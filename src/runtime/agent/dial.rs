@@ -217,8 +217,7 @@ mod tests {
         assert_eq!(ring_offset(0, 7, 8), 7);
         // Node i's k-th dial goes to i+k: at any step every listener gets one dialer.
         for k in 1..8 {
-            let targets: std::collections::BTreeSet<u32> =
-                (0..8).map(|i| (i + k) % 8).collect();
+            let targets: std::collections::BTreeSet<u32> = (0..8).map(|i| (i + k) % 8).collect();
             assert_eq!(targets.len(), 8);
         }
     }

@@ -1,9 +1,9 @@
 //! After joining: answer the coordinator's orders (connect and ping every peer, bulk throughput, path MTU, the all-reduce) until the report arrives.
 
 use super::super::allreduce_node::{self, NodeState};
+use super::dial::{self, paced};
 use crate::measure::{mtu, tcp};
 use crate::placement::Placement;
-use super::dial::{self, paced};
 use crate::transport::auth::Secret;
 use crate::transport::events::Events;
 use crate::transport::wire::{Listener, Msg, Peer, Target, WireError, read_msg, write_msg};
@@ -49,8 +49,11 @@ pub(super) fn serve_orders(
                 connect_timeout_ms,
                 admitted,
             } => {
-                node.admitted
-                    .allow(admitted.iter().filter_map(|a| a.parse().ok()));
+                // A later probe (the second pass) names no one new: the list stands.
+                if !admitted.is_empty() {
+                    node.admitted
+                        .allow(admitted.iter().filter_map(|a| a.parse().ok()));
+                }
                 let timeout = Duration::from_millis(connect_timeout_ms);
                 // The order lists every node, this one too (one order for all): skip ourselves.
                 let peers: Vec<Peer> = peers.into_iter().filter(|x| x.rank != p.rank).collect();

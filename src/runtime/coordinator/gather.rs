@@ -128,7 +128,11 @@ pub(in crate::runtime) fn gather(
         if members[i].stream.set_nonblocking(true).is_ok() {
             pending.insert(i, Partial::new());
         } else {
-            lose(&mut members[i], phase, "could not start reading its answers");
+            lose(
+                &mut members[i],
+                phase,
+                "could not start reading its answers",
+            );
             lost.push(i);
         }
     }

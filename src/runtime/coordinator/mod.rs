@@ -7,10 +7,11 @@ mod gather;
 mod limits;
 mod phases;
 mod second_pass;
-mod verdict;
+pub(crate) mod verdict;
 
 pub(super) use gather::{Step, Wait, gather};
 pub(super) use phases::send_orders;
+pub(crate) use second_pass::pick as second_pass_pick;
 
 use super::Timing;
 use super::allreduce::{self, AllreducePlan};
@@ -21,10 +22,10 @@ use crate::transport::events::{Events, FinishOnDrop};
 use crate::transport::gate::Gate;
 use crate::transport::wire::{Listener, Msg, WireError, encode_msg};
 use preflight_checks::model::{Measurement, NodeFacts, PhaseTime, PlacementInfo, Report};
-use std::sync::Arc;
 use preflight_checks::networks;
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What the coordinator needs to know about the job.
@@ -141,9 +142,11 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     log_losses(&mut members, events);
     clock.lap("path MTU");
     events.step();
-    let mut recommendation = verdict::advise(&members, &links, &cfg, BTreeMap::new());
+    let mut recommendation =
+        verdict::advise(&verdict::seen(&members), &links, &cfg, BTreeMap::new());
     let evals = {
-        let nodes = verdict::alive_or_joined(&members);
+        let seen = verdict::seen(&members);
+        let nodes = verdict::alive_or_joined(&seen);
         let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
         networks::evaluate(&networks::discover(&nodes, &links), &links, &ranks)
     };
@@ -158,7 +161,7 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     clock.lap("all-reduce");
     let (over, why) = allreduce::preferred_overrides(&outcome.results, &cfg.allreduce.compare_env);
     if let Some(over) = over {
-        recommendation = verdict::advise(&members, &links, &cfg, over);
+        recommendation = verdict::advise(&verdict::seen(&members), &links, &cfg, over);
     }
     recommendation.reasons.extend(why);
     recommendation.reasons.extend(outcome.notes.iter().cloned());
@@ -172,8 +175,14 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
         second_pass: second,
         phases: clock.phases,
     };
-    let mut report =
-        verdict::build_report(&members, &links, &cfg, recommendation, outcome, &refused);
+    let mut report = verdict::build_report(
+        &verdict::seen(&members),
+        &links,
+        &cfg,
+        recommendation,
+        outcome,
+        &refused,
+    );
     report.measurement = Some(measurement);
     deliver(&mut members, &report, events);
     report

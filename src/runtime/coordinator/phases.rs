@@ -2,17 +2,15 @@
 
 use super::gather::{Step, Wait, gather, lose};
 use super::{CoordConfig, JoinedNode};
-use crate::transport::auth;
 use crate::runtime::agent::dial::paced;
-use crate::transport::wire::{
-    Listener, Msg, Peer, Target, WireError, encode_msg, write_frame,
-};
-use std::net::TcpStream;
-use std::sync::Arc;
+use crate::runtime::schedule;
+use crate::transport::auth;
+use crate::transport::wire::{Listener, Msg, Peer, Target, WireError, encode_msg, write_frame};
 use preflight_checks::model::{LinkResult, NodeFacts};
 use preflight_checks::networks;
-use crate::runtime::schedule;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Sends each alive member its order (None: nothing for it); returns the indices of the members asked.

@@ -29,20 +29,17 @@ fn failed_peers(links: &[LinkResult]) -> BTreeMap<u32, BTreeSet<u32>> {
 
 /// The nodes to test again, worst first, and the partner: a node whose every link worked but
 /// those with the nodes tested again (rank 0 first, else the lowest rank).
-pub(super) fn pick(
-    members: &[JoinedNode],
-    links: &[LinkResult],
-) -> Option<(u32, Vec<(u32, usize)>)> {
+pub(crate) fn pick(alive: &[u32], links: &[LinkResult]) -> Option<(u32, Vec<(u32, usize)>)> {
     let failed = failed_peers(links);
     if failed.is_empty() {
         return None;
     }
-    let alive: Vec<u32> = members.iter().filter(|m| m.alive).map(|m| m.rank).collect();
-    let bad = worst_nodes(&failed, &alive);
+    let bad = worst_nodes(&failed, alive);
     let bad_set: BTreeSet<u32> = bad.iter().map(|(r, _)| *r).collect();
-    let partner = alive.iter().copied().find(|r| {
-        !bad_set.contains(r) && failed.get(r).is_none_or(|p| p.is_subset(&bad_set))
-    })?;
+    let partner = alive
+        .iter()
+        .copied()
+        .find(|r| !bad_set.contains(r) && failed.get(r).is_none_or(|p| p.is_subset(&bad_set)))?;
     (!bad.is_empty()).then_some((partner, bad))
 }
 
@@ -51,7 +48,8 @@ pub(super) fn pick(
 /// with a bad node is not bad itself).
 fn worst_nodes(failed: &BTreeMap<u32, BTreeSet<u32>>, alive: &[u32]) -> Vec<(u32, usize)> {
     let peers = alive.len().saturating_sub(1).max(1);
-    let enough = |n: usize| n >= 2 && (n >= MIN_FAILED_PEERS || n as f64 >= FAILED_SHARE * peers as f64);
+    let enough =
+        |n: usize| n >= 2 && (n >= MIN_FAILED_PEERS || n as f64 >= FAILED_SHARE * peers as f64);
     let mut left: BTreeMap<u32, BTreeSet<u32>> = failed
         .iter()
         .filter(|(r, _)| alive.contains(r))
@@ -87,7 +85,8 @@ pub(super) fn run(
     connect_timeout: Duration,
     limit: Duration,
 ) -> Vec<SecondPass> {
-    let Some((partner, bad)) = pick(members, links) else {
+    let alive: Vec<u32> = members.iter().filter(|m| m.alive).map(|m| m.rank).collect();
+    let Some((partner, bad)) = pick(&alive, links) else {
         return Vec::new();
     };
     let listeners: HashMap<u32, Peer> = members
@@ -126,8 +125,10 @@ pub(super) fn run(
     let mut out = Vec::new();
     for (node, failed) in bad {
         let worst = |from: u32, to: u32| -> LinkOutcome {
-            let mine: Vec<&LinkResult> =
-                got.iter().filter(|l| l.from == from && l.to == to).collect();
+            let mine: Vec<&LinkResult> = got
+                .iter()
+                .filter(|l| l.from == from && l.to == to)
+                .collect();
             if mine.is_empty() {
                 return LinkOutcome::Error;
             }
@@ -210,7 +211,10 @@ mod tests {
         assert_eq!(failed[&1].len(), 2);
         assert_eq!(failed[&5].len(), 2);
         let alive: Vec<u32> = (0..8).collect();
-        let bad: Vec<u32> = worst_nodes(&failed, &alive).iter().map(|(r, _)| *r).collect();
+        let bad: Vec<u32> = worst_nodes(&failed, &alive)
+            .iter()
+            .map(|(r, _)| *r)
+            .collect();
         assert_eq!(bad, vec![3], "only the node with many failures");
     }
 }

@@ -11,9 +11,29 @@ use preflight_checks::model::{self, LinkResult, Mode, NodeFacts, Report};
 use preflight_checks::networks;
 use std::collections::BTreeMap;
 
+/// A joined node as the verdict sees it (the runtime's members, or a simulation's).
+pub(crate) struct Seen<'a> {
+    pub rank: u32,
+    pub facts: &'a NodeFacts,
+    /// Still answering at the end of the measurements.
+    pub alive: bool,
+}
+
+/// The verdict's view of the runtime's members.
+pub(super) fn seen(members: &[JoinedNode]) -> Vec<Seen<'_>> {
+    members
+        .iter()
+        .map(|m| Seen {
+            rank: m.rank,
+            facts: &m.facts,
+            alive: m.alive,
+        })
+        .collect()
+}
+
 /// The advice from every joined node's facts and the links, with `env_override` set on top.
-pub(super) fn advise(
-    members: &[JoinedNode],
+pub(crate) fn advise(
+    members: &[Seen],
     links: &[LinkResult],
     cfg: &CoordConfig,
     env_override: BTreeMap<String, String>,
@@ -39,8 +59,8 @@ pub(super) fn advise(
     )
 }
 
-pub(super) fn build_report(
-    members: &[JoinedNode],
+pub(crate) fn build_report(
+    members: &[Seen],
     links: &[LinkResult],
     cfg: &CoordConfig,
     recommendation: model::Recommendation,
@@ -107,6 +127,6 @@ pub(super) fn build_report(
 }
 
 /// Every joined node (dead ones included: their facts still count for the checks).
-pub(super) fn alive_or_joined(members: &[JoinedNode]) -> Vec<(u32, &NodeFacts)> {
-    members.iter().map(|m| (m.rank, &m.facts)).collect()
+pub(crate) fn alive_or_joined<'a>(members: &[Seen<'a>]) -> Vec<(u32, &'a NodeFacts)> {
+    members.iter().map(|m| (m.rank, m.facts)).collect()
 }

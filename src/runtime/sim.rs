@@ -1,0 +1,549 @@
+//! A cluster of thousands of nodes in one process: the real throughput schedule, second-pass
+//! selection, ring choice, advice and judgment run over a modelled network (per-link latency and
+//! bandwidth, dead nodes, slow nodes, bad links, lossy links that need a retry), and the phase
+//! times the real runtime would take on that fabric are predicted from the same constants it
+//! uses (dial window, retries, timeouts, bulk duration). Every fault comes from a seed, so a run
+//! is reproducible.
+
+use super::Timing;
+use super::agent::dial::{self, CONNECT_WINDOW};
+use super::allreduce::{AllreduceMode, AllreducePlan, Outcome};
+use super::coordinator::CoordConfig;
+use super::coordinator::verdict::{self, Seen};
+use super::job::JobShape;
+use super::schedule;
+use crate::transport::auth::{Secret, SecretSource};
+use crate::transport::events::Events;
+use preflight_checks::model::{
+    CollectiveResult, CollectiveRow, IfAddr, IfKind, Interface, LinkOutcome, LinkResult,
+    Measurement, NetFacts, NodeFacts, PhaseTime, PlacementInfo, Report, SecondPass,
+};
+use preflight_checks::networks;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+/// The modelled fabric and its faults.
+#[derive(Clone, Debug)]
+pub struct Fabric {
+    pub nodes: u32,
+    /// One-way latency, microseconds.
+    pub latency_us: f64,
+    /// Rated and achieved bandwidth of a healthy NIC, Gbit/s.
+    pub gbit: f64,
+    /// Nodes that never start.
+    pub dead: u32,
+    /// Nodes whose NIC runs at a fifth of the rate.
+    pub slow: u32,
+    /// Ordered pairs whose connects time out (a filter on one link).
+    pub bad_links: u32,
+    /// Ordered pairs whose first connect is reset (they work on the retry).
+    pub lossy_links: u32,
+    pub seed: u64,
+}
+
+impl Default for Fabric {
+    fn default() -> Fabric {
+        Fabric {
+            nodes: 1024,
+            latency_us: 10.0,
+            gbit: 100.0,
+            dead: 0,
+            slow: 0,
+            bad_links: 0,
+            lossy_links: 0,
+            seed: 1,
+        }
+    }
+}
+
+/// The faults drawn from the seed.
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    pub dead: BTreeSet<u32>,
+    pub slow: BTreeSet<u32>,
+    pub bad: HashSet<(u32, u32)>,
+    pub lossy: HashSet<(u32, u32)>,
+}
+
+/// What a simulated run gives: the report the real judgment made, and the predicted times.
+pub struct Simulated {
+    pub report: Report,
+    pub faults: Faults,
+    /// Seconds the simulation itself took to compute (not a prediction).
+    pub compute_seconds: f64,
+}
+
+/// Runs the simulation with the real `timing` (`--quick`, default or `--thorough`).
+pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
+    let started = Instant::now();
+    let n = fabric.nodes.max(2);
+    let faults = draw_faults(fabric);
+    let facts: Vec<NodeFacts> = (0..n).map(node_facts).collect();
+    let alive: Vec<u32> = (0..n).filter(|r| !faults.dead.contains(r)).collect();
+    let rtt_s = 2.0 * fabric.latency_us / 1e6;
+    let bw = |r: u32| {
+        if faults.slow.contains(&r) {
+            fabric.gbit / 5.0
+        } else {
+            fabric.gbit
+        }
+    };
+    let mut phases = Vec::new();
+
+    // Connectivity: every ordered pair among the nodes that joined, dialed as the agent does.
+    let mut links = Vec::with_capacity(alive.len() * alive.len().saturating_sub(1));
+    let mut slowest_probe = 0.0f64;
+    for &from in &alive {
+        let mut targets: Vec<u32> = alive.iter().copied().filter(|t| *t != from).collect();
+        targets.sort_by_key(|t| dial::ring_offset(from, *t, n));
+        let mut costs = Vec::with_capacity(targets.len());
+        for &to in &targets {
+            let (result, retries, cost) = if faults.bad.contains(&(from, to)) {
+                let attempts = 2.0;
+                (
+                    LinkOutcome::Timeout,
+                    1,
+                    attempts * timing.connect_timeout.as_secs_f64() + 0.1,
+                )
+            } else {
+                let one = rtt_s * (4.0 + timing.pings as f64);
+                if faults.lossy.contains(&(from, to)) {
+                    (LinkOutcome::Ok, 1, one + rtt_s + 0.1)
+                } else {
+                    (LinkOutcome::Ok, 0, one)
+                }
+            };
+            costs.push(cost);
+            links.push(LinkResult {
+                from,
+                to,
+                interface: "eth0".into(),
+                address: address(to).to_string(),
+                port: 40000,
+                result,
+                rtt_us: (result == LinkOutcome::Ok).then_some(rtt_s * 1e6),
+                rtt_p99_us: (result == LinkOutcome::Ok).then_some(rtt_s * 1e6 * 1.5),
+                error: (result != LinkOutcome::Ok)
+                    .then(|| "timed out (modelled: a filter on this link)".to_string()),
+                retries,
+                ..Default::default()
+            });
+        }
+        slowest_probe = slowest_probe.max(list_schedule(&costs, CONNECT_WINDOW));
+    }
+    // The order to every node (all listeners, serialised once) leaves rank 0's NIC in parallel.
+    let order_bytes = alive.len() as f64 * 60.0;
+    let fan_out = order_bytes / 8.0 * alive.len() as f64 * 8.0 / (fabric.gbit * 1e9);
+    phases.push(phase("connectivity", slowest_probe + fan_out + rtt_s));
+
+    // Second pass: the real selection of nodes that failed with many peers.
+    let second = second_pass(&alive, &links, &faults);
+    if !second.is_empty() {
+        let cost = rtt_s * (4.0 + timing.pings as f64) * second.len() as f64
+            + if second.iter().any(|p| p.verdict == "node") {
+                2.0 * timing.connect_timeout.as_secs_f64()
+            } else {
+                0.0
+            };
+        phases.push(phase("second pass", cost));
+    }
+
+    // Throughput: the real schedule; each pair gets the slower end's rate.
+    let rounds = schedule::schedule(&alive, timing.matchings, n as u64);
+    let ok: HashSet<(u32, u32)> = links
+        .iter()
+        .filter(|l| l.result == LinkOutcome::Ok)
+        .map(|l| (l.from, l.to))
+        .collect();
+    let mut index: BTreeMap<(u32, u32), usize> = BTreeMap::new();
+    for (i, l) in links.iter().enumerate() {
+        index.insert((l.from, l.to), i);
+    }
+    for round in &rounds {
+        for &(a, b) in round {
+            for (from, to) in [(a, b), (b, a)] {
+                if !ok.contains(&(from, to)) {
+                    continue;
+                }
+                if let Some(i) = index.get(&(from, to)) {
+                    links[*i].throughput_gbit_s = Some(bw(from).min(bw(to)));
+                }
+            }
+        }
+    }
+    let per_round = timing.bulk.as_secs_f64() + rtt_s * 4.0 + 2.0 * fabric.latency_us / 1e6 * 10.0;
+    phases.push(phase("throughput", rounds.len() as f64 * per_round));
+
+    // Path MTU: a few DF probes per peer, the dial window at once.
+    let mtu_costs = vec![rtt_s * 4.0; alive.len().saturating_sub(1)];
+    phases.push(phase("path MTU", list_schedule(&mtu_costs, CONNECT_WINDOW)));
+    for l in links.iter_mut().filter(|l| l.result == LinkOutcome::Ok) {
+        l.mtu = Some(9000);
+    }
+
+    // Judgment: the real advice, ring and checks.
+    let cfg = coord_config(n, timing);
+    let seen: Vec<Seen> = alive
+        .iter()
+        .map(|r| Seen {
+            rank: *r,
+            facts: &facts[*r as usize],
+            alive: true,
+        })
+        .collect();
+    let recommendation = verdict::advise(&seen, &links, &cfg, BTreeMap::new());
+    let evals = {
+        let nodes = verdict::alive_or_joined(&seen);
+        networks::evaluate(&networks::discover(&nodes, &links), &links, &alive)
+    };
+    let (outcome, allreduce_s) = allreduce(&evals, &alive, fabric, &faults, &cfg.allreduce);
+    phases.push(phase("all-reduce", allreduce_s));
+    let mut report = verdict::build_report(&seen, &links, &cfg, recommendation, outcome, &[]);
+    // Rank 0 sends one compressed copy to every node, in parallel from one NIC.
+    let json = serde_json::to_vec(&report).map(|v| v.len()).unwrap_or(0) as f64;
+    let deliver = json / 8.0 * alive.len() as f64 * 8.0 / (fabric.gbit * 1e9) + rtt_s;
+    phases.push(phase("report", deliver));
+    report.measurement = Some(Measurement {
+        links_total: links.len() as u64,
+        links_retried: links.iter().filter(|l| l.retries > 0).count() as u64,
+        connect_window: CONNECT_WINDOW as u32,
+        throughput_schedule: schedule::describe(alive.len(), timing.matchings),
+        throughput_rounds: rounds.len() as u32,
+        second_pass: second,
+        phases,
+    });
+    Simulated {
+        report,
+        faults,
+        compute_seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+fn phase(name: &str, seconds: f64) -> PhaseTime {
+    PhaseTime {
+        phase: name.into(),
+        seconds: (seconds * 1000.0).round() / 1000.0,
+    }
+}
+
+/// The time `window` workers take over `costs` taken in order (each by the first free worker).
+fn list_schedule(costs: &[f64], window: usize) -> f64 {
+    let mut free = vec![0.0f64; window.max(1)];
+    for c in costs {
+        let (i, _) = free
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .expect("window >= 1");
+        free[i] += c;
+    }
+    free.into_iter().fold(0.0, f64::max)
+}
+
+/// 10.200.0.0/16 and up: node `r`'s address (never used on a wire; the model only names it).
+fn address(r: u32) -> IpAddr {
+    let host = r + 1;
+    IpAddr::V4(Ipv4Addr::new(
+        10,
+        200 + (host >> 16) as u8,
+        (host >> 8) as u8,
+        host as u8,
+    ))
+}
+
+fn node_facts(r: u32) -> NodeFacts {
+    let hostname = format!("node{r:04}");
+    NodeFacts {
+        host_id: hostname.clone(),
+        hostname,
+        net: NetFacts {
+            interfaces: vec![Interface {
+                name: "eth0".into(),
+                index: 2,
+                kind: IfKind::Physical,
+                oper_state: "up".into(),
+                up: true,
+                admin_up: Some(true),
+                carrier: Some(true),
+                mtu: Some(9000),
+                speed_mbps: Some(100_000),
+                ipv4: vec![IfAddr {
+                    addr: address(r),
+                    prefix: 12,
+                }],
+                default_route: true,
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn draw_faults(f: &Fabric) -> Faults {
+    let n = f.nodes.max(2);
+    let mut rng = f.seed.max(1);
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let pick_node = |taken: &BTreeSet<u32>, next: &mut dyn FnMut() -> u64| loop {
+        // Rank 0 hosts the coordinator: a fault there is its own scenario.
+        let r = 1 + (next() % (n as u64 - 1)) as u32;
+        if !taken.contains(&r) {
+            return r;
+        }
+    };
+    let mut faults = Faults::default();
+    let mut used = BTreeSet::new();
+    for _ in 0..f.dead.min(n / 2) {
+        let r = pick_node(&used, &mut next);
+        used.insert(r);
+        faults.dead.insert(r);
+    }
+    for _ in 0..f.slow.min(n / 2) {
+        let r = pick_node(&used, &mut next);
+        used.insert(r);
+        faults.slow.insert(r);
+    }
+    let pair =
+        |set: &mut HashSet<(u32, u32)>, dead: &BTreeSet<u32>, next: &mut dyn FnMut() -> u64| loop {
+            let a = (next() % n as u64) as u32;
+            let b = (next() % n as u64) as u32;
+            if a != b && !dead.contains(&a) && !dead.contains(&b) && set.insert((a, b)) {
+                return;
+            }
+        };
+    for _ in 0..f.bad_links {
+        pair(&mut faults.bad, &faults.dead.clone(), &mut next);
+    }
+    for _ in 0..f.lossy_links {
+        pair(&mut faults.lossy, &faults.dead.clone(), &mut next);
+    }
+    faults
+}
+
+/// The runtime's selection for the second pass, with the model's answers.
+fn second_pass(alive: &[u32], links: &[LinkResult], faults: &Faults) -> Vec<SecondPass> {
+    let Some((partner, bad)) = super::coordinator::second_pass_pick(alive, links) else {
+        return Vec::new();
+    };
+    bad.into_iter()
+        .map(|(node, failed)| {
+            let outbound = if faults.bad.contains(&(node, partner)) {
+                LinkOutcome::Timeout
+            } else {
+                LinkOutcome::Ok
+            };
+            let inbound = if faults.bad.contains(&(partner, node)) {
+                LinkOutcome::Timeout
+            } else {
+                LinkOutcome::Ok
+            };
+            SecondPass {
+                node,
+                partner,
+                address: address(node).to_string(),
+                failed_peers: failed as u32,
+                outbound,
+                inbound,
+                verdict: if outbound == LinkOutcome::Ok && inbound == LinkOutcome::Ok {
+                    "links"
+                } else {
+                    "node"
+                }
+                .into(),
+            }
+        })
+        .collect()
+}
+
+/// The TCP ring all-reduce as the runtime runs it (the real ring choice), timed on the model:
+/// 2(n-1) steps of bytes/n each at the slowest member's rate, plus latency per step.
+fn allreduce(
+    evals: &[networks::NetworkEval],
+    alive: &[u32],
+    fabric: &Fabric,
+    faults: &Faults,
+    plan: &AllreducePlan,
+) -> (Outcome, f64) {
+    let net = networks::choose(evals).or_else(|| evals.iter().max_by_key(|e| e.pairs_ok));
+    let Some(net) = net else {
+        return (
+            Outcome {
+                not_run: Some("not measured: no network".into()),
+                ..Default::default()
+            },
+            0.0,
+        );
+    };
+    let Some(order) = super::allreduce::working_ring(net, alive) else {
+        return (
+            Outcome {
+                not_run: Some(
+                    "not measured: no ring of working links covers every node (modelled)".into(),
+                ),
+                ..Default::default()
+            },
+            0.0,
+        );
+    };
+    let n = order.len() as f64;
+    let slowest = if faults.slow.is_empty() {
+        fabric.gbit
+    } else {
+        fabric.gbit / 5.0
+    };
+    let mut total = 0.0;
+    let rows: Vec<CollectiveRow> = plan
+        .sizes
+        .iter()
+        .map(|&bytes| {
+            let step = bytes as f64 / n * 8.0 / (slowest * 1e9) + fabric.latency_us / 1e6;
+            let t = 2.0 * (n - 1.0) * step;
+            total += t * (plan.warmup + plan.iters) as f64;
+            let algbw = bytes as f64 / t / 1e9;
+            CollectiveRow {
+                bytes,
+                time_us: t * 1e6,
+                algbw_gb_s: algbw,
+                busbw_gb_s: algbw * 2.0 * (n - 1.0) / n,
+                wrong: 0,
+            }
+        })
+        .collect();
+    let result = CollectiveResult {
+        op: "allreduce".into(),
+        transport: "tcp".into(),
+        ranks: order.len() as u32,
+        net: Some("modelled".into()),
+        order,
+        rows,
+        network: Some(net.network.id.clone()),
+        streams: Some(1),
+        config: "advice".into(),
+        ..Default::default()
+    };
+    (
+        Outcome {
+            results: vec![result],
+            ..Default::default()
+        },
+        total,
+    )
+}
+
+fn coord_config(n: u32, timing: Timing) -> CoordConfig {
+    CoordConfig {
+        nnodes: n,
+        master_addr: address(0).to_string(),
+        master_port: 29500,
+        join_timeout: Duration::from_secs(60),
+        timing,
+        expected_hosts: Vec::new(),
+        secret: Secret::token("simulated"),
+        shape: JobShape::default(),
+        script: vec!["train.py".into()],
+        allreduce: AllreducePlan {
+            mode: AllreduceMode::Tcp,
+            sizes: vec![1 << 20, 16 << 20, 64 << 20],
+            compare_env: BTreeMap::new(),
+            streams: 1,
+            warmup: 1,
+            iters: 5,
+            step_timeout: Duration::from_secs(10),
+            silence: Duration::from_secs(60),
+        },
+        min_busbw: None,
+        coordinator_note: None,
+        events: Events::none(),
+        secret_source: SecretSource::Token("simulation".into()),
+        own_addrs: vec![address(0)],
+        placement: PlacementInfo {
+            source: "simulation".into(),
+            ..Default::default()
+        },
+        c10d: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quick() -> Timing {
+        Timing {
+            connect_timeout: Duration::from_secs(1),
+            pings: 20,
+            bulk: Duration::from_millis(200),
+            matchings: 1,
+        }
+    }
+
+    #[test]
+    fn a_healthy_simulated_cluster_passes_with_every_link() {
+        let s = simulate(
+            &Fabric {
+                nodes: 64,
+                ..Default::default()
+            },
+            quick(),
+        );
+        let r = &s.report;
+        assert!(
+            !r.findings
+                .iter()
+                .any(|f| f.status == preflight_checks::model::Status::Fail),
+            "{:#?}",
+            r.findings
+                .iter()
+                .filter(|f| f.status == preflight_checks::model::Status::Fail)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(r.links.len(), 64 * 63);
+        let m = r.measurement.as_ref().unwrap();
+        assert_eq!(m.throughput_rounds, 3);
+        assert_eq!(r.collectives.len(), 1);
+    }
+
+    #[test]
+    fn a_dead_node_is_one_node_and_a_bad_link_is_one_link() {
+        let s = simulate(
+            &Fabric {
+                nodes: 48,
+                dead: 1,
+                bad_links: 1,
+                seed: 7,
+                ..Default::default()
+            },
+            quick(),
+        );
+        let dead = *s.faults.dead.iter().next().unwrap();
+        let fails: Vec<_> = s
+            .report
+            .findings
+            .iter()
+            .filter(|f| f.status == preflight_checks::model::Status::Fail)
+            .collect();
+        let rendezvous: Vec<_> = fails
+            .iter()
+            .filter(|f| f.id == "cluster.rendezvous")
+            .collect();
+        assert_eq!(rendezvous.len(), 1, "{fails:#?}");
+        assert!(
+            rendezvous[0].summary.contains(&format!("{dead}")),
+            "{}",
+            rendezvous[0].summary
+        );
+        let unreachable: Vec<_> = fails
+            .iter()
+            .filter(|f| f.id == "link.unreachable")
+            .collect();
+        assert_eq!(unreachable.len(), 1, "{unreachable:#?}");
+        // The all-reduce still ran, over a ring around the bad link.
+        assert_eq!(s.report.collectives.len(), 1);
+    }
+}
