@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod allreduce;
 pub mod allreduce_node;
+pub mod fds;
 pub mod coordinator;
 pub mod job;
 pub mod local_group;

@@ -193,6 +193,9 @@ impl ClusterBuilder {
         }
         self.validate();
         ensure_blackhole_route();
+        if self.hosts.len() > 32 {
+            raise_neigh_thresholds();
+        }
         let cluster = Cluster::empty(&self.tag, self.nets, self.hosts, self.routers);
         cluster.create();
         Some(cluster)
@@ -257,6 +260,28 @@ fn namespaces_usable(tools: &[&str]) -> Result<(), String> {
             String::from_utf8_lossy(&out.stderr).trim()
         )),
         Err(e) => Err(format!("`ip netns add` could not run: {e}")),
+    }
+}
+
+/// One kernel keeps every namespace's neighbour (ARP) entries under one cap
+/// (`net.ipv4.neigh.default.gc_thresh3`, 1024 by default): a cluster of more than 32 namespaces
+/// would overflow it, a fault no real cluster has. Raised (never lowered) before such a test.
+fn raise_neigh_thresholds() {
+    for (name, want) in [
+        ("gc_thresh1", 8192u64),
+        ("gc_thresh2", 32768),
+        ("gc_thresh3", 65536),
+    ] {
+        for family in ["ipv4", "ipv6"] {
+            let path = format!("/proc/sys/net/{family}/neigh/default/{name}");
+            let now: u64 = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if now < want {
+                let _ = std::fs::write(&path, want.to_string());
+            }
+        }
     }
 }
 

@@ -54,6 +54,13 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
         events.log(note.clone());
     }
     let mut placement = placement.for_rendezvous();
+    if let Err(why) = crate::runtime::fds::ensure(crate::runtime::fds::needed(
+        placement.nnodes,
+        placement.rank == 0,
+        4,
+    )) {
+        events.log(why);
+    }
     let (secret, source) = Secret::derive(
         job.token
             .as_ref()
