@@ -18,6 +18,8 @@ mod netns;
 mod props;
 mod render_cluster;
 mod render_node;
+mod render_scale;
 mod report_contract;
 mod signals;
+mod synthetic;
 mod torchrun;

@@ -386,6 +386,7 @@ fn full_cluster_report() -> Report {
         }),
         placement: None,
         trimmed: None,
+        link_matrix: None,
     }
 }
 

@@ -65,6 +65,7 @@ impl CloneWithoutLinks for Report {
             recommendation: self.recommendation.clone(),
             placement: self.placement.clone(),
             trimmed: self.trimmed.clone(),
+            link_matrix: self.link_matrix.clone(),
         }
     }
 }

@@ -103,7 +103,7 @@ pub(super) fn build_report(
         .collectives(outcome.results)
         .recommendation(Some(recommendation))
         .placement(Some(cfg.placement.clone()))
-        .build()
+        .build_compact()
 }
 
 /// Every joined node (dead ones included: their facts still count for the checks).
