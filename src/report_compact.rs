@@ -420,3 +420,120 @@ pub fn network_label(report: &Report, l: &LinkResult) -> String {
         Err(_) => l.address.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ReportBuilder;
+    use preflight_checks::model::{IfAddr, Interface, Mode, NodeFacts};
+
+    /// `n` nodes on 10.0.0.0/16, every pair ok with an RTT of `from + to` µs, throughput on
+    /// the ring neighbours, and 0 -> 1 refused.
+    fn report(n: u32) -> Report {
+        let mut b = ReportBuilder::new(Mode::Cluster);
+        let addr = |r: u32| format!("10.0.{}.{}", r / 200, r % 200 + 1);
+        let mut links = Vec::new();
+        for from in 0..n {
+            let mut f = NodeFacts {
+                hostname: format!("n{from}"),
+                ..Default::default()
+            };
+            f.net.interfaces.push(Interface {
+                name: "eth0".into(),
+                ipv4: vec![IfAddr {
+                    addr: addr(from).parse().unwrap(),
+                    prefix: 16,
+                }],
+                ..Default::default()
+            });
+            b = b.node(from, f);
+            for to in (0..n).filter(|t| *t != from) {
+                let bad = (from, to) == (0, 1);
+                links.push(LinkResult {
+                    from,
+                    to,
+                    interface: "eth0".into(),
+                    address: addr(to),
+                    result: if bad {
+                        LinkOutcome::Refused
+                    } else {
+                        LinkOutcome::Ok
+                    },
+                    rtt_us: (!bad).then_some(f64::from(from + to) + 0.4),
+                    throughput_gbit_s: (to == (from + 1) % n).then_some(9.5),
+                    error: bad.then(|| "connection refused".to_string()),
+                    ..Default::default()
+                });
+            }
+        }
+        b.links(links).build()
+    }
+
+    #[test]
+    fn up_to_64_nodes_every_link_stays() {
+        let r = report(64);
+        let c = compacted(r.clone());
+        assert_eq!(c, r);
+    }
+
+    #[test]
+    fn above_64_nodes_the_matrix_holds_every_pair_and_links_what_matters() {
+        let r = report(80);
+        let c = compacted(r.clone());
+        let m = c.link_matrix.as_ref().unwrap();
+        assert_eq!(m.encoding, ENCODING);
+        assert_eq!(
+            (m.links_total, m.links_kept),
+            (80 * 79, c.links.len() as u64)
+        );
+        // Kept: the refused pair (with its error), the 79 other ring links, the 32 worst RTTs.
+        assert_eq!(c.links.len(), 1 + 79 + WORST_RTT, "{}", c.links.len());
+        let refused = c
+            .links
+            .iter()
+            .find(|l| l.result != LinkOutcome::Ok)
+            .unwrap();
+        assert_eq!(refused.error.as_deref(), Some("connection refused"));
+        // Read back: each pair's result and RTT as the whole report had them (RTT rounded).
+        let back: Report = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        let nets = networks(&back);
+        assert_eq!(nets.len(), 1);
+        let net = &nets[0];
+        assert_eq!(net.name, "10.0.0.0/16");
+        assert_eq!(net.measured, 80 * 79);
+        for l in &r.links {
+            let cell = net.cell(l.from as usize, l.to as usize);
+            assert_eq!(cell.result, Some(l.result), "{l:?}");
+            // Rounded to the microsecond in the matrix, exact for the links kept.
+            match (cell.rtt_us, l.rtt_us) {
+                (Some(got), Some(want)) => assert!((f64::from(got) - want).abs() <= 0.5, "{l:?}"),
+                (got, want) => assert_eq!((got, want), (None, None), "{l:?}"),
+            }
+        }
+        assert_eq!(net.cell(5, 6).throughput_gbit_s, Some(9.5));
+        // The same from the whole report's links.
+        let whole = networks(&r);
+        assert_eq!(whole[0].measured, 80 * 79);
+        assert_eq!(addresses(&back)[&7], "10.0.0.8");
+    }
+
+    #[test]
+    fn a_matrix_that_does_not_decode_is_left_out_not_a_panic() {
+        let mut c = compacted(report(70));
+        for bad in ["", "!!!!", "AAAA", "eJwDAAAAAAE="] {
+            c.link_matrix.as_mut().unwrap().networks[0].rtt_us = bad.into();
+            let nets = networks(&c);
+            // Only the links kept remain, as a network of their own.
+            assert!(nets.iter().all(|n| n.measured < 70 * 69), "{bad}");
+        }
+    }
+
+    #[test]
+    fn base64_round_trips() {
+        for len in 0..10 {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37) as u8).collect();
+            assert_eq!(unbase64(&base64(&bytes)).unwrap(), bytes);
+        }
+        assert_eq!(base64(b"Man"), "TWFu");
+    }
+}

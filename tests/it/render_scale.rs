@@ -16,6 +16,18 @@ fn render(report: &Report, rank: u32, width: u16) -> String {
     preflight::render::doctor::render_for_rank(report, style, rank)
 }
 
+/// Serialised size of any part of a report.
+mod erased {
+    pub trait Size {
+        fn size(&self) -> usize;
+    }
+    impl<T: serde::Serialize> Size for T {
+        fn size(&self) -> usize {
+            serde_json::to_string(self).map_or(0, |s| s.len())
+        }
+    }
+}
+
 fn failing() -> Faults {
     Faults {
         dead: Some(17),
@@ -157,11 +169,28 @@ fn render_scale_1024_nodes_json_is_linear_and_every_pair_recoverable() {
     let m = r.link_matrix.as_ref().expect("a matrix above 64 nodes");
     let matrix_bytes = serde_json::to_string(m).unwrap().len();
     let links_bytes = serde_json::to_string(&r.links).unwrap().len();
+    let part = |v: &dyn erased::Size| v.size();
     eprintln!(
-        "1024 nodes: JSON {} bytes (links {} kept of {}: {links_bytes} bytes; link_matrix {matrix_bytes} bytes)",
+        "1024 nodes: JSON {} bytes: nodes {}, findings {}, links {} kept of {} in {links_bytes}, link_matrix {matrix_bytes}",
         json.len(),
+        part(&r.nodes),
+        part(&r.findings),
         r.links.len(),
         m.links_total
+    );
+    // Linear: per node, 1024 nodes take no more than 128 do (and a little).
+    let small = preflight::render::json::render(&cluster(
+        128,
+        &Faults {
+            links_only: true,
+            ..Default::default()
+        },
+    ));
+    let (per_big, per_small) = (json.len() as f64 / 1024.0, small.len() as f64 / 128.0);
+    eprintln!("per node: {per_big:.0} bytes at 1024 nodes, {per_small:.0} at 128");
+    assert!(
+        per_big <= 1.25 * per_small,
+        "{per_big} vs {per_small} bytes per node"
     );
     assert_eq!(m.links_total, 2 * 1024 * 1023);
     assert!(
