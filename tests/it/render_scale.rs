@@ -224,3 +224,91 @@ fn render_scale_1024_nodes_json_is_linear_and_every_pair_recoverable() {
     let text = render(&back, 0, 80);
     assert!(text.lines().count() <= 60, "{text}");
 }
+
+/// Two real nodes on loopback, the terminal report: rank 1 prints a few lines by default and
+/// the whole report with `--full-report`; rank 0 prints the whole report either way.
+#[test]
+fn render_scale_rank_one_prints_a_few_lines_unless_full_report() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let run = |rank: u32, port: u16, extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_preflight"));
+        cmd.args([
+            "cluster",
+            "--nnodes=2",
+            &format!("--node-rank={rank}"),
+            "--master-addr=127.0.0.1",
+            &format!("--master-port={port}"),
+            "--timeout=20",
+            "--quick",
+            "--allreduce=off",
+            "--token=render-scale",
+            "--no-gpu",
+        ])
+        .args(extra);
+        for v in crate::common::INHERITED_ENV_TO_CLEAR {
+            cmd.env_remove(v);
+        }
+        cmd.env("NCCL_HOSTID", format!("render-{rank}-{port}"))
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "80")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        cmd.spawn().expect("start preflight")
+    };
+    let finish = |mut child: std::process::Child| {
+        let started = Instant::now();
+        let mut out = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("preflight ran over 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        reader.join().unwrap()
+    };
+    for full in [false, true] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let extra: &[&str] = if full { &["--full-report"] } else { &[] };
+        let zero = run(0, port, extra);
+        std::thread::sleep(Duration::from_millis(200));
+        let one = run(1, port, extra);
+        let (zero, one) = (finish(zero), finish(one));
+        assert!(zero.contains("Connectivity on "), "{zero}");
+        assert!(
+            one.starts_with("preflight ") && one.contains("this is rank 1"),
+            "{one}"
+        );
+        if full {
+            assert!(
+                one.contains("Connectivity on ") && one.contains("Nodes:"),
+                "{one}"
+            );
+        } else {
+            assert!(
+                !one.contains("Connectivity on ") && !one.contains("Nodes:"),
+                "{one}"
+            );
+            assert!(one.contains("--full-report"), "{one}");
+            assert!(
+                one.lines().count() < zero.lines().count() / 2,
+                "{one}\n---\n{zero}"
+            );
+        }
+    }
+}

@@ -418,7 +418,10 @@ fn every_json_report_validates_against_the_committed_schema() {
             ..Default::default()
         },
     );
-    let m = large.link_matrix.as_ref().expect("65 nodes have a link matrix");
+    let m = large
+        .link_matrix
+        .as_ref()
+        .expect("65 nodes have a link matrix");
     assert_eq!(m.networks.len(), 2);
     let large: Value = serde_json::from_str(&preflight::render::json::render(&large)).unwrap();
     assert_valid(&v, &large, "a 65-node cluster report with link_matrix");
