@@ -85,6 +85,17 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         ),
         style,
     );
+    if ok == 0 {
+        // Nothing connected (an address every node shares, such as docker0's): naming every
+        // node would say nothing more.
+        out.push_str(&wrap(
+            "no pair connected on this network: it is not usable between the nodes",
+            width,
+            "  ",
+            "    ",
+        ));
+        return out;
+    }
     let mut rtts: Vec<f64> = net
         .cells
         .iter()
@@ -275,4 +286,83 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ReportBuilder;
+    use preflight_checks::model::{IfAddr, Interface, LinkResult, Mode, NodeFacts};
+
+    /// 20 nodes: eth0 on 10.0.0.0/24 all ok but every link to rank 7 timed out; docker0's
+    /// shared 172.17.0.1 never connects.
+    fn report() -> Report {
+        let mut b = ReportBuilder::new(Mode::Cluster);
+        let mut links = Vec::new();
+        for r in 0..20u32 {
+            let mut f = NodeFacts {
+                hostname: format!("n{:02}", r + 1),
+                ..Default::default()
+            };
+            for (name, addr) in [
+                ("eth0", format!("10.0.0.{}", r + 1)),
+                ("docker0", "172.17.0.1".into()),
+            ] {
+                f.net.interfaces.push(Interface {
+                    name: name.into(),
+                    ipv4: vec![IfAddr {
+                        addr: addr.parse().unwrap(),
+                        prefix: if name == "eth0" { 24 } else { 16 },
+                    }],
+                    ..Default::default()
+                });
+            }
+            b = b.node(r, f);
+            for to in (0..20u32).filter(|t| *t != r) {
+                let lost = to == 7;
+                links.push(LinkResult {
+                    from: r,
+                    to,
+                    interface: "eth0".into(),
+                    address: format!("10.0.0.{}", to + 1),
+                    result: if lost {
+                        LinkOutcome::Timeout
+                    } else {
+                        LinkOutcome::Ok
+                    },
+                    rtt_us: (!lost).then_some(40.0),
+                    ..Default::default()
+                });
+                links.push(LinkResult {
+                    from: r,
+                    to,
+                    interface: "docker0".into(),
+                    address: "172.17.0.1".into(),
+                    result: LinkOutcome::Error,
+                    ..Default::default()
+                });
+            }
+        }
+        b.links(links).build()
+    }
+
+    #[test]
+    fn a_node_nobody_reaches_is_named_and_a_dead_network_is_one_line() {
+        let text = networks(&report(), Style::plain());
+        assert!(
+            text.contains("Links on 10.0.0.0/24 (eth0): 361 of 380 pairs ok"),
+            "{text}"
+        );
+        assert!(
+            text.contains("✗ every link to it failed (a filter on input?): n08 (rank 7)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Links on 172.17.0.0/16 (docker0): 0 of 380 pairs ok"),
+            "{text}"
+        );
+        assert!(text.contains("no pair connected on this network"), "{text}");
+        assert!(!text.contains("every link to and from failed"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    }
 }
