@@ -111,6 +111,19 @@ fn render_scale_sixty_four_healthy_nodes_fit_sixty_lines() {
     // With --full-report a rank prints it all.
     let full = preflight::render::doctor::render_view(&r, Style::plain(), 5, true);
     assert!(full.contains("Nodes: all 64 alike"), "{full}");
+    // A node's trimmed copy says what it leaves out before the tables.
+    let mut trimmed = r.clone();
+    trimmed.trimmed = Some(preflight_checks::model::Trimmed {
+        links_total: 8064,
+        links_kept: 252,
+        facts_omitted: 63,
+        why: "too big to send whole".into(),
+    });
+    let full = preflight::render::doctor::render_view(&trimmed, Style::plain(), 5, true);
+    assert!(
+        full.contains("This is a node's copy: 7812 of 8064 links and 63 nodes' facts are left out"),
+        "{full}"
+    );
 }
 
 #[test]

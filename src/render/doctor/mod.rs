@@ -43,6 +43,21 @@ pub fn render_view(report: &Report, style: Style, rank: u32, full: bool) -> Stri
     let mut out = headline(report, style, rank);
     out.push('\n');
     if report.mode == Mode::Cluster && whole {
+        if let Some(t) = &report.trimmed {
+            // A node's copy of a large report: say so before tables that lack the others' facts.
+            out.push_str(&wrap::wrap(
+                &format!(
+                    "This is a node's copy: {} of {} links and {} nodes' facts are left out ({})",
+                    t.links_total.saturating_sub(t.links_kept),
+                    t.links_total,
+                    t.facts_omitted,
+                    shown(&t.why)
+                ),
+                usize::from(style.width),
+                "",
+                "  ",
+            ));
+        }
         out.push_str(&cluster::tables(report, style));
     }
     if whole {
