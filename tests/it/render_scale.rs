@@ -111,6 +111,25 @@ fn render_scale_sixty_four_healthy_nodes_fit_sixty_lines() {
     // With --full-report a rank prints it all.
     let full = preflight::render::doctor::render_view(&r, Style::plain(), 5, true);
     assert!(full.contains("Nodes: all 64 alike"), "{full}");
+    // A node whose driver differs is a row of its own, marked, after the 63 alike.
+    let mut odd = r.clone();
+    odd.nodes[5].facts.gpu.driver_version = Some("535.104.05".into());
+    let text = render(&odd, 0, 80);
+    assert!(
+        text.contains("Nodes: 64 in 2 groups of identical facts"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("│ ") && !l.starts_with("│ nodes"))
+        .collect();
+    assert!(rows.iter().any(|l| l.starts_with("│ 63 ")), "{text}");
+    let odd_row = rows
+        .iter()
+        .position(|l| l.starts_with("│ 1 !"))
+        .expect("the odd row, marked");
+    assert!(rows[odd_row].contains("gpu06"), "{text}");
+    assert!(rows[odd_row].contains("535.104.05"), "{text}");
     // A node's trimmed copy says what it leaves out before the tables.
     let mut trimmed = r.clone();
     trimmed.trimmed = Some(preflight_checks::model::Trimmed {
