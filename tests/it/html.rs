@@ -524,17 +524,10 @@ fn browser_1024_nodes_heatmap() {
     let Some(browser) = browser_or_skip() else {
         return;
     };
-    let report = crate::synthetic::cluster(
-        1024,
-        &crate::synthetic::Faults {
-            links_only: true,
-            bad_link: Some((3, 9)),
-            ..Default::default()
-        },
-    );
+    let report = crate::synthetic::cluster_1024();
     let work = tempfile::tempdir().unwrap();
     let saved = work.path().join("cluster-1024.json");
-    std::fs::write(&saved, preflight::render::json::render(&report)).unwrap();
+    std::fs::write(&saved, preflight::render::json::render(report)).unwrap();
     let out = bin()
         .args(["render", "--format", "html"])
         .arg(&saved)

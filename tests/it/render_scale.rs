@@ -189,15 +189,8 @@ fn render_scale_sixty_four_nodes_with_faults() {
 
 #[test]
 fn render_scale_1024_nodes_json_is_linear_and_every_pair_recoverable() {
-    let r = cluster(
-        1024,
-        &Faults {
-            links_only: true,
-            bad_link: Some((3, 9)),
-            ..Default::default()
-        },
-    );
-    let json = preflight::render::json::render(&r);
+    let r = crate::synthetic::cluster_1024();
+    let json = preflight::render::json::render(r);
     let m = r.link_matrix.as_ref().expect("a matrix above 64 nodes");
     let matrix_bytes = serde_json::to_string(m).unwrap().len();
     let links_bytes = serde_json::to_string(&r.links).unwrap().len();

@@ -194,3 +194,19 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
         }))
         .build_compact()
 }
+
+/// The 1024-node report (links only, the pair 3 -> 9 refused on eno1), built once for every
+/// test that reads it: building it takes most of a minute in a debug build on a busy machine.
+pub fn cluster_1024() -> &'static Report {
+    static BIG: std::sync::OnceLock<Report> = std::sync::OnceLock::new();
+    BIG.get_or_init(|| {
+        cluster(
+            1024,
+            &Faults {
+                links_only: true,
+                bad_link: Some((3, 9)),
+                ..Default::default()
+            },
+        )
+    })
+}
