@@ -158,8 +158,9 @@ fn show(outcome: Outcome, events: &Events) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-/// JSON is the whole report on every node; the table is whole on rank 0 and this node's own
-/// findings and command elsewhere. `-o FILE` always gets the JSON.
+/// JSON is the whole report on every node; the table is whole on rank 0 (on every rank with
+/// `--full-report`) and a few lines elsewhere: this node's verdict and problems, the cluster's
+/// verdict, its own command and where the whole report is. `-o FILE` always gets the JSON.
 fn show_report(s: &Shown) -> anyhow::Result<()> {
     if let Some(path) = &s.view.output {
         output::file(path, &render::json::render(&s.report))
@@ -180,7 +181,7 @@ fn show_report(s: &Shown) -> anyhow::Result<()> {
                 }
             }
             let style = Style::detect(s.view.verbose);
-            let mut t = render::doctor::render_for_rank(&shown, style, s.rank);
+            let mut t = render::doctor::render_view(&shown, style, s.rank, s.view.full_report);
             if let Some(c) = &s.your_command {
                 t.push_str(&render::launch::your_command(
                     c.rank,

@@ -219,6 +219,10 @@ pub struct JobArgs {
     /// Also show what passed or was skipped, with details (the terminal report).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// Print the whole cluster report on every rank (the terminal report); by default only
+    /// rank 0 prints it and the other ranks print their verdict and their own launch line.
+    #[arg(long)]
+    pub full_report: bool,
 }
 
 /// Flags shared by the commands that probe this node.

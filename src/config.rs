@@ -22,6 +22,8 @@ pub struct View {
     pub strict: bool,
     /// `-v`: the terminal report also shows passes and skips.
     pub verbose: bool,
+    /// `--full-report`: every rank prints the whole cluster report, not only rank 0.
+    pub full_report: bool,
 }
 
 /// `preflight check`.
@@ -156,6 +158,7 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                 output: None,
                 strict: a.strict,
                 verbose: a.verbose,
+                full_report: false,
             },
         }),
         Command::Explain(a) => Job::Explain(if a.list {
@@ -218,6 +221,7 @@ fn view(a: &cli::JobArgs) -> View {
         output: a.output.clone(),
         strict: a.strict,
         verbose: a.verbose,
+        full_report: a.full_report,
     }
 }
 
@@ -360,6 +364,7 @@ fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Res
             output: a.output,
             strict: a.strict,
             verbose: false,
+            full_report: false,
         },
     })
 }

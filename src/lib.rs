@@ -24,6 +24,7 @@ pub mod placement;
 pub mod recipe;
 pub mod render;
 pub mod report;
+pub mod report_compact;
 pub mod runtime;
 pub mod shell;
 pub mod transport;

@@ -36,6 +36,7 @@ impl ReportBuilder {
                 placement: None,
                 trimmed: None,
                 measurement: None,
+                link_matrix: None,
             },
         }
     }
@@ -77,6 +78,12 @@ impl ReportBuilder {
     pub fn placement(mut self, placement: Option<model::PlacementInfo>) -> ReportBuilder {
         self.report.placement = placement;
         self
+    }
+
+    /// [`ReportBuilder::build`], then the links compacted above 64 nodes
+    /// ([`crate::report_compact::compact`]): how the cluster's report is built.
+    pub fn build_compact(self) -> Report {
+        crate::report_compact::compacted(self.build())
     }
 
     pub fn build(mut self) -> Report {

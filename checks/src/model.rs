@@ -702,6 +702,49 @@ pub struct Report {
     /// How the cluster's measurements were run (cluster mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measurement: Option<Measurement>,
+    /// Above 64 nodes: every pair's result and RTT per network, compactly; `links` then holds
+    /// only the links that are not ok and a bounded sample of measured ones. Absent up to 64
+    /// nodes, where `links` has one entry per ordered pair and address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_matrix: Option<LinkMatrix>,
+}
+
+/// Every ordered pair's result and RTT, per network, for a cluster above 64 nodes.
+///
+/// For each network, `ranks[i]` is the i-th row and column; the pair from `ranks[i]` to
+/// `ranks[j]` is cell `i * ranks.len() + j` (row: from, column: to), measured on `to`'s
+/// `addresses[j]` (owned by its interface `interfaces[j]`). Each matrix is the cells in that
+/// order, deflated (RFC 1951, raw) and then base64 (RFC 4648, with padding).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct LinkMatrix {
+    /// "deflate+base64": how `result` and `rtt_us` are encoded (see above).
+    pub encoding: String,
+    pub networks: Vec<MatrixNetwork>,
+    /// Links in the whole measurement (every network), and how many of them `links` keeps.
+    pub links_total: u64,
+    pub links_kept: u64,
+    /// Links not ok that are left out of `links` because a network had too many of them (their
+    /// result and RTT are still in the matrix; the error text is not).
+    pub failed_omitted: u64,
+}
+
+/// One network of a [`LinkMatrix`].
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct MatrixNetwork {
+    /// The subnet of the target addresses (`10.0.0.0/24`), else the interface name.
+    pub name: String,
+    pub ranks: Vec<u32>,
+    /// Per column: the address the pair connected to, and the interface owning it.
+    pub addresses: Vec<String>,
+    pub interfaces: Vec<String>,
+    /// One byte per cell: 0 not measured (and the diagonal), 1 ok, 2 refused, 3 timeout,
+    /// 4 unreachable, 5 error.
+    pub result: String,
+    /// Two bytes per cell, little-endian: the RTT p50 in microseconds rounded, 0 when none
+    /// was measured, 65535 for 65535 µs or more.
+    pub rtt_us: String,
 }
 
 /// How the ranks and the master were found.

@@ -256,6 +256,7 @@ mod tests {
             collectives: Vec::new(),
             recommendation: None,
             trimmed: None,
+            link_matrix: None,
         };
         let xml = render(&report);
         assert!(

@@ -515,3 +515,69 @@ fn render_refuses_what_is_not_a_report() {
     let out = bin().args(["render"]).arg(&missing).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// 1024 nodes (two networks, one refused pair): the saved report renders through
+/// `preflight render` to a page under 10 MB whose script draws one pixel per ordered pair on a
+/// canvas per network, loaded by Chromium in seconds, the refused pair listed as text.
+#[test]
+fn browser_1024_nodes_heatmap() {
+    let Some(browser) = browser_or_skip() else {
+        return;
+    };
+    let report = crate::synthetic::cluster_1024();
+    let work = tempfile::tempdir().unwrap();
+    let saved = work.path().join("cluster-1024.json");
+    std::fs::write(&saved, preflight::render::json::render(report)).unwrap();
+    let out = bin()
+        .args(["render", "--format", "html"])
+        .arg(&saved)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let size = out.stdout.len();
+    eprintln!("1024-node page: {size} bytes");
+    assert!(size <= 10_000_000, "the 1024-node page is {size} bytes");
+    let started = Instant::now();
+    let page = load(&browser, "cluster-1024", &out.stdout);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(60),
+        "Chromium took {took:?} (a dump and a screenshot)"
+    );
+    let canvases = tags(&page.dom, "canvas");
+    assert_eq!(canvases.len(), 2, "one map per network");
+    for (_, a) in &canvases {
+        assert_eq!(a.get("data-n").map(String::as_str), Some("1024"), "{a:?}");
+        // The script drew every measured pair.
+        assert_eq!(
+            a.get("data-drawn").map(String::as_str),
+            Some((1024 * 1023).to_string().as_str()),
+            "{a:?}"
+        );
+    }
+    let first = &canvases[0].1;
+    assert_eq!(first.get("id").map(String::as_str), Some("matrix"));
+    assert_eq!(
+        first.get("data-failed").map(String::as_str),
+        Some("1"),
+        "{first:?}"
+    );
+    let worst = tags(&page.dom, "tr");
+    assert!(
+        worst
+            .iter()
+            .any(|(_, a)| a.get("data-from").map(String::as_str) == Some("3")
+                && a.get("data-to").map(String::as_str) == Some("9")),
+        "the refused pair 3 -> 9 is listed"
+    );
+    assert!(
+        page.dom.contains("refused"),
+        "{}",
+        page.screenshot.display()
+    );
+}

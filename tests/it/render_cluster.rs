@@ -116,11 +116,16 @@ fn eight_nodes() {
     let headings = text.lines().filter(|l| l.contains(" link.slow ")).count();
     assert_eq!(headings, 1, "{text}");
     assert!(text.contains("- and 52 more like these"), "{text}");
+    // The same command on every node is one pdsh line with the host list, not eight lines.
     assert_eq!(
-        text.matches("        ethtool enp65s0f0   # on rank 3")
-            .count(),
-        1
+        text.matches(
+            "        pdsh -w 'gpu-rack1-node[01-04],gpu-rack2-node[01-04]' 'ethtool enp65s0f0'\n"
+        )
+        .count(),
+        1,
+        "{text}"
     );
+    assert!(!text.contains("ethtool enp65s0f0   # on rank"), "{text}");
 }
 
 #[test]
@@ -174,7 +179,11 @@ fn commands(report: &Report) -> Vec<String> {
 fn fits(report: &Report, text: &str, width: u16) {
     let cmds = commands(report);
     for line in text.lines() {
-        if line.chars().count() <= width as usize || cmds.iter().any(|c| line.trim() == c) {
+        // A fix run on many nodes at once (pdsh, and its clush/srun alternatives) is a command.
+        let many = ["pdsh -w ", "# or: clush -w ", "# or: srun -w "]
+            .iter()
+            .any(|p| line.starts_with(&format!("        {p}")));
+        if line.chars().count() <= width as usize || many || cmds.iter().any(|c| line.trim() == c) {
             continue;
         }
         panic!("line wider than {width} columns: {line}\n--- rendered ---\n{text}");
@@ -184,9 +193,10 @@ fn fits(report: &Report, text: &str, width: u16) {
 /// Every warn, fail and error the rank shows has a heading, and each of its fix commands is
 /// one whole line of its own, indented.
 fn problems_with_whole_fixes(report: &Report, text: &str, rank: u32) {
+    // Rank 0 shows every problem; another rank its own (the cluster's are in rank 0's report).
     for f in report.findings.iter().filter(|f| {
         matches!(f.status, Status::Warn | Status::Fail | Status::Error)
-            && (rank == 0 || f.node.is_none() || f.node == Some(rank))
+            && (rank == 0 || f.node == Some(rank))
     }) {
         assert!(
             text.lines().any(|l| l.contains(&format!(" {} · ", f.id))),
@@ -194,8 +204,15 @@ fn problems_with_whole_fixes(report: &Report, text: &str, rank: u32) {
             f.id
         );
         for c in f.fix.iter().flat_map(|x| &x.commands) {
+            // A command given for three nodes or more is one pdsh line with the host list.
+            let pdsh = c
+                .split_once("   # on rank ")
+                .map(|(cmd, _)| format!(" {}", preflight::shell::quote(cmd)));
             assert!(
-                text.lines().any(|l| l == format!("        {c}")),
+                text.lines().any(|l| l == format!("        {c}"))
+                    || pdsh.is_some_and(|p| text
+                        .lines()
+                        .any(|l| { l.starts_with("        pdsh -w ") && l.ends_with(&p) })),
                 "fix command of {} missing, cut or wrapped: {c}\n{text}",
                 f.id
             );

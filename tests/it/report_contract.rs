@@ -388,6 +388,7 @@ fn full_cluster_report() -> Report {
         placement: None,
         trimmed: None,
         measurement: None,
+        link_matrix: None,
     }
 }
 
@@ -410,6 +411,22 @@ fn every_json_report_validates_against_the_committed_schema() {
     }
     let cluster = serde_json::to_value(full_cluster_report()).unwrap();
     assert_valid(&v, &cluster, "a full cluster report");
+    // Above 64 nodes: links compacted into link_matrix, as `preflight cluster` writes them.
+    let large = crate::synthetic::cluster(
+        65,
+        &crate::synthetic::Faults {
+            links_only: true,
+            bad_link: Some((1, 2)),
+            ..Default::default()
+        },
+    );
+    let m = large
+        .link_matrix
+        .as_ref()
+        .expect("65 nodes have a link matrix");
+    assert_eq!(m.networks.len(), 2);
+    let large: Value = serde_json::from_str(&preflight::render::json::render(&large)).unwrap();
+    assert_valid(&v, &large, "a 65-node cluster report with link_matrix");
 }
 
 #[test]

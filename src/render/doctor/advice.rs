@@ -42,6 +42,9 @@ pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
             }
         );
         out.push_str(&wrap(&text, width, "  ", "    "));
+        if !whole {
+            out.push_str(&where_whole(report, width));
+        }
         out.push('\n');
         return out;
     }
@@ -56,12 +59,7 @@ pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
         for l in mine {
             let _ = writeln!(out, "{COMMAND}{}", line(&l.command));
         }
-        out.push_str(&wrap(
-            "The full cluster report is printed on rank 0 (or use --format json / --output).",
-            width,
-            "",
-            "",
-        ));
+        out.push_str(&where_whole(report, width));
         out.push('\n');
         return out;
     }
@@ -75,6 +73,25 @@ pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
     out.push_str(&launch(report, rec, style));
     out.push('\n');
     out
+}
+
+/// Where the whole cluster report is, for a rank that prints a few lines.
+fn where_whole(report: &Report, width: usize) -> String {
+    let host0 = report
+        .nodes
+        .iter()
+        .find(|n| n.rank == 0)
+        .map(|n| format!(" ({})", shown(&n.hostname)))
+        .unwrap_or_default();
+    wrap(
+        &format!(
+            "The whole cluster report is printed by rank 0{host0}; --full-report prints it on \
+             every rank, -o FILE writes it as JSON."
+        ),
+        width,
+        "",
+        "",
+    )
 }
 
 fn environment(report: &Report, rec: &Recommendation, style: Style) -> String {
@@ -103,6 +120,35 @@ fn environment(report: &Report, rec: &Recommendation, style: Style) -> String {
             line(&crate::shell::quote(v))
         );
     }
+    if report.nodes.len() > super::cluster::MATRIX_MAX {
+        // One block per distinct environment, with its hosts.
+        let mut same: Vec<(&std::collections::BTreeMap<String, String>, Vec<u32>)> = Vec::new();
+        for (rank, env) in &rec.node_env {
+            let Ok(r) = rank.parse::<u32>() else { continue };
+            match same.iter_mut().find(|(e, _)| *e == env) {
+                Some((_, ranks)) => ranks.push(r),
+                None => same.push((env, vec![r])),
+            }
+        }
+        for (env, ranks) in same {
+            let _ = writeln!(
+                s,
+                "  on {} (rank{} {}):",
+                super::hosts::hostlist(report, &ranks, super::hosts::HOSTLIST_MAX),
+                if ranks.len() == 1 { "" } else { "s" },
+                ranks_text(&ranks)
+            );
+            for (k, v) in env {
+                let _ = writeln!(
+                    s,
+                    "{COMMAND}  export {}={}",
+                    shown(k),
+                    line(&crate::shell::quote(v))
+                );
+            }
+        }
+        return s;
+    }
     for (rank, env) in &rec.node_env {
         let _ = writeln!(s, "  on rank {}:", shown(rank));
         for (k, v) in env {
@@ -124,6 +170,10 @@ fn launch(report: &Report, rec: &Recommendation, style: Style) -> String {
         let _ = writeln!(s, "{}", paint::bold("Launch on this node alone:", style));
         let _ = writeln!(s, "{COMMAND}{}", line(one));
     }
+    if report.mode == Mode::Cluster && rec.launch.len() > super::cluster::MATRIX_MAX {
+        s.push_str(&launch_grouped(report, rec, style));
+        return s;
+    }
     for l in &rec.launch {
         let label = match report.mode {
             Mode::Node if rec.standalone.is_some() => {
@@ -136,6 +186,62 @@ fn launch(report: &Report, rec: &Recommendation, style: Style) -> String {
         };
         s.push_str(&paint::bold(&wrap(&label, width, "", "  "), style));
         let _ = writeln!(s, "{COMMAND}{}", line(&l.command));
+    }
+    s
+}
+
+/// The launcher's variable holding the node's rank, per the placement source of the report.
+fn rank_variable(report: &Report) -> (&'static str, &'static str) {
+    match report.placement.as_ref().map(|p| p.source.as_str()) {
+        Some("slurm") => ("$SLURM_NODEID", "Slurm sets it on each node"),
+        Some("torchrun-env") => ("$NODE_RANK", "the launcher sets it on each node"),
+        _ => (
+            "$NODE_RANK",
+            "set NODE_RANK on each node to its rank in the table above",
+        ),
+    }
+}
+
+/// Above [`super::cluster::MATRIX_MAX`] nodes: one launch line that takes the node's rank
+/// from the launcher's variable, and a line of their own only for nodes whose command differs
+/// otherwise (their own environment, `node_env`).
+fn launch_grouped(report: &Report, rec: &Recommendation, style: Style) -> String {
+    let width = usize::from(style.width);
+    let (var, how) = rank_variable(report);
+    let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
+    for l in &rec.launch {
+        let flag = format!("--node-rank={}", l.node_rank);
+        let generic = if l.command.contains(&flag) {
+            l.command.replacen(&flag, &format!("--node-rank={var}"), 1)
+        } else {
+            l.command.clone()
+        };
+        match groups.iter_mut().find(|(c, _)| *c == generic) {
+            Some((_, ranks)) => ranks.push(l.node_rank),
+            None => groups.push((generic, vec![l.node_rank])),
+        }
+    }
+    groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.1[0].cmp(&b.1[0])));
+    let mut s = String::new();
+    let uses_var = groups.iter().any(|(c, _)| c.contains(var));
+    for (i, (command, ranks)) in groups.iter().enumerate() {
+        let who = if ranks.len() == report.nodes.len() {
+            format!("every node ({})", count(ranks.len(), "node"))
+        } else {
+            format!(
+                "{} ({}{})",
+                super::hosts::hostlist(report, ranks, super::hosts::HOSTLIST_MAX),
+                count(ranks.len(), "node"),
+                if i == 0 { "" } else { ", its own environment" }
+            )
+        };
+        let label = if uses_var && i == 0 {
+            format!("Launch on {who}; {var} is the node's rank ({how}):")
+        } else {
+            format!("Launch on {who}:")
+        };
+        s.push_str(&paint::bold(&wrap(&label, width, "", "  "), style));
+        let _ = writeln!(s, "{COMMAND}{}", line(command));
     }
     s
 }

@@ -7,7 +7,7 @@ use super::paint;
 use super::wrap::wrap;
 use comfy_table::{ContentArrangement, Table, presets};
 use preflight_checks::model::{IfKind, LinkOutcome, LinkResult, Report};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 /// Most nodes drawn as a matrix; a larger cluster gets a list of its worst links.
@@ -36,8 +36,13 @@ fn table(style: Style, wrap: bool) -> Table {
 /// Every cluster table, each after a blank line.
 pub fn tables(report: &Report, style: Style) -> String {
     let mut out = String::new();
-    out.push_str(&nodes_table(report, style));
-    out.push_str(&connectivity(report, style));
+    if report.nodes.len() > MATRIX_MAX {
+        out.push_str(&grouped_nodes_table(report, style));
+        out.push_str(&super::summary::networks(report, style));
+    } else {
+        out.push_str(&nodes_table(report, style));
+        out.push_str(&connectivity(report, style));
+    }
     out.push_str(&allreduce(report, style));
     out.push('\n');
     out
@@ -73,6 +78,7 @@ fn nodes_table(report: &Report, style: Style) -> String {
         header.push("interfaces");
     }
     t.set_header(header);
+    let addresses = crate::report_compact::addresses(report);
     for n in &report.nodes {
         let f = &n.facts;
         let gpus = if f.gpu.gpus.is_empty() {
@@ -93,7 +99,7 @@ fn nodes_table(report: &Report, style: Style) -> String {
         let mut row = vec![
             n.rank.to_string(),
             shown(&n.hostname).into_owned(),
-            address(report, n.rank),
+            address(report, &addresses, n.rank),
             gpus,
             versions,
         ];
@@ -126,7 +132,7 @@ fn nodes_table(report: &Report, style: Style) -> String {
 
 /// A node's address: rank 0's is the master address when one was chosen; else the address
 /// its peers reached it on (or tried to), else its first non-loopback IPv4 address.
-fn address(report: &Report, rank: u32) -> String {
+fn address(report: &Report, reached: &HashMap<u32, String>, rank: u32) -> String {
     let master = report
         .recommendation
         .as_ref()
@@ -136,13 +142,8 @@ fn address(report: &Report, rank: u32) -> String {
             return shown(m).into_owned();
         }
     }
-    let to: Vec<&LinkResult> = report.links.iter().filter(|l| l.to == rank).collect();
-    if let Some(l) = to
-        .iter()
-        .find(|l| l.result == LinkOutcome::Ok)
-        .or_else(|| to.first())
-    {
-        return shown(&l.address).into_owned();
+    if let Some(a) = reached.get(&rank) {
+        return shown(a).into_owned();
     }
     report
         .nodes
@@ -159,6 +160,140 @@ fn address(report: &Report, rank: u32) -> String {
         })
         .map(|a| a.addr.to_string())
         .unwrap_or_else(|| "-".into())
+}
+
+/// GPUs of a node in a cell: `8 x NVIDIA H100 80GB HBM3`, or `0`.
+fn gpus_text(f: &preflight_checks::model::NodeFacts) -> String {
+    if f.gpu.gpus.is_empty() {
+        "0".to_string()
+    } else {
+        format!("{} x {}", f.gpu.gpus.len(), shown(&f.gpu.gpus[0].name))
+    }
+}
+
+/// `550.54.15 / 12.4 / 2.21.5 / 2.5.1`, `-` for what is unknown.
+fn versions_text(f: &preflight_checks::model::NodeFacts) -> String {
+    [
+        f.gpu.driver_version.as_deref(),
+        f.gpu.cuda_driver_version.as_deref(),
+        f.nccl.version.as_deref(),
+        f.nccl.torch_version.as_deref(),
+    ]
+    .iter()
+    .map(|v| shown(v.unwrap_or("-")).into_owned())
+    .collect::<Vec<_>>()
+    .join(" / ")
+}
+
+/// The interface owning the address a node was reached on, with its MTU: `eno1 1500`.
+fn network_text(
+    report: &Report,
+    reached: &HashMap<u32, String>,
+    n: &preflight_checks::model::NodeEntry,
+) -> String {
+    // The interface the advice chose for this node (its own value, else everyone's) ...
+    let rec = report.recommendation.as_ref();
+    let chosen = rec
+        .and_then(|r| r.node_env.get(&n.rank.to_string()))
+        .and_then(|e| e.get("NCCL_SOCKET_IFNAME"))
+        .or_else(|| rec.and_then(|r| r.env.get("NCCL_SOCKET_IFNAME")))
+        .map(|v| v.split(',').next().unwrap_or("").trim_start_matches('='));
+    let by_name = chosen.and_then(|name| n.facts.net.interfaces.iter().find(|i| i.name == name));
+    // ... else the one owning the address its peers reached it on.
+    let addr = address(report, reached, n.rank);
+    by_name
+        .or_else(|| {
+            n.facts
+                .net
+                .interfaces
+                .iter()
+                .find(|i| i.ipv4.iter().any(|a| a.addr.to_string() == addr))
+        })
+        .map(|i| {
+            format!(
+                "{} mtu {}",
+                shown(&i.name),
+                i.mtu.map_or("?".to_string(), |m| m.to_string())
+            )
+        })
+        .unwrap_or_else(|| "-".into())
+}
+
+/// Above [`MATRIX_MAX`] nodes: one row per set of nodes with identical facts (GPUs, versions,
+/// the interface and MTU they were reached on), with the count and the hosts; the largest set
+/// first, every other row marked as differing from it.
+fn grouped_nodes_table(report: &Report, style: Style) -> String {
+    let reached = crate::report_compact::addresses(report);
+    let mut groups: Vec<([String; 3], Vec<u32>)> = Vec::new();
+    let mut index: HashMap<[String; 3], usize> = HashMap::new();
+    for n in &report.nodes {
+        let key = [
+            gpus_text(&n.facts),
+            versions_text(&n.facts),
+            network_text(report, &reached, n),
+        ];
+        match index.get(&key) {
+            Some(&i) => groups[i].1.push(n.rank),
+            None => {
+                index.insert(key.clone(), groups.len());
+                groups.push((key, vec![n.rank]));
+            }
+        }
+    }
+    groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.1[0].cmp(&b.1[0])));
+    let mut t = table(style, true);
+    t.set_header(vec![
+        "nodes",
+        "hosts (ranks)",
+        "GPUs",
+        "driver / CUDA / NCCL / torch",
+        "network",
+    ]);
+    for (i, (key, ranks)) in groups.iter().enumerate() {
+        let count = if i == 0 {
+            ranks.len().to_string()
+        } else {
+            format!(
+                "{} {}",
+                ranks.len(),
+                paint::mark(preflight_checks::model::Status::Warn, style)
+            )
+        };
+        t.add_row(vec![
+            count,
+            format!(
+                "{} ({})",
+                super::hosts::hostlist(report, ranks, super::hosts::HOSTLIST_MAX),
+                super::ranks_text(ranks)
+            ),
+            key[0].clone(),
+            key[1].clone(),
+            key[2].clone(),
+        ]);
+    }
+    let heading = if groups.len() == 1 {
+        format!("Nodes: all {} alike", report.nodes.len())
+    } else {
+        format!(
+            "Nodes: {} in {} groups of identical facts ({} marks a group that differs from the largest)",
+            report.nodes.len(),
+            groups.len(),
+            paint::mark(
+                preflight_checks::model::Status::Warn,
+                Style {
+                    color: false,
+                    ..style
+                }
+            )
+        )
+    };
+    format!(
+        "{}\n{t}\n",
+        paint::bold(
+            wrap(&heading, usize::from(style.width), "", "  ").trim_end(),
+            style
+        )
+    )
 }
 
 /// How much a matrix cell says, from most to least: the widest that fits the width.
@@ -354,43 +489,8 @@ fn worst_links(links: &[&LinkResult], style: Style) -> String {
     out
 }
 
-/// `10.200.1.0/24`: the subnet of the link's target address; its interface's name when the
-/// facts do not hold the address (an older or trimmed report).
 fn network_label(report: &Report, l: &LinkResult) -> String {
-    let found = report
-        .nodes
-        .iter()
-        .find(|n| n.rank == l.to)
-        .and_then(|n| {
-            n.facts
-                .net
-                .interfaces
-                .iter()
-                .flat_map(|i| i.ipv4.iter())
-                .find(|a| a.addr.to_string() == l.address)
-        })
-        .map(|a| a.prefix);
-    let Some(prefix) = found else {
-        return if l.interface.is_empty() {
-            shown(&l.address).into_owned()
-        } else {
-            shown(&l.interface).into_owned()
-        };
-    };
-    match l.address.parse::<std::net::Ipv4Addr>() {
-        Ok(ip) => {
-            let mask: u32 = if prefix == 0 {
-                0
-            } else {
-                u32::MAX << (32 - prefix.min(32))
-            };
-            format!(
-                "{}/{prefix}",
-                std::net::Ipv4Addr::from(u32::from(ip) & mask)
-            )
-        }
-        Err(_) => shown(&l.address).into_owned(),
-    }
+    shown(&crate::report_compact::network_label(report, l)).into_owned()
 }
 
 /// The measured all-reduce, only when two ranks or more took part.

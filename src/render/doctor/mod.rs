@@ -7,8 +7,10 @@
 mod advice;
 mod areas;
 mod cluster;
+mod hosts;
 mod paint;
 mod problems;
+mod summary;
 pub mod wrap;
 
 pub use cluster::bw;
@@ -23,27 +25,54 @@ pub fn render(report: &Report, style: Style) -> String {
     render_for_rank(report, style, 0)
 }
 
-/// The report as the node of `rank` prints it: rank 0 (and a node check) shows everything;
-/// another rank shows its own and the cluster-wide findings, the verdict, and its own command.
+/// The report as the node of `rank` prints it by default: see [`render_view`].
 pub fn render_for_rank(report: &Report, style: Style, rank: u32) -> String {
-    let whole = rank == 0 || report.mode == Mode::Node;
+    render_view(report, style, rank, false)
+}
+
+/// The report as the node of `rank` prints it: rank 0 (and a node check) shows everything, as
+/// does every rank when `full` (`--full-report`); another rank prints a few lines: its own
+/// problems, its own command, where the whole report is, and the cluster's verdict.
+pub fn render_view(report: &Report, style: Style, rank: u32, full: bool) -> String {
+    let whole = rank == 0 || report.mode == Mode::Node || full;
     let own: Vec<&Finding> = report
         .findings
         .iter()
-        .filter(|f| whole || f.node.is_none() || f.node == Some(rank))
+        .filter(|f| whole || f.node == Some(rank))
         .collect();
     let mut out = headline(report, style, rank);
     out.push('\n');
     if report.mode == Mode::Cluster && whole {
+        if let Some(t) = &report.trimmed {
+            // A node's copy of a large report: say so before tables that lack the others' facts.
+            out.push_str(&wrap::wrap(
+                &format!(
+                    "This is a node's copy: {} of {} links and {} nodes' facts are left out ({})",
+                    t.links_total.saturating_sub(t.links_kept),
+                    t.links_total,
+                    t.facts_omitted,
+                    shown(&t.why)
+                ),
+                usize::from(style.width),
+                "",
+                "  ",
+            ));
+        }
         out.push_str(&cluster::tables(report, style));
     }
-    out.push_str(&areas::lines(report, &own, style));
+    if whole {
+        out.push_str(&areas::lines(report, &own, style));
+    }
     let shown_problems = problems::blocks(report, &own, style);
     if !shown_problems.is_empty() {
-        out.push('\n');
+        if whole {
+            out.push('\n');
+        }
         out.push_str(&shown_problems);
+        out.push('\n');
+    } else if whole {
+        out.push('\n');
     }
-    out.push('\n');
     out.push_str(&advice::advice(report, style, rank, whole));
     out.push_str(&advice::verdict(report, &own, style, whole));
     out

@@ -7,6 +7,7 @@
 
 use super::super::Style;
 use super::super::sanitize::{line, shown};
+use super::hosts::{HOSTLIST_MAX, hostlist};
 use super::{count, paint, ranks_text, where_, wrap::wrap};
 use preflight_checks::model::{Finding, Mode, Report, Status};
 use serde_json::Value;
@@ -16,6 +17,8 @@ use std::fmt::Write;
 const TEXT: &str = "    ";
 /// Indent of a fix command: deeper than the text, so it stands out and pastes as it is.
 const COMMAND: &str = "        ";
+/// Fix commands of a group shown without `-v` above the matrix size.
+const COMMANDS_LISTED: usize = 6;
 /// Members of a group listed one by one without `-v`.
 const LISTED: usize = 4;
 
@@ -162,14 +165,29 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
             TEXT,
         ));
     }
-    for c in commands {
+    // The same command on three nodes or more: once, run on all of them with pdsh.
+    let commands = super::hosts::commands(report, &commands);
+    // Above the matrix size, a command per node is shown for a few nodes only (without -v).
+    let shown = if style.verbose || report.nodes.len() <= super::cluster::MATRIX_MAX {
+        commands.len()
+    } else {
+        COMMANDS_LISTED.min(commands.len())
+    };
+    for c in &commands[..shown] {
         // Never wrapped or cut here: a command wider than the terminal stays one line.
         let _ = writeln!(out, "{COMMAND}{}", line(c));
+    }
+    if shown < commands.len() {
+        let _ = writeln!(
+            out,
+            "{COMMAND}# and {} more commands like these, one per node (-v lists them; --format json has all)",
+            commands.len() - shown
+        );
     }
     out
 }
 
-/// Where a group is: one node's name, `ranks 0-7`, or `cluster-wide`.
+/// Where a group is: one node's name, `node[01-08] (ranks 0-7)`, or `cluster-wide`.
 fn where_many(report: &Report, g: &[&Finding]) -> String {
     let mut ranks: Vec<u32> = g.iter().filter_map(|f| f.node).collect();
     ranks.sort_unstable();
@@ -178,8 +196,16 @@ fn where_many(report: &Report, g: &[&Finding]) -> String {
     match (ranks.len(), wide) {
         (0, _) => "cluster-wide".to_string(),
         (1, false) => where_(report, Some(ranks[0])),
-        (_, false) => format!("ranks {}", ranks_text(&ranks)),
-        (_, true) => format!("cluster-wide and ranks {}", ranks_text(&ranks)),
+        (_, false) => format!(
+            "{} (ranks {})",
+            hostlist(report, &ranks, HOSTLIST_MAX),
+            ranks_text(&ranks)
+        ),
+        (_, true) => format!(
+            "cluster-wide and {} (ranks {})",
+            hostlist(report, &ranks, HOSTLIST_MAX),
+            ranks_text(&ranks)
+        ),
     }
 }
 

@@ -74,7 +74,7 @@ pub fn section(report: &Report, grouped: &Grouped) -> String {
     out
 }
 
-const LEGEND: &str = "<p class=\"legend\"><span class=\"sw\" style=\"background:hsl(130,55%,42%)\"></span>ok, fastest \
+pub(super) const LEGEND: &str = "<p class=\"legend\"><span class=\"sw\" style=\"background:hsl(130,55%,42%)\"></span>ok, fastest \
 <span class=\"sw\" style=\"background:hsl(55,75%,72%)\"></span>ok, slowest \
 <span class=\"sw r-timeout\"></span>timeout (filtered) \
 <span class=\"sw r-refused\"></span>refused \

@@ -11,6 +11,7 @@
 
 mod chart;
 pub mod escape;
+mod heatmap;
 mod matrix;
 
 use escape::{cmd, text};
@@ -42,7 +43,11 @@ pub fn render(report: &Report) -> String {
     out.push_str(&nav(report, &grouped));
     out.push_str("<main>\n");
     out.push_str(&findings(report));
-    out.push_str(&matrix::section(report, &grouped));
+    if report.nodes.len() > heatmap::TABLE_MAX {
+        out.push_str(&heatmap::section(report));
+    } else {
+        out.push_str(&matrix::section(report, &grouped));
+    }
     out.push_str(&chart::section(report));
     out.push_str(&recommendation(report));
     out.push_str(&nodes(report, &grouped));
@@ -160,7 +165,7 @@ fn verdict(report: &Report) -> String {
 
 fn nav(report: &Report, grouped: &matrix::Grouped) -> String {
     let mut links = vec![("findings", "Findings")];
-    if !grouped.groups.is_empty() {
+    if !grouped.groups.is_empty() || report.link_matrix.is_some() {
         links.push(("connectivity", "Connectivity"));
     }
     if !report.collectives.is_empty() {
@@ -179,8 +184,13 @@ fn nav(report: &Report, grouped: &matrix::Grouped) -> String {
 
 /// Worst first; passing and skipped findings are folded away until asked for.
 fn findings(report: &Report) -> String {
+    // Worst first; within a status, one id's findings together, ids in order of first appearance.
+    let mut first_seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, f) in report.findings.iter().enumerate() {
+        first_seen.entry(f.id.as_str()).or_insert(i);
+    }
     let mut sorted: Vec<&Finding> = report.findings.iter().collect();
-    sorted.sort_by_key(|f| std::cmp::Reverse(f.status));
+    sorted.sort_by_key(|f| (std::cmp::Reverse(f.status), first_seen[f.id.as_str()]));
     let quiet = sorted
         .iter()
         .filter(|f| matches!(f.status, Status::Pass | Status::Skip))
@@ -193,7 +203,7 @@ fn findings(report: &Report) -> String {
             "<p class=\"note\">Nothing to fix: every check passed or did not apply.</p>\n",
         );
     }
-    // Sorted by status, so one id's findings of one status are consecutive.
+    // Sorted so, one id's findings of one status are consecutive.
     for group in sorted.chunk_by(|a, b| a.status == b.status && a.id == b.id) {
         if group.len() < GROUP_FROM {
             for f in group {
@@ -207,6 +217,10 @@ fn findings(report: &Report) -> String {
     out
 }
 
+/// Passed or skipped findings of one id shown inside its folded group; the rest are counted.
+const FOLDED_PASSES: usize = 16;
+/// Warnings, failures or errors of one id shown inside its folded group; the rest are counted.
+const FOLDED_PROBLEMS: usize = 256;
 /// Findings of one id and status from this many subjects on are folded under one line.
 const GROUP_FROM: usize = 4;
 
@@ -233,8 +247,21 @@ fn folded(report: &Report, group: &[&Finding]) -> String {
         group.len(),
         text(&first.summary),
     );
-    for f in group {
+    // A large cluster's passes would make the page tens of MB: the first few stand for the rest.
+    let cap = if first.status >= Status::Warn {
+        FOLDED_PROBLEMS
+    } else {
+        FOLDED_PASSES
+    };
+    for f in group.iter().take(cap) {
         out.push_str(&finding(report, f));
+    }
+    if group.len() > cap {
+        let _ = writeln!(
+            out,
+            "<p class=\"note more\">and {} more like these (the JSON report has each)</p>",
+            group.len() - cap
+        );
     }
     out.push_str("</details>\n");
     out

@@ -40,5 +40,30 @@
   if (all && findings) {
     all.addEventListener('change', function () { findings.classList.toggle('all', all.checked); });
   }
+  // Heatmaps of large clusters: one byte per ordered pair (see render/html/heatmap.rs).
+  document.querySelectorAll('canvas.heatmap').forEach(function (c) {
+    var n = parseInt(c.getAttribute('data-n'), 10);
+    var raw = atob(c.getAttribute('data-cells') || '');
+    var ctx = c.getContext('2d');
+    if (!ctx || !(n > 0) || raw.length !== n * n) { return; }
+    var img = ctx.createImageData(n, n);
+    var d = img.data;
+    var drawn = 0;
+    for (var i = 0; i < raw.length; i++) {
+      var v = raw.charCodeAt(i);
+      var r = 241, g = 245, b = 249;
+      if (v === 1) { r = 220; g = 38; b = 38; }
+      else if (v === 2) { r = 249; g = 115; b = 22; }
+      else if (v === 3) { r = 127; g = 29; b = 29; }
+      else if (v >= 16) {
+        var t = (v - 16) / 239;
+        r = Math.round(220 - 180 * t); g = Math.round(240 - 90 * t); b = Math.round(150 - 90 * t);
+      }
+      if (v !== 0) { drawn++; }
+      d[4 * i] = r; d[4 * i + 1] = g; d[4 * i + 2] = b; d[4 * i + 3] = 255;
+    }
+    ctx.putImageData(img, 0, 0);
+    c.setAttribute('data-drawn', String(drawn));
+  });
   document.documentElement.setAttribute('data-ready', '1');
 })();

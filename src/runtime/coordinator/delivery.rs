@@ -66,6 +66,7 @@ impl CloneWithoutLinks for Report {
             placement: self.placement.clone(),
             trimmed: self.trimmed.clone(),
             measurement: self.measurement.clone(),
+            link_matrix: self.link_matrix.clone(),
         }
     }
 }

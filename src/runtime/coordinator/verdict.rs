@@ -123,7 +123,7 @@ pub(crate) fn build_report(
         .collectives(outcome.results)
         .recommendation(Some(recommendation))
         .placement(Some(cfg.placement.clone()))
-        .build()
+        .build_compact()
 }
 
 /// Every joined node (dead ones included: their facts still count for the checks).

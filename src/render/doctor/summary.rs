@@ -1,0 +1,368 @@
+//! Above [`super::cluster::MATRIX_MAX`] nodes, each network's links summed up instead of a
+//! matrix: how many pairs connected, RTT and throughput percentiles, the nodes whose every link
+//! failed or is slow (named as nodes, not as their links), and the worst other links.
+
+use super::super::Style;
+use super::super::sanitize::shown;
+use super::cluster::bw;
+use super::hosts::hostlist;
+use super::{count, paint, wrap::wrap};
+use crate::report_compact::{self, Cell, NetworkLinks};
+use preflight_checks::model::{LinkOutcome, Report};
+use std::fmt::Write;
+
+/// Links listed by name beyond the nodes named.
+const WORST: usize = 5;
+
+/// Every network's summary, each after a blank line.
+pub fn networks(report: &Report, style: Style) -> String {
+    let mut out = String::new();
+    for net in report_compact::networks(report) {
+        if net.measured == 0 {
+            continue;
+        }
+        out.push('\n');
+        out.push_str(&network(report, &net, style));
+    }
+    out
+}
+
+fn pct(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Per node of the network: links from it and to it, how many failed, how many were slow.
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    out_total: usize,
+    out_failed: usize,
+    in_total: usize,
+    in_failed: usize,
+    rated: usize,
+    slow: usize,
+}
+
+fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
+    let width = usize::from(style.width);
+    let us = if style.unicode { "µs" } else { "us" };
+    let n = net.ranks.len();
+    let mut names: Vec<&str> = net.interfaces.iter().map(String::as_str).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.retain(|s| !s.is_empty());
+    let label = match names.as_slice() {
+        [one] => format!("{} ({})", shown(&net.name), shown(one)),
+        _ => shown(&net.name).into_owned(),
+    };
+    let mtu = match net.mtus.as_slice() {
+        [] => String::new(),
+        [one] => format!(", mtu {one}"),
+        many => format!(
+            ", mtu differs: {}",
+            many.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let ok = net
+        .cells
+        .iter()
+        .filter(|c| c.result == Some(LinkOutcome::Ok))
+        .count();
+    let mut out = paint::bold(
+        &wrap(
+            &format!(
+                "Links on {label}{mtu}: {ok} of {} ok",
+                count(net.measured, "pair")
+            ),
+            width,
+            "",
+            "  ",
+        ),
+        style,
+    );
+    if ok == 0 {
+        // Nothing connected (an address every node shares, such as docker0's): naming every
+        // node would say nothing more.
+        out.push_str(&wrap(
+            "no pair connected on this network: it is not usable between the nodes",
+            width,
+            "  ",
+            "    ",
+        ));
+        return out;
+    }
+    let mut rtts: Vec<f64> = net
+        .cells
+        .iter()
+        .filter(|c| c.result == Some(LinkOutcome::Ok))
+        .filter_map(|c| c.rtt_us.map(f64::from))
+        .collect();
+    rtts.sort_by(f64::total_cmp);
+    let mut tps: Vec<f64> = net
+        .cells
+        .iter()
+        .filter(|c| c.result == Some(LinkOutcome::Ok))
+        .filter_map(|c| c.throughput_gbit_s.map(f64::from))
+        .collect();
+    tps.sort_by(f64::total_cmp);
+    if !rtts.is_empty() {
+        let line = format!(
+            "RTT p50 {:.0}{us}, p90 {:.0}{us}, p99 {:.0}{us}, max {:.0}{us}",
+            pct(&rtts, 0.5),
+            pct(&rtts, 0.9),
+            pct(&rtts, 0.99),
+            pct(&rtts, 1.0)
+        );
+        out.push_str(&wrap(&line, width, "  ", "    "));
+    }
+    let median = pct(&tps, 0.5);
+    if !tps.is_empty() {
+        let line = format!(
+            "throughput ({} measured) min {}, p10 {}, p50 {}, max {} Gbit/s",
+            count(tps.len(), "pair"),
+            bw(tps[0]),
+            bw(pct(&tps, 0.1)),
+            bw(median),
+            bw(pct(&tps, 1.0))
+        );
+        out.push_str(&wrap(&line, width, "  ", "    "));
+    }
+    // Per node: links from and to it, failed, slow (under half the network's median).
+    let mut tally = vec![Tally::default(); n];
+    let slow = |c: &Cell| {
+        c.throughput_gbit_s
+            .is_some_and(|g| median > 0.0 && f64::from(g) < median / 2.0)
+    };
+    for f in 0..n {
+        for t in (0..n).filter(|t| *t != f) {
+            let c = net.cell(f, t);
+            let Some(r) = c.result else { continue };
+            let failed = r != LinkOutcome::Ok;
+            tally[f].out_total += 1;
+            tally[t].in_total += 1;
+            if failed {
+                tally[f].out_failed += 1;
+                tally[t].in_failed += 1;
+            }
+            if c.throughput_gbit_s.is_some() {
+                tally[f].rated += 1;
+                tally[t].rated += 1;
+                if slow(c) {
+                    tally[f].slow += 1;
+                    tally[t].slow += 1;
+                }
+            }
+        }
+    }
+    let all_in = |t: &Tally| t.in_total > 0 && t.in_failed == t.in_total;
+    let all_out = |t: &Tally| t.out_total > 0 && t.out_failed == t.out_total;
+    let dead: Vec<usize> = (0..n)
+        .filter(|i| all_in(&tally[*i]) && all_out(&tally[*i]))
+        .collect();
+    let no_in: Vec<usize> = (0..n)
+        .filter(|i| all_in(&tally[*i]) && !dead.contains(i))
+        .collect();
+    let no_out: Vec<usize> = (0..n)
+        .filter(|i| all_out(&tally[*i]) && !dead.contains(i))
+        .collect();
+    let slow_nodes: Vec<usize> = (0..n)
+        .filter(|i| tally[*i].rated >= 2 && tally[*i].slow == tally[*i].rated)
+        .collect();
+    let named: Vec<usize> = dead
+        .iter()
+        .chain(&no_in)
+        .chain(&no_out)
+        .chain(&slow_nodes)
+        .copied()
+        .collect();
+    let nodes_line = |what: &str, idx: &[usize]| {
+        let ranks: Vec<u32> = idx.iter().map(|i| net.ranks[*i]).collect();
+        format!(
+            "{} {what}: {} (rank{} {})",
+            paint::mark(preflight_checks::model::Status::Fail, style),
+            hostlist(report, &ranks, super::hosts::HOSTLIST_MAX),
+            if ranks.len() == 1 { "" } else { "s" },
+            super::ranks_text(&ranks)
+        )
+    };
+    if !dead.is_empty() {
+        out.push_str(&wrap(
+            &nodes_line("every link to and from failed", &dead),
+            width,
+            "  ",
+            "    ",
+        ));
+    }
+    if !no_in.is_empty() {
+        out.push_str(&wrap(
+            &nodes_line("every link to it failed (a filter on input?)", &no_in),
+            width,
+            "  ",
+            "    ",
+        ));
+    }
+    if !no_out.is_empty() {
+        out.push_str(&wrap(
+            &nodes_line("every link from it failed", &no_out),
+            width,
+            "  ",
+            "    ",
+        ));
+    }
+    if !slow_nodes.is_empty() {
+        let line = nodes_line(
+            "every measured link slow (under half the median)",
+            &slow_nodes,
+        )
+        .replacen(
+            &paint::mark(preflight_checks::model::Status::Fail, style),
+            &paint::mark(preflight_checks::model::Status::Warn, style),
+            1,
+        );
+        out.push_str(&wrap(&line, width, "  ", "    "));
+    }
+    // The worst links not explained by a named node: failed first, then the slowest.
+    let mut failed = Vec::new();
+    let mut measured = Vec::new();
+    for f in 0..n {
+        for t in (0..n).filter(|t| *t != f) {
+            if named.contains(&f) || named.contains(&t) {
+                continue;
+            }
+            let c = net.cell(f, t);
+            match c.result {
+                Some(LinkOutcome::Ok) => {
+                    if let Some(g) = c.throughput_gbit_s {
+                        measured.push((g, f, t));
+                    }
+                }
+                Some(r) => failed.push((r, f, t)),
+                None => {}
+            }
+        }
+    }
+    measured.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let link = |f: usize, t: usize| {
+        format!(
+            "{} -> {} ({} -> {})",
+            net.ranks[f],
+            net.ranks[t],
+            hostlist(report, &[net.ranks[f]], 24),
+            hostlist(report, &[net.ranks[t]], 24)
+        )
+    };
+    if !failed.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} {} failed:",
+            paint::mark(preflight_checks::model::Status::Fail, style),
+            count(failed.len(), "other link")
+        );
+        for (r, f, t) in failed.iter().take(WORST) {
+            let _ = writeln!(out, "    {} {}", link(*f, *t), r.as_str());
+        }
+        if failed.len() > WORST {
+            let _ = writeln!(
+                out,
+                "    and {} more (--format json has each)",
+                failed.len() - WORST
+            );
+        }
+    }
+    let slowest: Vec<_> = measured
+        .iter()
+        .filter(|(g, _, _)| median > 0.0 && f64::from(*g) < median / 2.0)
+        .take(WORST)
+        .collect();
+    if !slowest.is_empty() {
+        let _ = writeln!(out, "  slowest links (under half the median):");
+        for (g, f, t) in slowest {
+            let _ = writeln!(out, "    {} {} Gbit/s", link(*f, *t), bw(f64::from(*g)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ReportBuilder;
+    use preflight_checks::model::{IfAddr, Interface, LinkResult, Mode, NodeFacts};
+
+    /// 20 nodes: eth0 on 10.0.0.0/24 all ok but every link to rank 7 timed out; docker0's
+    /// shared 172.17.0.1 never connects.
+    fn report() -> Report {
+        let mut b = ReportBuilder::new(Mode::Cluster);
+        let mut links = Vec::new();
+        for r in 0..20u32 {
+            let mut f = NodeFacts {
+                hostname: format!("n{:02}", r + 1),
+                ..Default::default()
+            };
+            for (name, addr) in [
+                ("eth0", format!("10.0.0.{}", r + 1)),
+                ("docker0", "172.17.0.1".into()),
+            ] {
+                f.net.interfaces.push(Interface {
+                    name: name.into(),
+                    ipv4: vec![IfAddr {
+                        addr: addr.parse().unwrap(),
+                        prefix: if name == "eth0" { 24 } else { 16 },
+                    }],
+                    ..Default::default()
+                });
+            }
+            b = b.node(r, f);
+            for to in (0..20u32).filter(|t| *t != r) {
+                let lost = to == 7;
+                links.push(LinkResult {
+                    from: r,
+                    to,
+                    interface: "eth0".into(),
+                    address: format!("10.0.0.{}", to + 1),
+                    result: if lost {
+                        LinkOutcome::Timeout
+                    } else {
+                        LinkOutcome::Ok
+                    },
+                    rtt_us: (!lost).then_some(40.0),
+                    ..Default::default()
+                });
+                links.push(LinkResult {
+                    from: r,
+                    to,
+                    interface: "docker0".into(),
+                    address: "172.17.0.1".into(),
+                    result: LinkOutcome::Error,
+                    ..Default::default()
+                });
+            }
+        }
+        b.links(links).build()
+    }
+
+    #[test]
+    fn a_node_nobody_reaches_is_named_and_a_dead_network_is_one_line() {
+        let text = networks(&report(), Style::plain());
+        assert!(
+            text.contains("Links on 10.0.0.0/24 (eth0): 361 of 380 pairs ok"),
+            "{text}"
+        );
+        assert!(
+            text.contains("✗ every link to it failed (a filter on input?): n08 (rank 7)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Links on 172.17.0.0/16 (docker0): 0 of 380 pairs ok"),
+            "{text}"
+        );
+        assert!(text.contains("no pair connected on this network"), "{text}");
+        assert!(!text.contains("every link to and from failed"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    }
+}

@@ -1,0 +1,539 @@
+//! The links of a large cluster kept linear in size: above [`COMPACT_ABOVE`] nodes `links`
+//! keeps the links that are not ok and a bounded sample of measured ones, and every pair's
+//! result and RTT go into `link_matrix` (see `model::LinkMatrix`); [`networks`] reads either
+//! form back as one matrix of cells per network.
+
+use flate2::Compression;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
+use preflight_checks::model::{LinkMatrix, LinkOutcome, LinkResult, MatrixNetwork, Report};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+
+/// Up to this many nodes `links` holds every ordered pair; above, the matrix holds them.
+pub const COMPACT_ABOVE: usize = 64;
+/// Measured (throughput) links kept per network, per node.
+const MEASURED_PER_NODE: usize = 16;
+/// Links with the highest RTT kept per network beyond the measured ones.
+const WORST_RTT: usize = 32;
+/// Links not ok kept per network, per node (at least [`FAILED_MIN`]): beyond, only counted.
+const FAILED_PER_NODE: usize = 8;
+const FAILED_MIN: usize = 1024;
+/// The encoding written in `link_matrix.encoding`.
+pub const ENCODING: &str = "deflate+base64";
+
+/// [`compact`], by value: the report the cluster's coordinator hands out.
+pub fn compacted(mut report: Report) -> Report {
+    compact(&mut report);
+    report
+}
+
+/// Compacts `report`'s links when it has more than [`COMPACT_ABOVE`] nodes; a smaller report
+/// (or one without links, or already compact) is left as it is.
+pub fn compact(report: &mut Report) {
+    if report.nodes.len() <= COMPACT_ABOVE
+        || report.links.is_empty()
+        || report.link_matrix.is_some()
+    {
+        return;
+    }
+    let links = std::mem::take(&mut report.links);
+    let mut keep = vec![false; links.len()];
+    let mut by_net: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, l) in links.iter().enumerate() {
+        by_net.entry(network_label(report, l)).or_default().push(i);
+    }
+    let mut networks = Vec::new();
+    let mut failed_omitted = 0u64;
+    for (name, members) in by_net {
+        let mut ranks: Vec<u32> = members
+            .iter()
+            .flat_map(|&i| [links[i].from, links[i].to])
+            .collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        let col: HashMap<u32, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
+        let n = ranks.len();
+        // Each column's address: the first ok link's to that rank, else the first link's.
+        let mut addresses: Vec<Option<(String, String)>> = vec![None; n];
+        for ok_only in [true, false] {
+            for &i in &members {
+                let l = &links[i];
+                let slot = &mut addresses[col[&l.to]];
+                if slot.is_none() && (!ok_only || l.result == LinkOutcome::Ok) {
+                    *slot = Some((l.address.clone(), l.interface.clone()));
+                }
+            }
+        }
+        let mut result = vec![0u8; n * n];
+        let mut rtt = vec![0u8; 2 * n * n];
+        let (mut failed, mut measured, mut ok_rtt) = (Vec::new(), Vec::new(), Vec::new());
+        for &i in &members {
+            let l = &links[i];
+            let (f, t) = (col[&l.from], col[&l.to]);
+            let on_column = addresses[t].as_ref().is_some_and(|(a, _)| *a == l.address);
+            if !on_column || f == t {
+                // Another address of the same node on this network: kept as it is.
+                keep[i] = true;
+                continue;
+            }
+            let cell = f * n + t;
+            result[cell] = code(l.result);
+            let us = l.rtt_us.filter(|r| r.is_finite() && *r >= 0.0).map(|r| {
+                // At least 1: 0 means "none".
+                r.round().clamp(1.0, 65535.0) as u16
+            });
+            rtt[2 * cell..2 * cell + 2].copy_from_slice(&us.unwrap_or(0).to_le_bytes());
+            if l.result != LinkOutcome::Ok {
+                failed.push(i);
+            } else if l.throughput_gbit_s.is_some() {
+                measured.push(i);
+            } else if l.rtt_us.is_some() {
+                ok_rtt.push(i);
+            }
+        }
+        let cap = (FAILED_PER_NODE * n).max(FAILED_MIN);
+        failed_omitted += failed.len().saturating_sub(cap) as u64;
+        for &i in failed.iter().take(cap) {
+            keep[i] = true;
+        }
+        measured.sort_by(|a, b| {
+            let tp = |i: usize| links[i].throughput_gbit_s.unwrap_or(0.0);
+            tp(*a).total_cmp(&tp(*b))
+        });
+        for &i in measured.iter().take(MEASURED_PER_NODE * n) {
+            keep[i] = true;
+        }
+        ok_rtt.sort_by(|a, b| {
+            let r = |i: usize| links[i].rtt_us.unwrap_or(0.0);
+            r(*b).total_cmp(&r(*a))
+        });
+        for &i in ok_rtt.iter().take(WORST_RTT) {
+            keep[i] = true;
+        }
+        let (addresses, interfaces) = addresses.into_iter().map(|a| a.unwrap_or_default()).unzip();
+        networks.push(MatrixNetwork {
+            name,
+            ranks,
+            addresses,
+            interfaces,
+            result: pack(&result),
+            rtt_us: pack(&rtt),
+        });
+    }
+    let total = links.len() as u64;
+    report.links = links
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(l, k)| k.then_some(l))
+        .collect();
+    report.link_matrix = Some(LinkMatrix {
+        encoding: ENCODING.to_string(),
+        networks,
+        links_total: total,
+        links_kept: report.links.len() as u64,
+        failed_omitted,
+    });
+}
+
+fn code(r: LinkOutcome) -> u8 {
+    match r {
+        LinkOutcome::Ok => 1,
+        LinkOutcome::Refused => 2,
+        LinkOutcome::Timeout => 3,
+        LinkOutcome::Unreachable => 4,
+        LinkOutcome::Error => 5,
+    }
+}
+
+fn outcome(c: u8) -> Option<LinkOutcome> {
+    match c {
+        1 => Some(LinkOutcome::Ok),
+        2 => Some(LinkOutcome::Refused),
+        3 => Some(LinkOutcome::Timeout),
+        4 => Some(LinkOutcome::Unreachable),
+        5 => Some(LinkOutcome::Error),
+        _ => None,
+    }
+}
+
+/// Deflate, then base64.
+fn pack(bytes: &[u8]) -> String {
+    let mut e = DeflateEncoder::new(Vec::new(), Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = e.write_all(bytes);
+    base64(&e.finish().unwrap_or_default())
+}
+
+/// The inverse of [`pack`], `len` bytes exactly, or `None` when the text is not that.
+fn unpack(text: &str, len: usize) -> Option<Vec<u8>> {
+    let raw = unbase64(text)?;
+    let mut out = Vec::with_capacity(len);
+    DeflateDecoder::new(raw.as_slice())
+        .take(len as u64 + 1)
+        .read_to_end(&mut out)
+        .ok()?;
+    (out.len() == len).then_some(out)
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 with padding.
+pub fn base64(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(B64[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn unbase64(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes() {
+        let v = B64.iter().position(|b| *b == c)? as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// One pair's result as a reader sees it: from the matrix, refined by the link in `links`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cell {
+    /// `None`: not measured (and the diagonal).
+    pub result: Option<LinkOutcome>,
+    pub rtt_us: Option<f32>,
+    pub throughput_gbit_s: Option<f32>,
+}
+
+/// One network's pairs, whichever form the report holds them in.
+#[derive(Debug, Default)]
+pub struct NetworkLinks {
+    /// The subnet (`10.0.0.0/24`) or the interface's name.
+    pub name: String,
+    pub ranks: Vec<u32>,
+    /// Per column: the address measured and its interface.
+    pub addresses: Vec<String>,
+    pub interfaces: Vec<String>,
+    /// `ranks.len()²` cells, row: from, column: to.
+    pub cells: Vec<Cell>,
+    /// Path MTUs seen on the network (from the links kept).
+    pub mtus: Vec<u32>,
+    /// Pairs measured (cells with a result).
+    pub measured: usize,
+}
+
+impl NetworkLinks {
+    pub fn cell(&self, from: usize, to: usize) -> &Cell {
+        &self.cells[from * self.ranks.len() + to]
+    }
+}
+
+/// Every network's pairs, from `link_matrix` when the report has one and from `links` (each
+/// refining its cell), in the order of their names. A matrix that does not decode is left out.
+pub fn networks(report: &Report) -> Vec<NetworkLinks> {
+    let mut nets: Vec<NetworkLinks> = Vec::new();
+    if let Some(m) = &report.link_matrix {
+        for net in &m.networks {
+            let n = net.ranks.len();
+            let (Some(result), Some(rtt)) =
+                (unpack(&net.result, n * n), unpack(&net.rtt_us, 2 * n * n))
+            else {
+                continue;
+            };
+            let cells = (0..n * n)
+                .map(|c| Cell {
+                    result: outcome(result[c]),
+                    rtt_us: match u16::from_le_bytes([rtt[2 * c], rtt[2 * c + 1]]) {
+                        0 => None,
+                        us => Some(f32::from(us)),
+                    },
+                    throughput_gbit_s: None,
+                })
+                .collect();
+            nets.push(NetworkLinks {
+                name: net.name.clone(),
+                ranks: net.ranks.clone(),
+                addresses: net.addresses.clone(),
+                interfaces: net.interfaces.clone(),
+                cells,
+                ..Default::default()
+            });
+        }
+    }
+    // Links not covered by a matrix: grouped by network, each column's address the first
+    // ok link's (else the first link's) to that rank.
+    let mut loose: BTreeMap<String, Vec<&LinkResult>> = BTreeMap::new();
+    let mut by_name: HashMap<String, usize> = nets
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect();
+    for l in &report.links {
+        let label = network_label(report, l);
+        if !by_name.contains_key(&label) {
+            loose.entry(label).or_default().push(l);
+        }
+    }
+    for (name, links) in &loose {
+        let mut ranks: Vec<u32> = links.iter().flat_map(|l| [l.from, l.to]).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        let n = ranks.len();
+        let col: HashMap<u32, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
+        let mut addresses = vec![None::<&LinkResult>; n];
+        for l in links {
+            let slot = &mut addresses[col[&l.to]];
+            if slot.is_none_or(|s| s.result != LinkOutcome::Ok && l.result == LinkOutcome::Ok) {
+                *slot = Some(l);
+            }
+        }
+        by_name.insert(name.clone(), nets.len());
+        nets.push(NetworkLinks {
+            name: name.clone(),
+            addresses: addresses
+                .iter()
+                .map(|l| l.map(|l| l.address.clone()).unwrap_or_default())
+                .collect(),
+            interfaces: addresses
+                .iter()
+                .map(|l| l.map(|l| l.interface.clone()).unwrap_or_default())
+                .collect(),
+            ranks,
+            cells: vec![Cell::default(); n * n],
+            ..Default::default()
+        });
+    }
+    // Every link refines its cell (the matrix rounds RTTs and has no throughput).
+    let cols: Vec<HashMap<u32, usize>> = nets
+        .iter()
+        .map(|n| n.ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect())
+        .collect();
+    for l in &report.links {
+        let Some(&i) = by_name.get(&network_label(report, l)) else {
+            continue;
+        };
+        let net = &mut nets[i];
+        if let Some(m) = l.mtu {
+            if !net.mtus.contains(&m) {
+                net.mtus.push(m);
+            }
+        }
+        let (Some(&f), Some(&t)) = (cols[i].get(&l.from), cols[i].get(&l.to)) else {
+            continue;
+        };
+        if f == t || net.addresses[t] != l.address {
+            continue;
+        }
+        let n = net.ranks.len();
+        net.cells[f * n + t] = Cell {
+            result: Some(l.result),
+            rtt_us: l.rtt_us.map(|r| r as f32),
+            throughput_gbit_s: l.throughput_gbit_s.map(|g| g as f32),
+        };
+    }
+    for net in &mut nets {
+        net.mtus.sort_unstable();
+        net.measured = net.cells.iter().filter(|c| c.result.is_some()).count();
+    }
+    nets.sort_by(|a, b| a.name.cmp(&b.name));
+    nets
+}
+
+/// The address a node was reached on: the first ok link's to it (else the first link's), from
+/// `links` and then the matrix's columns.
+pub fn addresses(report: &Report) -> HashMap<u32, String> {
+    let mut out: HashMap<u32, (bool, String)> = HashMap::new();
+    for l in &report.links {
+        let ok = l.result == LinkOutcome::Ok;
+        match out.get(&l.to) {
+            Some((true, _)) => {}
+            Some((false, _)) if !ok => {}
+            _ => {
+                out.insert(l.to, (ok, l.address.clone()));
+            }
+        }
+    }
+    for net in report.link_matrix.iter().flat_map(|m| &m.networks) {
+        for (r, a) in net.ranks.iter().zip(&net.addresses) {
+            out.entry(*r).or_insert((false, a.clone()));
+        }
+    }
+    out.into_iter().map(|(r, (_, a))| (r, a)).collect()
+}
+
+/// `10.200.1.0/24`: the subnet of the link's target address; its interface's name when the
+/// facts do not hold the address (an older or trimmed report).
+pub fn network_label(report: &Report, l: &LinkResult) -> String {
+    let found = report
+        .nodes
+        .get(l.to as usize)
+        .filter(|n| n.rank == l.to)
+        .or_else(|| report.nodes.iter().find(|n| n.rank == l.to))
+        .and_then(|n| {
+            n.facts
+                .net
+                .interfaces
+                .iter()
+                .flat_map(|i| i.ipv4.iter())
+                .find(|a| a.addr.to_string() == l.address)
+        })
+        .map(|a| a.prefix);
+    let Some(prefix) = found else {
+        return if l.interface.is_empty() {
+            l.address.clone()
+        } else {
+            l.interface.clone()
+        };
+    };
+    match l.address.parse::<std::net::Ipv4Addr>() {
+        Ok(ip) => {
+            let mask: u32 = if prefix == 0 {
+                0
+            } else {
+                u32::MAX << (32 - prefix.min(32))
+            };
+            format!(
+                "{}/{prefix}",
+                std::net::Ipv4Addr::from(u32::from(ip) & mask)
+            )
+        }
+        Err(_) => l.address.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ReportBuilder;
+    use preflight_checks::model::{IfAddr, Interface, Mode, NodeFacts};
+
+    /// `n` nodes on 10.0.0.0/16, every pair ok with an RTT of `from + to` µs, throughput on
+    /// the ring neighbours, and 0 -> 1 refused.
+    fn report(n: u32) -> Report {
+        let mut b = ReportBuilder::new(Mode::Cluster);
+        let addr = |r: u32| format!("10.0.{}.{}", r / 200, r % 200 + 1);
+        let mut links = Vec::new();
+        for from in 0..n {
+            let mut f = NodeFacts {
+                hostname: format!("n{from}"),
+                ..Default::default()
+            };
+            f.net.interfaces.push(Interface {
+                name: "eth0".into(),
+                ipv4: vec![IfAddr {
+                    addr: addr(from).parse().unwrap(),
+                    prefix: 16,
+                }],
+                ..Default::default()
+            });
+            b = b.node(from, f);
+            for to in (0..n).filter(|t| *t != from) {
+                let bad = (from, to) == (0, 1);
+                links.push(LinkResult {
+                    from,
+                    to,
+                    interface: "eth0".into(),
+                    address: addr(to),
+                    result: if bad {
+                        LinkOutcome::Refused
+                    } else {
+                        LinkOutcome::Ok
+                    },
+                    rtt_us: (!bad).then_some(f64::from(from + to) + 0.4),
+                    throughput_gbit_s: (to == (from + 1) % n).then_some(9.5),
+                    error: bad.then(|| "connection refused".to_string()),
+                    ..Default::default()
+                });
+            }
+        }
+        b.links(links).build()
+    }
+
+    #[test]
+    fn up_to_64_nodes_every_link_stays() {
+        let r = report(64);
+        let c = compacted(r.clone());
+        assert_eq!(c, r);
+    }
+
+    #[test]
+    fn above_64_nodes_the_matrix_holds_every_pair_and_links_what_matters() {
+        let r = report(80);
+        let c = compacted(r.clone());
+        let m = c.link_matrix.as_ref().unwrap();
+        assert_eq!(m.encoding, ENCODING);
+        assert_eq!(
+            (m.links_total, m.links_kept),
+            (80 * 79, c.links.len() as u64)
+        );
+        // Kept: the refused pair (with its error), the 79 other ring links, the 32 worst RTTs.
+        assert_eq!(c.links.len(), 1 + 79 + WORST_RTT, "{}", c.links.len());
+        let refused = c
+            .links
+            .iter()
+            .find(|l| l.result != LinkOutcome::Ok)
+            .unwrap();
+        assert_eq!(refused.error.as_deref(), Some("connection refused"));
+        // Read back: each pair's result and RTT as the whole report had them (RTT rounded).
+        let back: Report = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        let nets = networks(&back);
+        assert_eq!(nets.len(), 1);
+        let net = &nets[0];
+        assert_eq!(net.name, "10.0.0.0/16");
+        assert_eq!(net.measured, 80 * 79);
+        for l in &r.links {
+            let cell = net.cell(l.from as usize, l.to as usize);
+            assert_eq!(cell.result, Some(l.result), "{l:?}");
+            // Rounded to the microsecond in the matrix, exact for the links kept.
+            match (cell.rtt_us, l.rtt_us) {
+                (Some(got), Some(want)) => assert!((f64::from(got) - want).abs() <= 0.5, "{l:?}"),
+                (got, want) => assert_eq!((got, want), (None, None), "{l:?}"),
+            }
+        }
+        assert_eq!(net.cell(5, 6).throughput_gbit_s, Some(9.5));
+        // The same from the whole report's links.
+        let whole = networks(&r);
+        assert_eq!(whole[0].measured, 80 * 79);
+        assert_eq!(addresses(&back)[&7], "10.0.0.8");
+    }
+
+    #[test]
+    fn a_matrix_that_does_not_decode_is_left_out_not_a_panic() {
+        let mut c = compacted(report(70));
+        for bad in ["", "!!!!", "AAAA", "eJwDAAAAAAE="] {
+            c.link_matrix.as_mut().unwrap().networks[0].rtt_us = bad.into();
+            let nets = networks(&c);
+            // Only the links kept remain, as a network of their own.
+            assert!(nets.iter().all(|n| n.measured < 70 * 69), "{bad}");
+        }
+    }
+
+    #[test]
+    fn base64_round_trips() {
+        for len in 0..10 {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37) as u8).collect();
+            assert_eq!(unbase64(&base64(&bytes)).unwrap(), bytes);
+        }
+        assert_eq!(base64(b"Man"), "TWFu");
+    }
+}

@@ -1,0 +1,339 @@
+//! The cluster report at scale as a person reads it: snapshots of the grouped terminal report
+//! at 3 and 64 nodes, healthy and failing (a dead node, a firewalled node, one bad link, a
+//! slow node), what a rank other than 0 prints, and the size of the JSON at 1024 nodes with
+//! every pair still recoverable from it. Reports come from `synthetic.rs` (no network).
+
+use crate::synthetic::{Faults, cluster};
+use preflight::render::Style;
+use preflight::report_compact;
+use preflight_checks::model::{LinkOutcome, Report};
+
+fn render(report: &Report, rank: u32, width: u16) -> String {
+    let style = Style {
+        width,
+        ..Style::plain()
+    };
+    preflight::render::doctor::render_for_rank(report, style, rank)
+}
+
+/// Serialised size of any part of a report.
+mod erased {
+    pub trait Size {
+        fn size(&self) -> usize;
+    }
+    impl<T: serde::Serialize> Size for T {
+        fn size(&self) -> usize {
+            serde_json::to_string(self).map_or(0, |s| s.len())
+        }
+    }
+}
+
+fn failing() -> Faults {
+    Faults {
+        dead: Some(17),
+        firewalled: Some(40),
+        bad_link: Some((3, 9)),
+        slow: Some(50),
+        links_only: false,
+    }
+}
+
+/// Every line within the width, but fix and launch commands (printed whole, to be pasted).
+fn fits(text: &str, width: usize) {
+    for l in text.lines() {
+        let t = l.trim_start();
+        let command = l.starts_with("    ")
+            && (t.contains("torchrun --") || t.starts_with("pdsh ") || t.starts_with("# or: "));
+        assert!(
+            l.chars().count() <= width || command,
+            "wider than {width}: {l}\n{text}"
+        );
+    }
+}
+
+#[test]
+fn render_scale_three_nodes() {
+    let healthy = cluster(3, &Faults::default());
+    let text = render(&healthy, 0, 80);
+    insta::assert_snapshot!("scale_3_healthy_rank0_80cols", text);
+    fits(&text, 80);
+    // Small clusters keep their matrix and a row per node.
+    assert!(
+        text.contains("Connectivity on 10.1.0.0/16 (eno1)"),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l.starts_with("│ 2 ")), "{text}");
+    let bad = cluster(
+        3,
+        &Faults {
+            bad_link: Some((0, 2)),
+            ..Default::default()
+        },
+    );
+    let text = render(&bad, 0, 80);
+    insta::assert_snapshot!("scale_3_bad_link_rank0_80cols", text);
+    fits(&text, 80);
+    assert!(text.contains("refused"), "{text}");
+    insta::assert_snapshot!("scale_3_bad_link_rank1_80cols", render(&bad, 1, 80));
+}
+
+#[test]
+fn render_scale_sixty_four_healthy_nodes_fit_sixty_lines() {
+    let r = cluster(64, &Faults::default());
+    assert!(r.link_matrix.is_none(), "64 nodes keep every link");
+    let text = render(&r, 0, 80);
+    insta::assert_snapshot!("scale_64_healthy_rank0_80cols", text);
+    fits(&text, 80);
+    let lines = text.lines().count();
+    assert!(lines <= 60, "{lines} lines\n{text}");
+    // One row for all 64 alike nodes, one launch line with Slurm's rank variable.
+    assert!(text.contains("Nodes: all 64 alike"), "{text}");
+    assert!(text.contains("│ 64    ┆ gpu[01-64]"), "{text}");
+    let launch: Vec<&str> = text.lines().filter(|l| l.contains("torchrun --")).collect();
+    assert_eq!(launch.len(), 1, "{text}");
+    assert!(launch[0].contains("--node-rank=$SLURM_NODEID"), "{text}");
+    // Each network summed up, with percentiles.
+    for net in ["10.1.0.0/16 (eno1)", "192.168.0.0/16 (ib0)"] {
+        assert!(
+            text.contains(&format!("Links on {net}, mtu"))
+                && text.contains("4032 of 4032 pairs ok"),
+            "{net}\n{text}"
+        );
+    }
+    assert!(text.contains("RTT p50 "), "{text}");
+    // Rank 5 prints a few lines: its verdict, its command, where the whole report is.
+    let five = render(&r, 5, 80);
+    insta::assert_snapshot!("scale_64_healthy_rank5_80cols", five);
+    assert!(five.lines().count() <= 10, "{five}");
+    assert!(five.contains("--node-rank=5 "), "{five}");
+    assert!(five.contains("--full-report"), "{five}");
+    assert!(five.trim_end().ends_with("✓ ready to launch"), "{five}");
+    // With --full-report a rank prints it all.
+    let full = preflight::render::doctor::render_view(&r, Style::plain(), 5, true);
+    assert!(full.contains("Nodes: all 64 alike"), "{full}");
+    // A node whose driver differs is a row of its own, marked, after the 63 alike.
+    let mut odd = r.clone();
+    odd.nodes[5].facts.gpu.driver_version = Some("535.104.05".into());
+    let text = render(&odd, 0, 80);
+    assert!(
+        text.contains("Nodes: 64 in 2 groups of identical facts"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("│ ") && !l.starts_with("│ nodes"))
+        .collect();
+    assert!(rows.iter().any(|l| l.starts_with("│ 63 ")), "{text}");
+    let odd_row = rows
+        .iter()
+        .position(|l| l.starts_with("│ 1 !"))
+        .expect("the odd row, marked");
+    assert!(rows[odd_row].contains("gpu06"), "{text}");
+    assert!(rows[odd_row].contains("535.104.05"), "{text}");
+    // A node's trimmed copy says what it leaves out before the tables.
+    let mut trimmed = r.clone();
+    trimmed.trimmed = Some(preflight_checks::model::Trimmed {
+        links_total: 8064,
+        links_kept: 252,
+        facts_omitted: 63,
+        why: "too big to send whole".into(),
+    });
+    let full = preflight::render::doctor::render_view(&trimmed, Style::plain(), 5, true);
+    assert!(
+        full.contains("This is a node's copy: 7812 of 8064 links and 63 nodes' facts are left out"),
+        "{full}"
+    );
+}
+
+#[test]
+fn render_scale_sixty_four_nodes_with_faults() {
+    let r = cluster(64, &failing());
+    let text = render(&r, 0, 80);
+    insta::assert_snapshot!("scale_64_failing_rank0_80cols", text);
+    fits(&text, 80);
+    // The dead node and the firewalled node are named as nodes, per network.
+    assert!(
+        text.contains("✗ every link to and from failed: gpu18 (rank 17)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("✗ every link to it failed (a filter on input?): gpu41 (rank 40)"),
+        "{text}"
+    );
+    // The bad link as a link; the slow node as a node.
+    assert!(text.contains("3 -> 9 (gpu04 -> gpu10) refused"), "{text}");
+    assert!(text.contains("every measured link slow"), "{text}");
+    assert!(text.contains("gpu51 (rank 50)"), "{text}");
+    // Each finding id heads one block.
+    let headings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("✗ FAIL ") || l.starts_with("! warning "))
+        .collect();
+    let mut ids: Vec<&str> = headings
+        .iter()
+        .map(|l| l.split_whitespace().nth(2).unwrap_or(""))
+        .collect();
+    let before = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), before, "{headings:#?}");
+    assert!(
+        text.trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("✗ do not launch")
+    );
+    insta::assert_snapshot!("scale_64_failing_rank5_80cols", render(&r, 5, 80));
+}
+
+#[test]
+fn render_scale_1024_nodes_json_is_linear_and_every_pair_recoverable() {
+    let r = crate::synthetic::cluster_1024();
+    let json = preflight::render::json::render(r);
+    let m = r.link_matrix.as_ref().expect("a matrix above 64 nodes");
+    let matrix_bytes = serde_json::to_string(m).unwrap().len();
+    let links_bytes = serde_json::to_string(&r.links).unwrap().len();
+    let part = |v: &dyn erased::Size| v.size();
+    eprintln!(
+        "1024 nodes: JSON {} bytes: nodes {}, findings {}, links {} kept of {} in {links_bytes}, link_matrix {matrix_bytes}",
+        json.len(),
+        part(&r.nodes),
+        part(&r.findings),
+        r.links.len(),
+        m.links_total
+    );
+    // Linear: per node, 1024 nodes take no more than 128 do (and a little).
+    let small = preflight::render::json::render(&cluster(
+        128,
+        &Faults {
+            links_only: true,
+            ..Default::default()
+        },
+    ));
+    let (per_big, per_small) = (json.len() as f64 / 1024.0, small.len() as f64 / 128.0);
+    eprintln!("per node: {per_big:.0} bytes at 1024 nodes, {per_small:.0} at 128");
+    assert!(
+        per_big <= 1.25 * per_small,
+        "{per_big} vs {per_small} bytes per node"
+    );
+    assert_eq!(m.links_total, 2 * 1024 * 1023);
+    assert!(
+        links_bytes + matrix_bytes <= 5_000_000,
+        "the links of 1024 nodes take {} bytes",
+        links_bytes + matrix_bytes
+    );
+    // Every pair's result and RTT come back from the report.
+    let back: Report = serde_json::from_str(&json).unwrap();
+    let nets = report_compact::networks(&back);
+    assert_eq!(
+        nets.len(),
+        2,
+        "{:?}",
+        nets.iter().map(|n| &n.name).collect::<Vec<_>>()
+    );
+    for net in &nets {
+        assert_eq!(net.ranks.len(), 1024);
+        assert_eq!(net.measured, 1024 * 1023, "{}", net.name);
+    }
+    let eno1 = nets.iter().find(|n| n.name == "10.1.0.0/16").unwrap();
+    assert_eq!(eno1.cell(3, 9).result, Some(LinkOutcome::Refused));
+    let original = crate::synthetic::rtt_us(5, 700, 0);
+    let c = eno1.cell(5, 700);
+    assert_eq!(c.result, Some(LinkOutcome::Ok));
+    assert!(
+        (f64::from(c.rtt_us.unwrap()) - original).abs() <= 0.5,
+        "{c:?} vs {original}"
+    );
+    // The terminal report still fits 60 lines.
+    let text = render(&back, 0, 80);
+    assert!(text.lines().count() <= 60, "{text}");
+}
+
+/// Two real nodes on loopback, the terminal report: rank 1 prints a few lines by default and
+/// the whole report with `--full-report`; rank 0 prints the whole report either way.
+#[test]
+fn render_scale_rank_one_prints_a_few_lines_unless_full_report() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let run = |rank: u32, port: u16, extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_preflight"));
+        cmd.args([
+            "cluster",
+            "--nnodes=2",
+            &format!("--node-rank={rank}"),
+            "--master-addr=127.0.0.1",
+            &format!("--master-port={port}"),
+            "--timeout=20",
+            "--quick",
+            "--allreduce=off",
+            "--token=render-scale",
+            "--no-gpu",
+        ])
+        .args(extra);
+        for v in crate::common::INHERITED_ENV_TO_CLEAR {
+            cmd.env_remove(v);
+        }
+        cmd.env("NCCL_HOSTID", format!("render-{rank}-{port}"))
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "80")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        cmd.spawn().expect("start preflight")
+    };
+    let finish = |mut child: std::process::Child| {
+        let started = Instant::now();
+        let mut out = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("preflight ran over 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        reader.join().unwrap()
+    };
+    for full in [false, true] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let extra: &[&str] = if full { &["--full-report"] } else { &[] };
+        let zero = run(0, port, extra);
+        std::thread::sleep(Duration::from_millis(200));
+        let one = run(1, port, extra);
+        let (zero, one) = (finish(zero), finish(one));
+        assert!(zero.contains("Connectivity on "), "{zero}");
+        assert!(
+            one.starts_with("preflight ") && one.contains("this is rank 1"),
+            "{one}"
+        );
+        if full {
+            assert!(
+                one.contains("Connectivity on ") && one.contains("Nodes:"),
+                "{one}"
+            );
+        } else {
+            assert!(
+                !one.contains("Connectivity on ") && !one.contains("Nodes:"),
+                "{one}"
+            );
+            assert!(one.contains("--full-report"), "{one}");
+            assert!(
+                one.lines().count() < zero.lines().count() / 2,
+                "{one}\n---\n{zero}"
+            );
+        }
+    }
+}
