@@ -10,7 +10,7 @@ use crate::report::{ReportBuilder, add_findings};
 use crate::runtime::agent;
 use crate::runtime::local_group::{self, FOLLOWER_GRACE, JoinError, Limits, LocalGroup};
 use crate::transport::events::Events;
-use preflight_checks::model::{Finding, Mode};
+use preflight_checks::model::{Finding, Mode, NodeFacts};
 
 pub fn cluster(job: ClusterJob, view: View, events: &Events) -> anyhow::Result<Outcome> {
     let group = match local_group::detect(&job.env) {
@@ -118,10 +118,14 @@ fn taken(view: View, events: &Events, group: &LocalGroup, rank: u32, other_pid: 
     layout_only(view, local_group::layout_finding(&layout, group.node_index))
 }
 
-/// A report holding only the layout finding: this task did not take part.
+/// A node report holding only the layout finding: this task did not take part.
 fn layout_only(view: View, finding: Finding) -> Outcome {
-    let report = ReportBuilder::new(Mode::Cluster)
-        .findings([finding])
+    let facts = NodeFacts {
+        hostname: local_group::hostname(),
+        ..NodeFacts::default()
+    };
+    let report = ReportBuilder::single(Mode::Node, 0, facts)
+        .findings([finding.on_node(Some(0))])
         .build();
     Outcome::Report(Box::new(Shown {
         report,

@@ -321,10 +321,19 @@ fn mpich(v: &Vars) -> Result<Option<LocalTasks>, LayoutError> {
     let pmi = ("PMI_LOCAL_RANK", "PMI_LOCAL_SIZE");
     let has_hydra = v.any(&[hydra.0, hydra.1]);
     let has_pmi = v.any(&[pmi.0, pmi.1]);
+    // An error names every variable of both pairs that is set.
+    let all = |mut e: LayoutError| {
+        e.vars = v.evidence(&[hydra.0, hydra.1, pmi.0, pmi.1]);
+        e
+    };
     let a = has_hydra
         .then(|| pair(v, l, hydra, run.clone()))
-        .transpose()?;
-    let b = has_pmi.then(|| pair(v, l, pmi, run.clone())).transpose()?;
+        .transpose()
+        .map_err(all)?;
+    let b = has_pmi
+        .then(|| pair(v, l, pmi, run.clone()))
+        .transpose()
+        .map_err(all)?;
     match (a, b) {
         (Some(a), Some(b)) => {
             let key = |t: &Option<LocalTasks>| {

@@ -186,7 +186,8 @@ fn launcher_daemon(names: &[&str]) -> Option<Proc> {
     None
 }
 
-fn hostname() -> String {
+/// This host's name (the kernel's), for messages and the group's key.
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()
@@ -194,13 +195,25 @@ fn hostname() -> String {
         .unwrap_or_else(|| "this node".to_string())
 }
 
+/// The fix's words without the command that follows them on its own line.
+fn fix_hint(e: &LayoutError) -> String {
+    match e.fix.strip_suffix(e.launcher.one_per_node()) {
+        Some(words) => format!(
+            "{} (the command below)",
+            words.trim_end().trim_end_matches(':')
+        ),
+        None => e.fix.clone(),
+    }
+}
+
 /// The `launch.tasks-per-node` finding for a layout that cannot be trusted.
 pub fn layout_finding(e: &LayoutError, node: Option<u32>) -> Finding {
-    let vars: BTreeMap<&str, &str> = e
+    let vars = e
         .vars
         .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ");
     Finding::new(
         TASKS_PER_NODE,
         Status::Fail,
@@ -212,9 +225,8 @@ pub fn layout_finding(e: &LayoutError, node: Option<u32>) -> Finding {
         ),
     )
     .on_node(node)
-    .with("launcher", e.launcher.name())
     .with("variables", vars)
-    .fix(Fix::new(e.fix.clone()).command(e.launcher.one_per_node()))
+    .fix(Fix::new(fix_hint(e)).command(e.launcher.one_per_node()))
 }
 
 impl LocalGroup {
@@ -349,9 +361,10 @@ impl LocalGroup {
         }
         if !missing.is_empty() {
             problems.push(format!(
-                "the variables announce {} tasks on {}, but local ranks {} never started preflight within {} s of the verdict",
+                "the variables announce {} tasks on {}, but local rank{} {} never started preflight within {} s of the verdict",
                 self.local_world_size,
                 self.host,
+                if missing.len() == 1 { "" } else { "s" },
                 missing
                     .iter()
                     .map(u32::to_string)
@@ -744,7 +757,10 @@ mod tests {
             (f.id.as_str(), f.status, f.node),
             (TASKS_PER_NODE, Status::Fail, Some(2))
         );
-        assert_eq!(f.evidence["variables"]["PMI_LOCAL_RANK"], "1");
+        assert_eq!(
+            f.evidence["variables"],
+            "MPI_LOCALNRANKS=2 MPI_LOCALRANKID=1 PMI_LOCAL_RANK=1"
+        );
         let fix = f.fix.unwrap();
         assert_eq!(
             fix.commands,

@@ -13,6 +13,7 @@ mod html;
 mod join_causes;
 mod launchers;
 mod layers;
+mod local_tasks;
 mod nccl;
 mod netns;
 mod props;
