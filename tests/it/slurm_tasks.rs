@@ -1,8 +1,8 @@
-//! Several preflight tasks per node under a real Slurm (`srun --ntasks-per-node`) and a real Open MPI `mpirun`, on the namespaces of `../shared/tools/slurm-netns`.
+//! Several preflight tasks per node under a real Slurm (`srun --ntasks-per-node`) and a real Open MPI `mpirun`, on the namespaces of `slurm-netns` (`../shared/tools`, else the copy in `tests/tools`).
 //!
 //! Each test brings up its own 3-node Slurm (a fresh directory, subnet 10.238) and takes it
 //! down on success and failure (a Drop guard). Open MPI's `mpirun` runs in the controller's
-//! namespace and reaches the nodes through `../shared/tools/ns-rsh`. A faulted node is node3
+//! namespace and reaches the nodes through `ns-rsh` (from the same place). A faulted node is node3
 //! with its routes to node1 and node2 blackholed inside its own namespace (Slurm's own traffic
 //! goes through the controller and keeps working). The tests take turns: each starts a dozen
 //! processes, and CI has two cores.
@@ -19,8 +19,16 @@ static TURN: Mutex<()> = Mutex::new(());
 /// What every preflight task runs with: short, no GPU.
 const PREFLIGHT_ARGS: &str = "cluster --quick --no-gpu --timeout 8";
 
-fn tools() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/tools")
+/// `../shared/tools/NAME` beside the checkout when it is there (the team's current copy), else
+/// the copy under `tests/tools` (a clean clone in CI).
+fn tool_path(name: &str) -> PathBuf {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let shared = repo.join("../shared/tools").join(name);
+    if shared.is_file() {
+        shared
+    } else {
+        repo.join("tests/tools").join(name)
+    }
 }
 
 fn preflight() -> String {
@@ -40,11 +48,12 @@ fn usable(extra: &[&str]) -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let reason = if unsafe { libc::geteuid() } != 0 {
         Some("not running as root".to_string())
-    } else if !tools().join("slurm-netns").is_file() {
-        Some(format!(
-            "{} is missing",
-            tools().join("slurm-netns").display()
-        ))
+    } else if let Some(t) = ["slurm-netns", "ns-rsh"]
+        .into_iter()
+        .map(tool_path)
+        .find(|t| !t.is_file())
+    {
+        Some(format!("{} is missing", t.display()))
     } else {
         ["slurmctld", "slurmd", "srun", "munged", "ip"]
             .iter()
@@ -129,7 +138,7 @@ impl Slurm {
     }
 
     fn tool(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(tools().join("slurm-netns"));
+        let mut c = Command::new(tool_path("slurm-netns"));
         c.args(args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default());
@@ -332,7 +341,7 @@ fn mpirun(slurm: &Slurm, logs: &Path, faulted: bool) -> Vec<String> {
         preflight(),
         dir = logs.display()
     );
-    let rsh = tools().join("ns-rsh");
+    let rsh = tool_path("ns-rsh");
     let prefix = slurm.ns_prefix();
     let rsh = rsh.to_string_lossy();
     let run = slurm.run(
