@@ -418,7 +418,9 @@ impl LocalGroup {
         let mut seen: Option<Proc> = None;
         loop {
             let waited = started.elapsed();
-            let leader = read_owned(&self.leader_file(), 256).and_then(|s| parse_proc(&s));
+            let leader = read_owned(&self.leader_file(), 256)
+                .and_then(|s| parse_proc(&s))
+                .filter(|l| self.of_this_run(*l));
             seen = leader.or(seen);
             match seen {
                 None if waited >= limits.claim_wait => {
@@ -461,6 +463,21 @@ impl LocalGroup {
             }
             std::thread::sleep(limits.poll);
         }
+    }
+
+    /// Without the launcher's process in the key (`agent_pid` 0), a name can come back with a
+    /// later run of the same ids (a reused pid in MPICH's kvs name): a leader that started
+    /// more than the claim wait before this task belongs to an earlier run and is not read.
+    fn of_this_run(&self, leader: Proc) -> bool {
+        if self.agent_pid != 0 {
+            return true;
+        }
+        // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
+        let ticks = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+            .ok()
+            .filter(|t| *t > 0)
+            .unwrap_or(100);
+        leader.start.saturating_add(CLAIM_WAIT.as_secs() * ticks) >= own_proc().start
     }
 
     /// The verdict in `<key>.exit` when it was written by `leader`.
@@ -970,6 +987,28 @@ mod tests {
                 .contains(&format!("local rank 0 (pid {pid}) ended without reporting")),
             "{e}"
         );
+    }
+
+    #[test]
+    fn without_the_launchers_process_an_old_leader_is_an_earlier_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut g = group_in(dir.path(), 1);
+        // pid 1 started at boot, long before this test: a leader of an earlier run.
+        let init = Proc {
+            pid: 1,
+            start: proc_start(1).unwrap(),
+        };
+        assert!(
+            own_proc().start > init.start + 60 * 100,
+            "the machine just booted"
+        );
+        std::fs::write(g.leader_file(), format!("1 {}\n", init.start)).unwrap();
+        std::fs::write(g.exit_file(), format!("0 1 {}\n", init.start)).unwrap();
+        // With the launcher's process in the key the name is this run's: the code is read.
+        assert_eq!(g.follow(quick()).unwrap().code, 0);
+        g.agent_pid = 0;
+        let e = g.follow(quick()).unwrap_err();
+        assert!(e.to_string().contains("no local rank 0"), "{e}");
     }
 
     #[test]
