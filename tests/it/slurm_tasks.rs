@@ -225,6 +225,27 @@ fn assert_leader(out: &str, err: &str, rank: usize, faulted: bool) {
     }
 }
 
+/// Each task's exit code as srun reports a non-zero one ("srun: error: node2: tasks 4-7:
+/// Exited with exit code 1", "task 5: ..."); tasks it does not name exited 0.
+fn srun_exit_codes(stderr: &str, ntasks: usize) -> Vec<i32> {
+    let mut codes = vec![0; ntasks];
+    for line in stderr.lines() {
+        let Some((head, code)) = line.split_once(": Exited with exit code ") else {
+            continue;
+        };
+        let code: i32 = code.trim().parse().expect("an exit code");
+        let list = head.rsplit_once(" task").map(|(_, l)| l).expect("tasks");
+        let list = list.trim_start_matches('s').trim();
+        for part in list.split(',') {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            for t in a.trim().parse::<usize>().unwrap()..=b.trim().parse::<usize>().unwrap() {
+                codes[t] = code;
+            }
+        }
+    }
+    codes
+}
+
 /// A follower's stderr: exactly one line, the leader's verdict.
 fn assert_one_follower_line(err: &str, host: &str, task: usize, status: &str) {
     let lines: Vec<&str> = err.lines().collect();
@@ -254,6 +275,8 @@ fn srun_direct(slurm: &Slurm, logs: &Path, faulted: bool) {
     let errs = per_task(logs, "err", 12);
     let all = format!("{}\n{errs:#?}", text(&run));
     assert_eq!(run.status.code(), Some(i32::from(faulted)), "{all}");
+    let codes = srun_exit_codes(&String::from_utf8_lossy(&run.stderr), 12);
+    assert_eq!(codes, vec![i32::from(faulted); 12], "{all}");
     for (t, (out, err)) in outs.iter().zip(&errs).enumerate() {
         let host = format!("node{}", t / 4 + 1);
         if t % 4 == 0 {
@@ -272,7 +295,7 @@ fn srun_direct(slurm: &Slurm, logs: &Path, faulted: bool) {
         }
     }
     eprintln!(
-        "srun -N3 --ntasks-per-node=4 ({}): exit {:?} in {:.1} s; node2 task 3 printed: {}",
+        "srun -N3 --ntasks-per-node=4 ({}): exit {:?}, task exit codes {codes:?}, in {:.1} s; node2 task 3 printed: {}",
         if faulted { "node3 faulted" } else { "healthy" },
         run.status.code(),
         started.elapsed().as_secs_f64(),
