@@ -238,9 +238,9 @@ fn srun_exit_codes(stderr: &str, ntasks: usize) -> Vec<i32> {
         let list = list.trim_start_matches('s').trim();
         for part in list.split(',') {
             let (a, b) = part.split_once('-').unwrap_or((part, part));
-            for t in a.trim().parse::<usize>().unwrap()..=b.trim().parse::<usize>().unwrap() {
-                codes[t] = code;
-            }
+            let first: usize = a.trim().parse().expect("a task number");
+            let last: usize = b.trim().parse().expect("a task number");
+            codes[first..=last].fill(code);
         }
     }
     codes
