@@ -2,8 +2,8 @@
 //!
 //! The innermost launcher wins: torchrun (`LOCAL_RANK`, `LOCAL_WORLD_SIZE`), then Open MPI
 //! (`OMPI_COMM_WORLD_LOCAL_RANK`, `OMPI_COMM_WORLD_LOCAL_SIZE`), then MPICH/Intel MPI/PMI
-//! (`MPI_LOCALRANKID`, `MPI_LOCALNRANKS`, `PMI_LOCAL_RANK`, `PMI_LOCAL_SIZE`), then Slurm
-//! (`SLURM_LOCALID`; the node's count from `SLURM_STEP_TASKS_PER_NODE`, else
+//! (`MPI_LOCALRANKID`, `MPI_LOCALNRANKS`, `PMI_LOCAL_RANK`, `PMI_LOCAL_SIZE`), then Slurm in a
+//! step started by srun (not the batch script, which has the job's list) (`SLURM_LOCALID`; the node's count from `SLURM_STEP_TASKS_PER_NODE`, else
 //! `SLURM_TASKS_PER_NODE`, in Slurm's `2(x3),1` syntax at index `SLURM_NODEID`, else
 //! `SLURM_NTASKS_PER_NODE`). `mpirun` inside a Slurm allocation gives its tasks the Slurm
 //! variables of its own daemons, so the MPI ones come first. Nothing here reads the process
@@ -374,6 +374,11 @@ fn slurm(v: &Vars) -> Result<Option<LocalTasks>, LayoutError> {
         "SLURM_TASKS_PER_NODE",
         "SLURM_NTASKS_PER_NODE",
     ];
+    // The batch script (and a Prolog, salloc's shell) is no task of a step: it has
+    // SLURM_LOCALID=0 and the job's SLURM_TASKS_PER_NODE, and runs once per node at most.
+    if !in_slurm_step(v) {
+        return Ok(None);
+    }
     let fix = "srun sets it for every task";
     let local = number(v, l, "SLURM_LOCALID", fix)?;
     let node = number(v, l, "SLURM_NODEID", fix)?;
@@ -449,6 +454,17 @@ fn slurm(v: &Vars) -> Result<Option<LocalTasks>, LayoutError> {
         )),
         (None, _) => Ok(None),
     }
+}
+
+/// A task of a job step started by srun: the step's own list, or a step id that is not one of
+/// Slurm's special ids (batch, extern, interactive: 0xFFFFFFF0 and up; SLURM_BATCH_SCRIPT is
+/// 0xFFFFFFFE).
+fn in_slurm_step(v: &Vars) -> bool {
+    v.get("SLURM_STEP_TASKS_PER_NODE").is_some()
+        || v.get("SLURM_STEP_ID")
+            .or(v.get("SLURM_STEPID"))
+            .and_then(|s| s.parse::<u64>().ok())
+            .is_some_and(|id| id < 0xFFFF_FFF0)
 }
 
 /// Slurm's tasks-per-node list: `2(x3),1` is 2, 2, 2, 1 (one count per node, in node order).
@@ -543,8 +559,32 @@ mod tests {
         ];
         assert_eq!(local_tasks(&env(&one)).unwrap(), None);
         // Only SLURM_NTASKS_PER_NODE.
-        let t = tasks(&[("SLURM_LOCALID", "3"), ("SLURM_NTASKS_PER_NODE", "4")]);
+        let t = tasks(&[
+            ("SLURM_STEP_ID", "2"),
+            ("SLURM_LOCALID", "3"),
+            ("SLURM_NTASKS_PER_NODE", "4"),
+        ]);
         assert_eq!((t.local_rank, t.local_size), (3, 4));
+        // The batch script of `sbatch -N2 --ntasks-per-node=4` (read on the real Slurm): no
+        // step, so no group, whatever the job's list says.
+        let batch = [
+            ("SLURM_JOB_ID", "1"),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_NODEID", "0"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_NTASKS_PER_NODE", "4"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_TASKS_PER_NODE", "4(x2)"),
+        ];
+        assert_eq!(local_tasks(&env(&batch)).unwrap(), None);
+        let mut batch = batch.to_vec();
+        batch.push(("SLURM_STEP_ID", "4294967294"));
+        assert_eq!(local_tasks(&env(&batch)).unwrap(), None);
+        // The same variables in a task of step 0 are a group of 4.
+        batch.pop();
+        batch.push(("SLURM_STEP_ID", "0"));
+        let t = tasks(&batch);
+        assert_eq!((t.local_rank, t.local_size), (0, 4));
     }
 
     #[test]
@@ -570,9 +610,17 @@ mod tests {
         assert!(e.contains("SLURM_NODEID=5 is past the 2 nodes"), "{e}");
         let e = error(&[("SLURM_LOCALID", "1"), ("SLURM_STEP_TASKS_PER_NODE", "4,2")]);
         assert!(e.contains("SLURM_NODEID is missing"), "{e}");
-        let e = error(&[("SLURM_LOCALID", "x"), ("SLURM_NTASKS_PER_NODE", "4")]);
+        let e = error(&[
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_LOCALID", "x"),
+            ("SLURM_NTASKS_PER_NODE", "4"),
+        ]);
         assert!(e.contains("SLURM_LOCALID=\"x\" is not a number"), "{e}");
-        let e = error(&[("SLURM_LOCALID", "1"), ("SLURM_TASKS_PER_NODE", "2(3)")]);
+        let e = error(&[
+            ("SLURM_STEPID", "0"),
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_TASKS_PER_NODE", "2(3)"),
+        ]);
         assert!(e.contains("not Slurm's tasks-per-node list"), "{e}");
         // No firewall, no /etc/hosts: the cause is the layout.
         assert!(!e.contains("firewall") && !e.contains("/etc/hosts"), "{e}");
