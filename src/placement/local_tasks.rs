@@ -214,7 +214,21 @@ fn finish(
     run_id: String,
     read: &[&str],
 ) -> Result<Option<LocalTasks>, LayoutError> {
-    if size == 0 || size > MAX_LOCAL || rank >= size {
+    if size == 0 || size > MAX_LOCAL {
+        return Err(LayoutError {
+            launcher,
+            problem: format!(
+                "{size_var}={size} is not a number of tasks on one node (1..{MAX_LOCAL})"
+            ),
+            vars: v.evidence(read),
+            fix: format!(
+                "unset a stale copy so {} sets it, or run the preflight step with one task per node: {}",
+                launcher.name(),
+                launcher.one_per_node()
+            ),
+        });
+    }
+    if rank >= size {
         return Err(LayoutError {
             launcher,
             problem: format!(
@@ -695,6 +709,13 @@ mod tests {
         assert!(e.contains("mpiexec -ppn 1"), "{e}");
         let e = error(&[("MPI_LOCALNRANKS", "4")]);
         assert!(e.contains("MPI_LOCALRANKID is missing"), "{e}");
+        let e = error(&[("PMI_LOCAL_RANK", "0"), ("PMI_LOCAL_SIZE", "0")]);
+        assert!(
+            e.contains("PMI_LOCAL_SIZE=0 is not a number of tasks on one node"),
+            "{e}"
+        );
+        let e = error(&[("PMI_LOCAL_RANK", "0"), ("PMI_LOCAL_SIZE", "4294967295")]);
+        assert!(e.contains("(1..4096)"), "{e}");
         let e = error(&[("PMI_LOCAL_RANK", "5"), ("PMI_LOCAL_SIZE", "4")]);
         assert!(e.contains("local rank 5 (PMI_LOCAL_RANK)"), "{e}");
     }
