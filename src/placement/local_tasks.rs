@@ -720,6 +720,44 @@ mod tests {
         assert!(e.contains("local rank 5 (PMI_LOCAL_RANK)"), "{e}");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Whatever the variables hold: a group whose rank is below its size, none, or an error.
+        #[test]
+        fn any_values_give_a_sound_group_none_or_an_error(
+            values in proptest::collection::vec("[0-9]{1,3}|[0-9x(),-]{0,14}|\\PC{0,6}", LOCAL_VARS.len()),
+            mask in 0u32..(1 << 13),
+        ) {
+            let mut e: BTreeMap<String, String> = LOCAL_VARS
+                .iter()
+                .zip(&values)
+                .enumerate()
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(_, (k, v))| (k.to_string(), v.clone()))
+                .collect();
+            e.insert("SLURM_STEP_ID".into(), "0".into());
+            e.insert("TORCHELASTIC_RUN_ID".into(), "x".into());
+            for torchrun in [true, false] {
+                if !torchrun {
+                    e.remove("TORCHELASTIC_RUN_ID");
+                    e.remove("LOCAL_WORLD_SIZE");
+                }
+                if let Ok(Some(t)) = local_tasks(&e) {
+                    proptest::prop_assert!(t.local_rank < t.local_size);
+                    proptest::prop_assert!((2..=MAX_LOCAL).contains(&t.local_size));
+                }
+            }
+        }
+
+        #[test]
+        fn any_text_as_a_tasks_per_node_list_is_parsed_or_refused(text in "\\PC{0,40}") {
+            if let Ok(counts) = parse_tasks_per_node(&text) {
+                proptest::prop_assert!(counts.len() as u64 <= MAX_NODES);
+            }
+        }
+    }
+
     #[test]
     fn torchrun_wins_and_keeps_its_old_rules() {
         let t = tasks(&[
