@@ -646,6 +646,23 @@ static ENTRIES: &[Entry] = &[
          the measured NCCL environment in front, so the job starts the way preflight tested.",
         "Run the printed command on this node (each node prints its own).",
     ),
+    entry(
+        "launch.tasks-per-node",
+        "launch",
+        "fail",
+        "a launcher started several preflight tasks on one node (srun --ntasks-per-node, mpirun, torchrun) but its local-rank variables are missing, contradict each other, or do not match the tasks that started (two claim local rank 0, fewer than announced)",
+        "Only one task per node may join the cluster (the first, local rank 0); the others wait \
+         for its verdict. When the variables that say which task is first cannot be trusted, \
+         several tasks of one node join as the same node: one cannot bind the master port \
+         (`Address already in use`), the others are refused, and the failures look like a \
+         firewall or a stale /etc/hosts although the network is fine.",
+        "Run the preflight step with one task per node (`srun --ntasks-per-node=1 preflight \
+         cluster`, `mpirun --map-by ppr:1:node ...`), or start preflight as the launcher's own \
+         task so its variables reach it (`srun ... bash -c 'preflight cluster && exec python \
+         train.py'`; a wrapper must not rewrite SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, \
+         MPI_LOCALRANKID, PMI_LOCAL_RANK, LOCAL_RANK or their sizes), and give every task of a \
+         node the same TMPDIR.",
+    ),
 ];
 
 /// Every entry, in README order.

@@ -30,6 +30,7 @@ use thiserror::Error;
 mod endpoint;
 mod hostlist;
 mod layers;
+pub mod local_tasks;
 mod resolve;
 mod values;
 
@@ -195,7 +196,7 @@ impl LocalIdentity {
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum LauncherError {
     #[error(
-        "the number of nodes is unknown: give --nnodes N (or --hosts LIST), or run under srun (SLURM_NNODES), or set WORLD_SIZE / PET_NNODES"
+        "the number of nodes is unknown: give --nnodes N (or --hosts LIST; under mpirun or mpiexec, --hosts with the launcher's hosts in order, as their variables do not say which node is which), or run under srun (SLURM_NNODES), or set WORLD_SIZE / PET_NNODES"
     )]
     MissingNnodes,
     #[error(

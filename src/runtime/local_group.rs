@@ -1,30 +1,37 @@
-//! Under torchrun, one preflight per node: local rank 0 takes part, the other local ranks wait for it and exit with its status.
+//! One preflight per node under any launcher that starts several tasks per node (torchrun,
+//! srun, mpirun, MPICH/Intel MPI): local rank 0 takes part, the others wait for its verdict and
+//! exit with its status.
 //!
-//! `torchrun --nproc-per-node=G ... preflight cluster` starts G copies on every node. Only the
-//! copy with `LOCAL_RANK=0` (the leader) joins the cluster; the others (followers) wait for it
-//! and exit with its exit code, so torchrun sees one verdict per node.
+//! `srun --ntasks-per-node=G preflight cluster` (or torchrun, mpirun ...) starts G copies on
+//! every node. Only the copy with local rank 0 (the leader; [`crate::placement::local_tasks`]
+//! reads which launcher and which rank) joins the cluster; the others (followers) wait for it
+//! and exit with its exit code, so the launcher sees one verdict per node.
 //!
-//! The leader and its followers meet through two small files in `$TMPDIR` (else /tmp), named
-//! after this user, the parent torchrun agent's pid and start time (from `/proc/<ppid>/stat`),
-//! `TORCHELASTIC_RESTART_COUNT` and a hash of `TORCHELASTIC_RUN_ID`. A file of an earlier run
-//! can never carry the same name, so it is never read:
+//! The leader and its followers meet through small files in `$TMPDIR` (else /tmp), named after
+//! this user, the launcher's per-node process (torchrun's agent: the parent; srun's
+//! `slurmstepd`, Open MPI's `orted`, hydra's proxy: the nearest ancestor of that name) with its
+//! pid and start time, and a hash of the run's ids (job, step, restart count) and this host's
+//! name. A file of an earlier run can never carry the same name, so it is never read:
 //!
-//! - `<key>.leader`: `"<pid> <start>"`, written by the leader before it does anything else;
-//! - `<key>.exit`: `"<code> <pid> <start>"`, written by the leader when it is done.
+//! - `<key>.leader`: `"<pid> <start>"`, created (exclusively) by the leader before it does
+//!   anything else; a second live claimant is a layout conflict, never a second leader;
+//! - `<key>.task<N>`: `"<pid> <start>"`, created (exclusively) by the follower of local rank N;
+//! - `<key>.conflict`: what a conflicting task found, for the leader's report;
+//! - `<key>.exit`: `"<code> <pid> <start> <status>"`, written by the leader when it is done.
 //!
-//! Both are written to a temporary name and renamed, so a reader sees all or nothing, and a
-//! reader accepts only files owned by its own user. A follower polls (bounded): it exits with
-//! the leader's code, or with 2 when the leader dies without writing one, never announces
-//! itself, or outlives the generous cap.
+//! Files are written to a temporary name and linked or renamed, so a reader sees all or
+//! nothing, and a reader accepts only files owned by its own user. A follower polls (bounded):
+//! it exits with the leader's code, or with 2 when the leader dies without writing one, never
+//! announces itself, or outlives the generous cap.
 //!
 //! A leader stopped by SIGINT/SIGTERM before it published its code removes both files (they are
 //! registered in `cleanup` from the claim until the publication); its followers, which saw it,
 //! then judge it by pid like a leader that died.
 
 use crate::cleanup;
-use crate::placement;
-use crate::transport::events::Events;
+use crate::placement::local_tasks::{self, Launcher, LayoutError};
 use anyhow::{Context, anyhow};
+use preflight_checks::model::{Finding, Fix, Status};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -35,21 +42,34 @@ use std::time::{Duration, Instant};
 const PREFIX: &str = "preflight-local-";
 /// Directory entries looked at when removing files of finished runs.
 const MAX_SCAN: usize = 10_000;
-/// How long followers wait for the leader to announce itself (torchrun starts all local ranks together).
+/// How long followers wait for the leader to announce itself (launchers start all local ranks together).
 const CLAIM_WAIT: Duration = Duration::from_secs(60);
 /// Time past the join timeout a follower still waits for a live leader (the measurement phases).
 const LEADER_MARGIN: Duration = Duration::from_secs(600);
 /// How often a follower looks.
 const POLL: Duration = Duration::from_millis(100);
+/// How long a finished leader waits for followers that have not announced themselves yet.
+pub const FOLLOWER_GRACE: Duration = Duration::from_secs(5);
+/// Ancestors looked at for the launcher's per-node process.
+const MAX_ANCESTORS: usize = 32;
+/// The finding id of a layout that cannot be trusted.
+pub const TASKS_PER_NODE: &str = "launch.tasks-per-node";
 
-/// This process's place among the local ranks torchrun started on this node.
+/// This process's place among the local tasks its launcher started on this node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalGroup {
     pub local_rank: u32,
     pub local_world_size: u32,
-    /// `<dir>/<prefix><key>`; the two files add `.leader` and `.exit`.
+    pub launcher: Launcher,
+    /// This host's name, for the followers' line.
+    pub host: String,
+    /// The node's index when the launcher says it (`SLURM_NODEID`).
+    pub node_index: Option<u32>,
+    /// The launcher's variables, for findings.
+    pub vars: BTreeMap<String, String>,
+    /// `<dir>/<prefix><key>`; the files add `.leader`, `.task<N>`, `.conflict` and `.exit`.
     base: PathBuf,
-    /// The parent torchrun agent's pid, for messages.
+    /// The launcher's per-node process (0 when not found), for messages.
     agent_pid: u32,
 }
 
@@ -79,52 +99,134 @@ impl Limits {
     }
 }
 
-/// The local group this process belongs to: `None` when not under torchrun, or alone on its node.
-pub fn detect(env: &BTreeMap<String, String>) -> anyhow::Result<Option<LocalGroup>> {
-    if !placement::under_torchrun(env) {
-        return Ok(None);
-    }
-    let get = |k: &str| env.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
-    let (Some(lws), Some(lr)) = (get("LOCAL_WORLD_SIZE"), get("LOCAL_RANK")) else {
+/// What the leader published: its exit code and the report's status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub code: u8,
+    /// "pass", "warn", "fail", "error"; "unknown" when the leader could not say.
+    pub status: String,
+    /// The leader's pid.
+    pub leader_pid: u32,
+}
+
+/// Why a task could not take its place in the group: another live task holds it.
+#[derive(Debug)]
+pub enum JoinError {
+    /// Another live process claimed the same local rank: the layout is wrong.
+    Taken { rank: u32, other_pid: u32 },
+    /// The group's files could not be written.
+    Io(anyhow::Error),
+}
+
+/// The local group this process belongs to: `None` when no launcher started several tasks on
+/// this node; an error when the launcher's variables cannot be trusted.
+pub fn detect(env: &BTreeMap<String, String>) -> Result<Option<LocalGroup>, LayoutError> {
+    let Some(tasks) = local_tasks::local_tasks(env)? else {
         return Ok(None);
     };
-    let local_world_size: u32 = lws.parse().map_err(|_| {
-        anyhow!("LOCAL_WORLD_SIZE={lws:?} is not a number of processes; torchrun sets it: run preflight as torchrun's entry point (torchrun --no-python ... preflight cluster)")
-    })?;
-    let local_rank: u32 = lr.parse().map_err(|_| {
-        anyhow!("LOCAL_RANK={lr:?} is not a local rank; torchrun sets it: run preflight as torchrun's entry point (torchrun --no-python ... preflight cluster)")
-    })?;
-    if local_world_size <= 1 {
-        return Ok(None);
-    }
-    if local_rank >= local_world_size {
-        return Err(anyhow!(
-            "LOCAL_RANK={local_rank} is not below LOCAL_WORLD_SIZE={local_world_size}; unset both, or run under torchrun which sets them"
-        ));
-    }
-    let agent_pid = std::os::unix::process::parent_id();
-    let agent_start = proc_start(agent_pid).unwrap_or(0);
-    let dir = get("TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
-    let key = group_key(
-        current_uid(),
-        agent_pid,
-        agent_start,
-        get("TORCHELASTIC_RESTART_COUNT").unwrap_or("0"),
-        get("TORCHELASTIC_RUN_ID").unwrap_or("none"),
+    let agent = match tasks.launcher {
+        Launcher::Torchrun => {
+            let pid = std::os::unix::process::parent_id();
+            Proc {
+                pid,
+                start: proc_start(pid).unwrap_or(0),
+            }
+        }
+        l => launcher_daemon(l.daemons()).unwrap_or(Proc { pid: 0, start: 0 }),
+    };
+    let host = hostname();
+    let dir = env
+        .get("TMPDIR")
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    let run = format!(
+        "{}\0{}\0{}\0{:?}",
+        tasks.launcher.name(),
+        tasks.run_id,
+        host,
+        tasks.node_index
     );
+    let key = group_key(current_uid(), agent, &run);
     Ok(Some(LocalGroup {
-        local_rank,
-        local_world_size,
+        local_rank: tasks.local_rank,
+        local_world_size: tasks.local_size,
+        launcher: tasks.launcher,
+        host,
+        node_index: tasks.node_index,
+        vars: tasks.vars,
         base: dir.join(format!("{PREFIX}{key}")),
-        agent_pid,
+        agent_pid: agent.pid,
     }))
 }
 
-/// `<uid>-<agent pid>-<agent start>-<restart count>-<run id hash>`: the uid and agent first, for cleanup.
-fn group_key(uid: u32, agent_pid: u32, agent_start: u64, restart: &str, run_id: &str) -> String {
-    let digest = Sha256::digest(format!("{restart}\0{run_id}").as_bytes());
+/// `<uid>-<agent pid>-<agent start>-<run hash>`: the uid and agent first, for cleanup.
+fn group_key(uid: u32, agent: Proc, run: &str) -> String {
+    let digest = Sha256::digest(run.as_bytes());
     let hash: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    format!("{uid}-{agent_pid}-{agent_start}-{hash}")
+    format!("{uid}-{}-{}-{hash}", agent.pid, agent.start)
+}
+
+/// The nearest ancestor whose process name is one of `names` (bounded walk up the parents).
+fn launcher_daemon(names: &[&str]) -> Option<Proc> {
+    let mut pid = std::os::unix::process::parent_id();
+    for _ in 0..MAX_ANCESTORS {
+        if pid <= 1 {
+            return None;
+        }
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        if names.contains(&comm.trim()) {
+            return Some(Proc {
+                pid,
+                start: proc_start(pid)?,
+            });
+        }
+        pid = proc_ppid(pid)?;
+    }
+    None
+}
+
+/// This host's name (the kernel's), for messages and the group's key.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "this node".to_string())
+}
+
+/// The fix's words without the command that follows them on its own line.
+fn fix_hint(e: &LayoutError) -> String {
+    match e.fix.strip_suffix(e.launcher.one_per_node()) {
+        Some(words) => format!(
+            "{} (the command below)",
+            words.trim_end().trim_end_matches(':')
+        ),
+        None => e.fix.clone(),
+    }
+}
+
+/// The `launch.tasks-per-node` finding for a layout that cannot be trusted.
+pub fn layout_finding(e: &LayoutError, node: Option<u32>) -> Finding {
+    let vars = e
+        .vars
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Finding::new(
+        TASKS_PER_NODE,
+        Status::Fail,
+        e.launcher.name(),
+        format!(
+            "several tasks on this node under {}, and which one takes part cannot be told: {}",
+            e.launcher.name(),
+            e.problem
+        ),
+    )
+    .on_node(node)
+    .with("variables", vars)
+    .fix(Fix::new(fix_hint(e)).command(e.launcher.one_per_node()))
 }
 
 impl LocalGroup {
@@ -136,42 +238,169 @@ impl LocalGroup {
         with_suffix(&self.base, ".exit")
     }
 
+    fn task_file(&self, rank: u32) -> PathBuf {
+        with_suffix(&self.base, &format!(".task{rank}"))
+    }
+
+    fn conflict_file(&self) -> PathBuf {
+        with_suffix(&self.base, ".conflict")
+    }
+
     fn dir(&self) -> &Path {
         self.base.parent().unwrap_or(Path::new("/tmp"))
+    }
+
+    /// The follower's one line: "node2 task 3: same verdict as task 0: warn (...)".
+    pub fn verdict_line(&self, v: &Verdict) -> String {
+        format!(
+            "{}: same verdict as task 0: {} (exit code {}; local rank {} of {} under {}; task 0 is pid {} and printed the report)",
+            self.who(),
+            v.status,
+            v.code,
+            self.local_rank,
+            self.local_world_size,
+            self.launcher.name(),
+            v.leader_pid
+        )
+    }
+
+    /// "node2 task 3", for messages.
+    pub fn who(&self) -> String {
+        format!("{} task {}", self.host, self.local_rank)
     }
 
     /// The leader announces itself (after removing files of finished runs). Both group files
     /// stay registered in [`cleanup::global`] while the guard lives, so an interrupted leader
     /// removes them; drop the guard after [`publish`](Self::publish), when the followers need them.
-    pub fn claim(&self) -> anyhow::Result<cleanup::Guard<'static>> {
+    /// Another live process holding the claim is [`JoinError::Taken`]: two tasks say local rank 0.
+    pub fn claim(&self) -> Result<cleanup::Guard<'static>, JoinError> {
         remove_finished_runs(self.dir());
-        let me = own_proc();
-        let _ = std::fs::remove_file(self.exit_file());
         let (leader, exit) = (self.leader_file(), self.exit_file());
         let made = cleanup::global().make(
-            || write_atomically(&leader, &format!("{} {}\n", me.pid, me.start)),
-            |()| {
-                vec![
-                    cleanup::Undo::Path(leader.clone()),
-                    cleanup::Undo::Path(exit.clone()),
-                ]
+            || create_exclusively(&leader),
+            |claimed: &Result<(), Proc>| {
+                if claimed.is_ok() {
+                    vec![
+                        cleanup::Undo::Path(leader.clone()),
+                        cleanup::Undo::Path(exit.clone()),
+                    ]
+                } else {
+                    Vec::new()
+                }
             },
         );
-        let ((), guard) = made.with_context(|| {
-            format!(
-                "local rank 0 cannot write {} for the other local ranks; set TMPDIR to a writable directory on this node",
+        match made {
+            Ok((Ok(()), guard)) => {
+                let _ = std::fs::remove_file(self.exit_file());
+                Ok(guard)
+            }
+            Ok((Err(other), _nothing)) => Err(JoinError::Taken {
+                rank: 0,
+                other_pid: other.pid,
+            }),
+            Err(e) => Err(JoinError::Io(anyhow::Error::new(e).context(format!(
+                "local rank 0 cannot write {} for the other local tasks; set TMPDIR to a writable directory on this node",
                 leader.display()
-            )
-        })?;
-        Ok(guard)
+            )))),
+        }
     }
 
-    /// The leader's exit code, for the followers.
+    /// A follower announces itself under its local rank; another live task with the same
+    /// local rank is [`JoinError::Taken`].
+    pub fn register(&self) -> Result<(), JoinError> {
+        let file = self.task_file(self.local_rank);
+        match create_exclusively(&file) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(other)) => Err(JoinError::Taken {
+                rank: self.local_rank,
+                other_pid: other.pid,
+            }),
+            Err(e) => Err(JoinError::Io(anyhow::Error::new(e).context(format!(
+                "local task {} cannot write {}; set TMPDIR to a writable directory on this node",
+                self.local_rank,
+                file.display()
+            )))),
+        }
+    }
+
+    /// Tells the leader what this task found wrong with the layout (best effort).
+    pub fn note_conflict(&self, text: &str) {
+        let _ = write_atomically(&self.conflict_file(), &format!("{text}\n"));
+    }
+
+    /// What a conflicting task of this run wrote, if any.
+    pub fn conflict(&self) -> Option<String> {
+        read_owned(&self.conflict_file(), 4096).map(|s| s.trim().to_string())
+    }
+
+    /// The followers (local ranks 1..size) that have not announced themselves within `grace`.
+    pub fn missing_followers(&self, grace: Duration) -> Vec<u32> {
+        let started = Instant::now();
+        loop {
+            let missing: Vec<u32> = (1..self.local_world_size)
+                .filter(|r| read_owned(&self.task_file(*r), 256).is_none())
+                .collect();
+            if missing.is_empty() || started.elapsed() >= grace {
+                return missing;
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// The finding of the leader when the tasks that started are not the ones the variables
+    /// announced (`conflict`: what another task found; `missing`: followers never seen).
+    pub fn mismatch_finding(
+        &self,
+        conflict: Option<&str>,
+        missing: &[u32],
+        node: Option<u32>,
+    ) -> Option<Finding> {
+        let mut problems = Vec::new();
+        if let Some(c) = conflict {
+            problems.push(c.to_string());
+        }
+        if !missing.is_empty() {
+            problems.push(format!(
+                "the variables announce {} tasks on {}, but local rank{} {} never started preflight within {} s of the verdict",
+                self.local_world_size,
+                self.host,
+                if missing.len() == 1 { "" } else { "s" },
+                missing
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                FOLLOWER_GRACE.as_secs()
+            ));
+        }
+        if problems.is_empty() {
+            return None;
+        }
+        Some(layout_finding(
+            &LayoutError {
+                launcher: self.launcher,
+                problem: problems.join("; "),
+                vars: self.vars.clone(),
+                fix: format!(
+                    "start preflight as every task of the step (a wrapper must run it on every task and keep the launcher's variables), or run the preflight step with one task per node: {}",
+                    self.launcher.one_per_node()
+                ),
+            },
+            node,
+        ))
+    }
+
+    /// The leader's exit code and report status, for the followers.
     /// Refused once an interrupted run is cleaning up, so no file is written after the
     /// cleanup removed the group's files.
-    pub fn publish(&self, code: u8) -> anyhow::Result<()> {
+    pub fn publish(&self, code: u8, status: &str) -> anyhow::Result<()> {
         let me = own_proc();
-        let text = format!("{code} {} {}\n", me.pid, me.start);
+        let status: String = status
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(16)
+            .collect();
+        let text = format!("{code} {} {} {status}\n", me.pid, me.start);
         cleanup::global()
             .make(
                 || write_atomically(&self.exit_file(), &text),
@@ -181,21 +410,24 @@ impl LocalGroup {
             .with_context(|| format!("cannot write {}", self.exit_file().display()))
     }
 
-    /// Waits for the leader's exit code, within `limits`.
-    pub fn follow(&self, limits: Limits, events: &Events) -> anyhow::Result<u8> {
+    /// Waits for the leader's verdict, within `limits`.
+    pub fn follow(&self, limits: Limits) -> anyhow::Result<Verdict> {
         let started = Instant::now();
         let mut dead_since: Option<Instant> = None;
         // The leader last seen: an interrupted leader removes its file, and is then judged by pid.
         let mut seen: Option<Proc> = None;
         loop {
             let waited = started.elapsed();
-            let leader = read_owned(&self.leader_file()).and_then(|s| parse_proc(&s));
+            let leader = read_owned(&self.leader_file(), 256)
+                .and_then(|s| parse_proc(&s))
+                .filter(|l| self.of_this_run(*l));
             seen = leader.or(seen);
             match seen {
                 None if waited >= limits.claim_wait => {
                     return Err(anyhow!(
-                        "local rank {}: no local rank 0 of torchrun agent pid {} announced itself in {} within {} s; run preflight itself as torchrun's entry point (torchrun --no-python ... preflight cluster; a wrapper script must `exec preflight ...`) and give every local rank the same TMPDIR",
-                        self.local_rank,
+                        "{}: no local rank 0 of {} (launcher process pid {}) announced itself in {} within {} s, so this node's verdict is unknown; start preflight itself as every task (under torchrun: torchrun --no-python ... preflight cluster; a wrapper script must `exec preflight ...`), check that the launcher's local-rank variables reach it, and give every task the same TMPDIR",
+                        self.who(),
+                        self.launcher.name(),
                         self.agent_pid,
                         self.dir().display(),
                         limits.claim_wait.as_secs()
@@ -203,12 +435,8 @@ impl LocalGroup {
                 }
                 None => {}
                 Some(leader) => {
-                    if let Some(code) = self.exit_code_of(leader) {
-                        events.log(format!(
-                            "local rank 0 (pid {}) finished with exit code {code}",
-                            leader.pid
-                        ));
-                        return Ok(code);
+                    if let Some(verdict) = self.verdict_of(leader) {
+                        return Ok(verdict);
                     }
                     if is_alive(leader) {
                         dead_since = None;
@@ -217,14 +445,16 @@ impl LocalGroup {
                         let since = *dead_since.get_or_insert_with(Instant::now);
                         if since.elapsed() >= limits.poll * 5 {
                             return Err(anyhow!(
-                                "local rank 0 (pid {}) ended without reporting its exit code (interrupted, killed or crashed: see its output above, and dmesg for the OOM killer); this node's result is unknown: rerun the same torchrun command",
+                                "{}: local rank 0 (pid {}) ended without reporting its exit code (interrupted, killed or crashed: see its output above, and dmesg for the OOM killer); this node's result is unknown: rerun the same command",
+                                self.who(),
                                 leader.pid
                             ));
                         }
                     }
                     if waited >= limits.total {
                         return Err(anyhow!(
-                            "local rank 0 (pid {}) is still running after {} s; gave up waiting for it (its own --timeout should have ended it: see its output)",
+                            "{}: local rank 0 (pid {}) is still running after {} s; gave up waiting for it (its own --timeout should have ended it: see its output)",
+                            self.who(),
                             leader.pid,
                             waited.as_secs()
                         ));
@@ -235,14 +465,77 @@ impl LocalGroup {
         }
     }
 
-    /// The exit code in `<key>.exit` when it was written by `leader`.
-    fn exit_code_of(&self, leader: Proc) -> Option<u8> {
-        let text = read_owned(&self.exit_file())?;
+    /// Without the launcher's process in the key (`agent_pid` 0), a name can come back with a
+    /// later run of the same ids (a reused pid in MPICH's kvs name): a leader that started
+    /// more than the claim wait before this task belongs to an earlier run and is not read.
+    fn of_this_run(&self, leader: Proc) -> bool {
+        if self.agent_pid != 0 {
+            return true;
+        }
+        // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
+        let ticks = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+            .ok()
+            .filter(|t| *t > 0)
+            .unwrap_or(100);
+        leader.start.saturating_add(CLAIM_WAIT.as_secs() * ticks) >= own_proc().start
+    }
+
+    /// The verdict in `<key>.exit` when it was written by `leader`.
+    fn verdict_of(&self, leader: Proc) -> Option<Verdict> {
+        let text = read_owned(&self.exit_file(), 256)?;
         let mut words = text.split_whitespace();
         let code: u8 = words.next()?.parse().ok()?;
-        let writer = parse_proc(&words.collect::<Vec<_>>().join(" "))?;
-        (writer == leader).then_some(code)
+        let writer = Proc {
+            pid: words.next()?.parse().ok()?,
+            start: words.next()?.parse().ok()?,
+        };
+        let status = words.next().unwrap_or("unknown").to_string();
+        (writer == leader).then_some(Verdict {
+            code,
+            status,
+            leader_pid: leader.pid,
+        })
     }
+}
+
+/// Creates `path` holding this process (`"<pid> <start>"`) unless another live process holds
+/// it (`Ok(Err(that process))`); a file of a dead process is replaced.
+fn create_exclusively(path: &Path) -> std::io::Result<Result<(), Proc>> {
+    let me = own_proc();
+    let text = format!("{} {}\n", me.pid, me.start);
+    for _ in 0..3 {
+        let tmp = with_suffix(path, &format!(".{}.tmp", me.pid));
+        let _ = std::fs::remove_file(&tmp);
+        write_new(&tmp, &text)?;
+        let linked = std::fs::hard_link(&tmp, path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => return Ok(Ok(())),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                match read_owned(path, 256).and_then(|s| parse_proc(&s)) {
+                    Some(other) if other == me => return Ok(Ok(())),
+                    Some(other) if is_alive(other) => return Ok(Err(other)),
+                    _ => {
+                        let _ = std::fs::remove_file(path);
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "{} kept reappearing",
+        path.display()
+    )))
+}
+
+fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
 }
 
 fn with_suffix(base: &Path, suffix: &str) -> PathBuf {
@@ -283,6 +576,13 @@ fn proc_stat(pid: u32) -> Option<(char, u64)> {
     Some((state, start))
 }
 
+/// A process's parent (field 4 of `/proc/<pid>/stat`).
+fn proc_ppid(pid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 fn proc_start(pid: u32) -> Option<u64> {
     proc_stat(pid).map(|(_, start)| start)
 }
@@ -293,9 +593,9 @@ fn is_alive(p: Proc) -> bool {
 }
 
 /// The file's text when it exists, is small, and belongs to this user.
-fn read_owned(path: &Path) -> Option<String> {
+fn read_owned(path: &Path, cap: u64) -> Option<String> {
     let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.uid() != current_uid() || meta.len() > 256 {
+    if !meta.is_file() || meta.uid() != current_uid() || meta.len() > cap {
         return None;
     }
     std::fs::read_to_string(path).ok()
@@ -336,7 +636,8 @@ fn remove_finished_runs(dir: &Path) {
                 start: s.parse().ok()?,
             })
         });
-        if agent.is_some_and(|a| !is_alive(a)) {
+        // Agent 0: the launcher's process was not found; such files are named by the run's ids.
+        if agent.is_some_and(|a| a.pid != 0 && !is_alive(a)) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -357,6 +658,10 @@ mod tests {
         LocalGroup {
             local_rank,
             local_world_size: 2,
+            launcher: Launcher::Slurm,
+            host: "node2".into(),
+            node_index: Some(1),
+            vars: [("SLURM_LOCALID".to_string(), local_rank.to_string())].into(),
             base: dir.join(format!("{PREFIX}{}-test", current_uid())),
             agent_pid: std::os::unix::process::parent_id(),
         }
@@ -410,19 +715,167 @@ mod tests {
         assert!(e.to_string().contains("LOCAL_RANK=\"x\""), "{e}");
         let e = detect(&env(&[("LOCAL_WORLD_SIZE", "2"), ("LOCAL_RANK", "2")])).unwrap_err();
         assert!(
-            e.to_string().contains("not below LOCAL_WORLD_SIZE=2"),
+            e.to_string().contains(
+                "local rank 2 (LOCAL_RANK) is not below the node's 2 tasks (LOCAL_WORLD_SIZE)"
+            ),
             "{e}"
         );
     }
 
     #[test]
-    fn key_changes_with_agent_restart_and_run_id() {
-        let k = group_key(1000, 42, 777, "0", "job");
+    fn key_changes_with_agent_and_run() {
+        let agent = |pid, start| Proc { pid, start };
+        let k = group_key(1000, agent(42, 777), "0 job");
         assert!(k.starts_with("1000-42-777-"), "{k}");
-        assert_ne!(k, group_key(1000, 42, 778, "0", "job"));
-        assert_ne!(k, group_key(1000, 42, 777, "1", "job"));
-        assert_ne!(k, group_key(1000, 42, 777, "0", "job2"));
-        assert_eq!(k, group_key(1000, 42, 777, "0", "job"));
+        assert_ne!(k, group_key(1000, agent(42, 778), "0 job"));
+        assert_ne!(k, group_key(1000, agent(42, 777), "1 job"));
+        assert_eq!(k, group_key(1000, agent(42, 777), "0 job"));
+    }
+
+    #[test]
+    fn detects_slurm_and_mpi_groups_keyed_by_run_and_host() {
+        let slurm = |localid: &str, step: &str| {
+            env(&[
+                ("SLURM_JOB_ID", "7"),
+                ("SLURM_STEP_ID", step),
+                ("SLURM_LOCALID", localid),
+                ("SLURM_NODEID", "1"),
+                ("SLURM_STEP_TASKS_PER_NODE", "4(x3)"),
+            ])
+        };
+        let a = detect(&slurm("0", "0")).unwrap().unwrap();
+        let b = detect(&slurm("3", "0")).unwrap().unwrap();
+        let c = detect(&slurm("3", "1")).unwrap().unwrap();
+        assert_eq!(
+            (a.launcher, a.local_rank, a.local_world_size),
+            (Launcher::Slurm, 0, 4)
+        );
+        assert_eq!(b.local_rank, 3);
+        // Every task of one step on one node meets in one place; the next step elsewhere.
+        assert_eq!(a.base, b.base);
+        assert_ne!(a.base, c.base);
+        assert_eq!(a.host, hostname());
+        let m = detect(&env(&[
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!((m.launcher, m.local_rank), (Launcher::OpenMpi, 2));
+        let e = detect(&env(&[
+            ("PMI_LOCAL_RANK", "1"),
+            ("MPI_LOCALRANKID", "1"),
+            ("MPI_LOCALNRANKS", "2"),
+        ]))
+        .unwrap_err();
+        assert!(e.to_string().contains("PMI_LOCAL_SIZE is missing"), "{e}");
+        let f = layout_finding(&e, Some(2));
+        assert_eq!(
+            (f.id.as_str(), f.status, f.node),
+            (TASKS_PER_NODE, Status::Fail, Some(2))
+        );
+        assert_eq!(
+            f.evidence["variables"],
+            "MPI_LOCALNRANKS=2 MPI_LOCALRANKID=1 PMI_LOCAL_RANK=1"
+        );
+        let fix = f.fix.unwrap();
+        assert_eq!(
+            fix.commands,
+            vec!["mpiexec -ppn 1 preflight cluster --hosts HOSTLIST"]
+        );
+    }
+
+    #[test]
+    fn the_launchers_process_is_found_among_the_ancestors() {
+        // This test runs under cargo's test harness: its parent chain holds no slurmstepd.
+        assert_eq!(launcher_daemon(&["slurmstepd"]), None);
+        let parent = std::os::unix::process::parent_id();
+        let comm = std::fs::read_to_string(format!("/proc/{parent}/comm")).unwrap();
+        let found = launcher_daemon(&[comm.trim()]).unwrap();
+        assert_eq!(found.pid, parent);
+    }
+
+    #[test]
+    fn a_second_leader_and_a_duplicate_rank_are_named_and_reach_the_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let leader = group_in(dir.path(), 0);
+        let _files = leader.claim().unwrap();
+        // Another live process already holds the claim (this test's process is the leader;
+        // a child stands in for a second task that also says local rank 0).
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let op = Proc {
+            pid: other.id(),
+            start: proc_start(other.id()).unwrap(),
+        };
+        std::fs::remove_file(leader.leader_file()).unwrap();
+        std::fs::write(leader.leader_file(), format!("{} {}\n", op.pid, op.start)).unwrap();
+        match leader.claim() {
+            Err(JoinError::Taken { rank: 0, other_pid }) => assert_eq!(other_pid, op.pid),
+            other => panic!("{other:?}"),
+        }
+        // A dead holder is an earlier, finished claim: replaced.
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert!(leader.claim().is_ok());
+        // Two followers with one local rank: the second live one is refused.
+        let f = group_in(dir.path(), 1);
+        f.register().unwrap();
+        assert!(
+            f.register().is_ok(),
+            "the same process registering again is itself"
+        );
+        std::fs::write(
+            f.task_file(1),
+            format!(
+                "{} {}\n",
+                std::os::unix::process::parent_id(),
+                proc_start(std::os::unix::process::parent_id()).unwrap()
+            ),
+        )
+        .unwrap();
+        assert!(matches!(
+            f.register(),
+            Err(JoinError::Taken { rank: 1, .. })
+        ));
+        f.note_conflict("two tasks on node2 claim local rank 1");
+        assert_eq!(leader.missing_followers(Duration::ZERO), Vec::<u32>::new());
+        let finding = leader
+            .mismatch_finding(leader.conflict().as_deref(), &[], Some(1))
+            .unwrap();
+        assert!(
+            finding
+                .summary
+                .contains("two tasks on node2 claim local rank 1"),
+            "{}",
+            finding.summary
+        );
+        assert!(!finding.summary.contains("firewall"));
+    }
+
+    #[test]
+    fn followers_that_never_start_are_missing_after_the_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut leader = group_in(dir.path(), 0);
+        leader.local_world_size = 4;
+        let _files = leader.claim().unwrap();
+        group_in(dir.path(), 2).register().unwrap();
+        let t = Instant::now();
+        assert_eq!(
+            leader.missing_followers(Duration::from_millis(300)),
+            vec![1, 3]
+        );
+        assert!(t.elapsed() < Duration::from_secs(3));
+        let f = leader.mismatch_finding(None, &[1, 3], Some(0)).unwrap();
+        assert!(
+            f.summary
+                .contains("announce 4 tasks on node2, but local ranks 1, 3 never started"),
+            "{}",
+            f.summary
+        );
+        assert!(leader.mismatch_finding(None, &[], Some(0)).is_none());
     }
 
     #[test]
@@ -443,10 +896,17 @@ mod tests {
         let leader = group_in(dir.path(), 0);
         let _files = leader.claim().unwrap();
         let follower = group_in(dir.path(), 1);
-        let waiter = std::thread::spawn(move || follower.follow(quick(), &Events::none()));
+        let line_of = follower.clone();
+        let waiter = std::thread::spawn(move || follower.follow(quick()));
         std::thread::sleep(Duration::from_millis(50));
-        leader.publish(1).unwrap();
-        assert_eq!(waiter.join().unwrap().unwrap(), 1);
+        leader.publish(1, "fail").unwrap();
+        let verdict = waiter.join().unwrap().unwrap();
+        assert_eq!((verdict.code, verdict.status.as_str()), (1, "fail"));
+        let line = line_of.verdict_line(&verdict);
+        assert!(
+            line.starts_with("node2 task 1: same verdict as task 0: fail (exit code 1;"),
+            "{line}"
+        );
     }
 
     #[test]
@@ -459,13 +919,10 @@ mod tests {
         std::fs::write(g.leader_file(), format!("{} {}\n", me.pid, me.start)).unwrap();
         std::fs::write(g.exit_file(), format!("0 {} {}\n", dead.pid, dead.start)).unwrap();
         let e = g
-            .follow(
-                Limits {
-                    total: Duration::from_millis(200),
-                    ..quick()
-                },
-                &Events::none(),
-            )
+            .follow(Limits {
+                total: Duration::from_millis(200),
+                ..quick()
+            })
             .unwrap_err();
         assert!(e.to_string().contains("still running"), "{e}");
     }
@@ -477,7 +934,7 @@ mod tests {
         let dead = dead_proc();
         std::fs::write(g.leader_file(), format!("{} {}\n", dead.pid, dead.start)).unwrap();
         let t = Instant::now();
-        let e = g.follow(quick(), &Events::none()).unwrap_err();
+        let e = g.follow(quick()).unwrap_err();
         assert!(t.elapsed() < Duration::from_secs(2));
         let s = e.to_string();
         assert!(s.contains(&format!("pid {}", dead.pid)), "{s}");
@@ -497,7 +954,7 @@ mod tests {
                 cleanup::Undo::Path(g.exit_file())
             ]
         );
-        g.publish(0).unwrap();
+        g.publish(0, "pass").unwrap();
         // Dropped after the publication: the files stay for the followers.
         drop(files);
         assert!(g.leader_file().is_file() && g.exit_file().is_file());
@@ -515,7 +972,7 @@ mod tests {
         let start = proc_start(pid).expect("start time");
         std::fs::write(g.leader_file(), format!("{pid} {start}\n")).unwrap();
         let file = g.leader_file();
-        let follower = std::thread::spawn(move || g.follow(quick(), &Events::none()));
+        let follower = std::thread::spawn(move || g.follow(quick()));
         std::thread::sleep(Duration::from_millis(100));
         // As an interrupted leader does: remove the file, then exit.
         std::fs::remove_file(&file).unwrap();
@@ -533,13 +990,38 @@ mod tests {
     }
 
     #[test]
+    fn without_the_launchers_process_an_old_leader_is_an_earlier_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut g = group_in(dir.path(), 1);
+        // pid 1 started at boot, long before this test: a leader of an earlier run.
+        let init = Proc {
+            pid: 1,
+            start: proc_start(1).unwrap(),
+        };
+        if own_proc().start <= init.start + 120 * 100 {
+            eprintln!("pid 1 started under 2 minutes ago; nothing to tell apart");
+            return;
+        }
+        std::fs::write(g.leader_file(), format!("1 {}\n", init.start)).unwrap();
+        std::fs::write(g.exit_file(), format!("0 1 {}\n", init.start)).unwrap();
+        // With the launcher's process in the key the name is this run's: the code is read.
+        assert_eq!(g.follow(quick()).unwrap().code, 0);
+        g.agent_pid = 0;
+        let e = g.follow(quick()).unwrap_err();
+        assert!(e.to_string().contains("no local rank 0"), "{e}");
+    }
+
+    #[test]
     fn no_leader_at_all_ends_after_the_claim_wait() {
         let dir = tempfile::tempdir().unwrap();
-        let e = group_in(dir.path(), 1)
-            .follow(quick(), &Events::none())
-            .unwrap_err();
+        let e = group_in(dir.path(), 1).follow(quick()).unwrap_err();
         assert!(e.to_string().contains("no local rank 0"), "{e}");
         assert!(e.to_string().contains("exec preflight"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("node2 task 1: no local rank 0 of srun"),
+            "{e}"
+        );
     }
 
     #[test]
