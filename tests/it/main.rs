@@ -21,7 +21,7 @@ mod render_cluster;
 mod render_node;
 mod render_scale;
 mod report_contract;
-mod scale;
+mod scale_cluster;
 mod signals;
 mod synthetic;
 mod slurm_tasks;
