@@ -22,7 +22,12 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
     };
     let placed = placed(&job, &facts);
     let rank = placed.as_ref().map_or(0, |p| p.rank);
-    let mut report = judge_as(rank, facts, job.master_port, job.shape, &job.script);
+    // The job's size: --nnodes, else the launcher's (WORLD_SIZE, Slurm, torchrun variables).
+    let shape = match job.shape.nnodes.or_else(|| launcher_nnodes(&job, &facts)) {
+        Some(n) => job.shape.with_nnodes(n),
+        None => job.shape,
+    };
+    let mut report = judge_as(rank, facts, job.master_port, shape, &job.script);
     if let (Some(p), Some(rec)) = (&placed, report.recommendation.as_mut()) {
         let nproc = job.shape.nproc_per_node.unwrap_or_else(|| {
             report
@@ -59,6 +64,18 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         rank: 0,
         your_command: None,
     })))
+}
+
+/// The number of nodes the launcher's environment names, even where it gives no rank.
+fn launcher_nnodes(job: &CheckJob, facts: &NodeFacts) -> Option<u32> {
+    let me = LocalIdentity::of(facts.hostname.clone(), &facts.net);
+    let flags = PlacementFlags {
+        master_port: job.master_port_flag,
+        ..Default::default()
+    };
+    placement::resolve(&flags, &job.env, &me)
+        .ok()
+        .map(|p| p.nnodes)
 }
 
 /// The placement the launcher's environment gives (as `preflight cluster` resolves it), when it
