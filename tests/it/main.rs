@@ -19,5 +19,6 @@ mod props;
 mod render_cluster;
 mod render_node;
 mod report_contract;
+mod scale;
 mod signals;
 mod torchrun;

@@ -28,7 +28,7 @@ pub fn check(facts: &NodeFacts) -> Finding {
     let bytes: u64 = stale.iter().map(|f| f.bytes).sum();
     let files: Vec<serde_json::Value> = stale
         .iter()
-        .map(|f| serde_json::json!({"name": f.name, "bytes": f.bytes, "age_s": f.age_s}))
+        .map(|f| serde_json::json!({"name": f.name, "bytes": f.bytes}))
         .collect();
     let names: Vec<String> = stale
         .iter()
