@@ -290,7 +290,7 @@ static ENTRIES: &[Entry] = &[
          world size is known.",
         "Raise both to at least the world size on every node, now and at boot: \
          `sysctl -w net.core.somaxconn=<n>`, `sysctl -w net.ipv4.tcp_max_syn_backlog=<n>` and the \
-         same lines in /etc/sysctl.d/90-preflight-scale.conf; set \
+         same lines in /etc/sysctl.d/90-preflight-backlog.conf; set \
          `net.ipv4.tcp_abort_on_overflow=0`.",
     ),
     entry(
@@ -321,7 +321,7 @@ static ENTRIES: &[Entry] = &[
          nodes where NCCL uses InfiniBand/RoCE are not judged.",
         "Widen the range above your services' ports and drop unneeded reserved ranges, now and \
          at boot: `sysctl -w net.ipv4.ip_local_port_range=\"15000 64999\"` and the line in \
-         /etc/sysctl.d/90-preflight-scale.conf.",
+         /etc/sysctl.d/90-preflight-ports.conf.",
     ),
     entry(
         "sys.neigh-table",
@@ -738,7 +738,7 @@ static ENTRIES: &[Entry] = &[
          (PyTorch's libuv TCPStore tutorial, pytorch/pytorch PR #118944). `USE_LIBUV=0` turns it \
          back off.",
         "Use the libuv store: `unset USE_LIBUV` where it is 0, `export USE_LIBUV=1` on torch \
-         2.2/2.3, or upgrade: `pip install -U 'torch>=2.4'`.",
+         2.3, or upgrade: `pip install -U 'torch>=2.4'`.",
     ),
     entry(
         "launch.variables",

@@ -124,3 +124,210 @@ fn a_30_rank_job_warns_of_the_master_backlog_and_one_nodes_fd_limit_and_not_once
         assert_eq!(finding(r0, "sys.nofile", rank)["status"], "pass");
     }
 }
+
+// ------------------------------------------------------- the binary on the fixture node trees
+
+use crate::common::{INHERITED_ENV_TO_CLEAR, bin, fixture, json_of};
+
+/// `preflight check --format json` on a fixture tree with `args`, and the launcher `env`.
+fn check_json(tree: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
+    let mut cmd = bin();
+    for var in INHERITED_ENV_TO_CLEAR {
+        cmd.env_remove(var);
+    }
+    cmd.args(["check", "--format", "json", "--no-gpu", "--root"])
+        .arg(fixture(tree))
+        .args(args)
+        .envs(env.iter().copied());
+    json_of(&cmd.output().unwrap().stdout)
+}
+
+fn status_of(report: &Value, id: &str) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["id"] == id)
+        .map(|f| f["status"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn a_gpu_node_of_a_64_node_job_with_small_settings_fires_every_node_check() {
+    let r = check_json(
+        "scale-small",
+        &[
+            "--nnodes",
+            "64",
+            "--nproc-per-node",
+            "8",
+            "--expect-gpus",
+            "8",
+        ],
+        &[],
+    );
+    for (id, want) in [
+        ("sys.listen-backlog", "warn"),
+        ("sys.nofile", "fail"),
+        ("sys.port-range", "warn"),
+        ("sys.pids", "warn"),
+        ("sys.stale-nccl", "warn"),
+        ("sys.neigh-table", "pass"),
+        ("net.arp-flux", "pass"),
+    ] {
+        assert_eq!(status_of(&r, id), vec![want], "{id}: {r:#}");
+    }
+    let ports = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "sys.port-range")
+        .unwrap();
+    assert_eq!(ports["evidence"]["usable_ports"], 50);
+    assert!(
+        ports["evidence"]["estimate"]
+            .as_str()
+            .unwrap()
+            .contains("(64−1)·8²·2·2 = 16128")
+    );
+    // The facts carry what was read, for `check --facts` later.
+    assert_eq!(r["nodes"][0]["facts"]["scale"]["somaxconn"], 128);
+}
+
+#[test]
+fn the_raised_tree_of_a_4_node_job_fires_none_and_no_world_size_says_so() {
+    let r = check_json(
+        "scale-raised",
+        &[
+            "--nnodes",
+            "4",
+            "--nproc-per-node",
+            "8",
+            "--expect-gpus",
+            "8",
+        ],
+        &[],
+    );
+    for id in [
+        "sys.listen-backlog",
+        "sys.nofile",
+        "sys.port-range",
+        "sys.pids",
+        "sys.stale-nccl",
+    ] {
+        assert_eq!(status_of(&r, id), vec!["pass"], "{id}: {r:#}");
+    }
+    let r = check_json("scale-small", &[], &[]);
+    let backlog = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "sys.listen-backlog")
+        .unwrap();
+    assert_eq!(backlog["status"], "skip");
+    assert!(
+        backlog["summary"]
+            .as_str()
+            .unwrap()
+            .contains("no world size known")
+    );
+}
+
+#[test]
+fn the_launchers_environment_gives_the_world_size_as_cluster_mode_reads_it() {
+    // Slurm: 192 nodes × 8 = 1,536 ranks, at the old default backlog of 128.
+    let slurm = [
+        ("SLURM_JOB_ID", "77"),
+        ("SLURM_NNODES", "192"),
+        ("SLURM_NODEID", "5"),
+        ("SLURM_JOB_NODELIST", "gpu[001-192]"),
+    ];
+    let r = check_json("scale-small", &["--nproc-per-node", "8"], &slurm);
+    let backlog = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "sys.listen-backlog")
+        .unwrap();
+    assert_eq!(backlog["status"], "warn", "{backlog:#}");
+    assert_eq!(backlog["evidence"]["world_size"], 1536);
+    // torchrun's variables: WORLD_SIZE counts processes (32 = 4 nodes × 8).
+    let torchrun = [
+        ("TORCHELASTIC_RUN_ID", "j1"),
+        ("WORLD_SIZE", "32"),
+        ("LOCAL_WORLD_SIZE", "8"),
+        ("GROUP_RANK", "1"),
+        ("MASTER_ADDR", "10.0.2.99"),
+        ("MASTER_PORT", "29500"),
+    ];
+    let r = check_json("scale-small", &["--nproc-per-node", "8"], &torchrun);
+    let backlog = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "sys.listen-backlog")
+        .unwrap();
+    assert_eq!(backlog["evidence"]["world_size"], 32, "{backlog:#}");
+    assert_eq!(backlog["status"], "pass");
+}
+
+#[test]
+fn torchrun_judges_the_pasted_lines_world_size() {
+    let mut cmd = bin();
+    for var in INHERITED_ENV_TO_CLEAR {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .env("PREFLIGHT_ROOT", fixture("scale-small"))
+        .args(["torchrun", "--no-run", "--no-gpu", "--format", "json"])
+        .arg("torchrun --nnodes=192 --nproc-per-node=8 --node-rank=0 --master-addr=10.0.2.15 --master-port=29500 train.py")
+        .output()
+        .unwrap();
+    let r = json_of(&out.stdout);
+    let backlog = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "sys.listen-backlog")
+        .unwrap_or_else(|| panic!("{r:#}"));
+    assert_eq!(backlog["status"], "warn", "{backlog:#}");
+    assert_eq!(backlog["evidence"]["world_size"], 1536);
+}
+
+/// The node report a person reads for a GPU node of a 256 × 8 job with small settings, at 80
+/// and 120 columns: every fix command on a line of its own, whole.
+#[test]
+fn snapshot_of_a_small_node_judged_for_2048_ranks() {
+    for width in [80u16, 120] {
+        let out = bin()
+            .args([
+                "check",
+                "--nnodes",
+                "256",
+                "--nproc-per-node",
+                "8",
+                "--facts",
+            ])
+            .arg(fixture("facts/scale-small.json"))
+            .env("COLUMNS", width.to_string())
+            .env("LANG", "C.UTF-8")
+            .env_remove("LC_ALL")
+            .env_remove("LC_CTYPE")
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap().replace(
+            concat!("preflight ", env!("CARGO_PKG_VERSION"), " "),
+            "preflight [version] ",
+        );
+        for cmd in [
+            "        sysctl -w net.core.somaxconn=4096",
+            "        ulimit -Hn 1048576 && ulimit -n 1048576",
+            "        sysctl -w net.ipv4.ip_local_port_range=\"15000 64999\"",
+            "        rm -f /dev/shm/nccl-Dd8kPq",
+            "        export USE_LIBUV=1",
+        ] {
+            assert!(text.lines().any(|l| l == cmd), "{cmd} missing\n{text}");
+        }
+        insta::assert_snapshot!(format!("scale_small_2048_ranks_{width}cols"), text);
+    }
+}

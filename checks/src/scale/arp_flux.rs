@@ -105,7 +105,7 @@ pub fn check(facts: &NodeFacts) -> Finding {
         ("net.ipv4.conf.all.arp_ignore", "1".to_string()),
         ("net.ipv4.conf.all.arp_announce", "2".to_string()),
     ];
-    for c in super::sysctl_fix(&settings) {
+    for c in super::sysctl_fix("arp", &settings) {
         fix = fix.command(c);
     }
     let mut table = 100;

@@ -81,7 +81,7 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
             ""
         }
     ));
-    for c in super::sysctl_fix(&settings) {
+    for c in super::sysctl_fix("backlog", &settings) {
         fix = fix.command(c);
     }
     base(

@@ -35,22 +35,23 @@ pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
     out
 }
 
-/// The persistent half of a sysctl fix: a file under /etc/sysctl.d/ read at boot.
-pub(crate) fn sysctl_fix(settings: &[(&str, String)]) -> Vec<String> {
+/// `sysctl -w` for each setting, then the persistent half: `/etc/sysctl.d/90-preflight-<name>.conf`
+/// (a file per concern, so one fix never overwrites another's).
+pub(crate) fn sysctl_fix(name: &str, settings: &[(&str, String)]) -> Vec<String> {
     let mut cmds: Vec<String> = settings
         .iter()
         .map(|(k, v)| format!("sysctl -w {k}={}", shell_value(v)))
         .collect();
     let lines: Vec<String> = settings.iter().map(|(k, v)| format!("{k} = {v}")).collect();
     cmds.push(format!(
-        "printf '{}\\n' > /etc/sysctl.d/90-preflight-scale.conf",
+        "printf '{}\\n' > /etc/sysctl.d/90-preflight-{name}.conf",
         lines.join("\\n")
     ));
     cmds
 }
 
 fn shell_value(v: &str) -> String {
-    if v.contains(char::is_whitespace) {
+    if v.is_empty() || v.contains(char::is_whitespace) {
         format!("\"{v}\"")
     } else {
         v.to_string()
@@ -108,13 +109,16 @@ mod tests {
 
     #[test]
     fn sysctl_fix_gives_runtime_and_persistent_commands() {
-        let c = sysctl_fix(&[("net.core.somaxconn", "4096".into())]);
+        let c = sysctl_fix("backlog", &[("net.core.somaxconn", "4096".into())]);
         assert_eq!(c[0], "sysctl -w net.core.somaxconn=4096");
         assert_eq!(
             c[1],
-            "printf 'net.core.somaxconn = 4096\\n' > /etc/sysctl.d/90-preflight-scale.conf"
+            "printf 'net.core.somaxconn = 4096\\n' > /etc/sysctl.d/90-preflight-backlog.conf"
         );
-        let c = sysctl_fix(&[("net.ipv4.ip_local_port_range", "15000 65000".into())]);
+        let c = sysctl_fix(
+            "ports",
+            &[("net.ipv4.ip_local_port_range", "15000 65000".into())],
+        );
         assert_eq!(
             c[0],
             "sysctl -w net.ipv4.ip_local_port_range=\"15000 65000\""

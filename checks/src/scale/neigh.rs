@@ -135,7 +135,7 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
     let mut fix = Fix::new(
         "Raise the neighbour table's thresholds above the number of on-link peers (twice, for headroom), now and at boot.",
     );
-    for c in super::sysctl_fix(&refs) {
+    for c in super::sysctl_fix("neigh", &refs) {
         fix = fix.command(c);
     }
     base(

@@ -97,8 +97,8 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
     if !s.reserved_ports.is_empty() {
         settings.push(("net.ipv4.ip_local_reserved_ports", String::new()));
     }
-    for c in super::sysctl_fix(&settings) {
-        fix = fix.command(c.replace("ip_local_reserved_ports= ", "ip_local_reserved_ports=\"\" "));
+    for c in super::sysctl_fix("ports", &settings) {
+        fix = fix.command(c);
     }
     base(
         Status::Warn,

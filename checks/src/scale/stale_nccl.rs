@@ -52,7 +52,7 @@ pub fn check(facts: &NodeFacts) -> Finding {
         Status::Warn,
         "/dev/shm",
         format!(
-            "{} NCCL shared-memory segments ({}) in /dev/shm belong to processes that are gone (leftovers of a crashed job): they hold memory a new job's NCCL needs",
+            "{} NCCL shared-memory segment(s) ({}) in /dev/shm belong to processes that are gone (leftovers of a crashed job): they hold memory a new job's NCCL needs",
             stale.len(),
             crate::sys::format_bytes(bytes)
         ),

@@ -66,7 +66,7 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Option<Finding> {
         )
         .fix(
             Fix::new(
-                "Use the libuv TCPStore: drop USE_LIBUV=0, or on torch 2.2/2.3 export USE_LIBUV=1 in the \
+                "Use the libuv TCPStore: drop USE_LIBUV=0, or on torch 2.3 export USE_LIBUV=1 in the \
                  master's environment; better, upgrade torch to 2.4 or later where it is the default.",
             )
             .command(if libuv_off { "unset USE_LIBUV" } else { "export USE_LIBUV=1" })
