@@ -3,6 +3,7 @@
 
 pub mod arp_flux;
 pub mod backlog;
+pub mod gid_across;
 pub mod gid_index;
 pub mod job;
 pub mod neigh;

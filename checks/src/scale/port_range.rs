@@ -11,6 +11,9 @@ pub const ID: &str = "sys.port-range";
 /// Ports in [lo, hi] not covered by any reserved range.
 pub fn usable_ports(range: [u32; 2], reserved: &[[u32; 2]]) -> u64 {
     let [lo, hi] = range;
+    if lo > hi {
+        return 0;
+    }
     let mut cuts: Vec<[u32; 2]> = reserved
         .iter()
         .filter(|r| r[1] >= lo && r[0] <= hi)
@@ -21,7 +24,10 @@ pub fn usable_ports(range: [u32; 2], reserved: &[[u32; 2]]) -> u64 {
     let mut end: Option<u32> = None;
     for [a, b] in cuts {
         let start = match end {
-            Some(e) if a <= e => e + 1,
+            Some(e) if a <= e => match e.checked_add(1) {
+                Some(s) => s,
+                None => continue,
+            },
             _ => a,
         };
         if start <= b {
@@ -128,6 +134,12 @@ mod tests {
             100 - 15 - 1
         );
         assert_eq!(usable_ports([100, 109], &[[0, 65535]]), 0);
+        // A hand-written facts file may hold anything: no panic.
+        assert_eq!(
+            usable_ports([60000, 100], &[[9, 1], [u32::MAX, u32::MAX]]),
+            0
+        );
+        assert_eq!(usable_ports([0, u32::MAX], &[[5, 3]]), 1 << 32);
     }
 
     #[test]
