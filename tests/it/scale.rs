@@ -331,3 +331,20 @@ fn snapshot_of_a_small_node_judged_for_2048_ranks() {
         insta::assert_snapshot!(format!("scale_small_2048_ranks_{width}cols"), text);
     }
 }
+
+#[test]
+fn the_neighbour_table_of_a_flat_16_fires_at_2048_nodes_and_not_when_raised() {
+    let args = ["--nnodes", "2048", "--nproc-per-node", "8"];
+    let small = check_json("scale-small", &args, &[]);
+    assert_eq!(
+        status_of(&small, "sys.neigh-table"),
+        vec!["warn"],
+        "{small:#}"
+    );
+    let raised = check_json("scale-raised", &args, &[]);
+    assert_eq!(
+        status_of(&raised, "sys.neigh-table"),
+        vec!["pass"],
+        "{raised:#}"
+    );
+}

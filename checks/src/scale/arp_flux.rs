@@ -196,6 +196,21 @@ mod tests {
     }
 
     #[test]
+    fn arp_ignore_read_from_the_fixture_trees_decides() {
+        let mut f = two_nics_one_subnet();
+        for (tree, want) in [
+            ("scale-small", Status::Warn),
+            ("scale-raised", Status::Pass),
+        ] {
+            let read = crate::probe::scale::probe(&crate::testutil::fixture_root(tree));
+            f.scale.arp_ignore = read.arp_ignore;
+            f.scale.arp_ignore.insert("ens1".into(), 0);
+            f.scale.arp_ignore.insert("ens2".into(), 0);
+            assert_eq!(check(&f).status, want, "{tree}");
+        }
+    }
+
+    #[test]
     fn arp_ignore_or_per_nic_rules_or_one_nic_per_subnet_pass() {
         let mut f = two_nics_one_subnet();
         f.scale.arp_ignore.insert("all".into(), 1);
