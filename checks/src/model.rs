@@ -576,8 +576,14 @@ pub struct PidsLimit {
 pub struct ShmFile {
     pub name: String,
     pub bytes: u64,
-    /// Processes that map it or hold it open; empty means its owners are gone.
+    /// Processes that map it or hold it open; empty means its owners are gone (unless
+    /// `unverified`).
     pub holders: Vec<u32>,
+    /// The file's owner (uid).
+    pub owner_uid: Option<u32>,
+    /// Some process of the file's owner could not be read (another user's, without root), or the
+    /// scan ran out of time: no holder found does not prove the owners gone.
+    pub unverified: bool,
     /// Seconds since it was last modified, when known.
     pub age_s: Option<u64>,
 }

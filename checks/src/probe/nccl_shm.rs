@@ -4,7 +4,11 @@
 
 use crate::model::ShmFile;
 use crate::root::Root;
-use std::time::SystemTime;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The scan of /proc gives up after this long (the files not yet proven held stay unverified).
+const SCAN_BUDGET: Duration = Duration::from_secs(3);
 
 /// Most files listed (a /dev/shm full of leftovers is reported by its first ones and a count).
 const MAX_FILES: usize = 512;
@@ -28,6 +32,8 @@ pub fn probe(root: &Root) -> Vec<ShmFile> {
             let meta = std::fs::symlink_metadata(root.path(format!("/dev/shm/{name}"))).ok()?;
             meta.is_file().then(|| ShmFile {
                 bytes: meta.len(),
+                owner_uid: Some(meta.uid()),
+                unverified: false,
                 age_s: meta
                     .modified()
                     .ok()
@@ -41,15 +47,32 @@ pub fn probe(root: &Root) -> Vec<ShmFile> {
     if files.is_empty() {
         return files;
     }
+    let started = Instant::now();
     for pid in root
         .list("/proc")
         .into_iter()
         .filter_map(|n| n.parse::<u32>().ok())
         .take(MAX_PROCS)
     {
+        if started.elapsed() > SCAN_BUDGET {
+            for f in files.iter_mut().filter(|f| f.holders.is_empty()) {
+                f.unverified = true;
+            }
+            break;
+        }
         let mut held: Vec<String> = Vec::new();
-        if let Ok(maps) = root.read(format!("/proc/{pid}/maps")) {
-            held.extend(maps.lines().filter_map(shm_name_in_maps_line));
+        match root.read(format!("/proc/{pid}/maps")) {
+            Ok(maps) => held.extend(maps.lines().filter_map(shm_name_in_maps_line)),
+            // Another user's process (no ptrace access): its files cannot be proven stale.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                let uid = process_uid(root, pid);
+                for f in files.iter_mut() {
+                    if uid.is_none() || uid == f.owner_uid {
+                        f.unverified = true;
+                    }
+                }
+            }
+            Err(_) => {}
         }
         for fd in root
             .list(format!("/proc/{pid}/fd"))
@@ -70,6 +93,18 @@ pub fn probe(root: &Root) -> Vec<ShmFile> {
         }
     }
     files
+}
+
+/// The real uid of a process, from the `Uid:` line of /proc/<pid>/status.
+fn process_uid(root: &Root, pid: u32) -> Option<u32> {
+    root.read(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The /dev/shm file a maps line maps: `7f.. rw-s 00000000 00:19 42  /dev/shm/nccl-AbCdEf`.
