@@ -36,11 +36,19 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Option<Finding> {
             .with("legacy_limit", LEGACY_LIMIT)
     };
     let legacy = libuv_off || (old_torch && !libuv_on);
+    if world > LEGACY_LIMIT && !legacy && torch.is_none() && !libuv_on {
+        return Some(base(
+            Status::Skip,
+            format!(
+                "torch was not found here, so the TCPStore backend is unknown: above {LEGACY_LIMIT} ranks ({world} here) it must be the libuv one (torch >= 2.4, USE_LIBUV not 0)"
+            ),
+        ));
+    }
     if world <= LEGACY_LIMIT || !legacy {
         let backend = if legacy {
             "the legacy TCPStore"
         } else if torch.is_none() && !libuv_on {
-            "the TCPStore (torch version unknown)"
+            "the TCPStore (whichever backend)"
         } else {
             "the libuv TCPStore"
         };
@@ -97,6 +105,13 @@ mod tests {
         assert_eq!(out.fix.unwrap().commands[0], "unset USE_LIBUV");
         assert_eq!(
             check(&f, &Job::of(&f, &ctx(0, 128, 8))).unwrap().status,
+            Status::Pass
+        );
+        // No torch found: unknown above the limit, fine below it.
+        let f = defaults();
+        assert_eq!(check(&f, &Job::of(&f, &big)).unwrap().status, Status::Skip);
+        assert_eq!(
+            check(&f, &Job::of(&f, &ctx(0, 4, 8))).unwrap().status,
             Status::Pass
         );
     }
