@@ -9,6 +9,8 @@ use crate::root::Root;
 const MAX_PER_PORT: usize = 256;
 /// Most devices read.
 const MAX_DEVICES: usize = 64;
+/// Most entries kept in all (the coordinator takes at most 4096 items per list from a peer).
+const MAX_TOTAL: usize = 1024;
 
 pub fn probe(root: &Root) -> Vec<GidEntry> {
     let mut out = Vec::new();
@@ -36,6 +38,9 @@ pub fn probe(root: &Root) -> Vec<GidEntry> {
                 .collect();
             indices.sort_unstable();
             for index in indices.into_iter().take(MAX_PER_PORT) {
+                if out.len() >= MAX_TOTAL {
+                    return out;
+                }
                 let Some(gid) = root.attr(format!("{at}/gids/{index}")) else {
                     continue;
                 };

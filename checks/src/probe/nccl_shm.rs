@@ -16,6 +16,8 @@ const MAX_FILES: usize = 512;
 const MAX_PROCS: usize = 65536;
 /// Most fds looked at per process.
 const MAX_FDS: usize = 65536;
+/// Most holders named per file (one live holder is enough to tell).
+const MAX_HOLDERS: usize = 64;
 
 /// True for the names NCCL gives its segments: `nccl-XXXXXX` (and older `nccl-shm-*`).
 pub fn is_nccl_name(name: &str) -> bool {
@@ -87,7 +89,8 @@ pub fn probe(root: &Root) -> Vec<ShmFile> {
             }
         }
         for f in files.iter_mut() {
-            if held.contains(&f.name) && !f.holders.contains(&pid) {
+            if held.contains(&f.name) && !f.holders.contains(&pid) && f.holders.len() < MAX_HOLDERS
+            {
                 f.holders.push(pid);
             }
         }

@@ -130,7 +130,7 @@ pub fn parse_reserved_ports(s: &str) -> Vec<[u32; 2]> {
             };
             (lo <= hi && hi <= 65535).then_some([lo, hi])
         })
-        .take(4096)
+        .take(1024)
         .collect()
 }
 
