@@ -243,6 +243,10 @@ pub struct CheckArgs {
     /// The port torchrun's rendezvous (the master) will listen on (default: MASTER_PORT, else 29500).
     #[arg(long, alias = "master_port", value_parser = clap::value_parser!(u16).range(1..))]
     pub master_port: Option<u16>,
+    /// Nodes in the job this node is about to join (default: the launcher's WORLD_SIZE, Slurm or
+    /// torchrun variables): the node settings that bite at scale are judged for that size.
+    #[arg(long, alias = "nnodes", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub nnodes: Option<u32>,
     #[command(flatten)]
     pub job: JobArgs,
     /// Judge a saved facts file (from `preflight facts`) instead of probing this node.

@@ -130,7 +130,10 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             },
             master_port_flag: a.master_port,
             env: env.clone(),
-            shape: shape(&a.job),
+            shape: JobShape {
+                nnodes: a.nnodes,
+                ..shape(&a.job)
+            },
             facts_file: a.facts,
             script: a.script,
             view: view(&a.job),
@@ -212,6 +215,8 @@ fn shape(a: &cli::JobArgs) -> JobShape {
     JobShape {
         nproc_per_node: a.nproc_per_node,
         expect_gpus: a.expect_gpus,
+        nnodes: None,
+        line_nproc: None,
     }
 }
 

@@ -20,6 +20,7 @@ pub mod networks;
 pub mod ports;
 pub mod probe;
 pub mod root;
+pub mod scale;
 pub mod schema;
 pub mod stats;
 pub mod sys;
@@ -41,6 +42,11 @@ pub struct CheckContext {
     pub nproc_per_node: Option<u32>,
     /// `--expect-gpus`, when given.
     pub expect_gpus: Option<u32>,
+    /// Nodes in the job (`--nnodes`, the launcher's environment, cluster mode), when known.
+    pub nnodes: Option<u32>,
+    /// Ranks in the whole job (nodes × processes per node), when known: the scale checks judge
+    /// against it.
+    pub world_size: Option<u32>,
 }
 
 impl CheckContext {
@@ -65,6 +71,7 @@ pub fn check_node(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
     out.extend(firewall::check(facts, ctx));
     out.extend(sys::check(facts, ctx));
     out.extend(env::check(facts, ctx));
+    out.extend(scale::check(facts, ctx));
     for f in &mut out {
         if f.node.is_none() {
             f.node = ctx.rank;

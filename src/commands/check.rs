@@ -20,9 +20,16 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
             job.probe.no_gpu,
         ),
     };
-    let placed = placed(&job, &facts);
+    let resolved = resolve(&job, &facts);
+    // The job's size: --nnodes, else the launcher's (WORLD_SIZE, Slurm, torchrun variables).
+    let launcher_nnodes = resolved.as_ref().map(|p| p.nnodes);
+    let placed = resolved.filter(|p| p.nnodes > 1 && !p.rank_pending());
     let rank = placed.as_ref().map_or(0, |p| p.rank);
-    let mut report = judge_as(rank, facts, job.master_port, job.shape, &job.script);
+    let shape = match job.shape.nnodes.or(launcher_nnodes) {
+        Some(n) => job.shape.with_nnodes(n),
+        None => job.shape,
+    };
+    let mut report = judge_as(rank, facts, job.master_port, shape, &job.script);
     if let (Some(p), Some(rec)) = (&placed, report.recommendation.as_mut()) {
         let nproc = job.shape.nproc_per_node.unwrap_or_else(|| {
             report
@@ -61,15 +68,14 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
     })))
 }
 
-/// The placement the launcher's environment gives (as `preflight cluster` resolves it), when it
-/// names a multi-node job with a rank; None otherwise (no launcher: the generic advice stands).
-fn placed(job: &CheckJob, facts: &NodeFacts) -> Option<Placement> {
+/// The placement the launcher's environment gives (as `preflight cluster` resolves it); the
+/// caller keeps it as this node's place only when it names a multi-node job with a rank (no
+/// launcher: the generic advice stands), and its node count for the world size either way.
+fn resolve(job: &CheckJob, facts: &NodeFacts) -> Option<Placement> {
     let me = LocalIdentity::of(facts.hostname.clone(), &facts.net);
     let flags = PlacementFlags {
         master_port: job.master_port_flag,
         ..Default::default()
     };
-    placement::resolve(&flags, &job.env, &me)
-        .ok()
-        .filter(|p| p.nnodes > 1 && !p.rank_pending())
+    placement::resolve(&flags, &job.env, &me).ok()
 }

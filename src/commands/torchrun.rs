@@ -119,7 +119,13 @@ fn one_reading(
 fn node_only(job: TorchrunJob, judged: Judged, facts: NodeFacts) -> Outcome {
     let rank = judged.shape.rank;
     let port = probe_port(&judged.shape);
-    let findings = node_findings(rank, &facts, port, JobShape::default());
+    // The line's own world: its nodes × its processes per node.
+    let shape = JobShape {
+        nnodes: judged.shape.nnodes.map(|(_, max)| max),
+        line_nproc: validate::per_node(&judged.parsed, &judged.shape),
+        ..JobShape::default()
+    };
+    let findings = node_findings(rank, &facts, port, shape);
     // The reasons speak of the line's own worker count, so "Why" and "Your command" agree.
     let mut rec = advise_node(
         &facts,
@@ -216,7 +222,12 @@ pub fn cluster_job(
             job.timeout,
         )?,
         min_busbw: None,
-        shape: JobShape::default(),
+        // The line's processes per node make the world size the scale checks judge (the
+        // cluster run adds its nodes).
+        shape: JobShape {
+            line_nproc: validate::per_node(parsed, shape),
+            ..JobShape::default()
+        },
         script: parsed.script_and_args(),
     })
 }

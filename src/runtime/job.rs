@@ -34,6 +34,22 @@ impl ProbeJob {
 pub struct JobShape {
     pub nproc_per_node: Option<u32>,
     pub expect_gpus: Option<u32>,
+    /// Nodes in the job, when known (`check --nnodes`, the launcher, the cluster's placement):
+    /// with the processes per node it gives the world size the scale checks judge against.
+    pub nnodes: Option<u32>,
+    /// Processes per node a pasted launch line asks for: counts toward the world size only
+    /// (`gpu.count` judges `nproc_per_node`, `launch.nproc` the line).
+    pub line_nproc: Option<u32>,
+}
+
+impl JobShape {
+    /// This shape for a job of `nnodes` nodes.
+    pub fn with_nnodes(self, nnodes: u32) -> JobShape {
+        JobShape {
+            nnodes: Some(nnodes),
+            ..self
+        }
+    }
 }
 
 /// `preflight cluster` (and the cluster run `preflight torchrun` starts).

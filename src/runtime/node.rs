@@ -60,11 +60,23 @@ pub fn node_findings(
         master_port,
         nproc_per_node: shape.nproc_per_node,
         expect_gpus: shape.expect_gpus,
+        nnodes: shape.nnodes,
+        world_size: world_size(facts, shape),
     };
     preflight_checks::check_node(facts, &ctx)
         .into_iter()
         .filter(|f| rank == 0 || f.id != "port.in-use")
         .collect()
+}
+
+/// Ranks in the job: nodes × processes per node (`--nproc-per-node`, else the launch line's,
+/// else this node's visible GPUs, else 1), when the number of nodes is known.
+pub fn world_size(facts: &NodeFacts, shape: JobShape) -> Option<u32> {
+    let per_node = shape
+        .nproc_per_node
+        .or(shape.line_nproc)
+        .unwrap_or_else(|| preflight_checks::visible_devices::visible_gpu_count(facts).max(1));
+    shape.nnodes.map(|n| n.saturating_mul(per_node))
 }
 
 /// Judges one node's facts (`preflight check`) and builds its report, with the advice.

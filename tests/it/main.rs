@@ -22,6 +22,7 @@ mod render_node;
 mod render_scale;
 mod report_contract;
 mod scale_cluster;
+mod scale;
 mod signals;
 mod synthetic;
 mod slurm_tasks;

@@ -960,6 +960,7 @@ impl Cluster {
             master_host: None,
             extra_on: Vec::new(),
             nnodes_on: Vec::new(),
+            wrap_on: Vec::new(),
         }
     }
 
@@ -1175,6 +1176,8 @@ pub struct PreflightRun<'a> {
     extra_on: Vec<(usize, String)>,
     /// Host index -> its own `--nnodes` (a node started with another count).
     nnodes_on: Vec<(usize, usize)>,
+    /// Host index -> words put before its `preflight` (`prlimit --nofile=24:4096 --`).
+    wrap_on: Vec<(usize, Vec<String>)>,
 }
 
 impl<'a> PreflightRun<'a> {
@@ -1248,6 +1251,14 @@ impl<'a> PreflightRun<'a> {
     /// `--thorough` in place of `--quick`.
     pub fn thorough(mut self) -> Self {
         self.quick = false;
+        self
+    }
+
+    /// Host `host` runs its `preflight` under `words` (a wrapper that execs the rest, such as
+    /// `prlimit --nofile=24:4096 --`).
+    pub fn wrap_on(mut self, host: usize, words: &[&str]) -> Self {
+        self.wrap_on
+            .push((host, words.iter().map(|s| s.to_string()).collect()));
         self
     }
 
@@ -1360,7 +1371,10 @@ impl<'a> PreflightRun<'a> {
     }
 
     fn spawn(&self, rank: usize) -> Node {
-        let argv = self.argv(rank);
+        let mut argv = self.argv(rank);
+        if let Some((_, wrap)) = self.wrap_on.iter().find(|(h, _)| *h == rank) {
+            argv.splice(0..0, wrap.iter().cloned());
+        }
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let mut cmd = self.cluster.host_command(rank, &argv);
         for (_, k, v) in self.env.iter().filter(|(r, _, _)| *r == rank) {

@@ -415,6 +415,8 @@ fn judge_facts(facts: &NodeFacts) -> Result<(), TestCaseError> {
             master_port: 29500,
             nproc_per_node: Some(8),
             expect_gpus: Some(8),
+            nnodes: Some(64),
+            world_size: Some(512),
         };
         let _ = check_node(facts, &ctx);
         let _ = advise_node(facts, &AdviceInput::default());

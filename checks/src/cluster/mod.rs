@@ -95,6 +95,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.extend(versions::versions(input));
     out.push(crate::gpu::check_cluster_gpus(input));
     out.push(crate::ib::check_partial(input));
+    out.extend(crate::scale::gid_across::check_cluster(input));
     out.extend(unreachable::unreachable_links(input));
     out.extend(degraded::degraded_networks(input));
     out.extend(ifname_choice::slower_ifname(input));

@@ -24,6 +24,7 @@ const NAMES: &[&str] = &[
     "LOCAL_WORLD_SIZE",
     "LD_LIBRARY_PATH",
     "UCX_NET_DEVICES",
+    "USE_LIBUV",
 ];
 /// Never copied into facts: secrets.
 const SECRET: &[&str] = &["PREFLIGHT_TOKEN"];

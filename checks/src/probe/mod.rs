@@ -2,11 +2,14 @@
 
 pub mod env;
 pub mod firewall;
+pub mod gid;
 pub mod gpu;
 pub mod ib;
 pub mod nccl;
+pub mod nccl_shm;
 pub mod net;
 pub mod ports;
+pub mod scale;
 pub mod sys;
 
 use crate::model::NodeFacts;
@@ -48,6 +51,7 @@ pub fn collect(root: &Root, opts: &ProbeOptions) -> NodeFacts {
     };
     NodeFacts {
         sys: sys::probe(root, &hostname),
+        scale: scale::probe(root),
         hostname,
         host_id,
         boot_id,

@@ -114,7 +114,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                     timing: job.timing,
                     expected_hosts: placement.expected_hosts.clone(),
                     secret: secret.clone(),
-                    shape: job.shape,
+                    shape: job.shape.with_nnodes(placement.nnodes),
                     script: job.script.clone(),
                     allreduce: job.allreduce.clone(),
                     min_busbw: job.min_busbw,
@@ -430,7 +430,12 @@ fn solo_report(
     source: &SecretSource,
     extra: Vec<Finding>,
 ) -> Report {
-    let mut findings = node_findings(p.rank, &facts, p.master_port, job.shape);
+    let mut findings = node_findings(
+        p.rank,
+        &facts,
+        p.master_port,
+        job.shape.with_nnodes(p.nnodes),
+    );
     if p.rank_pending() {
         // No rank was ever assigned: this node's findings name no rank (see placement.unassigned).
         for f in &mut findings {

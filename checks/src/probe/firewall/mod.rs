@@ -12,7 +12,7 @@
 
 mod iptables_save;
 mod nft;
-mod runner;
+pub(crate) mod runner;
 mod ufw_firewalld;
 
 pub use iptables_save::parse_iptables_save;

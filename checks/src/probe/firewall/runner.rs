@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 const SBIN_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
 
-pub(super) fn find_tool(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_tool(name: &str) -> Option<PathBuf> {
     let path_dirs = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default();
@@ -20,15 +20,15 @@ pub(super) fn find_tool(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-pub(super) struct CommandOutput {
-    pub(super) success: bool,
-    pub(super) stdout: String,
-    pub(super) stderr: String,
+pub(crate) struct CommandOutput {
+    pub(crate) success: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// Runs a command with `LC_ALL=C`, killing it after [`COMMAND_TIMEOUT`]. Output is read on
 /// threads so a large ruleset cannot fill the pipe and stall the child.
-pub(super) fn run_with_timeout(program: &Path, args: &[&str]) -> Result<CommandOutput, String> {
+pub(crate) fn run_with_timeout(program: &Path, args: &[&str]) -> Result<CommandOutput, String> {
     let mut child = Command::new(program)
         .args(args)
         .env("LC_ALL", "C")
