@@ -146,7 +146,7 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
         .collect();
     let shape = JobShape {
         nproc_per_node: Some(8),
-        expect_gpus: None,
+        ..Default::default()
     };
     let mut b = ReportBuilder::new(Mode::Cluster);
     let mut findings = Vec::new();
