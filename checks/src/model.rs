@@ -516,6 +516,9 @@ pub enum LinkOutcome {
     Unreachable,
     #[default]
     Error,
+    /// The peer reported values that cannot be (negative, not finite, far above the link's
+    /// rated speed, an MTU outside 68-65535): not a measurement, and never `ok`.
+    Invalid,
 }
 
 impl LinkOutcome {
@@ -527,6 +530,7 @@ impl LinkOutcome {
             LinkOutcome::Timeout => "timeout",
             LinkOutcome::Unreachable => "unreachable",
             LinkOutcome::Error => "error",
+            LinkOutcome::Invalid => "invalid",
         }
     }
 }

@@ -1,11 +1,11 @@
 //! Admitting nodes on the master port: the handshake, the join message, one node per rank,
 //! until all joined or the join timeout ends. Who was turned away, and why, is kept.
 
-use super::limits::check_join;
+use super::limits::{JOIN_READ, JoinSlots, Until, check_join, check_listeners, stray_listeners};
 use super::{CoordConfig, JoinedNode};
 use crate::transport::auth::{self, AuthError};
 use crate::transport::gate::{Gate, Pass, Turned, canonical};
-use crate::transport::wire::{Listener, Msg, UNASSIGNED_RANK, read_msg_capped, write_msg};
+use crate::transport::wire::{JOIN, Listener, Msg, UNASSIGNED_RANK, read_msg_budget, write_msg};
 use preflight_checks::cluster::{Refusal, RefusalKind};
 use preflight_checks::model::NodeFacts;
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,8 +13,6 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-/// Largest join message (a node's facts and listeners; a big node's are ~100 KiB).
-pub(super) const JOIN_MESSAGE_CAP: usize = 4 << 20;
 /// Refusals kept for the report; more are counted.
 const REFUSALS_KEPT: usize = 64;
 
@@ -99,6 +97,12 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
     let mut refused: Vec<Refusal> = Vec::new();
     let mut turned_away = 0usize;
     let book: Book = Arc::new(Mutex::new(RankBook::new(cfg.nnodes)));
+    let slots = JoinSlots::new();
+    // Ports no data listener may be on: the master port and the one this coordinator holds.
+    let forbidden = [
+        cfg.master_port,
+        listener.local_addr().map_or(cfg.master_port, |a| a.port()),
+    ];
     while Instant::now() < deadline && (joined.len() as u32) < cfg.nnodes {
         match listener.accept() {
             Ok((stream, peer)) => match gate.enter(peer.ip()) {
@@ -106,10 +110,17 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
                     let tx = tx.clone();
                     let cfg = cfg.clone();
                     let book = book.clone();
+                    let slots = slots.clone();
                     let _ = std::thread::Builder::new()
                         .name("join".into())
                         .spawn(move || {
-                            if let Some(a) = handshake_and_join(stream, peer, &cfg, pass, &book) {
+                            let at = Gates {
+                                book: &book,
+                                slots: &slots,
+                                forbidden,
+                                deadline,
+                            };
+                            if let Some(a) = handshake_and_join(stream, peer, &cfg, pass, at) {
                                 let _ = tx.send(a);
                             }
                         });
@@ -158,6 +169,7 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
         std::thread::sleep(Duration::from_millis(10));
     }
     // The master port is released here (listener dropped), so torchrun can use it next.
+    drop_stray_listeners(&mut joined, &mut refused, cfg);
     let total = refused.len();
     dedup_refusals(&mut refused);
     if total > REFUSALS_KEPT {
@@ -170,6 +182,53 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
         members: joined.into_values().collect(),
         refused,
     }
+}
+
+/// Listeners no other node shares a network with, or on another node's address, are dropped
+/// (no node is sent there) and named in `cluster.refused`; the node itself stays joined.
+fn drop_stray_listeners(
+    joined: &mut BTreeMap<u32, JoinedNode>,
+    refused: &mut Vec<Refusal>,
+    cfg: &CoordConfig,
+) {
+    let mut strays: Vec<(u32, Vec<(Listener, String)>)> = Vec::new();
+    for (rank, me) in joined.iter() {
+        let others: Vec<&JoinedNode> = joined.values().filter(|o| o.rank != *rank).collect();
+        let found = stray_listeners(me, &others);
+        if !found.is_empty() {
+            strays.push((*rank, found));
+        }
+    }
+    for (rank, found) in strays {
+        let Some(me) = joined.get_mut(&rank) else {
+            continue;
+        };
+        for (l, reason) in found {
+            me.listeners.retain(|x| x != &l);
+            cfg.events.log(format!(
+                "coordinator: dropped a data listener of rank {rank} ({}): {reason}",
+                me.facts.hostname
+            ));
+            refused.push(Refusal {
+                address: canonical(me.peer.ip()).to_string(),
+                claimed_rank: Some(rank),
+                hostname: Some(me.facts.hostname.chars().take(64).collect()),
+                kind: RefusalKind::Listener,
+                reason,
+                holder: None,
+            });
+        }
+    }
+}
+
+/// What a join thread shares with the others: the rank book, the slots for joins being read,
+/// the ports no listener may use, and the end of admission.
+#[derive(Clone, Copy)]
+struct Gates<'a> {
+    book: &'a Book,
+    slots: &'a JoinSlots,
+    forbidden: [u16; 2],
+    deadline: Instant,
 }
 
 /// The first node with a rank keeps it; a second claimant is refused, naming both.
@@ -271,8 +330,9 @@ fn handshake_and_join(
     peer: SocketAddr,
     cfg: &CoordConfig,
     pass: Pass,
-    book: &Book,
+    at: Gates,
 ) -> Option<Arrival> {
+    let book = at.book;
     stream.set_nonblocking(false).ok()?;
     stream.set_nodelay(true).ok();
     let info = match auth::accept(&mut stream, &cfg.secret, 0) {
@@ -306,8 +366,22 @@ fn handshake_and_join(
             return None;
         }
     };
-    // Authenticated: the handshake slot is free again.
+    // Authenticated: the handshake slot is free again, and a join slot is taken (joins read
+    // at once are counted after the handshake too). A node that waits past the admission
+    // deadline for one is refused.
     drop(pass);
+    let Some(_reading) = at.slots.take(at.deadline) else {
+        return Some(refuse(
+            &mut stream,
+            peer,
+            claimed(info.rank),
+            RefusalKind::Limits,
+            format!(
+                "{} other joins were being read until the join timeout ended",
+                super::limits::JOINS_IN_FLIGHT
+            ),
+        ));
+    };
     let asks = info.rank == UNASSIGNED_RANK;
     if info.nnodes != cfg.nnodes || (!asks && info.rank >= cfg.nnodes) {
         let claim = if asks {
@@ -360,7 +434,7 @@ fn handshake_and_join(
     } else {
         info.rank
     };
-    let arrival = read_join(stream, peer, cfg, rank, asks);
+    let arrival = read_join(stream, peer, cfg, rank, asks, &at.forbidden);
     if asks && !matches!(arrival, Some(Arrival::Joined(_))) {
         with_book(book, |b| b.release(rank));
     }
@@ -374,12 +448,27 @@ fn read_join(
     cfg: &CoordConfig,
     rank: u32,
     assigned: bool,
+    forbidden: &[u16],
 ) -> Option<Arrival> {
+    // The whole join within JOIN_READ, and within its budget while it is read.
+    let read = read_msg_budget::<_, Msg>(
+        &mut Until {
+            stream: &stream,
+            until: Instant::now() + JOIN_READ,
+        },
+        &JOIN,
+    );
     stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
-    match read_msg_capped::<_, Msg>(&mut stream, JOIN_MESSAGE_CAP) {
+    match read {
         Ok(Msg::Join { facts, listeners }) => {
-            if let Err(why) = check_join(&facts, &listeners) {
-                let mut arrival = refuse(&mut stream, peer, Some(rank), RefusalKind::Limits, why);
+            let checked = check_join(&facts, &listeners)
+                .map_err(|why| (RefusalKind::Limits, why))
+                .and_then(|()| {
+                    check_listeners(&facts, &listeners, peer.ip(), forbidden)
+                        .map_err(|why| (RefusalKind::Listener, why))
+                });
+            if let Err((kind, why)) = checked {
+                let mut arrival = refuse(&mut stream, peer, Some(rank), kind, why);
                 if let Arrival::Refused(r) = &mut arrival {
                     r.hostname = Some(facts.hostname.chars().take(64).collect());
                 }

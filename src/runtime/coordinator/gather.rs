@@ -5,15 +5,11 @@
 //! stopped or hung node costs the others at most `silence`, never a wait per node in turn.
 
 use super::JoinedNode;
-use crate::transport::wire::{Msg, WireError, read_msg_capped};
+use crate::transport::wire::{Msg, WireError, read_msg_budget, reply_budget};
 use std::collections::BTreeSet;
 use std::net::Shutdown;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-/// Largest answer one node may send (links to every peer on every address: a few MiB for
-/// thousands of nodes).
-pub(in crate::runtime) const REPLY_CAP: usize = 32 << 20;
 
 /// How long a phase may wait: in all, and for any one node's next message.
 #[derive(Clone, Copy, Debug)]
@@ -57,6 +53,7 @@ pub(in crate::runtime) fn gather(
     let deadline = Instant::now() + wait.limit;
     let (tx, rx) = mpsc::channel::<(usize, Result<Msg, WireError>)>();
     let mut pending: BTreeSet<usize> = BTreeSet::new();
+    let nodes = members.len().max(asked.len());
     for &i in asked {
         let m = &members[i];
         let Ok(mut stream) = m.stream.try_clone() else {
@@ -68,7 +65,7 @@ pub(in crate::runtime) fn gather(
             .name(format!("gather-{}", m.rank))
             .spawn(move || {
                 loop {
-                    let got = read_msg_capped::<_, Msg>(&mut stream, REPLY_CAP);
+                    let got = read_msg_budget::<_, Msg>(&mut stream, &reply_budget(nodes));
                     let stop = got.as_ref().map_or(true, is_final);
                     if tx.send((i, got)).is_err() || stop {
                         break;

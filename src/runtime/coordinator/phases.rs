@@ -62,6 +62,7 @@ pub(super) fn exchange(
             _ => Step::Unexpected,
         },
     );
+    super::limits::check_links(members, &mut links);
     links
 }
 
