@@ -618,11 +618,18 @@ mod tests {
     #[test]
     fn too_many_addresses_are_refused() {
         let mut f = NodeFacts::default();
-        f.net.interfaces = vec![iface("eth0", "10.0.0.1", 24, None); MAX_ADDRESSES + 1];
+        let mut two = iface("eth0", "10.0.0.1", 24, None);
+        two.ipv6 = vec![IfAddr {
+            addr: "fd00::1".parse().unwrap(),
+            prefix: 64,
+        }];
+        f.net.interfaces = vec![two.clone(); MAX_ADDRESSES / 2];
+        assert_eq!(check_join(&f, &[]), Ok(()));
+        f.net.interfaces.push(two);
         assert!(
             check_join(&f, &[])
                 .unwrap_err()
-                .contains("257 interface addresses")
+                .contains("258 interface addresses")
         );
     }
 
