@@ -5,7 +5,7 @@
 
 use super::JoinedNode;
 use crate::transport::wire::Listener;
-use preflight_checks::model::{IfAddr, LinkOutcome, LinkResult, NodeFacts};
+use preflight_checks::model::{LinkOutcome, LinkResult, NodeFacts};
 use serde_json::Value;
 use std::net::IpAddr;
 use std::sync::{Arc, Condvar, Mutex};
@@ -126,27 +126,9 @@ pub fn check_listeners(
     Ok(())
 }
 
-/// Whether `a` and `b` share the first `prefix` bits (same family only).
-fn same_subnet(a: IpAddr, b: IpAddr, prefix: u8) -> bool {
-    match (a, b) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => {
-            let p = u32::from(prefix.min(32));
-            let mask = if p == 0 { 0 } else { u32::MAX << (32 - p) };
-            u32::from(a) & mask == u32::from(b) & mask
-        }
-        (IpAddr::V6(a), IpAddr::V6(b)) => {
-            let p = u32::from(prefix.min(128));
-            let mask = if p == 0 { 0 } else { u128::MAX << (128 - p) };
-            u128::from(a) & mask == u128::from(b) & mask
-        }
-        _ => false,
-    }
-}
-
-/// The data listeners of `me` that no other joined node could share a network with: not the
-/// address it connected from, and no other node has an address in that subnet or an interface
-/// of that name with an address of that family; or the address another node connected from. Such a listener would send every honest node to a host that did not join; the
-/// caller drops it and names it in `cluster.refused`.
+/// The data listeners of `me` on the address another node connected from: that host joined as
+/// someone else, and a listener there would send every node to it in `me`'s name. The caller
+/// drops each and names it in `cluster.refused`.
 pub(super) fn stray_listeners(me: &JoinedNode, others: &[&JoinedNode]) -> Vec<(Listener, String)> {
     let own_conn = crate::transport::gate::canonical(me.peer.ip());
     let mut out = Vec::new();
@@ -168,36 +150,6 @@ pub(super) fn stray_listeners(me: &JoinedNode, others: &[&JoinedNode]) -> Vec<(L
                     preflight_checks::net::host_port(&l.address, l.port),
                     o.rank,
                     o.facts.hostname
-                ),
-            ));
-            continue;
-        }
-        if ip == own_conn || others.is_empty() {
-            continue;
-        }
-        let prefix = me
-            .facts
-            .net
-            .interfaces
-            .iter()
-            .flat_map(|i| i.ipv4.iter().chain(&i.ipv6))
-            .find(|a| a.addr == ip)
-            .map_or(if ip.is_ipv4() { 32 } else { 128 }, |a: &IfAddr| a.prefix);
-        let shared = others.iter().any(|o| {
-            o.facts.net.interfaces.iter().any(|i| {
-                let addrs = || i.ipv4.iter().chain(&i.ipv6);
-                addrs().any(|a| same_subnet(a.addr, ip, prefix))
-                    || (i.name == l.interface && addrs().any(|a| a.addr.is_ipv4() == ip.is_ipv4()))
-            }) || same_subnet(o.peer.ip(), ip, prefix)
-        });
-        if !shared {
-            out.push((
-                l.clone(),
-                format!(
-                    "its data listener {} ({}) is on no network another node has (no other node has an address in that subnet or an interface {} of that family), so no peer is sent there",
-                    preflight_checks::net::host_port(&l.address, l.port),
-                    l.interface,
-                    l.interface
                 ),
             ));
         }
@@ -375,7 +327,7 @@ fn walk(v: &Value, path: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use preflight_checks::model::Interface;
+    use preflight_checks::model::{IfAddr, Interface};
 
     fn iface(name: &str, addr: &str, prefix: u8, speed_mbps: Option<u64>) -> Interface {
         let addr: IpAddr = addr.parse().unwrap();
@@ -468,49 +420,46 @@ mod tests {
     }
 
     #[test]
-    fn listeners_off_every_shared_network_or_on_another_node_are_strays() {
+    fn a_listener_on_another_nodes_connection_address_is_a_stray() {
         let a = joined(
             0,
             "10.200.0.1",
-            vec![
-                iface("eth0", "10.200.0.1", 24, None),
-                iface("ib0", "192.168.7.1", 24, None),
-            ],
+            vec![iface("eth0", "10.200.0.1", 24, None)],
             vec![],
         );
-        // Rank 1: its connection address, an IB address the others share, a /32 on an
-        // interface name rank 0 also has (a routed fabric), an address on no shared network,
-        // and rank 0's own connection address.
+        // Rank 1: its connection address, an IB address, and rank 0's connection address
+        // claimed on an interface of its own.
         let b = joined(
             1,
             "10.200.0.2",
             vec![
                 iface("eth0", "10.200.0.2", 24, None),
                 iface("ib0", "192.168.7.2", 24, None),
-                iface("eth9", "172.31.9.9", 24, None),
                 iface("eth5", "10.200.0.1", 32, None),
             ],
             vec![
                 listener("eth0", "10.200.0.2", 41000),
                 listener("ib0", "192.168.7.2", 41001),
-                listener("eth9", "172.31.9.9", 22),
                 listener("eth5", "10.200.0.1", 2222),
             ],
         );
         let strays = stray_listeners(&b, &[&a]);
         let ports: Vec<u16> = strays.iter().map(|(l, _)| l.port).collect();
-        assert_eq!(ports, vec![22, 2222], "{strays:?}");
+        assert_eq!(ports, vec![2222], "{strays:?}");
         assert!(
-            strays[0].1.contains("no network another node has"),
+            strays[0].1.contains("an address of rank 0 (node0)"),
             "{}",
             strays[0].1
         );
-        assert!(
-            strays[1].1.contains("an address of rank 0 (node0)"),
-            "{}",
-            strays[1].1
-        );
         assert!(stray_listeners(&a, &[&b]).is_empty());
+        // Ranks on one host connect from the same address: their listeners there are theirs.
+        let c = joined(
+            2,
+            "10.200.0.2",
+            vec![],
+            vec![listener("eth0", "10.200.0.2", 41002)],
+        );
+        assert!(stray_listeners(&c, &[&a, &b]).is_empty());
     }
 
     #[test]
