@@ -274,7 +274,7 @@ fn nonsense(l: &LinkResult, ceiling_gbit: f64) -> Option<String> {
         ("a p99 round trip", l.rtt_p99_us),
     ] {
         match v {
-            Some(x) if !x.is_finite() || x < 0.0 || x > MAX_RTT_US => {
+            Some(x) if !x.is_finite() || !(0.0..=MAX_RTT_US).contains(&x) => {
                 return Some(format!("{name} of {x} µs"));
             }
             _ => {}
@@ -405,7 +405,7 @@ mod tests {
                 "neither the one it connected from",
             ),
         ] {
-            let e = check_listeners(&f, &[l.clone()], peer, &forbidden).unwrap_err();
+            let e = check_listeners(&f, std::slice::from_ref(&l), peer, &forbidden).unwrap_err();
             assert!(e.contains(says), "{l:?}: {e}");
         }
         let twice = [
