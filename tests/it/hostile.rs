@@ -440,8 +440,9 @@ fn send_raw_join(port: u16, rank: u32, frame: &[u8]) -> String {
     }
 }
 
-/// Joins over budget, eight at once: 1.4 million empty interfaces in 4 MiB, and a 64 MiB
-/// deflate bomb in ~64 KiB. Each is refused while it is read, naming the limit; rank 0 stays
+/// Joins over budget, ten at once: 1.4 million empty interfaces in 4 MiB (plain, and deflated
+/// under the frame cap), a 64 MiB deflate bomb in ~64 KiB, and 256 interfaces of 380 addresses
+/// (which kept rank 0 busy 50 s). Each is refused while it is read, naming the limit; rank 0 stays
 /// under 256 MiB, the honest rank 1 joins, and the verdict comes within timeout + 15 s.
 #[test]
 fn joins_over_their_budget_are_refused_while_read() {
@@ -460,22 +461,26 @@ fn joins_over_their_budget_are_refused_while_read() {
     // Under the frame cap, plain and deflated: counted while read (and inflated).
     let small = Arc::new(raw_frame(&empty_interfaces_join(300_000), false));
     let packed = Arc::new(raw_frame(&empty_interfaces_join(1_400_000), true));
-    let kinds = [empties, bomb, small, packed];
-    let attackers: Vec<_> = (0..8)
+    // Within the old limits but hours of work: 256 interfaces of 380 addresses each.
+    let busy = {
+        let addrs: Vec<String> = (0..380)
+            .map(|i| format!(r#"{{"addr":"10.{}.{}.1","prefix":24}}"#, i / 256, i % 256))
+            .collect();
+        let iface = format!(r#"{{"name":"e","up":true,"ipv4":[{}]}}"#, addrs.join(","));
+        let json = format!(
+            r#"{{"type":"join","listeners":[],"facts":{{"hostname":"busy","net":{{"interfaces":[{}]}}}}}}"#,
+            vec![iface; 256].join(",")
+        );
+        Arc::new(raw_frame(json.as_bytes(), true))
+    };
+    let kinds = [empties, bomb, small, packed, busy];
+    let attackers: Vec<_> = (0..10)
         .map(|i| {
-            let frame = kinds[i % 4].clone();
+            let frame = kinds[i % 5].clone();
             std::thread::spawn(move || send_raw_join(port, 1, &frame))
         })
         .collect();
     let answers: Vec<String> = attackers.into_iter().map(|t| t.join().unwrap()).collect();
-    for (i, a) in answers.iter().enumerate() {
-        let want = match i % 4 {
-            0 => "exceeds the 1048576-byte cap",
-            1 => "larger than 1048576 bytes",
-            _ => "more than 256 items at facts.net.interfaces",
-        };
-        assert!(a.contains(want), "attacker {i}: {a}");
-    }
     let refused_in = started.elapsed();
     let (code1, _, err1, _) = wait(
         node(1, 2, port, timeout, &["--token", TOKEN]),
@@ -488,6 +493,15 @@ fn joins_over_their_budget_are_refused_while_read() {
         "join bombs: refused within {refused_in:?}; rank 0 peak RSS {peak:.1} MiB, verdict after {took:?}"
     );
     assert!(code0.is_some() && code1.is_some(), "{err0}\n{err1}");
+    for (i, a) in answers.iter().enumerate() {
+        let want = match i % 5 {
+            0 => "exceeds the 1048576-byte cap",
+            1 => "larger than 1048576 bytes",
+            4 => "more than 64 items at facts.net.interfaces[].ipv4",
+            _ => "more than 256 items at facts.net.interfaces",
+        };
+        assert!(a.contains(want), "attacker {i}: {a}");
+    }
     assert!(peak < 256.0, "rank 0 peaked at {peak:.1} MiB");
     assert!(took < Duration::from_secs(timeout + 15), "{took:?}");
     let report = json_of(out0.as_bytes());
@@ -532,7 +546,7 @@ fn lies(address: &str, port: u16) -> Vec<preflight_checks::model::LinkResult> {
 }
 
 /// A hostile rank 1 with the token: it joins with a listener of its own, then, told to probe,
-/// sends four 64 MiB deflate bombs to each of rank 0's data listeners at once and answers
+/// sends four 64 MiB deflate bombs to rank 0's data listeners at once and answers
 /// with impossible measurements, or (`big`) with 31 MiB of links. Returns rank 0's report,
 /// stderr, peak RSS (MiB) and time to its verdict, and how many bombs went out.
 fn hostile_peer(big: bool) -> (Value, String, f64, Duration, usize) {
@@ -577,6 +591,7 @@ fn hostile_peer(big: bool) -> (Value, String, f64, Duration, usize) {
                 let threads: Vec<_> = targets
                     .iter()
                     .flat_map(|t| std::iter::repeat_n(t.clone(), 4))
+                    .take(4)
                     .map(|t| {
                         let bomb = bomb.clone();
                         std::thread::spawn(move || {

@@ -738,6 +738,7 @@ fn local_files_over_their_budget_are_refused_before_parsing() {
         (&["check", "--facts"], &facts60, "over the 16 MiB limit"),
         (&["render"], &report60, "more than 4194304 items at links"),
     ];
+    let mut results = Vec::new();
     for (args, path, says) in cases {
         let mut all: Vec<&str> = args.to_vec();
         all.push(path.to_str().unwrap());
@@ -747,6 +748,9 @@ fn local_files_over_their_budget_are_refused_before_parsing() {
             args[0],
             path.display()
         );
+        results.push((code, err, says, peak, took, path));
+    }
+    for (code, err, says, peak, took, path) in results {
         assert_eq!(code, Some(2), "{err}");
         assert!(err.contains(says), "{err}");
         assert!(peak < 256.0, "{} peaked at {peak:.1} MiB", path.display());
