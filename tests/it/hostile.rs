@@ -440,7 +440,7 @@ fn send_raw_join(port: u16, rank: u32, frame: &[u8]) -> String {
     }
 }
 
-/// Joins over budget, ten at once: 1.4 million empty interfaces in 4 MiB (plain, and deflated
+/// Joins over budget, ten at once: 1.39 million empty interfaces in 4 MiB (plain, and deflated
 /// under the frame cap), a 64 MiB deflate bomb in ~64 KiB, and 256 interfaces of 380 addresses
 /// (which kept rank 0 busy 50 s). Each is refused while it is read, naming the limit; rank 0 stays
 /// under 256 MiB, the honest rank 1 joins, and the verdict comes within timeout + 15 s.
@@ -452,7 +452,7 @@ fn joins_over_their_budget_are_refused_while_read() {
     let rank0 = measured_node(0, 2, port, timeout);
     let _ = connect(port);
     let started = Instant::now();
-    let empties = Arc::new(raw_frame(&empty_interfaces_join(1_400_000), false));
+    let empties = Arc::new(raw_frame(&empty_interfaces_join(1_390_000), false));
     let mut bomb_json = br#"{"type":"join","listeners":[],"facts":"#.to_vec();
     bomb_json.extend(std::iter::repeat_n(b' ', 64 << 20));
     bomb_json.extend_from_slice(br#"{}}"#);
