@@ -1,7 +1,9 @@
 //! Admitting nodes on the master port: the handshake, the join message, one node per rank,
 //! until all joined or the join timeout ends. Who was turned away, and why, is kept.
 
-use super::limits::{JOIN_READ, JoinSlots, Until, check_join, check_listeners, stray_listeners};
+use super::limits::{
+    JOIN_READ, JoinSlots, NoSlot, Until, check_join, check_listeners, stray_listeners,
+};
 use super::{CoordConfig, JoinedNode};
 use crate::transport::auth::{self, AuthError};
 use crate::transport::gate::{Gate, Pass, Turned, canonical};
@@ -97,7 +99,8 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
     let mut refused: Vec<Refusal> = Vec::new();
     let mut turned_away = 0usize;
     let book: Book = Arc::new(Mutex::new(RankBook::new(cfg.nnodes)));
-    let slots = JoinSlots::new();
+    // Every node has one connection in flight after its handshake; a few more for retries.
+    let slots = JoinSlots::new(cfg.nnodes as usize + 32);
     // Ports no data listener may be on: the master port and the one this coordinator holds.
     let forbidden = [
         cfg.master_port,
@@ -184,8 +187,8 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
     }
 }
 
-/// Listeners no other node shares a network with, or on another node's address, are dropped
-/// (no node is sent there) and named in `cluster.refused`; the node itself stays joined.
+/// Listeners on the address another node connected from are dropped (no node is sent there)
+/// and named in `cluster.refused`; the node itself stays joined.
 fn drop_stray_listeners(
     joined: &mut BTreeMap<u32, JoinedNode>,
     refused: &mut Vec<Refusal>,
@@ -370,17 +373,27 @@ fn handshake_and_join(
     // at once are counted after the handshake too). A node that waits past the admission
     // deadline for one is refused.
     drop(pass);
-    let Some(_reading) = at.slots.take(at.deadline) else {
-        return Some(refuse(
-            &mut stream,
-            peer,
-            claimed(info.rank),
-            RefusalKind::Limits,
-            format!(
-                "{} other joins were being read until the join timeout ended",
-                super::limits::JOINS_IN_FLIGHT
-            ),
-        ));
+    let _reading = match at.slots.take(at.deadline) {
+        Ok(slot) => slot,
+        Err(why) => {
+            let reason = match why {
+                NoSlot::Full(cap) => format!(
+                    "{cap} authenticated connections were already joining (--nnodes={} and 32 more)",
+                    cfg.nnodes
+                ),
+                NoSlot::Late => format!(
+                    "{} other joins were being read until the join timeout ended",
+                    super::limits::JOINS_IN_FLIGHT
+                ),
+            };
+            return Some(refuse(
+                &mut stream,
+                peer,
+                claimed(info.rank),
+                RefusalKind::Limits,
+                reason,
+            ));
+        }
     };
     let asks = info.rank == UNASSIGNED_RANK;
     if info.nnodes != cfg.nnodes || (!asks && info.rank >= cfg.nnodes) {

@@ -157,41 +157,71 @@ pub(super) fn stray_listeners(me: &JoinedNode, others: &[&JoinedNode]) -> Vec<(L
     out
 }
 
-/// Joins being read after the handshake: at most [`JOINS_IN_FLIGHT`] at once; the others wait
-/// for a slot (their bytes wait in the socket) until the deadline.
+/// Joins in flight after the handshake: at most `cap` connections at once (sized to the
+/// cluster: every node has one), of which at most [`JOINS_IN_FLIGHT`] are read at once; the
+/// others wait for a reading slot (their bytes wait in the socket) until the deadline.
 #[derive(Clone)]
-pub(super) struct JoinSlots(Arc<(Mutex<usize>, Condvar)>);
+pub(super) struct JoinSlots(Arc<Slots>);
 
-/// One join being read; the slot is free again when it drops.
-pub(super) struct JoinSlot(Arc<(Mutex<usize>, Condvar)>);
+struct Slots {
+    cap: usize,
+    /// (in flight, being read)
+    counts: Mutex<(usize, usize)>,
+    freed: Condvar,
+}
+
+/// One join being read; its place is free again when it drops.
+pub(super) struct JoinSlot(Arc<Slots>);
+
+/// Why no slot was given.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum NoSlot {
+    /// `cap` authenticated connections were already in flight.
+    Full(usize),
+    /// No reading slot came free before the deadline.
+    Late,
+}
 
 impl JoinSlots {
-    pub(super) fn new() -> JoinSlots {
-        JoinSlots(Arc::new((Mutex::new(0), Condvar::new())))
+    pub(super) fn new(cap: usize) -> JoinSlots {
+        JoinSlots(Arc::new(Slots {
+            cap: cap.max(JOINS_IN_FLIGHT),
+            counts: Mutex::new((0, 0)),
+            freed: Condvar::new(),
+        }))
     }
 
-    /// A slot, waiting until `until` at most.
-    pub(super) fn take(&self, until: Instant) -> Option<JoinSlot> {
-        let (lock, cv) = &*self.0;
-        let mut busy = lock.lock().unwrap_or_else(|p| p.into_inner());
-        while *busy >= JOINS_IN_FLIGHT {
-            let left = until.checked_duration_since(Instant::now())?;
-            busy = cv
-                .wait_timeout(busy, left)
+    /// A reading slot, waiting until `until` at most; none at once when `cap` are in flight.
+    pub(super) fn take(&self, until: Instant) -> Result<JoinSlot, NoSlot> {
+        let s = &*self.0;
+        let mut c = s.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if c.0 >= s.cap {
+            return Err(NoSlot::Full(s.cap));
+        }
+        c.0 += 1;
+        while c.1 >= JOINS_IN_FLIGHT {
+            let Some(left) = until.checked_duration_since(Instant::now()) else {
+                c.0 -= 1;
+                return Err(NoSlot::Late);
+            };
+            c = s
+                .freed
+                .wait_timeout(c, left)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        *busy += 1;
-        Some(JoinSlot(self.0.clone()))
+        c.1 += 1;
+        Ok(JoinSlot(self.0.clone()))
     }
 }
 
 impl Drop for JoinSlot {
     fn drop(&mut self) {
-        let (lock, cv) = &*self.0;
-        let mut busy = lock.lock().unwrap_or_else(|p| p.into_inner());
-        *busy = busy.saturating_sub(1);
-        cv.notify_one();
+        let s = &*self.0;
+        let mut c = s.counts.lock().unwrap_or_else(|p| p.into_inner());
+        c.0 = c.0.saturating_sub(1);
+        c.1 = c.1.saturating_sub(1);
+        s.freed.notify_one();
     }
 }
 
@@ -547,21 +577,37 @@ mod tests {
     }
 
     #[test]
-    fn join_slots_bound_the_joins_read_at_once() {
-        let slots = JoinSlots::new();
+    fn join_slots_bound_the_joins_read_and_in_flight() {
+        let slots = JoinSlots::new(JOINS_IN_FLIGHT + 1);
         let soon = Instant::now() + Duration::from_millis(300);
         let held: Vec<JoinSlot> = (0..JOINS_IN_FLIGHT)
             .map(|_| slots.take(soon).unwrap())
             .collect();
-        let started = Instant::now();
-        assert!(slots.take(soon).is_none());
-        assert!(started.elapsed() < Duration::from_secs(5));
-        drop(held);
-        assert!(
-            slots
-                .take(Instant::now() + Duration::from_secs(1))
-                .is_some()
+        // One more may wait for a reading slot, until the deadline; past the cap none waits.
+        let waiter = {
+            let slots = slots.clone();
+            std::thread::spawn(move || slots.take(Instant::now() + Duration::from_secs(3)).is_ok())
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            slots.take(soon).err(),
+            Some(NoSlot::Full(JOINS_IN_FLIGHT + 1))
         );
+        drop(held);
+        assert!(waiter.join().unwrap());
+        let started = Instant::now();
+        let busy: Vec<JoinSlot> = (0..JOINS_IN_FLIGHT)
+            .map(|_| slots.take(soon).unwrap())
+            .collect();
+        assert_eq!(
+            slots
+                .take(Instant::now() + Duration::from_millis(100))
+                .err(),
+            Some(NoSlot::Late)
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        drop(busy);
+        assert!(slots.take(Instant::now()).is_ok());
     }
 
     #[test]
