@@ -2,7 +2,8 @@
 //! until all joined or the join timeout ends. Who was turned away, and why, is kept.
 
 use super::limits::{
-    JOIN_READ, JoinSlots, NoSlot, Until, check_join, check_listeners, stray_listeners,
+    ADDRESSES_PER_NODE, JOIN_READ, JoinSlots, MIN_TOTAL_ADDRESSES, NoSlot, Until, address_count,
+    check_join, check_listeners, stray_listeners, total_addresses,
 };
 use super::{CoordConfig, JoinedNode};
 use crate::transport::auth::{self, AuthError};
@@ -269,6 +270,40 @@ fn take_place(
             kind: RefusalKind::RankTaken,
             reason,
             holder: Some(holder),
+        });
+        return;
+    }
+    let total: usize = joined.values().map(|m| address_count(&m.facts)).sum();
+    let cap = total_addresses(cfg.nnodes);
+    let mine = address_count(&j.facts);
+    if total + mine > cap {
+        let reason = format!(
+            "it reports {mine} addresses and the nodes that joined before it {total}: more than the cluster's {cap} ({ADDRESSES_PER_NODE} per node, {MIN_TOTAL_ADDRESSES} at least), which bounds the work of finding the candidate networks"
+        );
+        if let Some(a) = j.assigned.then_some(j.rank) {
+            with_book(book, |b| b.release(a));
+        }
+        let mut s = j.stream;
+        let _ = write_msg(
+            &mut s,
+            &Msg::Reject {
+                reason: reason.clone(),
+                kind: Some(RefusalKind::Limits),
+            },
+        );
+        cfg.events.log(format!(
+            "coordinator: refused {} ({}) claiming rank {}: {reason}",
+            j.peer.ip(),
+            j.facts.hostname,
+            j.rank
+        ));
+        refused.push(Refusal {
+            address: canonical(j.peer.ip()).to_string(),
+            claimed_rank: Some(j.rank),
+            hostname: Some(j.facts.hostname.chars().take(64).collect()),
+            kind: RefusalKind::Limits,
+            reason,
+            holder: None,
         });
         return;
     }
@@ -681,5 +716,57 @@ mod tests {
             "{why}"
         );
         assert!(h.join().unwrap().members.is_empty());
+    }
+
+    /// The cluster's address budget is shared: 16 nodes at the per-node cap fill the 4096 of a
+    /// small cluster, and a 17th node is refused naming the totals.
+    #[test]
+    fn the_cluster_address_budget_refuses_the_join_that_would_pass_it() {
+        use preflight_checks::model::{IfAddr, Interface};
+        let (addr, h) = start(cfg(18, Duration::from_secs(4)));
+        let full = |r: u32| {
+            let mut f = NodeFacts::default();
+            f.net.interfaces = vec![
+                Interface {
+                    name: "e".into(),
+                    ipv4: (0..64)
+                        .map(|i| IfAddr {
+                            addr: std::net::Ipv4Addr::new(10, r as u8, i, 1).into(),
+                            prefix: 24,
+                        })
+                        .collect(),
+                    ..Default::default()
+                };
+                4
+            ];
+            f
+        };
+        let mut held = Vec::new();
+        for r in 1..=17u32 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            auth::connect(&mut s, &Secret::token("t"), r, 18, Some(0)).unwrap();
+            write_msg(
+                &mut s,
+                &Msg::Join {
+                    facts: Box::new(full(r)),
+                    listeners: Vec::new(),
+                },
+            )
+            .unwrap();
+            held.push(s);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let admitted = h.join().unwrap();
+        assert_eq!(admitted.members.len(), 16);
+        // Whichever joined last (threads may reorder them) is the one refused.
+        assert_eq!(admitted.refused.len(), 1, "{:?}", admitted.refused);
+        let r = &admitted.refused[0];
+        assert_eq!(r.kind, RefusalKind::Limits);
+        assert!(
+            r.reason
+                .contains("it reports 256 addresses and the nodes that joined before it 4096"),
+            "{}",
+            r.reason
+        );
     }
 }

@@ -25,6 +25,31 @@ pub const MAX_ITEMS: usize = 4096;
 /// Most addresses (IPv4 and IPv6, every interface) one node may report: the candidate
 /// networks are found over every node's addresses, so this bounds that work per node.
 pub const MAX_ADDRESSES: usize = 256;
+/// Addresses per node the whole cluster may average (see [`total_addresses`]).
+pub const ADDRESSES_PER_NODE: usize = 32;
+/// The cluster's address budget is never below this.
+pub const MIN_TOTAL_ADDRESSES: usize = 4096;
+
+/// Addresses all nodes together may report: the candidate networks are found over all of
+/// them, in more than linear time, so the total is bounded as well as each node's
+/// ([`MAX_ADDRESSES`]). 32 per node, 4096 at least: 16 nodes at the per-node cap, or a big
+/// cluster of ordinary nodes.
+pub fn total_addresses(nnodes: u32) -> usize {
+    (nnodes as usize)
+        .saturating_mul(ADDRESSES_PER_NODE)
+        .max(MIN_TOTAL_ADDRESSES)
+}
+
+/// The addresses one node reports (every interface, IPv4 and IPv6).
+pub fn address_count(facts: &NodeFacts) -> usize {
+    facts
+        .net
+        .interfaces
+        .iter()
+        .map(|i| i.ipv4.len() + i.ipv6.len())
+        .sum()
+}
+
 /// Joins read at once after the handshake (each holds at most a join's budget).
 pub const JOINS_IN_FLIGHT: usize = 8;
 /// Longest a node may take to send its whole join message once authenticated.
@@ -59,12 +84,7 @@ pub fn check_join(facts: &NodeFacts, listeners: &[Listener]) -> Result<(), Strin
             l.address.len().max(l.interface.len())
         ));
     }
-    let addresses: usize = facts
-        .net
-        .interfaces
-        .iter()
-        .map(|i| i.ipv4.len() + i.ipv6.len())
-        .sum();
+    let addresses = address_count(facts);
     if addresses > MAX_ADDRESSES {
         return Err(format!(
             "it reports {addresses} interface addresses (at most {MAX_ADDRESSES})"
@@ -666,5 +686,52 @@ mod tests {
                 .unwrap_err()
                 .contains("65 data listeners")
         );
+    }
+
+    /// Nodes at the address cap: 64 interfaces of 4 addresses each, every one on a subnet of
+    /// its own (the most candidate networks a node can seed).
+    fn at_the_cap(rank: u32) -> NodeFacts {
+        let mut f = NodeFacts {
+            hostname: format!("node{rank}"),
+            ..Default::default()
+        };
+        f.net.interfaces = (0..MAX_ADDRESSES / 4)
+            .map(|i| {
+                let mut x = iface(&format!("e{i}"), &format!("10.{i}.{rank}.1"), 24, None);
+                x.ipv4.extend((1..4).map(|k| IfAddr {
+                    addr: format!("1{k}.{i}.{rank}.1").parse().unwrap(),
+                    prefix: 24,
+                }));
+                x
+            })
+            .collect();
+        assert_eq!(check_join(&f, &[]), Ok(()));
+        f
+    }
+
+    /// The candidate networks are found over every node's addresses: at the cluster's address
+    /// budget (16 nodes at the per-node cap), one call stays well inside a phase (the 97,280
+    /// addresses of one node the caps now refuse took about 10 s a call).
+    #[test]
+    fn discovery_over_the_address_budget_is_bounded() {
+        assert_eq!(total_addresses(2), MIN_TOTAL_ADDRESSES);
+        assert_eq!(total_addresses(1024), 32 * 1024);
+        let n = (MIN_TOTAL_ADDRESSES / MAX_ADDRESSES) as u32;
+        {
+            let facts: Vec<NodeFacts> = (0..n).map(at_the_cap).collect();
+            let refs: Vec<(u32, &NodeFacts)> = facts
+                .iter()
+                .enumerate()
+                .map(|(r, f)| (r as u32, f))
+                .collect();
+            let started = Instant::now();
+            let nets = preflight_checks::networks::discover(&refs, &[]);
+            let took = started.elapsed();
+            eprintln!(
+                "discover: {n} nodes x {MAX_ADDRESSES} addresses: {} networks in {took:?}",
+                nets.len()
+            );
+            assert!(took < Duration::from_secs(10), "{n} nodes: {took:?}");
+        }
     }
 }
