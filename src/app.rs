@@ -108,7 +108,7 @@ fn show(outcome: Outcome, events: &Events) -> anyhow::Result<u8> {
     match outcome {
         Outcome::Report(shown) => show_report(&shown)?,
         Outcome::Facts { facts, output } => {
-            let mut text = serde_json::to_string_pretty(&facts)?;
+            let mut text = serde_json::to_string_pretty(&crate::commands::facts_document(&facts))?;
             text.push('\n');
             match &output {
                 Some(path) => output::file(path, &text)

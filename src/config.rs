@@ -394,21 +394,21 @@ fn token(flag: Option<&str>, file: Option<&std::path::Path>) -> anyhow::Result<O
         return Ok(None);
     };
     let shown = path.display();
-    let meta =
-        std::fs::metadata(path).map_err(|e| anyhow!("cannot read --token-file {shown}: {e}"))?;
-    if !meta.is_file() {
-        return Err(anyhow!(
-            "--token-file {shown} is not a regular file; give the file that holds the token (a mounted Kubernetes Secret key, a file the job script wrote)"
-        ));
-    }
-    if meta.len() > TOKEN_FILE_CAP {
-        return Err(anyhow!(
-            "--token-file {shown} has {} bytes; a token file holds one token (at most {TOKEN_FILE_CAP} bytes)",
-            meta.len()
-        ));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow!("cannot read --token-file {shown}: {e}"))?;
+    // Read with the cap, not after a size check: a file that grows between the two is cut.
+    let bytes = preflight_checks::root::read_regular(path, TOKEN_FILE_CAP).map_err(|e| match e {
+        preflight_checks::root::FileError::Io(e) => anyhow!("cannot read --token-file {shown}: {e}"),
+        preflight_checks::root::FileError::TooBig { size, .. } => anyhow!(
+            "--token-file {shown} has {size} bytes; a token file holds one token (at most {TOKEN_FILE_CAP} bytes)"
+        ),
+        long @ preflight_checks::root::FileError::TooLong { .. } => anyhow!(
+            "--token-file {shown}: {long}; a token file holds one token"
+        ),
+        refused => anyhow!(
+            "--token-file {shown} is not a regular file ({refused}); give the file that holds the token (a mounted Kubernetes Secret key, a file the job script wrote)"
+        ),
+    })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow!("cannot read --token-file {shown}: it is not UTF-8 text"))?;
     let value = text.trim();
     if value.is_empty() {
         return Err(anyhow!(

@@ -63,6 +63,19 @@ pub enum LaunchError {
 /// device or a bigger file is refused before anything is read.
 pub const MAX_REPORT: u64 = 512 << 20;
 
+/// What a saved report may hold, counted before it is parsed: values, items and strings at
+/// the scale of the largest cluster (4096 nodes; about 1000 with every link), so a file of
+/// millions of empty entries is refused, not parsed.
+pub const REPORT_BUDGET: preflight_checks::budget::Budget = preflight_checks::budget::Budget {
+    what: "the report",
+    bytes: MAX_REPORT as usize,
+    values: 16 << 20,
+    items: 4 << 20,
+    string: 1 << 20,
+    depth: 32,
+    paths: &[("nodes", 4096), ("nodes[].facts.net.interfaces", 4096)],
+};
+
 /// What every format needs, taken out of the report once.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchPlan {
@@ -132,15 +145,31 @@ pub fn read(path: &Path) -> Result<Report, LaunchError> {
         path: path.into(),
         reason,
     };
-    let value: serde_json::Value =
+    preflight_checks::budget::scan(text.as_bytes(), &REPORT_BUDGET)
+        .map_err(|e| not_report(e.to_string()))?;
+    // The schema first (the rest skipped unallocated), then the typed report: no tree of
+    // JSON values is built for the whole file.
+    #[derive(serde::Deserialize)]
+    struct Head {
+        schema: Option<serde_json::Value>,
+    }
+    let head: Head =
         serde_json::from_str(&text).map_err(|e| not_report(format!("not JSON: {e}")))?;
-    match value.get("schema").and_then(|s| s.as_str()) {
-        Some(SCHEMA) => {}
-        Some(other) => return Err(not_report(format!("schema {other:?}, expected {SCHEMA:?}"))),
+    match head.schema.as_ref().map(|s| s.as_str()) {
+        Some(Some(SCHEMA)) => {}
+        Some(Some(other)) => {
+            return Err(not_report(format!("schema {other:?}, expected {SCHEMA:?}")));
+        }
+        Some(None) => {
+            return Err(not_report(format!(
+                "schema {}, expected {SCHEMA:?}",
+                head.schema.unwrap_or_default()
+            )));
+        }
         None => return Err(not_report("no \"schema\" field".into())),
     }
     let report: Report =
-        serde_json::from_value(value).map_err(|e| not_report(format!("bad field: {e}")))?;
+        serde_json::from_str(&text).map_err(|e| not_report(format!("bad field: {e}")))?;
     Ok(report)
 }
 

@@ -143,6 +143,7 @@ fn code(r: LinkOutcome) -> u8 {
         LinkOutcome::Timeout => 3,
         LinkOutcome::Unreachable => 4,
         LinkOutcome::Error => 5,
+        LinkOutcome::Invalid => 6,
     }
 }
 
@@ -153,6 +154,7 @@ fn outcome(c: u8) -> Option<LinkOutcome> {
         3 => Some(LinkOutcome::Timeout),
         4 => Some(LinkOutcome::Unreachable),
         5 => Some(LinkOutcome::Error),
+        6 => Some(LinkOutcome::Invalid),
         _ => None,
     }
 }

@@ -428,8 +428,8 @@ static ENTRIES: &[Entry] = &[
         "cluster",
         "fail",
         "a node reached the coordinator and was turned away: another secret, another --nnodes, \
-         another preflight version, a rank already taken, an address not in the host list, or \
-         facts over the limits",
+         another preflight version, a rank already taken, an address not in the host list, \
+         facts over the limits, or a data listener that is not its own (kind `listener`)",
         "A refused node is not missing: it is running with a different idea of the job. \
          torchrun would either never let it join (another secret or node count: a 900 s \
          timeout) or, with a rank claimed twice, start two processes as one rank.",

@@ -4,6 +4,7 @@
 //! [`probe`] and are the only code that touches the OS; every other module is a
 //! pure function of [`model::NodeFacts`] and a [`CheckContext`].
 
+pub mod budget;
 pub mod catalog;
 pub mod cluster;
 pub mod collective;

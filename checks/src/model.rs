@@ -614,6 +614,9 @@ pub enum LinkOutcome {
     Unreachable,
     #[default]
     Error,
+    /// The peer reported values that cannot be (negative, not finite, far above the link's
+    /// rated speed, an MTU outside 68-65535): not a measurement, and never `ok`.
+    Invalid,
 }
 
 impl LinkOutcome {
@@ -625,6 +628,7 @@ impl LinkOutcome {
             LinkOutcome::Timeout => "timeout",
             LinkOutcome::Unreachable => "unreachable",
             LinkOutcome::Error => "error",
+            LinkOutcome::Invalid => "invalid",
         }
     }
 }
@@ -838,7 +842,7 @@ pub struct MatrixNetwork {
     pub addresses: Vec<String>,
     pub interfaces: Vec<String>,
     /// One byte per cell: 0 not measured (and the diagonal), 1 ok, 2 refused, 3 timeout,
-    /// 4 unreachable, 5 error.
+    /// 4 unreachable, 5 error, 6 invalid.
     pub result: String,
     /// Two bytes per cell, little-endian: the RTT p50 in microseconds rounded, 0 when none
     /// was measured, 65535 for 65535 µs or more.

@@ -89,21 +89,107 @@ pub fn run(job: Job, events: &Events) -> anyhow::Result<Outcome> {
 }
 
 /// Most bytes a facts file may hold: one node's facts are tens of KB.
-pub const MAX_FACTS: u64 = 64 << 20;
+pub const MAX_FACTS: u64 = 16 << 20;
+
+/// The `schema` field `preflight facts` writes at the top of a facts file.
+pub const FACTS_SCHEMA: &str = "preflight.facts.v1";
+
+/// What a facts file may hold, counted before it is parsed: a node with thousands of
+/// interfaces (veths on a Kubernetes host) fits; millions of empty ones do not.
+pub const FACTS_BUDGET: preflight_checks::budget::Budget = preflight_checks::budget::Budget {
+    what: "the facts file",
+    bytes: MAX_FACTS as usize,
+    values: 1 << 20,
+    items: 4096,
+    string: 1 << 20,
+    depth: 16,
+    paths: &[],
+};
+
+/// The document `preflight facts` writes: the facts, with their `schema` first among the keys
+/// `check --facts` looks for.
+pub fn facts_document(facts: &NodeFacts) -> serde_json::Value {
+    let mut v = serde_json::to_value(facts).unwrap_or_default();
+    if let Some(map) = v.as_object_mut() {
+        map.insert("schema".into(), FACTS_SCHEMA.into());
+    }
+    v
+}
 
 /// Reads a facts file written by `preflight facts`: a regular file of at most [`MAX_FACTS`]
-/// bytes (a FIFO, a device or a huge file is refused, not read).
+/// bytes (a FIFO, a device or a huge file is refused, not read), within [`FACTS_BUDGET`]
+/// (counted before parsing), and a facts document (its schema, or a hostname and interfaces
+/// in files of older releases): a report, a list or any other JSON is refused, saying what
+/// it is.
 pub fn load_facts(path: &Path) -> anyhow::Result<NodeFacts> {
     use preflight_checks::root::{FileError, read_regular};
+    let shown = path.display();
+    let give = "give the JSON file written by `preflight facts -o FILE`";
     let bytes = read_regular(path, MAX_FACTS).map_err(|e| match e {
-        FileError::Io(e) => anyhow::anyhow!("cannot read facts file {}: {e}", path.display()),
-        refused => anyhow::anyhow!(
-            "cannot read facts file {}: {refused}; give the JSON file written by `preflight facts -o FILE`",
-            path.display()
-        ),
+        FileError::Io(e) => anyhow::anyhow!("cannot read facts file {shown}: {e}"),
+        refused => anyhow::anyhow!("cannot read facts file {shown}: {refused}; {give}"),
     })?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| anyhow::anyhow!("{} is not a preflight facts file: {e}", path.display()))
+    preflight_checks::budget::scan(&bytes, &FACTS_BUDGET).map_err(|e| {
+        anyhow::anyhow!(
+            "{shown} is not a preflight facts file: {e} (one node's facts are tens of KB); {give}"
+        )
+    })?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| anyhow::anyhow!("{shown} is not a preflight facts file: {e}; {give}"))?;
+    if let Some(what) = not_facts(&value) {
+        return Err(anyhow::anyhow!(
+            "{shown} is not a preflight facts file: it is {what}; {give}"
+        ));
+    }
+    serde_json::from_value(value)
+        .map_err(|e| anyhow::anyhow!("{shown} is not a preflight facts file: {e}; {give}"))
+}
+
+/// What a JSON document is when it is not one node's facts.
+fn not_facts(v: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    let map = match v {
+        Value::Object(map) => map,
+        Value::Array(a) => return Some(format!("a JSON list of {} items", a.len())),
+        Value::String(_) => return Some("a JSON string".into()),
+        Value::Number(_) => return Some("a JSON number".into()),
+        Value::Bool(_) | Value::Null => return Some(format!("the JSON value {v}")),
+    };
+    match map.get("schema") {
+        Some(Value::String(s)) if s == FACTS_SCHEMA => return None,
+        Some(Value::String(s)) if s == preflight_checks::model::SCHEMA => {
+            let mode = map.get("mode").and_then(|m| m.as_str()).unwrap_or("?");
+            return Some(format!(
+                "a preflight {mode} report (schema {s}); judge a report with `preflight render`, or save facts with `preflight facts -o FILE`"
+            ));
+        }
+        Some(other) => {
+            let s = other.to_string();
+            return Some(format!(
+                "a JSON object with schema {}, not {FACTS_SCHEMA}",
+                s.chars().take(80).collect::<String>()
+            ));
+        }
+        None => {}
+    }
+    // Files of releases before the schema field: a hostname and the interfaces.
+    let hostname = map.get("hostname").is_some_and(|h| h.is_string());
+    let net = map
+        .get("net")
+        .and_then(|n| n.get("interfaces"))
+        .is_some_and(|i| i.is_array());
+    if hostname && net {
+        return None;
+    }
+    let keys: Vec<&str> = map.keys().take(8).map(|k| k.as_str()).collect();
+    Some(format!(
+        "a JSON object without a facts schema, hostname or net.interfaces (keys: {})",
+        if keys.is_empty() {
+            "none".to_string()
+        } else {
+            keys.join(", ")
+        }
+    ))
 }
 
 /// 0 when nothing failed (and, with `strict`, nothing warned); 1 otherwise.

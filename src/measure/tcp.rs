@@ -3,7 +3,7 @@
 use crate::transport::auth::{self, Secret};
 use crate::transport::events::Events;
 use crate::transport::gate::{Gate, Pass};
-use crate::transport::wire::{Msg, read_msg, write_msg};
+use crate::transport::wire::{Msg, REQUEST, read_msg_budget, write_msg};
 use preflight_checks::model::LinkOutcome;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -81,7 +81,7 @@ pub fn bulk(stream: &mut TcpStream, duration: Duration, timeout: Duration) -> io
         stream.write_all(&buf)?;
     }
     stream.shutdown(Shutdown::Write)?;
-    match read_msg(stream) {
+    match read_msg_budget(stream, &REQUEST) {
         Ok(Msg::BulkResult { bytes, elapsed_us }) if elapsed_us > 0 => {
             Ok(bytes as f64 * 8.0 / (elapsed_us as f64 * 1e3))
         }
@@ -203,7 +203,7 @@ fn serve(
     auth::accept(&mut stream, secret, my_rank).map_err(|e| format!("dropped: {e}"))?;
     drop(pass);
     stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    match read_msg::<_, Msg>(&mut stream).map_err(|e| e.to_string())? {
+    match read_msg_budget::<_, Msg>(&mut stream, &REQUEST).map_err(|e| e.to_string())? {
         Msg::PingReq { count } => {
             let mut b = [0u8; 1];
             for _ in 0..count.min(MAX_PINGS) {

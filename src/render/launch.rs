@@ -164,6 +164,13 @@ fn yaml_str(v: &str) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into())
 }
 
+/// An env value as the kubelet reads it: it expands `$(VAR)` in `value:` and turns `$$` into
+/// `$`, so every `$` is doubled and the container sees the value unchanged (`$(id)` stays
+/// `$(id)`, `$HOME` stays `$HOME`). Then YAML-quoted.
+fn k8s_value(v: &str) -> String {
+    yaml_str(&v.replace('$', "$$"))
+}
+
 fn k8s_env(plan: &LaunchPlan) -> String {
     let mut out = header(plan, "k8s-env");
     out.push_str(
@@ -195,7 +202,7 @@ fn k8s_env(plan: &LaunchPlan) -> String {
         }
     }
     for (k, v) in vars {
-        out.push_str(&format!("- name: {k}\n  value: {}\n", yaml_str(&v)));
+        out.push_str(&format!("- name: {k}\n  value: {}\n", k8s_value(&v)));
     }
     let own: Vec<&LaunchNode> = plan.nodes.iter().filter(|n| !n.env.is_empty()).collect();
     if !own.is_empty() {
@@ -288,5 +295,134 @@ mod tests {
             k8s.contains("PET_RDZV_BACKEND") && k8s.contains("\"job 7\""),
             "{k8s}"
         );
+    }
+
+    /// The kubelet's `$(VAR)` expansion of an env value, after Kubernetes'
+    /// `third_party/forked/golang/expansion`: `$$` is `$`, `$(NAME)` is looked up, an
+    /// unclosed `$(` and any other `$x` stay as written.
+    fn kubelet_expand(input: &str, mapping: impl Fn(&str) -> String) -> String {
+        let b = input.as_bytes();
+        let mut out: Vec<u8> = Vec::new();
+        let (mut cursor, mut checkpoint) = (0usize, 0usize);
+        while cursor < b.len() {
+            if b[cursor] == b'$' && cursor + 1 < b.len() {
+                out.extend_from_slice(&b[checkpoint..cursor]);
+                let rest = &b[cursor + 1..];
+                let advance = match rest[0] {
+                    b'$' => {
+                        out.push(b'$');
+                        1
+                    }
+                    b'(' => match rest.iter().position(|&c| c == b')') {
+                        Some(end) => {
+                            let name = std::str::from_utf8(&rest[1..end]).unwrap();
+                            out.extend_from_slice(mapping(name).as_bytes());
+                            end + 1
+                        }
+                        None => {
+                            out.extend_from_slice(b"$(");
+                            1
+                        }
+                    },
+                    c => {
+                        out.extend_from_slice(&[b'$', c]);
+                        1
+                    }
+                };
+                cursor += advance;
+                checkpoint = cursor + 1;
+            }
+            cursor += 1;
+        }
+        out.extend_from_slice(&b[checkpoint.min(b.len())..]);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// `KEY=value` lines of `env` run under `shell` after `setup`.
+    fn env_after(shell: &str, setup: &str) -> BTreeMap<String, String> {
+        let out = std::process::Command::new(shell)
+            .arg("-c")
+            .arg(format!("{setup}\nenv"))
+            .env_clear()
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Values a report may carry that each consumer would expand if written raw: every format
+    /// hands its consumer (sh for the torchrun lines, bash for sbatch, the kubelet for the
+    /// env list) exactly the value, through that consumer's own rules.
+    #[test]
+    fn every_format_hands_its_consumer_the_value_unexpanded() {
+        let nasty = [
+            "$(touch /tmp/preflight-pwned)",
+            "`id`",
+            "a'b\"c\\d",
+            "$HOME and ${PATH}",
+            "$$(x)",
+            "x$",
+            "$(",
+            "* ?[a] ~root",
+        ];
+        let env: BTreeMap<String, String> = nasty
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("NCCL_V{i}"), v.to_string()))
+            .collect();
+        let p = LaunchPlan {
+            nnodes: 1,
+            nproc_per_node: 1,
+            master_addr: "10.0.0.1".into(),
+            master_port: 29500,
+            env: env.clone(),
+            nodes: vec![LaunchNode {
+                rank: 0,
+                hostname: "gpu01".into(),
+                env: BTreeMap::new(),
+            }],
+            script: "train.py".into(),
+            status: preflight_checks::model::Status::Pass,
+            source: "r.json".into(),
+            c10d: None,
+        };
+        let text = render(&p, LaunchFormat::Torchrun);
+        let line = text.lines().find(|l| !l.starts_with('#')).unwrap();
+        let prefix = line.split(" torchrun ").next().unwrap();
+        let got = env_after("sh", &format!("{prefix} env"));
+        let sbatch = render(&p, LaunchFormat::Sbatch);
+        let exports: Vec<&str> = sbatch
+            .lines()
+            .filter(|l| l.starts_with("export NCCL_"))
+            .collect();
+        let got_sbatch = env_after("bash", &exports.join("\n"));
+        let k8s = render(&p, LaunchFormat::K8sEnv);
+        let lines: Vec<&str> = k8s.lines().collect();
+        for (k, v) in &env {
+            assert_eq!(got.get(k), Some(v), "torchrun: {line}");
+            assert_eq!(got_sbatch.get(k), Some(v), "sbatch: {exports:?}");
+            let at = lines
+                .iter()
+                .position(|l| *l == format!("- name: {k}"))
+                .unwrap();
+            let yaml = lines[at + 1].strip_prefix("  value: ").unwrap();
+            let written: String = serde_json::from_str(yaml).unwrap();
+            assert_eq!(
+                &kubelet_expand(&written, |_| "EXPANDED".into()),
+                v,
+                "k8s: {yaml}"
+            );
+        }
+        // The rule itself: a raw `$(id)` is what the kubelet would have expanded.
+        assert_eq!(kubelet_expand("$(id)", |_| "EXPANDED".into()), "EXPANDED");
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! The protocol carries data, never commands to run.
 
+use preflight_checks::budget::{Budget, Exceeded, Scanner};
 use preflight_checks::cluster::RefusalKind;
 use preflight_checks::model::{LinkResult, NodeFacts, Report};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -31,6 +32,70 @@ pub const MAX_FRAME: usize = 32 << 20;
 pub const HANDSHAKE_FRAME: usize = 4 << 10;
 /// Largest message once decompressed (a report of thousands of nodes, trimmed per node).
 pub const MAX_MESSAGE: usize = 512 << 20;
+/// What a data listener reads from a prober (`PingReq`, `BulkReq`) and a prober from the
+/// listener (`BulkResult`): a few numbers, never compressed.
+pub const REQUEST: Budget = Budget {
+    what: "a data request",
+    bytes: 512,
+    values: 16,
+    items: 8,
+    string: 32,
+    depth: 2,
+    paths: &[],
+};
+
+/// Most network interfaces one node may report in its join.
+pub const JOIN_INTERFACES: usize = 256;
+/// Most addresses (IPv4 or IPv6) on one interface in a join.
+pub const JOIN_ADDRESSES_PER_INTERFACE: usize = 64;
+
+/// A join message: a node's facts and listeners, about 4 KiB per interface (a big node's
+/// whole join is ~100 KiB). Interfaces, their addresses and the listeners are counted while
+/// the message is read, before anything is parsed.
+pub const JOIN: Budget = Budget {
+    what: "a join message",
+    bytes: 1 << 20,
+    values: 64 << 10,
+    items: 4096,
+    string: 64 << 10,
+    depth: 16,
+    paths: &[
+        ("facts.net.interfaces", JOIN_INTERFACES),
+        ("facts.net.interfaces[].ipv4", JOIN_ADDRESSES_PER_INTERFACE),
+        ("facts.net.interfaces[].ipv6", JOIN_ADDRESSES_PER_INTERFACE),
+        ("listeners", 64),
+    ],
+};
+
+/// Most candidate addresses (data listeners) one node may offer.
+const LISTENERS_PER_NODE: usize = 64;
+/// Bytes of one link result as JSON, with room to spare (~250 in practice).
+const LINK_BYTES: usize = 512;
+
+/// A node's answer to an order (`ProbeDone`, `BulkDone`, `MtuDone`, ring and NCCL rows): at
+/// most one link per listener of every peer, so it grows with `nnodes`.
+pub fn reply_budget(nnodes: usize) -> Budget {
+    let bytes = (64 << 10) + nnodes.saturating_mul(LISTENERS_PER_NODE * LINK_BYTES);
+    Budget {
+        what: "an answer",
+        depth: 16,
+        ..Budget::of_bytes("an answer", bytes.min(MAX_FRAME))
+    }
+}
+
+/// What a node reads from rank 0 (orders and the final report): the report holds every
+/// node's facts (at most a join each) and the links between every pair.
+pub fn order_budget(nnodes: u32) -> Budget {
+    let n = nnodes as usize;
+    let bytes = (1usize << 20)
+        .saturating_add(n.saturating_mul(JOIN.bytes))
+        .saturating_add(n.saturating_mul(n).saturating_mul(4 * LINK_BYTES));
+    Budget {
+        depth: 32,
+        ..Budget::of_bytes("a message from rank 0", bytes.min(MAX_MESSAGE))
+    }
+}
+
 /// Messages larger than this are sent deflated.
 const COMPRESS_ABOVE: usize = 64 << 10;
 /// The length word's top bit: the body is deflated.
@@ -213,6 +278,9 @@ pub enum WireError {
     Timeout,
     #[error("a frame of {len} bytes exceeds the {cap}-byte cap")]
     TooLarge { len: usize, cap: usize },
+    /// The message crossed its budget (size, counts, lengths) while it was read.
+    #[error("{0}")]
+    OverBudget(Exceeded),
     #[error("malformed message: {0}")]
     Malformed(String),
     /// The coordinator turned this node away after the handshake (`Msg::Reject`).
@@ -281,7 +349,7 @@ pub fn write_frame<W: Write>(w: &mut W, frame: &[u8]) -> Result<(), WireError> {
 
 /// Reads one message of up to [`MAX_MESSAGE`] bytes (a report); the caller sets the read timeout.
 pub fn read_msg<R: Read, T: DeserializeOwned>(r: &mut R) -> Result<T, WireError> {
-    read_frame(r, MAX_FRAME, MAX_MESSAGE)
+    read_frame(r, &Budget::of_bytes("a message", MAX_MESSAGE))
 }
 
 /// Reads one message of at most `max` bytes, compressed or not. A larger declared length is
@@ -290,7 +358,7 @@ pub fn read_msg_capped<R: Read, T: DeserializeOwned>(
     r: &mut R,
     max: usize,
 ) -> Result<T, WireError> {
-    read_frame(r, max.min(MAX_FRAME), max.min(MAX_MESSAGE))
+    read_frame(r, &Budget::of_bytes("a message", max.min(MAX_MESSAGE)))
 }
 
 /// The body length a frame's 4-byte header declares (the compression flag masked off), for a
@@ -300,11 +368,21 @@ pub fn frame_body_len(header: [u8; 4]) -> usize {
     (u32::from_be_bytes(header) & !DEFLATED) as usize
 }
 
-fn read_frame<R: Read, T: DeserializeOwned>(
+/// Reads one message within `budget`: its bytes (after inflation), values, items, strings and
+/// depth are counted as they arrive (while inflating), and the read stops at the first limit
+/// crossed, before anything is parsed.
+pub fn read_msg_budget<R: Read, T: DeserializeOwned>(
     r: &mut R,
-    frame_cap: usize,
-    message_cap: usize,
+    budget: &Budget,
 ) -> Result<T, WireError> {
+    read_frame(r, budget)
+}
+
+/// Size of each step of reading and inflating.
+const STEP: usize = 16 << 10;
+
+fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R, budget: &Budget) -> Result<T, WireError> {
+    let frame_cap = budget.bytes.min(MAX_FRAME);
     let mut word = [0u8; 4];
     r.read_exact(&mut word)?;
     let word = u32::from_be_bytes(word);
@@ -316,30 +394,51 @@ fn read_frame<R: Read, T: DeserializeOwned>(
             cap: frame_cap,
         });
     }
+    if deflated && budget.bytes <= COMPRESS_ABOVE {
+        return Err(WireError::Malformed(
+            "a compressed frame where only small ones are allowed".into(),
+        ));
+    }
+    let mut scanner = Scanner::new(budget.clone());
+    let mut step = vec![0u8; STEP];
     // Grown as bytes arrive: a declared length reserves nothing the peer did not send.
     let mut body = Vec::with_capacity(len.min(64 << 10));
-    r.by_ref().take(len as u64).read_to_end(&mut body)?;
-    if body.len() < len {
-        return Err(WireError::Closed);
-    }
+    let mut frame = r.by_ref().take(len as u64);
     if deflated {
-        if message_cap <= COMPRESS_ABOVE {
-            return Err(WireError::Malformed(
-                "a compressed frame where only small ones are allowed".into(),
-            ));
+        // The compressed bytes are at most the frame cap; the inflated ones are counted
+        // against the budget step by step, so a bomb stops at the budget, not at its size.
+        let mut packed = Vec::with_capacity(len.min(64 << 10));
+        frame.read_to_end(&mut packed)?;
+        if packed.len() < len {
+            return Err(WireError::Closed);
         }
-        let mut json = Vec::new();
-        flate2::read::DeflateDecoder::new(body.as_slice())
-            .take(message_cap as u64 + 1)
-            .read_to_end(&mut json)
-            .map_err(|e| WireError::Malformed(format!("bad compressed frame: {e}")))?;
-        if json.len() > message_cap {
-            return Err(WireError::TooLarge {
-                len: json.len(),
-                cap: message_cap,
-            });
+        let mut z = flate2::read::DeflateDecoder::new(packed.as_slice());
+        loop {
+            let n = z
+                .read(&mut step)
+                .map_err(|e| WireError::Malformed(format!("bad compressed frame: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            scanner.feed(&step[..n]).map_err(WireError::OverBudget)?;
+            body.extend_from_slice(&step[..n]);
         }
-        body = json;
+    } else {
+        loop {
+            let n = match frame.read(&mut step) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if n == 0 {
+                break;
+            }
+            scanner.feed(&step[..n]).map_err(WireError::OverBudget)?;
+            body.extend_from_slice(&step[..n]);
+        }
+        if body.len() < len {
+            return Err(WireError::Closed);
+        }
     }
     serde_json::from_slice(&body).map_err(|e| WireError::Malformed(e.to_string()))
 }
@@ -373,5 +472,138 @@ mod tests {
         let short = 50u32.to_be_bytes().to_vec();
         let r: Result<Msg, _> = read_msg(&mut short.as_slice());
         assert!(matches!(r, Err(WireError::Closed)));
+    }
+
+    /// A frame as a hostile peer would build it: `json` deflated when `deflate`.
+    fn frame(json: &[u8], deflate: bool) -> Vec<u8> {
+        let (body, flag) = if deflate {
+            let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+            z.write_all(json).unwrap();
+            (z.finish().unwrap(), DEFLATED)
+        } else {
+            (json.to_vec(), 0)
+        };
+        let mut out = (body.len() as u32 | flag).to_be_bytes().to_vec();
+        out.extend_from_slice(&body);
+        out
+    }
+
+    #[test]
+    fn a_decompression_bomb_stops_at_the_budget_while_inflating() {
+        // 64 MiB of spaces deflate to ~64 KiB; the data listener's budget is 512 bytes and
+        // refuses the compressed frame outright, the join's budget stops inflating at 1 MiB.
+        let bomb = frame(&vec![b' '; 64 << 20], true);
+        assert!(bomb.len() < 300 << 10, "{}", bomb.len());
+        let r: Result<Msg, _> = read_msg_budget(&mut bomb.as_slice(), &REQUEST);
+        assert!(matches!(r, Err(WireError::TooLarge { .. })), "{r:?}");
+        let started = std::time::Instant::now();
+        let r: Result<Msg, _> = read_msg_budget(&mut bomb.as_slice(), &JOIN);
+        match r {
+            Err(WireError::OverBudget(e)) => assert_eq!(e.limit, "bytes", "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // A small compressed frame under the request budget is refused too: requests are bytes.
+        let small = frame(br#"{"type":"ping_req","count":1}"#, true);
+        let r: Result<Msg, _> = read_msg_budget(&mut small.as_slice(), &REQUEST);
+        assert!(matches!(r, Err(WireError::Malformed(_))), "{r:?}");
+    }
+
+    #[test]
+    fn a_join_of_a_million_empty_interfaces_is_refused_before_parsing() {
+        let mut json = br#"{"type":"join","listeners":[],"facts":{"net":{"interfaces":["#.to_vec();
+        json.extend_from_slice(&b"{},".repeat(300_000));
+        json.extend_from_slice(b"{}]}}}");
+        for deflate in [false, true] {
+            let f = frame(&json, deflate);
+            let r: Result<Msg, _> = read_msg_budget(&mut f.as_slice(), &JOIN);
+            match r {
+                Err(WireError::OverBudget(e)) => {
+                    assert_eq!((e.limit, e.cap), ("items", JOIN_INTERFACES), "{e}");
+                    assert!(e.to_string().contains("at facts.net.interfaces"), "{e}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn honest_messages_fit_their_budgets() {
+        use preflight_checks::model::{IfAddr, Interface, LinkResult};
+        let iface = Interface {
+            name: "eth0".into(),
+            ipv4: vec![IfAddr {
+                addr: "10.0.0.1".parse().unwrap(),
+                prefix: 24,
+            }],
+            ..Default::default()
+        };
+        let mut facts = NodeFacts {
+            hostname: "gpu01".into(),
+            ..Default::default()
+        };
+        facts.net.interfaces = vec![iface; 64];
+        let join = Msg::Join {
+            facts: Box::new(facts),
+            listeners: vec![
+                Listener {
+                    interface: "eth0".into(),
+                    address: "10.0.0.1".into(),
+                    port: 4000
+                };
+                8
+            ],
+        };
+        let mut buf = Vec::new();
+        write_msg(&mut buf, &join).unwrap();
+        assert_eq!(
+            read_msg_budget::<_, Msg>(&mut buf.as_slice(), &JOIN).unwrap(),
+            join
+        );
+        // A probe answer of 1000 peers with 4 addresses each fits the budget of 1000 nodes.
+        let link = LinkResult {
+            address: "10.0.0.1".into(),
+            interface: "eth0".into(),
+            rtt_us: Some(12.5),
+            ..Default::default()
+        };
+        let done = Msg::ProbeDone {
+            links: vec![link; 4000],
+        };
+        let mut buf = Vec::new();
+        write_msg(&mut buf, &done).unwrap();
+        assert_eq!(
+            read_msg_budget::<_, Msg>(&mut buf.as_slice(), &reply_budget(1000)).unwrap(),
+            done
+        );
+        assert!(read_msg_budget::<_, Msg>(&mut buf.as_slice(), &reply_budget(2)).is_err());
+        for m in [
+            Msg::PingReq { count: 10_000 },
+            Msg::BulkReq {
+                duration_ms: 30_000,
+            },
+            Msg::BulkResult {
+                bytes: u64::MAX,
+                elapsed_us: u64::MAX,
+            },
+        ] {
+            let mut buf = Vec::new();
+            write_msg(&mut buf, &m).unwrap();
+            assert_eq!(
+                read_msg_budget::<_, Msg>(&mut buf.as_slice(), &REQUEST).unwrap(),
+                m
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes follow a length word, a budgeted read ends with a message or an
+        /// error, never a panic, and never takes more than the budget's bytes from the body.
+        #[test]
+        fn any_bytes_end_in_a_bounded_read(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048), deflate in proptest::prelude::any::<bool>()) {
+            let f = frame(&body, deflate);
+            let _ = read_msg_budget::<_, Msg>(&mut f.as_slice(), &REQUEST);
+            let _ = read_msg_budget::<_, Msg>(&mut f.as_slice(), &JOIN);
+        }
     }
 }

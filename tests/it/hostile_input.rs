@@ -451,8 +451,10 @@ fn launch_never_runs_what_a_report_smuggles_in() {
                 let k8s = yaml_list(&dir.path().join("launch.k8s-env"));
                 if let Some(list) = k8s {
                     assert!(
-                        list.iter()
-                            .any(|e| e["name"] == "NCCL_IB_HCA" && e["value"] == *payload),
+                        // The kubelet turns `$$` back into `$` (and would expand a bare `$(`).
+                        list.iter().any(|e| e["name"] == "NCCL_IB_HCA"
+                            && e["value"].as_str().map(|v| v.replace("$$", "$"))
+                                == Some(payload.clone())),
                         "{list:?}"
                     );
                 }
@@ -545,7 +547,7 @@ fn facts_and_report_files_must_be_regular_and_under_the_cap() {
         assert_eq!(out.status.code(), Some(2), "{err}");
         let want = format!("cannot read facts file {}: {what}", path.display());
         assert!(err.contains(&want), "{err}");
-        assert!(!what.ends_with("over the") || err.contains("over the 64 MiB limit"));
+        assert!(!what.ends_with("over the") || err.contains("over the 16 MiB limit"));
         assert!(err.contains("preflight facts -o FILE"), "{err}");
 
         let out = quick(bin().args(["launch", "--report"]).arg(&path));
@@ -607,5 +609,151 @@ fn copy_tree(from: &Path, to: &Path) {
         } else {
             std::fs::copy(e.path(), &dest).unwrap();
         }
+    }
+}
+
+/// Runs preflight with `args` to its end (killed after `limit_s`) and measures it: exit code,
+/// stderr, peak RSS in MiB (see `hostile::measured`) and time.
+fn run_measured(args: &[&str], limit_s: u64) -> (Option<i32>, String, f64, Duration) {
+    let started = Instant::now();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let out = crate::hostile::measured(&args, limit_s).output().unwrap();
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let peak = crate::hostile::peak_rss_mib(&err).expect("peak");
+    (out.status.code(), err, peak, took)
+}
+
+/// `[]`, `{"schema":1}`, a report, any other object: `check --facts` says what the file is
+/// and exits 2; facts files with the schema, and those of older releases without it, load.
+#[test]
+fn check_facts_accepts_only_a_facts_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = fixture("reports/cluster-2-nodes.json");
+    let cases = [
+        (
+            "list.json",
+            "[]".to_string(),
+            "it is a JSON list of 0 items",
+        ),
+        (
+            "schema1.json",
+            r#"{"schema":1}"#.into(),
+            "with schema 1, not preflight.facts.v1",
+        ),
+        (
+            "other.json",
+            r#"{"name":"x"}"#.into(),
+            "without a facts schema, hostname or net.interfaces (keys: name)",
+        ),
+        ("string.json", r#""facts""#.into(), "it is a JSON string"),
+        (
+            "report.json",
+            std::fs::read_to_string(&report).unwrap(),
+            "it is a preflight cluster report (schema preflight.report.v1)",
+        ),
+    ];
+    for (name, text, says) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = quick(bin().args(["check", "--facts"]).arg(&path));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains("is not a preflight facts file"),
+            "{name}: {err}"
+        );
+        assert!(err.contains(says), "{name}: {err}");
+        assert!(out.stdout.is_empty(), "{name}");
+    }
+    // What `preflight facts` writes carries the schema and loads; an older file without it too.
+    let fresh = dir.path().join("fresh.json");
+    let out = quick(bin().args(["facts", "--no-gpu", "-o"]).arg(&fresh));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&fresh).unwrap()).unwrap();
+    assert_eq!(v["schema"], "preflight.facts.v1");
+    for path in [fresh, fixture("facts/plain-vm.json")] {
+        let out = quick(bin().args(["check", "--format=json", "--facts"]).arg(&path));
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Local files within their byte caps but over their budgets: 2 million empty interfaces in a
+/// 6 MiB facts file, a 60 MiB one (over the 16 MiB cap), a 60 MiB report of 20 million empty
+/// links. Each is refused with exit 2 naming the limit, within seconds, under 256 MiB.
+#[test]
+fn local_files_over_their_budget_are_refused_before_parsing() {
+    let dir = tempfile::tempdir().unwrap();
+    let empties = |head: &str, n: usize, tail: &str| {
+        let mut t = String::with_capacity(head.len() + 3 * n + tail.len());
+        t.push_str(head);
+        for i in 0..n {
+            t.push_str(if i == 0 { "{}" } else { ",{}" });
+        }
+        t.push_str(tail);
+        t
+    };
+    let facts6 = dir.path().join("facts-6m.json");
+    std::fs::write(
+        &facts6,
+        empties(r#"{"hostname":"x","net":{"interfaces":["#, 2_000_000, "]}}"),
+    )
+    .unwrap();
+    let facts60 = dir.path().join("facts-60m.json");
+    std::fs::write(
+        &facts60,
+        empties(
+            r#"{"hostname":"x","net":{"interfaces":["#,
+            20_000_000,
+            "]}}",
+        ),
+    )
+    .unwrap();
+    let report60 = dir.path().join("report-60m.json");
+    std::fs::write(
+        &report60,
+        empties(
+            r#"{"schema":"preflight.report.v1","mode":"cluster","links":["#,
+            20_000_000,
+            "]}",
+        ),
+    )
+    .unwrap();
+    let cases: [(&[&str], &Path, &str); 3] = [
+        (
+            &["check", "--facts"],
+            &facts6,
+            "a list or object of more than 4096 items at net.interfaces",
+        ),
+        (&["check", "--facts"], &facts60, "over the 16 MiB limit"),
+        (&["render"], &report60, "more than 4194304 items at links"),
+    ];
+    let mut results = Vec::new();
+    for (args, path, says) in cases {
+        let mut all: Vec<&str> = args.to_vec();
+        all.push(path.to_str().unwrap());
+        let (code, err, peak, took) = run_measured(&all, 60);
+        eprintln!(
+            "{} {}: exit {code:?}, peak RSS {peak:.1} MiB, {took:?}",
+            args[0],
+            path.display()
+        );
+        results.push((code, err, says, peak, took, path));
+    }
+    for (code, err, says, peak, took, path) in results {
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(peak < 256.0, "{} peaked at {peak:.1} MiB", path.display());
+        assert!(took < Duration::from_secs(20), "{took:?}");
     }
 }

@@ -21,6 +21,9 @@ pub enum RefusalKind {
     NotAdmitted,
     /// What it sent broke a limit (too many interfaces, a huge hostname, ...).
     Limits,
+    /// It advertised a data listener that is not its own (another host's address, a port of
+    /// 0 or the master's): refused, so no node is sent to a host that did not join.
+    Listener,
 }
 
 /// One node the coordinator refused.
@@ -80,6 +83,12 @@ fn fix_for(r: &Refusal) -> Fix {
             r.who(),
             r.reason
         )),
+        RefusalKind::Listener => Fix::new(format!(
+            "Run the released preflight on {}: a node only offers data listeners on its own addresses ({}); compare its interfaces with `preflight facts` there, or stop whatever runs there in its place",
+            r.who(),
+            r.reason
+        ))
+        .command("ps -o args= -C preflight"),
     }
 }
 

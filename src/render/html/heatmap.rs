@@ -66,7 +66,7 @@ fn cells(net: &NetworkLinks) -> Vec<u8> {
             None => 0,
             Some(LinkOutcome::Timeout) => 1,
             Some(LinkOutcome::Refused) => 2,
-            Some(LinkOutcome::Unreachable | LinkOutcome::Error) => 3,
+            Some(LinkOutcome::Unreachable | LinkOutcome::Error | LinkOutcome::Invalid) => 3,
             Some(LinkOutcome::Ok) => {
                 let good = match (c.throughput_gbit_s, c.rtt_us) {
                     (Some(t), _) if max_tp > 0.0 => t / max_tp,

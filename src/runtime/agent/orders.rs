@@ -6,7 +6,9 @@ use crate::measure::{mtu, tcp};
 use crate::placement::Placement;
 use crate::transport::auth::Secret;
 use crate::transport::events::Events;
-use crate::transport::wire::{Listener, Msg, Peer, Target, WireError, read_msg, write_msg};
+use crate::transport::wire::{
+    Listener, Msg, Peer, Target, WireError, order_budget, read_msg_budget, write_msg,
+};
 use preflight_checks::model::{LinkOutcome, LinkResult, Report};
 use preflight_checks::stats::percentile;
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -37,7 +39,7 @@ pub(super) fn serve_orders(
     let mut idle_limit = timeout_idle;
     loop {
         stream.set_read_timeout(Some(idle_limit)).ok();
-        let msg: Msg = read_msg(stream)?;
+        let msg: Msg = read_msg_budget(stream, &order_budget(p.nnodes))?;
         if let Some(reply) = allreduce_node::handle(node, &msg, stream) {
             write_msg(stream, &reply?)?;
             continue;

@@ -1,11 +1,14 @@
 //! Admitting nodes on the master port: the handshake, the join message, one node per rank,
 //! until all joined or the join timeout ends. Who was turned away, and why, is kept.
 
-use super::limits::check_join;
+use super::limits::{
+    ADDRESSES_PER_NODE, JOIN_READ, JoinSlots, MIN_TOTAL_ADDRESSES, NoSlot, Until, address_count,
+    check_join, check_listeners, stray_listeners, total_addresses,
+};
 use super::{CoordConfig, JoinedNode};
 use crate::transport::auth::{self, AuthError};
 use crate::transport::gate::{Gate, Pass, Turned, canonical};
-use crate::transport::wire::{Listener, Msg, UNASSIGNED_RANK, read_msg_capped, write_msg};
+use crate::transport::wire::{JOIN, Listener, Msg, UNASSIGNED_RANK, read_msg_budget, write_msg};
 use preflight_checks::cluster::{Refusal, RefusalKind};
 use preflight_checks::model::NodeFacts;
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,8 +16,6 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-/// Largest join message (a node's facts and listeners; a big node's are ~100 KiB).
-pub(super) const JOIN_MESSAGE_CAP: usize = 4 << 20;
 /// Refusals kept for the report; more are counted.
 const REFUSALS_KEPT: usize = 64;
 
@@ -100,6 +101,13 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
     let mut turned_away = 0usize;
     let book: Book = Arc::new(Mutex::new(RankBook::new(cfg.nnodes)));
     let shared_cfg = Arc::new(cfg.clone());
+    // Every node has one connection in flight after its handshake; a few more for retries.
+    let slots = JoinSlots::new(cfg.nnodes as usize + 32);
+    // Ports no data listener may be on: the master port and the one this coordinator holds.
+    let forbidden = [
+        cfg.master_port,
+        listener.local_addr().map_or(cfg.master_port, |a| a.port()),
+    ];
     while Instant::now() < deadline && (joined.len() as u32) < cfg.nnodes {
         // At capacity the next node waits in the backlog until a handshake ends.
         let accepted = if gate.has_room() {
@@ -114,13 +122,20 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
                     let tx = tx.clone();
                     let cfg = shared_cfg.clone();
                     let book = book.clone();
+                    let slots = slots.clone();
                     // At most `MAX_SERVED` join threads at once; the rest wait in the backlog.
                     let served = gate.serve();
                     let _ = std::thread::Builder::new()
                         .name("join".into())
                         .spawn(move || {
                             let _served = served;
-                            if let Some(a) = handshake_and_join(stream, peer, &cfg, pass, &book) {
+                            let at = Gates {
+                                book: &book,
+                                slots: &slots,
+                                forbidden,
+                                deadline,
+                            };
+                            if let Some(a) = handshake_and_join(stream, peer, &cfg, pass, at) {
                                 let _ = tx.send(a);
                             }
                         });
@@ -172,6 +187,7 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
         }
     }
     // The master port is released here (listener dropped), so torchrun can use it next.
+    drop_stray_listeners(&mut joined, &mut refused, cfg);
     let total = refused.len();
     dedup_refusals(&mut refused);
     if total > REFUSALS_KEPT {
@@ -184,6 +200,53 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
         members: joined.into_values().collect(),
         refused,
     }
+}
+
+/// Listeners on the address another node connected from are dropped (no node is sent there)
+/// and named in `cluster.refused`; the node itself stays joined.
+fn drop_stray_listeners(
+    joined: &mut BTreeMap<u32, JoinedNode>,
+    refused: &mut Vec<Refusal>,
+    cfg: &CoordConfig,
+) {
+    let mut strays: Vec<(u32, Vec<(Listener, String)>)> = Vec::new();
+    for (rank, me) in joined.iter() {
+        let others: Vec<&JoinedNode> = joined.values().filter(|o| o.rank != *rank).collect();
+        let found = stray_listeners(me, &others);
+        if !found.is_empty() {
+            strays.push((*rank, found));
+        }
+    }
+    for (rank, found) in strays {
+        let Some(me) = joined.get_mut(&rank) else {
+            continue;
+        };
+        for (l, reason) in found {
+            me.listeners.retain(|x| x != &l);
+            cfg.events.log(format!(
+                "coordinator: dropped a data listener of rank {rank} ({}): {reason}",
+                me.facts.hostname
+            ));
+            refused.push(Refusal {
+                address: canonical(me.peer.ip()).to_string(),
+                claimed_rank: Some(rank),
+                hostname: Some(me.facts.hostname.chars().take(64).collect()),
+                kind: RefusalKind::Listener,
+                reason,
+                holder: None,
+            });
+        }
+    }
+}
+
+/// What a join thread shares with the others: the rank book, the slots for joins being read,
+/// the ports no listener may use, and the end of admission.
+#[derive(Clone, Copy)]
+struct Gates<'a> {
+    book: &'a Book,
+    slots: &'a JoinSlots,
+    forbidden: [u16; 2],
+    deadline: Instant,
 }
 
 /// The first node with a rank keeps it; a second claimant is refused, naming both.
@@ -221,6 +284,40 @@ fn take_place(
             kind: RefusalKind::RankTaken,
             reason,
             holder: Some(holder),
+        });
+        return;
+    }
+    let total: usize = joined.values().map(|m| address_count(&m.facts)).sum();
+    let cap = total_addresses(cfg.nnodes);
+    let mine = address_count(&j.facts);
+    if total + mine > cap {
+        let reason = format!(
+            "it reports {mine} addresses and the nodes that joined before it {total}: more than the cluster's {cap} ({ADDRESSES_PER_NODE} per node, {MIN_TOTAL_ADDRESSES} at least), which bounds the work of finding the candidate networks"
+        );
+        if let Some(a) = j.assigned.then_some(j.rank) {
+            with_book(book, |b| b.release(a));
+        }
+        let mut s = j.stream;
+        let _ = write_msg(
+            &mut s,
+            &Msg::Reject {
+                reason: reason.clone(),
+                kind: Some(RefusalKind::Limits),
+            },
+        );
+        cfg.events.log(format!(
+            "coordinator: refused {} ({}) claiming rank {}: {reason}",
+            j.peer.ip(),
+            j.facts.hostname,
+            j.rank
+        ));
+        refused.push(Refusal {
+            address: canonical(j.peer.ip()).to_string(),
+            claimed_rank: Some(j.rank),
+            hostname: Some(j.facts.hostname.chars().take(64).collect()),
+            kind: RefusalKind::Limits,
+            reason,
+            holder: None,
         });
         return;
     }
@@ -285,8 +382,9 @@ fn handshake_and_join(
     peer: SocketAddr,
     cfg: &CoordConfig,
     pass: Pass,
-    book: &Book,
+    at: Gates,
 ) -> Option<Arrival> {
+    let book = at.book;
     stream.set_nonblocking(false).ok()?;
     stream.set_nodelay(true).ok();
     let info = match auth::accept(&mut stream, &cfg.secret, 0) {
@@ -320,8 +418,32 @@ fn handshake_and_join(
             return None;
         }
     };
-    // Authenticated: the handshake slot is free again.
+    // Authenticated: the handshake slot is free again, and a join slot is taken (joins read
+    // at once are counted after the handshake too). A node that waits past the admission
+    // deadline for one is refused.
     drop(pass);
+    let _reading = match at.slots.take(at.deadline) {
+        Ok(slot) => slot,
+        Err(why) => {
+            let reason = match why {
+                NoSlot::Full(cap) => format!(
+                    "{cap} authenticated connections were already joining (--nnodes={} and 32 more)",
+                    cfg.nnodes
+                ),
+                NoSlot::Late => format!(
+                    "{} other joins were being read until the join timeout ended",
+                    super::limits::JOINS_IN_FLIGHT
+                ),
+            };
+            return Some(refuse(
+                &mut stream,
+                peer,
+                claimed(info.rank),
+                RefusalKind::Limits,
+                reason,
+            ));
+        }
+    };
     let asks = info.rank == UNASSIGNED_RANK;
     if info.nnodes != cfg.nnodes || (!asks && info.rank >= cfg.nnodes) {
         let claim = if asks {
@@ -374,7 +496,7 @@ fn handshake_and_join(
     } else {
         info.rank
     };
-    let arrival = read_join(stream, peer, cfg, rank, asks);
+    let arrival = read_join(stream, peer, cfg, rank, asks, &at.forbidden);
     if asks && !matches!(arrival, Some(Arrival::Joined(_))) {
         with_book(book, |b| b.release(rank));
     }
@@ -388,12 +510,27 @@ fn read_join(
     cfg: &CoordConfig,
     rank: u32,
     assigned: bool,
+    forbidden: &[u16],
 ) -> Option<Arrival> {
+    // The whole join within JOIN_READ, and within its budget while it is read.
+    let read = read_msg_budget::<_, Msg>(
+        &mut Until {
+            stream: &stream,
+            until: Instant::now() + JOIN_READ,
+        },
+        &JOIN,
+    );
     stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
-    match read_msg_capped::<_, Msg>(&mut stream, JOIN_MESSAGE_CAP) {
+    match read {
         Ok(Msg::Join { facts, listeners }) => {
-            if let Err(why) = check_join(&facts, &listeners) {
-                let mut arrival = refuse(&mut stream, peer, Some(rank), RefusalKind::Limits, why);
+            let checked = check_join(&facts, &listeners)
+                .map_err(|why| (RefusalKind::Limits, why))
+                .and_then(|()| {
+                    check_listeners(&facts, &listeners, peer.ip(), forbidden)
+                        .map_err(|why| (RefusalKind::Listener, why))
+                });
+            if let Err((kind, why)) = checked {
+                let mut arrival = refuse(&mut stream, peer, Some(rank), kind, why);
                 if let Arrival::Refused(r) = &mut arrival {
                     r.hostname = Some(facts.hostname.chars().take(64).collect());
                 }
@@ -594,5 +731,57 @@ mod tests {
             "{why}"
         );
         assert!(h.join().unwrap().members.is_empty());
+    }
+
+    /// The cluster's address budget is shared: 16 nodes at the per-node cap fill the 4096 of a
+    /// small cluster, and a 17th node is refused naming the totals.
+    #[test]
+    fn the_cluster_address_budget_refuses_the_join_that_would_pass_it() {
+        use preflight_checks::model::{IfAddr, Interface};
+        let (addr, h) = start(cfg(18, Duration::from_secs(4)));
+        let full = |r: u32| {
+            let mut f = NodeFacts::default();
+            f.net.interfaces = vec![
+                Interface {
+                    name: "e".into(),
+                    ipv4: (0..64)
+                        .map(|i| IfAddr {
+                            addr: std::net::Ipv4Addr::new(10, r as u8, i, 1).into(),
+                            prefix: 24,
+                        })
+                        .collect(),
+                    ..Default::default()
+                };
+                4
+            ];
+            f
+        };
+        let mut held = Vec::new();
+        for r in 1..=17u32 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            auth::connect(&mut s, &Secret::token("t"), r, 18, Some(0)).unwrap();
+            write_msg(
+                &mut s,
+                &Msg::Join {
+                    facts: Box::new(full(r)),
+                    listeners: Vec::new(),
+                },
+            )
+            .unwrap();
+            held.push(s);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let admitted = h.join().unwrap();
+        assert_eq!(admitted.members.len(), 16);
+        // Whichever joined last (threads may reorder them) is the one refused.
+        assert_eq!(admitted.refused.len(), 1, "{:?}", admitted.refused);
+        let r = &admitted.refused[0];
+        assert_eq!(r.kind, RefusalKind::Limits);
+        assert!(
+            r.reason
+                .contains("it reports 256 addresses and the nodes that joined before it 4096"),
+            "{}",
+            r.reason
+        );
     }
 }

@@ -6,16 +6,13 @@
 //! `silence`, never a wait per node in turn.
 
 use super::JoinedNode;
-use crate::transport::wire::{Msg, WireError, frame_body_len, read_msg_capped};
+use crate::transport::wire::{Msg, WireError, frame_body_len, read_msg_budget, reply_budget};
+use preflight_checks::budget::Budget;
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
-
-/// Largest answer one node may send (links to every peer on every address: a few MiB for
-/// thousands of nodes).
-pub(in crate::runtime) const REPLY_CAP: usize = 32 << 20;
 
 /// How long a phase may wait: in all, and for any one node's next message.
 #[derive(Clone, Copy, Debug)]
@@ -71,7 +68,7 @@ enum Read {
 }
 
 /// Reads what `stream` has, up to the end of the current frame.
-fn read_some(stream: &mut TcpStream, p: &mut Partial) -> Read {
+fn read_some(stream: &mut TcpStream, p: &mut Partial, cap: usize) -> Read {
     let mut chunk = [0u8; 64 << 10];
     loop {
         let want = (p.need - p.buf.len()).min(chunk.len());
@@ -86,11 +83,8 @@ fn read_some(stream: &mut TcpStream, p: &mut Partial) -> Read {
                 if p.need == 4 {
                     let header = [p.buf[0], p.buf[1], p.buf[2], p.buf[3]];
                     let len = frame_body_len(header);
-                    if len > REPLY_CAP {
-                        return Read::Failed(WireError::TooLarge {
-                            len,
-                            cap: REPLY_CAP,
-                        });
+                    if len > cap {
+                        return Read::Failed(WireError::TooLarge { len, cap });
                     }
                     p.need = 4 + len;
                     if len > 0 {
@@ -122,6 +116,7 @@ pub(in crate::runtime) fn gather(
     mut handle: impl FnMut(&mut JoinedNode, Msg) -> Step,
 ) -> Vec<usize> {
     let deadline = Instant::now() + wait.limit;
+    let budget: Budget = reply_budget(members.len().max(asked.len()));
     let mut pending: BTreeMap<usize, Partial> = BTreeMap::new();
     let mut lost = Vec::new();
     for &i in asked {
@@ -170,14 +165,14 @@ pub(in crate::runtime) fn gather(
                 continue;
             }
             loop {
-                match read_some(&mut members[i].stream, p) {
+                match read_some(&mut members[i].stream, p, budget.bytes) {
                     Read::Idle => break,
                     Read::Failed(e) => {
                         finished.push((i, Err(e.to_string())));
                         break;
                     }
                     Read::Frame(frame) => {
-                        let msg = read_msg_capped::<_, Msg>(&mut frame.as_slice(), REPLY_CAP);
+                        let msg = read_msg_budget::<_, Msg>(&mut frame.as_slice(), &budget);
                         let done = match msg {
                             Err(e) => Some(Err(e.to_string())),
                             Ok(msg) => {

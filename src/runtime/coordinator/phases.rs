@@ -104,6 +104,7 @@ fn collect_links(
             _ => Step::Unexpected,
         },
     );
+    super::limits::check_links(members, &mut links);
     links
 }
 
