@@ -539,6 +539,7 @@ mod tests {
             throughput_gbit_s: Some(9.4),
             mtu: Some(1500),
             error: None,
+            retries: 0,
         };
         let lies = [
             LinkResult {
