@@ -172,6 +172,7 @@ fn shape(a: &cli::JobArgs) -> JobShape {
     JobShape {
         nproc_per_node: a.nproc_per_node,
         expect_gpus: a.expect_gpus,
+        xid_window_s: a.xid_window,
     }
 }
 

@@ -10,6 +10,7 @@ pub mod collective;
 pub mod env;
 pub mod firewall;
 pub mod gpu;
+pub mod gpu_health;
 pub mod hostlist;
 pub mod ib;
 pub mod ifname;
@@ -41,6 +42,8 @@ pub struct CheckContext {
     pub nproc_per_node: Option<u32>,
     /// `--expect-gpus`, when given.
     pub expect_gpus: Option<u32>,
+    /// `--xid-window` in seconds: how far back a kernel-log XID counts (default 2 h).
+    pub xid_window_s: Option<u64>,
 }
 
 impl CheckContext {

@@ -34,6 +34,8 @@ impl ProbeJob {
 pub struct JobShape {
     pub nproc_per_node: Option<u32>,
     pub expect_gpus: Option<u32>,
+    /// `--xid-window` in seconds (None: the default 2 h).
+    pub xid_window_s: Option<u64>,
 }
 
 /// `preflight cluster` (and the cluster run `preflight torchrun` starts).

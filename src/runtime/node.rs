@@ -60,6 +60,7 @@ pub fn node_findings(
         master_port,
         nproc_per_node: shape.nproc_per_node,
         expect_gpus: shape.expect_gpus,
+        xid_window_s: shape.xid_window_s,
     };
     preflight_checks::check_node(facts, &ctx)
         .into_iter()

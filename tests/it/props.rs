@@ -415,6 +415,7 @@ fn judge_facts(facts: &NodeFacts) -> Result<(), TestCaseError> {
             master_port: 29500,
             nproc_per_node: Some(8),
             expect_gpus: Some(8),
+            xid_window_s: Some(3600),
         };
         let _ = check_node(facts, &ctx);
         let _ = advise_node(facts, &AdviceInput::default());
