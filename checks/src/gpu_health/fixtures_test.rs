@@ -312,3 +312,17 @@ fn facts_without_health_data_get_no_new_findings() {
     let fs = super::check(&f, &CheckContext::default());
     assert!(fs.is_empty(), "{fs:#?}");
 }
+
+#[test]
+fn the_advice_says_whether_nccl_uses_gpudirect() {
+    let with = facts("healthy-h100");
+    let without = facts("ib-no-peermem");
+    let r = super::gpudirect_reason(&[&with]).expect("reason");
+    assert!(
+        r.contains("NCCL will move GPU memory over InfiniBand directly"),
+        "{r}"
+    );
+    let r = super::gpudirect_reason(&[&with, &without]).expect("reason");
+    assert!(r.contains("not loaded on"), "{r}");
+    assert_eq!(super::gpudirect_reason(&[&NodeFacts::default()]), None);
+}

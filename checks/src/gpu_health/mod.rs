@@ -63,6 +63,40 @@ pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
     out
 }
 
+/// Whether NCCL will use GPUDirect RDMA over InfiniBand, for the advice's reasons: None when
+/// no node reports GPU health (no GPU, facts of an older release).
+pub fn gpudirect_reason(nodes: &[&NodeFacts]) -> Option<String> {
+    let probed: Vec<&NodeFacts> = nodes
+        .iter()
+        .copied()
+        .filter(|f| f.gpu.node_health.is_some())
+        .collect();
+    if probed.is_empty() {
+        return None;
+    }
+    let without: Vec<&str> = probed
+        .iter()
+        .filter(|f| {
+            f.gpu
+                .node_health
+                .as_ref()
+                .is_some_and(|n| n.peermem_module.is_none())
+        })
+        .map(|f| f.hostname.as_str())
+        .collect();
+    Some(if without.is_empty() {
+        "GPUDirect RDMA: nvidia_peermem is loaded, so NCCL will move GPU memory over \
+         InfiniBand directly (GDR)"
+            .to_string()
+    } else {
+        format!(
+            "GPUDirect RDMA: nvidia_peermem is not loaded on {}, so NCCL will stage inter-node \
+             traffic through host memory there (see gpu.peermem: sudo modprobe nvidia_peermem)",
+            without.join(", ")
+        )
+    })
+}
+
 /// "GPU 3 (0000:3b:00.0)".
 pub(crate) fn gpu_subject(g: &Gpu) -> String {
     match crate::probe::gpu_node::sysfs_bdf(&g.pci_bus_id) {
