@@ -249,11 +249,18 @@ pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
         ),
     }
     let (ib_disable, hca, ib_reason) = ib_decision(&[facts]);
+    let ib_on = ib_disable == "0";
     env.insert("NCCL_IB_DISABLE".to_string(), ib_disable);
     if let Some(hca) = hca {
         env.insert("NCCL_IB_HCA".to_string(), hca);
     }
     reasons.push(ib_reason);
+    if let Some(r) = ib_on
+        .then(|| preflight_checks::gpu_health::gpudirect_reason(&[facts]))
+        .flatten()
+    {
+        reasons.push(r);
+    }
     let master_port = master_port_for(facts, input.master_port, &mut reasons);
     let gpus = preflight_checks::visible_devices::visible_gpu_count(facts);
     let nproc = input.nproc_per_node.unwrap_or(gpus.max(1));
@@ -404,11 +411,18 @@ pub fn advise_cluster(
     }
     let facts: Vec<&NodeFacts> = nodes.iter().map(|(_, f)| *f).collect();
     let (ib_disable, hca, ib_reason) = ib_decision(&facts);
+    let ib_on = ib_disable == "0";
     env.insert("NCCL_IB_DISABLE".into(), ib_disable);
     if let Some(h) = hca {
         env.insert("NCCL_IB_HCA".into(), h);
     }
     reasons.push(ib_reason);
+    if let Some(r) = ib_on
+        .then(|| preflight_checks::gpu_health::gpudirect_reason(&facts))
+        .flatten()
+    {
+        reasons.push(r);
+    }
     for (k, v) in &input.env_override {
         env.insert(k.clone(), v.clone());
         for e in per_rank.values_mut() {

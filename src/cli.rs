@@ -207,6 +207,9 @@ pub struct JobArgs {
     /// GPUs each node must have; fewer is a failure.
     #[arg(long, alias = "expect_gpus", value_parser = clap::value_parser!(u32).range(0..))]
     pub expect_gpus: Option<u32>,
+    /// How far back a GPU XID error in the kernel log counts: 2h (default), 90m, 3600s, 1d.
+    #[arg(long, alias = "xid_window", value_name = "DURATION", value_parser = parse_window)]
+    pub xid_window: Option<u64>,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -356,6 +359,28 @@ fn parse_env_list(s: &str) -> Result<EnvList, String> {
         return Err("give at least one KEY=VALUE (example: NCCL_IB_DISABLE=1)".into());
     }
     Ok(EnvList(out))
+}
+
+/// "2h", "90m", "3600s", "3600", "1d" -> seconds (at least 1 s, at most 30 days).
+fn parse_window(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => 0,
+    };
+    match num.parse::<u64>() {
+        Ok(n) if scale > 0 && n > 0 && n.saturating_mul(scale) <= 30 * 86400 => Ok(n * scale),
+        _ => Err(format!(
+            "'{s}' is not a window between 1s and 30d (examples: 2h, 90m, 3600s, 1d)"
+        )),
+    }
 }
 
 fn parse_positive_f64(s: &str) -> Result<f64, String> {

@@ -217,6 +217,7 @@ fn shape(a: &cli::JobArgs) -> JobShape {
         expect_gpus: a.expect_gpus,
         nnodes: None,
         line_nproc: None,
+        xid_window_s: a.xid_window,
     }
 }
 

@@ -199,6 +199,164 @@ static ENTRIES: &[Entry] = &[
         "Disable MIG on the GPUs the job uses (root, idle GPU, may need a reset): \
          `sudo nvidia-smi -i <gpus> -mig 0`.",
     ),
+    // ----- gpu health (issue 22) -----
+    entry(
+        "gpu.pcie-link",
+        "gpu",
+        "warn",
+        "a GPU's PCIe link trained below its maximum width, or below its maximum generation \
+         while the GPU works at P0",
+        "A GPU at x8 instead of x16 (a badly seated card, a riser, a BIOS slot setting) moves \
+         host-device data at half speed: data loading, NCCL through the host and GPUDirect RDMA \
+         all slow down, and the job runs at that GPU's pace. Idle GPUs lower their link \
+         generation on purpose, so the generation counts only at P0.",
+        "Reseat the GPU (or its riser or cable) and check the slot's BIOS setting; compare \
+         `sudo lspci -vv -s <bus id> | grep -E 'LnkCap|LnkSta'` and \
+         `nvidia-smi -q -i <gpu> -d PCIE`.",
+    ),
+    entry(
+        "gpu.pcie-replay",
+        "gpu",
+        "warn",
+        "a GPU's PCIe replay counter is above DCGM's threshold (80)",
+        "Replays are link-level retransmissions: a marginal PCIe link slows every copy and often \
+         ends in XID 79 (the GPU falls off the bus) mid-job.",
+        "Reseat the GPU and its riser or cable; if the counter keeps rising after a reboot \
+         (`nvidia-smi -q -i <gpu> -d PCIE`), have the slot or GPU replaced.",
+    ),
+    entry(
+        "gpu.xid",
+        "gpu",
+        "fail / pass",
+        "a critical NVIDIA XID error (48, 56-58, 62-65, 68, 69, 73, 74, 79-81, 92, 119, 120) in \
+         the kernel log within the window (--xid-window, default 2 h); others are information",
+        "These XIDs mean the GPU or its memory is in a bad state (79: fallen off the bus, 48: \
+         uncorrectable ECC, 64: row remap failure, 74: NVLink error, 119/120: GSP): a job on the \
+         GPU crashes, hangs in NCCL or computes wrong values until the GPU is reset. Application \
+         XIDs (13, 31, 43, 45) are reported for information only. `skip` when the kernel log \
+         cannot be read.",
+        "Drain the node, reset the GPU (`sudo nvidia-smi -r -i <gpu>`) or reboot, then run \
+         `dcgmi diag -r 1`; replace a GPU that logs the XID again. See the lines with \
+         `sudo dmesg -T | grep -i xid`.",
+    ),
+    entry(
+        "gpu.ecc",
+        "gpu",
+        "fail / warn",
+        "uncorrectable ECC errors since the driver loaded (fail), or correctable ones above 1000 \
+         (warn)",
+        "An uncorrectable ECC error corrupted data in GPU memory: the process using it is killed \
+         (XID 48) or computes wrong values; many correctable errors mean the memory is \
+         degrading.",
+        "Drain the node and reset the GPU (`sudo nvidia-smi -r -i <gpu>`) or reboot so the rows \
+         are remapped; replace the GPU if errors return \
+         (`nvidia-smi -q -i <gpu> -d ECC`).",
+    ),
+    entry(
+        "gpu.row-remap",
+        "gpu",
+        "fail",
+        "a GPU has a row remap pending (needs a reset) or failed (no spare rows left)",
+        "On Ampere and newer, a bad memory row is replaced by a spare only at the next GPU reset; \
+         until then the bad row stays in use and the next job can hit XID 48/63. A failed remap \
+         means the GPU ran out of spare rows.",
+        "Reset the GPU with no process on it (`sudo nvidia-smi -r -i <gpu>`) or reboot the node; \
+         a failed remap needs the GPU replaced \
+         (`nvidia-smi -q -i <gpu> -d ROW_REMAPPER`).",
+    ),
+    entry(
+        "gpu.retired-pages",
+        "gpu",
+        "fail",
+        "a pre-Ampere GPU (V100, T4) has memory pages waiting to be retired",
+        "Pages marked for retirement after ECC errors stay in use until the driver reloads, so \
+         the next job can hit the same bad memory.",
+        "Reboot the node or reset the GPU (`sudo nvidia-smi -r -i <gpu>`); check with \
+         `nvidia-smi -q -i <gpu> -d PAGE_RETIREMENT`.",
+    ),
+    entry(
+        "gpu.nvlink",
+        "gpu",
+        "fail",
+        "an NVLink that should be up is down (fewer active links than the node's other GPUs of \
+         the same model)",
+        "NCCL builds its rings over NVLink; with a link down it routes that GPU through PCIe \
+         (intra-node all-reduce several times slower) or fails to set up its channels.",
+        "Check `nvidia-smi nvlink --status -i <gpu>` and `nvidia-smi nvlink --errorcounters`; \
+         reset the GPU or reboot, and have the baseboard serviced if the link stays down.",
+    ),
+    entry(
+        "gpu.fabric-manager",
+        "gpu",
+        "fail / warn",
+        "an NVSwitch system whose fabric manager is not running, or GPUs whose fabric \
+         registration is not complete (or degraded)",
+        "On HGX/DGX A100/H100 the NVSwitches are configured by nvidia-fabricmanager; without it \
+         CUDA init fails with cudaErrorSystemNotReady or hangs, and NCCL cannot use NVLink. On \
+         GB200 the GPU's fabric state must be Completed.",
+        "`sudo systemctl enable --now nvidia-fabricmanager` (its version must equal the \
+         driver's); check `systemctl status nvidia-fabricmanager` and \
+         `nvidia-smi -q | grep -A3 -i fabric`.",
+    ),
+    entry(
+        "gpu.peermem",
+        "gpu",
+        "warn",
+        "InfiniBand/RoCE and GPUs on the node but no GPUDirect RDMA module (nvidia_peermem or \
+         nv_peer_mem) loaded",
+        "Without it NCCL cannot register GPU memory with the NIC (its log says `GDR 0`, unless \
+         DMA-BUF is used): every inter-node transfer is staged through host memory, costing a \
+         third or more of the bandwidth and CPU time.",
+        "`sudo modprobe nvidia_peermem`, and load it at boot: \
+         `echo nvidia_peermem | sudo tee /etc/modules-load.d/nvidia-peermem.conf`; confirm \
+         `GDR 1` in `NCCL_DEBUG=INFO` output.",
+    ),
+    entry(
+        "gpu.clocks",
+        "gpu",
+        "warn",
+        "a GPU is held back by a hardware slowdown, thermal or power-brake clock event reason",
+        "A throttled GPU runs slower than its peers, and in a synchronous multi-node job every \
+         rank waits for the slowest one.",
+        "Check cooling and power (`nvidia-smi -q -i <gpu> -d PERFORMANCE,TEMPERATURE,POWER`): \
+         fans, airflow, inlet temperature, power supplies.",
+    ),
+    entry(
+        "gpu.persistence",
+        "gpu",
+        "warn",
+        "persistence mode is off on a GPU",
+        "Without persistence the driver tears the GPU down when the last process exits: every \
+         job start pays seconds of initialisation, and error state can be lost between runs.",
+        "`sudo nvidia-smi -pm 1`, or run the persistence daemon at boot: \
+         `sudo systemctl enable --now nvidia-persistenced`.",
+    ),
+    entry(
+        "gpu.bandwidth",
+        "gpu",
+        "warn / skip",
+        "a GPU's host-device copy bandwidth (pinned memory, measured by `preflight check`) is \
+         under half of its PCIe link's rate",
+        "Slow copies mean a degraded link, a GPU far from its CPU socket, or IOMMU/ACS settings \
+         in the way: data loading and NCCL through the host slow the whole job. `skip` when no \
+         CUDA driver is present or nothing was measured.",
+        "Look at `gpu.pcie-link`, `nvidia-smi topo -m` and `nvidia-smi -q -i <gpu> -d PCIE`; \
+         fix the link or placement and rerun `preflight check`.",
+    ),
+    // ----- pcie -----
+    entry(
+        "pcie.acs",
+        "pcie",
+        "warn / skip",
+        "ACS Source Validation is enabled on PCIe bridges above the GPUs or RDMA NICs of a bare \
+         metal node (skipped in VMs)",
+        "With ACS on, peer-to-peer traffic between GPUs and GPUDirect RDMA between GPU and NIC \
+         are forced up to the root complex: bandwidth collapses or NCCL hangs. Reading ACS needs \
+         root (`skip` otherwise).",
+        "Disable ACS on each bridge listed: `sudo setpci -s <bridge> ECAP_ACS+0x6.w=0000` (lost \
+         at reboot: add it to a boot script, or turn ACS off in the BIOS); check with \
+         `sudo lspci -vvv | grep -i acsctl`.",
+    ),
     // ----- nccl -----
     entry(
         "nccl.library",
@@ -502,6 +660,18 @@ static ENTRIES: &[Entry] = &[
          of the slowest GPU.",
         "Use at most the smallest GPU count for `--nproc-per-node`, or fix the nodes with fewer \
          GPUs; prefer one GPU model per job. Compare with `nvidia-smi -L` on each node.",
+    ),
+    entry(
+        "cluster.gpu-health",
+        "cluster",
+        "warn",
+        "a node's GPU health differs from the other nodes with the same GPU model (PCIe width, \
+         NVLinks, peermem, copy bandwidth)",
+        "The job runs at the pace of its slowest rank: one node with a GPU at x8, a link down, \
+         no GPUDirect RDMA or half the copy bandwidth slows every node. Nodes of different GPU \
+         models are compared only with their own model.",
+        "Fix the named node (see its gpu.* findings), or leave it out of the job with \
+         `srun --exclude=<node>` or a host list without it.",
     ),
     // ----- link -----
     entry(

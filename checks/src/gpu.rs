@@ -18,6 +18,7 @@ pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
     out.push(check_visible_devices(facts));
     out.extend(check_in_use(facts));
     out.push(check_mig(facts));
+    out.extend(crate::gpu_health::check(facts, ctx));
     out
 }
 

@@ -11,6 +11,7 @@ pub mod collective;
 pub mod env;
 pub mod firewall;
 pub mod gpu;
+pub mod gpu_health;
 pub mod hostlist;
 pub mod ib;
 pub mod ifname;
@@ -48,6 +49,8 @@ pub struct CheckContext {
     /// Ranks in the whole job (nodes × processes per node), when known: the scale checks judge
     /// against it.
     pub world_size: Option<u32>,
+    /// `--xid-window` in seconds: how far back a kernel-log XID counts (default 2 h).
+    pub xid_window_s: Option<u64>,
 }
 
 impl CheckContext {

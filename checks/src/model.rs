@@ -9,6 +9,9 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+mod gpu_health;
+pub use gpu_health::*;
+
 /// Schema name written into every report.
 pub const SCHEMA: &str = "preflight.report.v1";
 
@@ -325,6 +328,9 @@ pub struct GpuFacts {
     /// CUDA version the driver supports, "12.8".
     pub cuda_driver_version: Option<String>,
     pub gpus: Vec<Gpu>,
+    /// Node-level GPU health (kernel log XIDs, fabric manager, peermem, ACS, bandwidth).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_health: Option<GpuNodeHealth>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
@@ -342,6 +348,9 @@ pub struct Gpu {
     pub mig_devices: Vec<String>,
     /// Why some fields are missing, when a per-GPU query failed.
     pub error: Option<String>,
+    /// PCIe, memory, NVLink, clocks and fabric as NVML reports them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<GpuHealth>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]

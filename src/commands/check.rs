@@ -14,11 +14,12 @@ use preflight_checks::root::Root;
 pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
     let facts = match &job.facts_file {
         Some(path) => load_facts(path)?,
-        None => probe_facts(
-            &Root::at(&job.probe.root),
-            job.master_port,
-            job.probe.no_gpu,
-        ),
+        None => {
+            let root = Root::at(&job.probe.root);
+            let mut facts = probe_facts(&root, job.master_port, job.probe.no_gpu);
+            measure_gpu_bandwidth(&root, &mut facts);
+            facts
+        }
     };
     let resolved = resolve(&job, &facts);
     // The job's size: --nnodes, else the launcher's (WORLD_SIZE, Slurm, torchrun variables).
@@ -66,6 +67,57 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         rank: 0,
         your_command: None,
     })))
+}
+
+/// The GPUs' copy bandwidth (issue 22), on this machine's own GPUs only (a fixture tree's GPUs
+/// are not this machine's). Bounded by `gpu_bw::BUDGET_PER_GPU` per GPU.
+fn measure_gpu_bandwidth(root: &Root, facts: &mut NodeFacts) {
+    // CUDA numbers the GPUs it sees (CUDA_VISIBLE_DEVICES, its own order): measure that many,
+    // then name each by NVML's index through its PCI address.
+    let visible = preflight_checks::visible_devices::visible_gpu_count(facts);
+    let gpus: Vec<u32> = (0..visible).collect();
+    let by_bus: Vec<(String, u32)> = facts
+        .gpu
+        .gpus
+        .iter()
+        .filter_map(|g| {
+            preflight_checks::probe::gpu_node::sysfs_bdf(&g.pci_bus_id).map(|b| (b, g.index))
+        })
+        .collect();
+    let Some(node) = facts.gpu.node_health.as_mut() else {
+        return;
+    };
+    if !root.is_system() {
+        node.bandwidth_skipped =
+            Some("not measured: the GPUs are a fixture tree's (--root)".into());
+        return;
+    }
+    let nvml_index = |bus: &Option<String>| {
+        let bus = bus.as_deref()?;
+        by_bus.iter().find(|(b, _)| b == bus).map(|(_, i)| *i)
+    };
+    match crate::measure::gpu_bw::measure(&gpus) {
+        Ok(mut rows) => {
+            let buses: Vec<(u32, Option<String>)> = rows
+                .iter()
+                .filter(|r| r.kind != "p2p")
+                .map(|r| (r.gpu, r.pci_bus_id.clone()))
+                .collect();
+            let to_nvml = |ordinal: u32| {
+                buses
+                    .iter()
+                    .find(|(o, _)| *o == ordinal)
+                    .and_then(|(_, b)| nvml_index(b))
+                    .unwrap_or(ordinal)
+            };
+            for r in &mut rows {
+                r.gpu = to_nvml(r.gpu);
+                r.peer = r.peer.map(to_nvml);
+            }
+            node.bandwidth = rows;
+        }
+        Err(why) => node.bandwidth_skipped = Some(why),
+    }
 }
 
 /// The placement the launcher's environment gives (as `preflight cluster` resolves it); the

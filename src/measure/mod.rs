@@ -1,5 +1,6 @@
-//! Active measurements between nodes: TCP connect/RTT/throughput, path MTU, the TCP ring all-reduce and the NCCL all-reduce.
+//! Active measurements between nodes: TCP connect/RTT/throughput, path MTU, the TCP ring all-reduce and the NCCL all-reduce; and on one node, the GPUs' copy bandwidth.
 
+pub mod gpu_bw;
 pub mod mtu;
 pub mod nccl;
 pub mod ring;

@@ -40,6 +40,8 @@ pub struct JobShape {
     /// Processes per node a pasted launch line asks for: counts toward the world size only
     /// (`gpu.count` judges `nproc_per_node`, `launch.nproc` the line).
     pub line_nproc: Option<u32>,
+    /// `--xid-window` in seconds (None: the default 2 h).
+    pub xid_window_s: Option<u64>,
 }
 
 impl JobShape {

@@ -62,6 +62,7 @@ pub fn node_findings(
         expect_gpus: shape.expect_gpus,
         nnodes: shape.nnodes,
         world_size: world_size(facts, shape),
+        xid_window_s: shape.xid_window_s,
     };
     preflight_checks::check_node(facts, &ctx)
         .into_iter()

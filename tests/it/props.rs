@@ -417,6 +417,7 @@ fn judge_facts(facts: &NodeFacts) -> Result<(), TestCaseError> {
             expect_gpus: Some(8),
             nnodes: Some(64),
             world_size: Some(512),
+            xid_window_s: Some(3600),
         };
         let _ = check_node(facts, &ctx);
         let _ = advise_node(facts, &AdviceInput::default());

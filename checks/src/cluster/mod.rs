@@ -8,6 +8,7 @@
 
 pub(crate) mod common;
 mod degraded;
+mod gpu_health;
 mod hosts;
 mod ifname_choice;
 mod joining;
@@ -94,6 +95,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.extend(hosts::duplicate_hosts(input));
     out.extend(versions::versions(input));
     out.push(crate::gpu::check_cluster_gpus(input));
+    out.extend(gpu_health::gpu_health(input));
     out.push(crate::ib::check_partial(input));
     out.extend(crate::scale::gid_across::check_cluster(input));
     out.extend(unreachable::unreachable_links(input));

@@ -2,9 +2,11 @@
 //!
 //! [`NvmlSource`] is the only code that calls NVML. It reads through the small
 //! [`GpuBackend`] trait, so the assembly of [`GpuFacts`] (per-GPU errors, process
-//! names) is tested with fakes; [`GpuSource`] lets callers swap the whole probe.
+//! names) is tested with fakes; [`GpuSource`] lets callers swap the whole probe. A fixture
+//! tree may carry an NVML snapshot (`/nvml-snapshot.json`, see [`super::gpu_snapshot`]) that
+//! stands in for NVML, as the tree stands in for sysfs and the kernel log.
 
-use crate::model::{Gpu, GpuFacts, GpuProcess};
+use crate::model::{Gpu, GpuFacts, GpuHealth, GpuProcess};
 use crate::root::Root;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
@@ -19,8 +21,10 @@ pub trait GpuSource {
 /// A per-field query result: None when not asked, Err with the reason when it failed.
 pub type Field<T> = Option<Result<T, String>>;
 
-/// One GPU as a backend reads it; each field fails on its own.
-#[derive(Debug, Default)]
+/// One GPU as a backend reads it; each field fails on its own. An NVML snapshot file is a list
+/// of these (`{"name": {"Ok": "NVIDIA H100"}, "memory": {"Err": "GPU is lost"}, ...}`).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
 pub struct DeviceReading {
     pub name: Field<String>,
     pub uuid: Field<String>,
@@ -31,6 +35,8 @@ pub struct DeviceReading {
     pub processes: Field<Vec<(u32, Option<u64>)>>,
     pub mig_enabled: Field<bool>,
     pub mig_devices: Vec<String>,
+    /// PCIe, memory, NVLink, clocks, fabric; each query's failure inside.
+    pub health: Option<GpuHealth>,
 }
 
 /// The queries the probe needs, one level above NVML.
@@ -55,6 +61,15 @@ pub struct NvmlSource {
 
 impl GpuSource for NvmlSource {
     fn snapshot(&self) -> GpuFacts {
+        if let Some(snap) = super::gpu_snapshot::in_tree(&self.root) {
+            return match snap {
+                Ok(backend) => collect(&backend, &self.root),
+                Err(reason) => GpuFacts {
+                    nvml_error: Some(reason),
+                    ..Default::default()
+                },
+            };
+        }
         match init_nvml() {
             Ok(nvml) => collect(&NvmlBackend { nvml }, &self.root),
             Err(reason) => GpuFacts {
@@ -68,6 +83,11 @@ impl GpuSource for NvmlSource {
 /// Probes this machine's GPUs. Never panics; without a driver it returns `nvml_error`.
 pub fn probe() -> GpuFacts {
     NvmlSource::default().snapshot()
+}
+
+/// Probes the GPUs of `root`: NVML on the real `/`, the tree's NVML snapshot when it has one.
+pub fn probe_at(root: &Root) -> GpuFacts {
+    NvmlSource { root: root.clone() }.snapshot()
 }
 
 /// Library names tried after the default (`libnvidia-ml.so.1`): the unversioned name and the
@@ -195,6 +215,7 @@ fn read_gpu(backend: &dyn GpuBackend, root: &Root, index: u32) -> Gpu {
         gpu.mig_enabled = Some(m);
     }
     gpu.mig_devices = r.mig_devices;
+    gpu.health = r.health;
     if !errors.is_empty() {
         gpu.error = Some(errors.join("; "));
     }
@@ -261,6 +282,7 @@ impl GpuBackend for NvmlBackend {
             ),
             mig_enabled: Some(mig_enabled),
             mig_devices,
+            health: Some(super::gpu_nvml_health::read(&self.nvml, &d)),
         })
     }
 
@@ -298,6 +320,7 @@ mod tests {
                     processes: Some(Ok(vec![(4242, Some(1 << 30)), (999_999, None)])),
                     mig_enabled: Some(Err("Not supported".into())),
                     mig_devices: Vec::new(),
+                    health: None,
                 }),
                 1 => Ok(DeviceReading {
                     name: Some(Ok("NVIDIA H200".into())),

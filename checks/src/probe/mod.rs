@@ -4,7 +4,11 @@ pub mod env;
 pub mod firewall;
 pub mod gid;
 pub mod gpu;
+pub mod gpu_node;
+mod gpu_nvml_health;
+pub mod gpu_snapshot;
 pub mod ib;
+pub mod kmsg;
 pub mod nccl;
 pub mod nccl_shm;
 pub mod net;
@@ -47,8 +51,13 @@ pub fn collect(root: &Root, opts: &ProbeOptions) -> NodeFacts {
             ..Default::default()
         }
     } else {
-        gpu::probe()
+        gpu::probe_at(root)
     };
+    let ib = ib::probe(root);
+    let mut gpu = gpu;
+    if gpu.nvml_error.is_none() && gpu.gpus.iter().any(|g| g.health.is_some()) {
+        gpu.node_health = Some(gpu_node::probe(root, &gpu.gpus, &ib));
+    }
     NodeFacts {
         sys: sys::probe(root, &hostname),
         scale: scale::probe(root),
@@ -57,7 +66,7 @@ pub fn collect(root: &Root, opts: &ProbeOptions) -> NodeFacts {
         boot_id,
         kernel,
         net: net::probe(root),
-        ib: ib::probe(root),
+        ib,
         gpu,
         nccl: nccl::probe(root, &opts.env),
         ports: ports::probe(root, opts.master_port),

@@ -13,6 +13,7 @@ fn label(area: &str) -> &str {
         "net" => "network interfaces, hostname",
         "ib" => "InfiniBand / RoCE",
         "gpu" => "GPUs",
+        "pcie" => "PCIe bridges (ACS)",
         "nccl" => "NCCL library",
         "env" => "NCCL, Gloo and torchrun variables",
         "port" => "master port",
