@@ -53,12 +53,17 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         }];
         rec.standalone = None;
     }
-    Ok(Outcome::Report(Box::new(Shown {
+    let shown = Shown {
         report,
         view: job.view,
         rank: 0,
         your_command: None,
-    })))
+    };
+    if let Some(hook) = &job.slurm {
+        let result = super::hooks::run(hook, &shown.report, &super::hooks::scontrol::Clients);
+        return Ok(Outcome::Hook(Box::new(super::Hooked { shown, result })));
+    }
+    Ok(Outcome::Report(Box::new(shown)))
 }
 
 /// The placement the launcher's environment gives (as `preflight cluster` resolves it), when it
