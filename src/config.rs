@@ -245,8 +245,7 @@ fn slurm_hook(
         .filter(|n| !n.is_empty());
     if let Some(n) = &node {
         let ok = n.len() <= 255
-            && n
-                .chars()
+            && n.chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
         if !ok {
             return Err(anyhow!(

@@ -76,8 +76,16 @@ mod tests {
                 Finding::new("link.unreachable", Status::Fail, "x", "y").on_node(Some(2)),
                 Finding::new("link.slow", Status::Warn, "x", "y").on_node(Some(1)),
                 Finding::new("collective.busbw", Status::Fail, "x", "y"),
-                Finding::new("cluster.rendezvous", Status::Fail, "m", "1 of 6 never joined")
-                    .with("missing", serde_json::json!([{"rank": 4, "host": "node5"}, {"rank": 5, "host": null}])),
+                Finding::new(
+                    "cluster.rendezvous",
+                    Status::Fail,
+                    "m",
+                    "1 of 6 never joined",
+                )
+                .with(
+                    "missing",
+                    serde_json::json!([{"rank": 4, "host": "node5"}, {"rank": 5, "host": null}]),
+                ),
             ])
             .build();
         let (failed, passed) = split(&r);

@@ -53,7 +53,11 @@ pub fn render(report: &Report, strict: bool) -> String {
             let more = hits.count();
             match first {
                 Some(f) => {
-                    let more = if more > 0 { format!(" +{more}") } else { String::new() };
+                    let more = if more > 0 {
+                        format!(" +{more}")
+                    } else {
+                        String::new()
+                    };
                     format!("{status} {}{more}: {}", f.id, f.summary)
                 }
                 None => format!("{status}"),
@@ -72,7 +76,13 @@ fn ascii_line(s: &str, max: usize) -> String {
         .collect::<Vec<_>>()
         .join(" ")
         .chars()
-        .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
         .collect();
     if out.len() > max {
         out.truncate(max - 3);
@@ -95,19 +105,43 @@ mod tests {
     #[test]
     fn codes_and_lines() {
         let pass = report(vec![Finding::new("a.b", Status::Pass, "", "fine")]);
-        assert_eq!((render(&pass, false), exit_code(&pass, false)), ("OK: preflight passed\n".into(), 0));
-        let warn = report(vec![Finding::new("net.hostname-loopback", Status::Warn, "", "x")]);
+        assert_eq!(
+            (render(&pass, false), exit_code(&pass, false)),
+            ("OK: preflight passed\n".into(), 0)
+        );
+        let warn = report(vec![Finding::new(
+            "net.hostname-loopback",
+            Status::Warn,
+            "",
+            "x",
+        )]);
         assert_eq!(render(&warn, false), "OK: 1 warn: net.hostname-loopback\n");
         assert_eq!(exit_code(&warn, true), 1);
         let fail = report(vec![
             Finding::new("firewall.rules", Status::Error, "", "cannot read"),
-            Finding::new("port.in-use", Status::Fail, "29500", &"held by pid 1 ".repeat(20)),
+            Finding::new(
+                "port.in-use",
+                Status::Fail,
+                "29500",
+                "held by pid 1 ".repeat(20),
+            ),
         ]);
         let line = render(&fail, false);
-        assert!(line.starts_with("fail port.in-use: held by pid 1"), "{line}");
+        assert!(
+            line.starts_with("fail port.in-use: held by pid 1"),
+            "{line}"
+        );
         assert_eq!(line.trim_end().len(), MAX_LINE);
         assert_eq!(exit_code(&fail, false), 1);
-        let err = report(vec![Finding::new("firewall.rules", Status::Error, "", "\u{1b}é")]);
-        assert_eq!((render(&err, false), exit_code(&err, false)), ("error firewall.rules: ??\n".into(), 2));
+        let err = report(vec![Finding::new(
+            "firewall.rules",
+            Status::Error,
+            "",
+            "\u{1b}é",
+        )]);
+        assert_eq!(
+            (render(&err, false), exit_code(&err, false)),
+            ("error firewall.rules: ??\n".into(), 2)
+        );
     }
 }

@@ -131,8 +131,16 @@ fn collectives(m: &mut Metrics, report: &Report) {
         .iter()
         .filter_map(|c| {
             let last = c.rows.iter().max_by_key(|r| r.bytes)?;
-            let config = if c.config.is_empty() { "advice" } else { c.config.as_str() };
-            Some((c.transport.clone(), config.to_string(), last.busbw_gb_s * 1e9))
+            let config = if c.config.is_empty() {
+                "advice"
+            } else {
+                c.config.as_str()
+            };
+            Some((
+                c.transport.clone(),
+                config.to_string(),
+                last.busbw_gb_s * 1e9,
+            ))
         })
         .filter(|(_, _, v)| v.is_finite())
         .collect();
@@ -197,7 +205,11 @@ fn number(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
     } else if v.is_infinite() {
-        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
+        if v > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
     } else {
         format!("{v}")
     }

@@ -31,7 +31,8 @@ pub fn decided(report: &Report, rank: u32) -> BTreeMap<String, String> {
     let undecided = |area: &str| {
         report.findings.iter().any(|f| {
             f.id.split('.').next() == Some(area)
-                && (f.status == Status::Error || f.id == "net.no-interface" && f.status == Status::Fail)
+                && (f.status == Status::Error
+                    || f.id == "net.no-interface" && f.status == Status::Fail)
         })
     };
     env.into_iter()
@@ -48,14 +49,19 @@ fn plain_name(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 128
         && !k.starts_with(|c: char| c.is_ascii_digit())
-        && k.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        && k.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 fn plain_value(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= 1024
         && v.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ',' | ':' | '^' | '=' | '+' | '/' | '@' | '%' | '-')
+            c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    '_' | '.' | ',' | ':' | '^' | '=' | '+' | '/' | '@' | '%' | '-'
+                )
         })
 }
 
@@ -73,7 +79,10 @@ mod tests {
         .build();
         r.findings = findings;
         r.recommendation = Some(Recommendation {
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             ..Default::default()
         });
         r
@@ -101,12 +110,22 @@ mod tests {
     fn undecided_areas_export_nothing() {
         let r = report(
             &[("NCCL_IB_DISABLE", "1"), ("NCCL_SOCKET_IFNAME", "eth0")],
-            vec![Finding::new("net.no-interface", Status::Fail, "", "no interface")],
+            vec![Finding::new(
+                "net.no-interface",
+                Status::Fail,
+                "",
+                "no interface",
+            )],
         );
         assert_eq!(render(&r, 0), "export NCCL_IB_DISABLE=1\n");
         let r = report(
             &[("NCCL_IB_DISABLE", "0"), ("NCCL_IB_HCA", "=mlx5_0")],
-            vec![Finding::new("ib.port-down", Status::Error, "", "cannot read")],
+            vec![Finding::new(
+                "ib.port-down",
+                Status::Error,
+                "",
+                "cannot read",
+            )],
         );
         assert_eq!(render(&r, 0), "");
         let mut none = report(&[], vec![]);

@@ -20,4 +20,5 @@ mod render_cluster;
 mod render_node;
 mod report_contract;
 mod signals;
+mod slurm;
 mod torchrun;

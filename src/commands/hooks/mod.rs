@@ -40,7 +40,11 @@ pub fn unfit(report: &Report, strict: bool) -> Vec<&Finding> {
 /// The node's Slurm name: `--slurm-node`/SLURMD_NODENAME, else the hostname up to its first dot.
 pub fn node_name(hook: &SlurmHook, report: &Report) -> String {
     hook.node.clone().unwrap_or_else(|| {
-        let h = report.nodes.first().map(|n| n.hostname.as_str()).unwrap_or_default();
+        let h = report
+            .nodes
+            .first()
+            .map(|n| n.hostname.as_str())
+            .unwrap_or_default();
         h.split('.').next().unwrap_or_default().to_string()
     })
 }
@@ -62,28 +66,49 @@ pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
         lines.push(format!("preflight: {node}: and {} more", bad.len() - SHOWN));
     }
     if bad.is_empty() {
-        lines.push(format!("preflight: {node}: passes (report status {})", report.status));
+        lines.push(format!(
+            "preflight: {node}: passes (report status {})",
+            report.status
+        ));
     }
-    let verdict = if bad.is_empty() { exit::OK } else { exit::FINDINGS };
+    let verdict = if bad.is_empty() {
+        exit::OK
+    } else {
+        exit::FINDINGS
+    };
     let want = bad.first().map(|f| drain::reason(f, bad.len() - 1));
     if !hook.drain {
-        return HookResult { lines, code: verdict };
+        return HookResult {
+            lines,
+            code: verdict,
+        };
     }
     if node.is_empty() {
         lines.push(
             "cannot drain: this node's Slurm name is unknown (no SLURMD_NODENAME, no hostname); give --slurm-node NAME".into(),
         );
-        return HookResult { lines, code: failed_call(hook, verdict) };
+        return HookResult {
+            lines,
+            code: failed_call(hook, verdict),
+        };
     }
     let state = match slurm.node(&node) {
         Ok(s) => s,
         Err(e) if hook.dry_run => {
-            lines.push(format!("node state unknown ({e}); planned as for an idle node without a reason"));
-            NodeState { state: "idle".into(), reason: None }
+            lines.push(format!(
+                "node state unknown ({e}); planned as for an idle node without a reason"
+            ));
+            NodeState {
+                state: "idle".into(),
+                reason: None,
+            }
         }
         Err(e) => {
             lines.push(format!("cannot read {node}'s state, nothing changed: {e}"));
-            return HookResult { lines, code: failed_call(hook, verdict) };
+            return HookResult {
+                lines,
+                code: failed_call(hook, verdict),
+            };
         }
     };
     let mut action = decide(&node, &state, want.as_deref());
@@ -97,7 +122,10 @@ pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
     let (args, done) = match &action {
         Action::Leave { why } => {
             lines.push(format!("left alone: {why}"));
-            return HookResult { lines, code: verdict };
+            return HookResult {
+                lines,
+                code: verdict,
+            };
         }
         Action::Drain { reason } => (
             vec![
@@ -109,27 +137,43 @@ pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
             format!("drained {node}"),
         ),
         Action::Resume { was } => (
-            vec!["update".to_string(), format!("NodeName={node}"), "State=RESUME".into()],
+            vec![
+                "update".to_string(),
+                format!("NodeName={node}"),
+                "State=RESUME".into(),
+            ],
             format!("resumed {node} (it passes again; preflight had drained it: {was})"),
         ),
     };
     let shown = format!(
         "scontrol {}",
-        args.iter().map(|a| shown_arg(a)).collect::<Vec<_>>().join(" ")
+        args.iter()
+            .map(|a| shown_arg(a))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     if hook.dry_run {
         lines.push("dry run, nothing changed; --drain would run:".into());
         lines.push(shown);
-        return HookResult { lines, code: verdict };
+        return HookResult {
+            lines,
+            code: verdict,
+        };
     }
     match slurm.scontrol(&args) {
         Ok(()) => {
             lines.push(format!("{done}: {shown}"));
-            HookResult { lines, code: verdict }
+            HookResult {
+                lines,
+                code: verdict,
+            }
         }
         Err(e) => {
             lines.push(format!("could not change {node}: {e}"));
-            HookResult { lines, code: failed_call(hook, verdict) }
+            HookResult {
+                lines,
+                code: failed_call(hook, verdict),
+            }
         }
     }
 }
@@ -146,7 +190,9 @@ fn failed_call(hook: &SlurmHook, verdict: u8) -> u8 {
 /// `Reason=preflight: x` as a shell word: `Reason="preflight: x"`, the way people type it.
 fn shown_arg(a: &str) -> String {
     match a.split_once('=') {
-        Some((k, v)) if v.contains(' ') && !v.contains(['"', '\\', '$', '`']) => format!("{k}=\"{v}\""),
+        Some((k, v)) if v.contains(' ') && !v.contains(['"', '\\', '$', '`']) => {
+            format!("{k}=\"{v}\"")
+        }
         _ => crate::shell::quote(a),
     }
 }

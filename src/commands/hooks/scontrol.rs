@@ -74,7 +74,12 @@ fn run(tool: &str, args: &[&str]) -> Result<String, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {}: {e} (is slurm-client installed?)", program.display()))?;
+        .map_err(|e| {
+            format!(
+                "cannot run {}: {e} (is slurm-client installed?)",
+                program.display()
+            )
+        })?;
     let read = |r: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -84,8 +89,18 @@ fn run(tool: &str, args: &[&str]) -> Result<String, String> {
             String::from_utf8_lossy(&buf).into_owned()
         })
     };
-    let out = read(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let err = read(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let out = read(
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let err = read(
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
     let deadline = Instant::now() + CALL_TIMEOUT;
     let status = loop {
         match child.try_wait() {
@@ -99,7 +114,10 @@ fn run(tool: &str, args: &[&str]) -> Result<String, String> {
             Err(e) => return Err(format!("{shown}: {e}")),
         }
     };
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    let (out, err) = (
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    );
     match status {
         None => Err(format!(
             "`{shown}` did not answer within {} s (is slurmctld reachable from this node?)",

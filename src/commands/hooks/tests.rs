@@ -67,10 +67,17 @@ fn held() -> Finding {
 #[test]
 fn without_drain_only_the_exit_code_speaks() {
     let s = FakeSlurm::new("idle", None);
-    let r = run(&hook(SlurmMode::Health, false, false), &report(vec![held()]), &s);
+    let r = run(
+        &hook(SlurmMode::Health, false, false),
+        &report(vec![held()]),
+        &s,
+    );
     assert_eq!(r.code, 1);
     assert!(s.calls.borrow().is_empty());
-    assert!(r.lines[0].starts_with("preflight: node7: fail port.in-use: master port 29500"), "{r:?}");
+    assert!(
+        r.lines[0].starts_with("preflight: node7: fail port.in-use: master port 29500"),
+        "{r:?}"
+    );
     let ok = run(&hook(SlurmMode::Health, false, false), &report(vec![]), &s);
     assert_eq!(ok.code, 0);
 }
@@ -78,7 +85,11 @@ fn without_drain_only_the_exit_code_speaks() {
 #[test]
 fn drain_sets_preflights_reason_and_dry_run_only_prints_it() {
     let s = FakeSlurm::new("idle", None);
-    let r = run(&hook(SlurmMode::Health, true, false), &report(vec![held()]), &s);
+    let r = run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![held()]),
+        &s,
+    );
     assert_eq!(r.code, 1);
     assert_eq!(
         *s.calls.borrow(),
@@ -90,7 +101,11 @@ fn drain_sets_preflights_reason_and_dry_run_only_prints_it() {
         ]]
     );
     let s = FakeSlurm::new("idle", None);
-    let r = run(&hook(SlurmMode::Health, true, true), &report(vec![held()]), &s);
+    let r = run(
+        &hook(SlurmMode::Health, true, true),
+        &report(vec![held()]),
+        &s,
+    );
     assert!(s.calls.borrow().is_empty());
     assert_eq!(
         r.lines.last().unwrap(),
@@ -106,13 +121,21 @@ fn resumes_its_own_drain_only_in_the_health_check() {
     assert_eq!(r.code, 0);
     assert_eq!(
         *s.calls.borrow(),
-        vec![vec!["update".to_string(), "NodeName=node7".into(), "State=RESUME".into()]]
+        vec![vec![
+            "update".to_string(),
+            "NodeName=node7".into(),
+            "State=RESUME".into()
+        ]]
     );
     let s = FakeSlurm::new("drained", Some(ours));
     run(&hook(SlurmMode::Prolog, true, false), &report(vec![]), &s);
     assert!(s.calls.borrow().is_empty());
     let s = FakeSlurm::new("drained", Some("bad DIMM"));
-    let r = run(&hook(SlurmMode::Health, true, false), &report(vec![held()]), &s);
+    let r = run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![held()]),
+        &s,
+    );
     assert!(s.calls.borrow().is_empty());
     assert!(r.lines.last().unwrap().contains("bad DIMM"), "{r:?}");
 }
@@ -121,10 +144,38 @@ fn resumes_its_own_drain_only_in_the_health_check() {
 fn a_broken_slurm_is_exit_2_in_the_health_check_and_the_verdict_in_the_prolog() {
     let s = FakeSlurm::new("idle", None);
     *s.state.borrow_mut() = Err("sinfo timed out".into());
-    assert_eq!(run(&hook(SlurmMode::Health, true, false), &report(vec![held()]), &s).code, 2);
-    assert_eq!(run(&hook(SlurmMode::Prolog, true, false), &report(vec![held()]), &s).code, 1);
-    assert_eq!(run(&hook(SlurmMode::Prolog, true, false), &report(vec![]), &s).code, 0);
+    assert_eq!(
+        run(
+            &hook(SlurmMode::Health, true, false),
+            &report(vec![held()]),
+            &s
+        )
+        .code,
+        2
+    );
+    assert_eq!(
+        run(
+            &hook(SlurmMode::Prolog, true, false),
+            &report(vec![held()]),
+            &s
+        )
+        .code,
+        1
+    );
+    assert_eq!(
+        run(&hook(SlurmMode::Prolog, true, false), &report(vec![]), &s).code,
+        0
+    );
     // A dry run still shows the line.
-    let r = run(&hook(SlurmMode::Health, true, true), &report(vec![held()]), &s);
-    assert!(r.lines.last().unwrap().starts_with("scontrol update NodeName=node7 State=DRAIN"));
+    let r = run(
+        &hook(SlurmMode::Health, true, true),
+        &report(vec![held()]),
+        &s,
+    );
+    assert!(
+        r.lines
+            .last()
+            .unwrap()
+            .starts_with("scontrol update NodeName=node7 State=DRAIN")
+    );
 }
