@@ -172,7 +172,7 @@ fn show(outcome: Outcome, events: &Events, started: Started) -> anyhow::Result<u
 /// same shared file).
 fn keep(s: &Shown, started: Started) -> anyhow::Result<()> {
     if let Some(path) = &s.view.output {
-        output::file(path, &render::json::render(&s.report))
+        output::report_file(path, &render::json::render(&s.report))
             .map_err(|e| anyhow::anyhow!("cannot write report to {}: {e}", path.display()))?;
     }
     if let Some(path) = &s.view.prom_file {

@@ -24,8 +24,12 @@ pub fn atomic_file(path: &Path, text: &str) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
+    // pid and clock: nodes sharing a file system may share a pid, not also the nanosecond.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     let tmp = path.with_file_name(format!(
-        ".{}.{}.tmp",
+        ".{}.{}.{nanos}.tmp",
         name.to_string_lossy(),
         std::process::id()
     ));
@@ -38,4 +42,14 @@ pub fn atomic_file(path: &Path, text: &str) -> io::Result<()> {
     write().inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
+}
+
+/// A report file: replaced atomically when it is (or will be) a regular file, so every node of
+/// a job may write the same shared path; written in place when it is a device or a FIFO
+/// (`-o /dev/stdout`).
+pub fn report_file(path: &Path, text: &str) -> io::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => file(path, text),
+        _ => atomic_file(path, text),
+    }
 }
