@@ -8,6 +8,7 @@ mod common;
 mod fabrics;
 mod faults;
 mod hooks;
+mod hooks_k8s;
 mod hostile;
 mod hostile_input;
 mod html;
