@@ -299,3 +299,117 @@ fn explain_gives_the_drain_reason_and_dry_run_prints_the_scontrol_line() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("add --slurm-health"));
 }
+
+/// The YAML documents of a manifest, through python3's yaml (None: no yaml module here).
+fn yaml_docs(path: &Path) -> Option<Vec<serde_json::Value>> {
+    let o = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
+        ])
+        .arg(path)
+        .output()
+        .expect("python3");
+    if String::from_utf8_lossy(&o.stderr).contains("No module named") {
+        eprintln!("skipped: python3 has no yaml module to parse {path:?}");
+        return None;
+    }
+    assert!(
+        o.status.success(),
+        "{path:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some(serde_json::from_slice(&o.stdout).unwrap())
+}
+
+#[test]
+fn kubernetes_examples_gate_training_on_preflight_with_the_secrets_token() {
+    use preflight::placement::ENV_VARS;
+    let dir = crate::common::repo("examples/kubernetes");
+    for (file, kind) in [("pytorchjob.yaml", "PyTorchJob"), ("jobset.yaml", "JobSet")] {
+        let Some(docs) = yaml_docs(&dir.join(file)) else {
+            return;
+        };
+        let secret = docs
+            .iter()
+            .find(|d| d["kind"] == "Secret")
+            .expect("a Secret");
+        let job = docs.iter().find(|d| d["kind"] == kind).expect(kind);
+        let text = job.to_string();
+        // Every container's command runs the gang preflight before torchrun.
+        let containers: Vec<&serde_json::Value> = if kind == "PyTorchJob" {
+            ["Master", "Worker"]
+                .iter()
+                .map(|r| {
+                    &job["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"]["containers"][0]
+                })
+                .collect()
+        } else {
+            vec![
+                &job["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+                    [0],
+            ]
+        };
+        for c in containers {
+            let cmd = c["args"][0].as_str().unwrap_or_default();
+            assert!(
+                cmd.starts_with("preflight cluster") && cmd.contains("&& exec torchrun"),
+                "{file}: {cmd}"
+            );
+            let pre = cmd.split("&&").next().unwrap_or_default();
+            assert!(
+                !["--nnodes", "--node-rank", "--master-addr", "--hosts"]
+                    .iter()
+                    .any(|f| pre.contains(f)),
+                "{file}: preflight takes no placement flags: {pre}"
+            );
+            for e in c["env"].as_array().unwrap() {
+                let name = e["name"].as_str().unwrap();
+                assert!(
+                    ENV_VARS.contains(&name) || name == "PREFLIGHT_TOKEN",
+                    "{file}: {name} is not read by preflight"
+                );
+                if name == "PREFLIGHT_TOKEN" {
+                    assert_eq!(
+                        e["valueFrom"]["secretKeyRef"]["name"], secret["metadata"]["name"],
+                        "{file}"
+                    );
+                    assert!(
+                        secret["stringData"]
+                            [e["valueFrom"]["secretKeyRef"]["key"].as_str().unwrap()]
+                        .is_string()
+                    );
+                }
+            }
+        }
+        assert!(text.contains("/dev/shm"), "{file}");
+    }
+    // node-problem-detector's plugin config: the NPD mode, its 80 characters and 5 s.
+    let npd: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("npd-preflight-config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(npd["plugin"], "custom");
+    assert_eq!(npd["pluginConfig"]["max_output_length"], 80);
+    let cond = npd["conditions"][0]["type"].as_str().unwrap();
+    let rules = npd["rules"].as_array().unwrap();
+    assert!(
+        rules
+            .iter()
+            .any(|r| r["type"] == "permanent" && r["condition"] == cond)
+    );
+    for r in rules {
+        let args: Vec<&str> = r["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(args[0], "check");
+        assert!(
+            args.windows(2).any(|w| w == ["--format", "npd"]),
+            "{args:?}"
+        );
+        assert_eq!(r["timeout"], "5s");
+    }
+}

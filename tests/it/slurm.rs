@@ -125,15 +125,17 @@ impl SlurmCluster {
         self.dir.display().to_string()
     }
 
-    /// Writes an executable file into the cluster's directory (`@DIR@` and `@BIN@` replaced).
+    /// Writes an executable file into the cluster's directory (`@DIR@`, `@BIN@` and
+    /// `@EXAMPLES@`, the repository's examples/slurm, replaced).
     pub fn write_exec(&self, name: &str, body: &str) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let p = self.dir.join(name);
-        std::fs::write(
-            &p,
-            body.replace("@DIR@", &self.path()).replace("@BIN@", bin()),
-        )
-        .expect("write");
+        let examples = repo("examples/slurm").display().to_string();
+        let body = body
+            .replace("@DIR@", &self.path())
+            .replace("@BIN@", bin())
+            .replace("@EXAMPLES@", &examples);
+        std::fs::write(&p, body).expect("write");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         p
     }
@@ -323,12 +325,14 @@ fn ns_prefix(dir: &Path) -> String {
 
 // ---------------------------------------------------------------- HealthCheckProgram
 
-/// The health check as README documents it, with the SLURM_CONF this cluster needs (slurmd
-/// runs HealthCheckProgram with an empty environment; a real node has /etc/slurm/slurm.conf).
+/// examples/slurm/preflight-health.sh as README documents it, with the SLURM_CONF this
+/// cluster needs (slurmd runs HealthCheckProgram with an empty environment; a real node has
+/// /etc/slurm/slurm.conf), and its time taken logged.
 const HEALTH: &str = "#!/bin/sh\n\
-export SLURM_CONF=@DIR@/slurm.conf\n\
+export SLURM_CONF=@DIR@/slurm.conf PREFLIGHT=@BIN@ PREFLIGHT_ARGS=--no-gpu\n\
+export PREFLIGHT_LOG=@DIR@/health-$SLURMD_NODENAME.log\n\
 start=$(date +%s%N)\n\
-@BIN@ check --no-gpu --slurm-health --drain >> @DIR@/health-$SLURMD_NODENAME.log 2>&1\n\
+@EXAMPLES@/preflight-health.sh\n\
 rc=$?\n\
 echo \"exit $rc in $(( ($(date +%s%N) - start) / 1000000 )) ms\" >> @DIR@/health-$SLURMD_NODENAME.log\n\
 exit $rc\n";
@@ -445,7 +449,8 @@ fn task_prolog_exports_the_advice_into_every_task_and_nothing_undecided() {
         "TaskProlog=@DIR@/taskprolog.sh\n",
         &[(
             "taskprolog.sh",
-            "#!/bin/sh\nexec @BIN@ check --no-gpu --format task-prolog 2>>@DIR@/taskprolog.err\n"
+            "#!/bin/sh\nexport PREFLIGHT=@BIN@ PREFLIGHT_ARGS=--no-gpu PREFLIGHT_LOG=@DIR@/taskprolog.err\n\
+             exec @EXAMPLES@/preflight-taskprolog.sh\n"
                 .to_string(),
         )],
     ) else {
@@ -518,7 +523,8 @@ fn prolog_drains_the_faulty_node_with_preflights_reason_and_the_job_is_requeued_
         "Prolog=@DIR@/prolog.sh\nSchedulerParameters=nohold_on_prolog_fail\n",
         &[(
             "prolog.sh",
-            "#!/bin/sh\nexec @BIN@ check --no-gpu --slurm-prolog --drain >>@DIR@/prolog-$SLURMD_NODENAME.log 2>&1\n"
+            "#!/bin/sh\nexport PREFLIGHT=@BIN@ PREFLIGHT_ARGS=--no-gpu PREFLIGHT_LOG=@DIR@/prolog-$SLURMD_NODENAME.log\n\
+             exec @EXAMPLES@/preflight-prolog.sh\n"
                 .to_string(),
         )],
     ) else {
