@@ -413,3 +413,53 @@ fn kubernetes_examples_gate_training_on_preflight_with_the_secrets_token() {
         assert_eq!(r["timeout"], "5s");
     }
 }
+
+/// What a person reads from each hook, pinned: the metrics of a saved cluster report, the
+/// TaskProlog lines, and the health check's dry run on a failing node.
+#[test]
+fn snapshots_of_the_hook_outputs() {
+    let r: Report = serde_json::from_str(
+        &std::fs::read_to_string(fixture("reports/cluster-3-filtered-slow.json")).unwrap(),
+    )
+    .unwrap();
+    let t = preflight::render::prom::render(
+        &r,
+        preflight::render::prom::RunTime {
+            started_unix_s: 1_764_000_000.0,
+            duration_s: 12.5,
+        },
+    );
+    insta::assert_snapshot!("prom_cluster-3-filtered-slow", t);
+    let out = bin()
+        .args(["check", "--format", "task-prolog", "--facts"])
+        .arg(fixture("facts/docker-bond-host.json"))
+        .output()
+        .unwrap();
+    insta::assert_snapshot!(
+        "task-prolog_docker-bond-host",
+        String::from_utf8(out.stdout).unwrap()
+    );
+    let out = bin()
+        .args([
+            "check",
+            "--slurm-prolog",
+            "--drain",
+            "--dry-run",
+            "--slurm-node",
+            "gpu-ib-01",
+            "--facts",
+        ])
+        .arg(fixture("facts/ib-node.json"))
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    // The line about sinfo depends on this machine's Slurm (absent, or without a config).
+    let text: String = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("node state unknown"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("slurm-prolog-dry-run_ib-node", text);
+}

@@ -52,6 +52,21 @@ pub fn parse_sinfo(out: &str) -> Option<NodeState> {
     Some(NodeState { state, reason })
 }
 
+/// A client's stderr on one line (its lines joined by "; "), at most 400 characters.
+fn one_line(s: &str) -> String {
+    let joined = s
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    if joined.chars().count() > 400 {
+        format!("{}...", joined.chars().take(397).collect::<String>())
+    } else {
+        joined
+    }
+}
+
 fn find(tool: &str) -> PathBuf {
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -124,7 +139,7 @@ fn run(tool: &str, args: &[&str]) -> Result<String, String> {
             CALL_TIMEOUT.as_secs()
         )),
         Some(s) if s.success() => Ok(out),
-        Some(s) => Err(format!("`{shown}` failed ({s}): {}", err.trim())),
+        Some(s) => Err(format!("`{shown}` failed ({s}): {}", one_line(&err))),
     }
 }
 
@@ -150,6 +165,12 @@ mod tests {
         );
         assert_eq!(parse_sinfo(""), None);
         assert_eq!(parse_sinfo("garbage"), None);
+    }
+
+    #[test]
+    fn client_errors_are_one_bounded_line() {
+        assert_eq!(one_line("a: x\n\n  b: y\n"), "a: x; b: y");
+        assert_eq!(one_line(&"z".repeat(1000)).chars().count(), 400);
     }
 
     #[test]
