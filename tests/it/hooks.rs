@@ -463,3 +463,67 @@ fn snapshots_of_the_hook_outputs() {
     assert_eq!(out.status.code(), Some(1));
     insta::assert_snapshot!("slurm-prolog-dry-run_ib-node", text);
 }
+
+/// At 1024 nodes the metrics grow with nodes and ids, not with links, and promtool takes them.
+#[test]
+fn prom_at_1024_nodes_stays_bounded() {
+    use preflight_checks::model::{Finding, LinkOutcome, LinkResult, Mode, NodeFacts, Status};
+    let n = 1024u32;
+    let ids = [
+        "net.no-interface",
+        "port.in-use",
+        "gpu.count",
+        "link.unreachable",
+        "link.slow",
+    ];
+    let mut b = preflight::report::ReportBuilder::new(Mode::Cluster);
+    let mut findings = Vec::new();
+    for r in 0..n {
+        b = b.node(
+            r,
+            NodeFacts {
+                hostname: format!("gpu{r:04}"),
+                ..Default::default()
+            },
+        );
+        for (i, id) in ids.iter().enumerate() {
+            let s = if (r as usize + i) % 97 == 0 {
+                Status::Fail
+            } else {
+                Status::Pass
+            };
+            findings.push(Finding::new(id, s, "x", "y").on_node(Some(r)));
+        }
+    }
+    let links: Vec<LinkResult> = (0..n)
+        .flat_map(|r| {
+            [1, 2].map(|d| LinkResult {
+                from: r,
+                to: (r + d) % n,
+                result: LinkOutcome::Ok,
+                throughput_gbit_s: Some(10.0 + f64::from(r % 7)),
+                ..Default::default()
+            })
+        })
+        .collect();
+    let r = b.findings(findings).links(links).build();
+    let t = preflight::render::prom::render(
+        &r,
+        preflight::render::prom::RunTime {
+            started_unix_s: 1.7e9,
+            duration_s: 30.0,
+        },
+    );
+    let samples = t.lines().filter(|l| !l.starts_with('#')).count();
+    let bound = ids.len() * n as usize + 2 * n as usize + 16;
+    assert!(
+        samples <= bound,
+        "{samples} series for 1024 nodes (bound {bound})"
+    );
+    assert!(
+        !t.contains("from=") && !t.contains("to="),
+        "a label per link"
+    );
+    let o = promtool(&t);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+}
