@@ -79,3 +79,54 @@ fn pytorchjob_pods_place_themselves_from_the_operators_variables() {
     println!("pod 1 said:\n{}", runs[1].stderr);
     println!("placement: {}", runs[1].json["placement"]);
 }
+
+/// examples/kubernetes/jobset.yaml's pods: JobSet's completion index is the rank; the node
+/// count and the master come from the manifest's PET_NNODES and MASTER_ADDR/MASTER_PORT.
+#[test]
+fn jobset_pods_take_their_rank_from_the_completion_index() {
+    let Some(c) = Cluster::flat("k8sjs", 3, "eth0").build() else {
+        return;
+    };
+    let master = "train-workers-0-0.train";
+    for r in 0..3 {
+        c.map_host(r, master, &c.addr(0, "data"));
+    }
+    let mut run = c
+        .preflight()
+        .no_token()
+        .command(&["cluster", "--quick", "--format=json"]);
+    for r in 0..3 {
+        let index = r.to_string();
+        for (k, v) in [
+            ("JOB_COMPLETION_INDEX", index.as_str()),
+            ("PET_NNODES", "3"),
+            ("MASTER_ADDR", master),
+            ("MASTER_PORT", "29500"),
+            ("PREFLIGHT_TOKEN", "from-the-secret"),
+        ] {
+            run = run.env_on(r, k, v);
+        }
+    }
+    let runs = run.deadline(Duration::from_secs(150)).run();
+    for n in &runs {
+        assert_eq!(
+            n.exit_code,
+            Some(0),
+            "pod {}: {}\n{}",
+            n.rank,
+            n.stdout,
+            n.stderr
+        );
+        assert_eq!(n.json["nodes"].as_array().unwrap().len(), 3);
+        assert!(
+            n.stderr.contains(&format!("rank {} of 3", n.rank)),
+            "{}",
+            n.stderr
+        );
+        assert!(
+            n.stderr.contains(&format!("master {master}:29500")),
+            "{}",
+            n.stderr
+        );
+    }
+}
