@@ -11,6 +11,10 @@ use crate::transport::events::Events;
 
 /// Runs the command; `Err` means the tool could not run (exit 2).
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    let started = Started {
+        at: std::time::SystemTime::now(),
+        clock: std::time::Instant::now(),
+    };
     let env = preflight_checks::probe::env::all();
     let job = config::job(cli, &env)?;
     let events = events_for(&job);
@@ -26,7 +30,14 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             std::thread::park();
         }
     }
-    show(result?, &events)
+    show(result?, &events, started)
+}
+
+/// When the run began, for the metrics' timestamp and duration.
+#[derive(Clone, Copy)]
+struct Started {
+    at: std::time::SystemTime,
+    clock: std::time::Instant,
 }
 
 /// SIGINT and SIGTERM: signal-hook's handler only records the signal; a dedicated thread
@@ -103,10 +114,19 @@ fn events_for(job: &Job) -> Events {
     render::progress::stderr_events(bar)
 }
 
-fn show(outcome: Outcome, events: &Events) -> anyhow::Result<u8> {
+fn show(outcome: Outcome, events: &Events, started: Started) -> anyhow::Result<u8> {
     let code = outcome.exit_code();
     match outcome {
-        Outcome::Report(shown) => show_report(&shown)?,
+        Outcome::Report(shown) => {
+            keep(&shown, started)?;
+            show_report(&shown)?
+        }
+        Outcome::Hook(h) => {
+            keep(&h.shown, started)?;
+            let mut text = h.result.lines.join("\n");
+            text.push('\n');
+            output::stdout(&text)?
+        }
         Outcome::Facts { facts, output } => {
             let mut text = serde_json::to_string_pretty(&crate::commands::facts_document(&facts))?;
             text.push('\n');
@@ -158,16 +178,51 @@ fn show(outcome: Outcome, events: &Events) -> anyhow::Result<u8> {
     Ok(code)
 }
 
+/// The files a report is kept in: `-o FILE` (JSON), `--prom-file` (metrics, atomically) and
+/// `--nodes-failed`/`--nodes-passed` (hostlists, atomically: every node of a job may write the
+/// same shared file).
+fn keep(s: &Shown, started: Started) -> anyhow::Result<()> {
+    if let Some(path) = &s.view.output {
+        output::report_file(path, &render::json::render(&s.report))
+            .map_err(|e| anyhow::anyhow!("cannot write report to {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &s.view.prom_file {
+        let time = render::prom::RunTime {
+            started_unix_s: started
+                .at
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+            duration_s: started.clock.elapsed().as_secs_f64(),
+        };
+        output::atomic_file(path, &render::prom::render(&s.report, time)).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot write metrics to {}: {e} (give a file in node_exporter's --collector.textfile.directory)",
+                path.display()
+            )
+        })?;
+    }
+    let (failed, passed) = render::nodesets::split(&s.report);
+    for (path, names, what) in [
+        (&s.view.nodes_failed, &failed, "failed"),
+        (&s.view.nodes_passed, &passed, "passed"),
+    ] {
+        if let Some(path) = path {
+            output::atomic_file(path, &render::nodesets::file_text(names)).map_err(|e| {
+                anyhow::anyhow!("cannot write the {what} nodes to {}: {e}", path.display())
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// JSON is the whole report on every node; the table is whole on rank 0 (on every rank with
 /// `--full-report`) and a few lines elsewhere: this node's verdict and problems, the cluster's
 /// verdict, its own command and where the whole report is. `-o FILE` always gets the JSON.
 fn show_report(s: &Shown) -> anyhow::Result<()> {
-    if let Some(path) = &s.view.output {
-        output::file(path, &render::json::render(&s.report))
-            .map_err(|e| anyhow::anyhow!("cannot write report to {}: {e}", path.display()))?;
-    }
     let text = match s.view.format {
         Format::Json => render::json::render(&s.report),
+        Format::TaskProlog => render::taskprolog::render(&s.report, s.rank),
+        Format::Npd => render::npd::render(&s.report, s.view.strict),
         Format::Junit => render::junit::render(&s.report),
         Format::Html => render::html::render(&s.report),
         // The one call of the terminal renderer (`preflight render --format table` too).

@@ -179,6 +179,10 @@ pub enum Format {
     Junit,
     /// One self-contained HTML page (verdict, findings with fixes, connectivity heatmap, all-reduce chart, environment and launch commands, nodes); nothing is fetched.
     Html,
+    /// Slurm TaskProlog: `export NAME=value` lines of the recommended environment (nothing a check could not decide); always exits 0.
+    TaskProlog,
+    /// node-problem-detector custom plugin: one line of at most 80 characters naming the worst finding; exit 0 OK, 1 problem, 2 unknown.
+    Npd,
 }
 
 /// `preflight render`: a saved report shown again in another format.
@@ -226,6 +230,9 @@ pub struct JobArgs {
     /// rank 0 prints it and the other ranks print their verdict and their own launch line.
     #[arg(long)]
     pub full_report: bool,
+    /// Also write Prometheus metrics to this file for node_exporter's textfile collector (written atomically: a temp file, then rename; name it *.prom).
+    #[arg(long, alias = "prom_file", value_name = "PATH")]
+    pub prom_file: Option<PathBuf>,
 }
 
 /// Flags shared by the commands that probe this node.
@@ -255,9 +262,31 @@ pub struct CheckArgs {
     /// Judge a saved facts file (from `preflight facts`) instead of probing this node.
     #[arg(long)]
     pub facts: Option<PathBuf>,
+    #[command(flatten)]
+    pub slurm: SlurmHookArgs,
     /// Your training script and its arguments, placed into the suggested torchrun commands.
     #[arg(last = true, value_name = "SCRIPT_AND_ARGS")]
     pub script: Vec<String>,
+}
+
+/// `preflight check` as a Slurm hook on one node (README: Slurm).
+#[derive(Args, Debug, Clone, Default)]
+pub struct SlurmHookArgs {
+    /// Run as Slurm's HealthCheckProgram: exit 0 healthy, 1 a fail finding (Slurm only logs it, so --drain drains the node itself and resumes a node preflight drained once it passes again).
+    #[arg(long, alias = "slurm_health", conflicts_with = "slurm_prolog")]
+    pub slurm_health: bool,
+    /// Run as Slurm's Prolog: exit 0 the job may start, non-zero Slurm drains the node and requeues the job (--drain first sets preflight's reason in place of "Prolog error").
+    #[arg(long, alias = "slurm_prolog")]
+    pub slurm_prolog: bool,
+    /// With --slurm-health or --slurm-prolog: drain this node on a fail finding with Reason="preflight: <finding id>: <short cause>" (never over a reason preflight did not set; down and maintenance nodes are left alone).
+    #[arg(long)]
+    pub drain: bool,
+    /// With --drain: print the scontrol line instead of running it.
+    #[arg(long, alias = "dry_run", requires = "drain")]
+    pub dry_run: bool,
+    /// This node's Slurm NodeName (default: SLURMD_NODENAME, else the short hostname).
+    #[arg(long, alias = "slurm_node", value_name = "NAME")]
+    pub slurm_node: Option<String>,
 }
 
 /// `preflight cluster`: torchrun's own flags, or --hosts, or Slurm/torchrun/Kubernetes environment.
@@ -319,6 +348,12 @@ pub struct ClusterArgs {
     /// Also measure the all-reduce with these variables changed (KEY=VALUE[,KEY=VALUE]), e.g. NCCL_IB_DISABLE=1; the advice then prefers the faster setting.
     #[arg(long, alias = "compare_env", value_parser = parse_env_list)]
     pub compare_env: Option<EnvList>,
+    /// Write the nodes that failed (a fail or error finding of their own, or never joined) to this file in Slurm hostlist syntax (node[1-3]), for `srun --exclude` or `scontrol update`.
+    #[arg(long, alias = "nodes_failed", value_name = "FILE")]
+    pub nodes_failed: Option<PathBuf>,
+    /// Write the other nodes to this file in Slurm hostlist syntax (for `srun --nodelist`).
+    #[arg(long, alias = "nodes_passed", value_name = "FILE")]
+    pub nodes_passed: Option<PathBuf>,
     #[command(flatten)]
     pub job: JobArgs,
     /// Your training script and its arguments, placed into the launch commands.

@@ -24,6 +24,11 @@ pub struct View {
     pub verbose: bool,
     /// `--full-report`: every rank prints the whole cluster report, not only rank 0.
     pub full_report: bool,
+    /// `--prom-file`: Prometheus metrics for node_exporter's textfile collector.
+    pub prom_file: Option<PathBuf>,
+    /// `cluster --nodes-failed` / `--nodes-passed`: hostlist files of the verdict per node.
+    pub nodes_failed: Option<PathBuf>,
+    pub nodes_passed: Option<PathBuf>,
 }
 
 /// `preflight check`.
@@ -41,6 +46,29 @@ pub struct CheckJob {
     pub facts_file: Option<PathBuf>,
     pub script: Vec<String>,
     pub view: View,
+    /// `--slurm-health` / `--slurm-prolog`: run as a Slurm hook on this node.
+    pub slurm: Option<SlurmHook>,
+}
+
+/// Which Slurm hook `preflight check` runs as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlurmMode {
+    /// HealthCheckProgram: the exit status is only logged; preflight drains and resumes itself.
+    Health,
+    /// Prolog: a non-zero exit drains the node and requeues the job.
+    Prolog,
+}
+
+/// `--slurm-health` / `--slurm-prolog` with `--drain`, `--dry-run`, `--slurm-node`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlurmHook {
+    pub mode: SlurmMode,
+    pub drain: bool,
+    pub dry_run: bool,
+    /// The node's Slurm name: `--slurm-node`, else SLURMD_NODENAME; None: the short hostname.
+    pub node: Option<String>,
+    /// `--strict`: a warn finding drains too.
+    pub strict: bool,
 }
 
 /// `preflight facts`.
@@ -137,6 +165,7 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             facts_file: a.facts,
             script: a.script,
             view: view(&a.job),
+            slurm: slurm_hook(&a.slurm, a.job.strict, env)?,
         }),
         Command::Facts(a) => Job::Facts(FactsJob {
             probe: probe(&a.probe),
@@ -144,7 +173,9 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             output: a.output,
         }),
         Command::Cluster(a) => {
-            let v = view(&a.job);
+            let mut v = view(&a.job);
+            v.nodes_failed = a.nodes_failed.clone();
+            v.nodes_passed = a.nodes_passed.clone();
             Job::Cluster(Box::new(cluster(&a, env)?), v)
         }
         Command::Torchrun(a) => Job::Torchrun(Box::new(torchrun(a, env)?)),
@@ -162,6 +193,9 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                 strict: a.strict,
                 verbose: a.verbose,
                 full_report: false,
+                prom_file: None,
+                nodes_failed: None,
+                nodes_passed: None,
             },
         }),
         Command::Explain(a) => Job::Explain(if a.list {
@@ -228,7 +262,51 @@ fn view(a: &cli::JobArgs) -> View {
         strict: a.strict,
         verbose: a.verbose,
         full_report: a.full_report,
+        prom_file: a.prom_file.clone(),
+        nodes_failed: None,
+        nodes_passed: None,
     }
+}
+
+/// The Slurm hook flags of `preflight check`; `--drain` needs a hook mode.
+fn slurm_hook(
+    a: &cli::SlurmHookArgs,
+    strict: bool,
+    env: &BTreeMap<String, String>,
+) -> anyhow::Result<Option<SlurmHook>> {
+    let mode = match (a.slurm_health, a.slurm_prolog) {
+        (true, _) => SlurmMode::Health,
+        (_, true) => SlurmMode::Prolog,
+        _ if a.drain || a.slurm_node.is_some() => {
+            return Err(anyhow!(
+                "--drain and --slurm-node act as a Slurm hook: add --slurm-health (HealthCheckProgram) or --slurm-prolog (Prolog)"
+            ));
+        }
+        _ => return Ok(None),
+    };
+    let node = a
+        .slurm_node
+        .clone()
+        .or_else(|| env.get("SLURMD_NODENAME").cloned())
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty());
+    if let Some(n) = &node {
+        let ok = n.len() <= 255
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !ok {
+            return Err(anyhow!(
+                "Slurm node name {n:?} (--slurm-node or SLURMD_NODENAME) is not a host name: give the NodeName slurm.conf uses, e.g. --slurm-node node017"
+            ));
+        }
+    }
+    Ok(Some(SlurmHook {
+        mode,
+        drain: a.drain,
+        dry_run: a.dry_run,
+        node,
+        strict,
+    }))
 }
 
 /// The placement flags of `preflight cluster`, as `placement::resolve` takes them.
@@ -371,6 +449,9 @@ fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Res
             strict: a.strict,
             verbose: false,
             full_report: false,
+            prom_file: None,
+            nodes_failed: None,
+            nodes_passed: None,
         },
     })
 }

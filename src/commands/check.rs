@@ -61,12 +61,17 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         }];
         rec.standalone = None;
     }
-    Ok(Outcome::Report(Box::new(Shown {
+    let shown = Shown {
         report,
         view: job.view,
         rank: 0,
         your_command: None,
-    })))
+    };
+    if let Some(hook) = &job.slurm {
+        let result = super::hooks::run(hook, &shown.report, &super::hooks::scontrol::Clients);
+        return Ok(Outcome::Hook(Box::new(super::Hooked { shown, result })));
+    }
+    Ok(Outcome::Report(Box::new(shown)))
 }
 
 /// The GPUs' copy bandwidth (issue 22), on this machine's own GPUs only (a fixture tree's GPUs

@@ -5,6 +5,7 @@ pub mod check;
 pub mod cluster;
 pub mod explain;
 pub mod facts;
+pub mod hooks;
 pub mod launch;
 pub mod render;
 pub mod simulate;
@@ -49,6 +50,15 @@ pub enum Outcome {
     },
     /// Nothing to show; end with this code (a torchrun follower: local rank 0 reported).
     Exit(u8),
+    /// `check --slurm-health` / `--slurm-prolog`: what the hook did, and the report for `-o`.
+    Hook(Box<Hooked>),
+}
+
+/// A Slurm hook's run: the report (kept as `-o` and `--prom-file` say) and what it did.
+#[derive(Debug)]
+pub struct Hooked {
+    pub shown: Shown,
+    pub result: hooks::HookResult,
 }
 
 /// A report and how to show it.
@@ -208,7 +218,13 @@ impl Outcome {
         use crate::cli::exit;
         use preflight_checks::model::Status;
         match self {
-            Outcome::Report(s) => report_exit_code(&s.report, s.view.strict),
+            Outcome::Report(s) => match s.view.format {
+                // A TaskProlog's non-zero exit would stop the job's tasks: the advice is optional.
+                crate::cli::Format::TaskProlog => exit::OK,
+                crate::cli::Format::Npd => crate::render::npd::exit_code(&s.report, s.view.strict),
+                _ => report_exit_code(&s.report, s.view.strict),
+            },
+            Outcome::Hook(h) => h.result.code,
             Outcome::Launch { plan, .. } if matches!(plan.status, Status::Fail | Status::Error) => {
                 exit::FINDINGS
             }

@@ -8,10 +8,12 @@ const WIDTH: usize = 78;
 /// One entry: id and status, then what it means, why it matters, how to fix it.
 pub fn render(e: &Entry) -> String {
     let mut s = format!("{}  (fires as: {})\n", e.id, e.fires);
+    let drain = super::drain::explain(e);
     for (title, text) in [
         ("What it means", e.meaning),
         ("Why it matters", e.why),
         ("How to fix", e.fix),
+        ("Slurm drain reason", drain.as_str()),
     ] {
         s.push('\n');
         s.push_str(title);

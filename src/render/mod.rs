@@ -2,14 +2,19 @@
 
 pub mod collective;
 pub mod doctor;
+pub mod drain;
 pub mod explain;
 pub mod html;
 pub mod json;
 pub mod junit;
 pub mod launch;
+pub mod nodesets;
+pub mod npd;
 pub mod progress;
+pub mod prom;
 pub mod sanitize;
 pub mod simulation;
+pub mod taskprolog;
 
 /// How the terminal report may decorate its output.
 #[derive(Clone, Copy, Debug)]

@@ -1,0 +1,201 @@
+//! `preflight check --slurm-health` (HealthCheckProgram) and `--slurm-prolog` (Prolog): the
+//! node's verdict as Slurm's contract wants it, and with `--drain` the node drained with a
+//! reason a person can act on, `preflight: <finding id>: <short cause>` (as LBNL NHC does).
+//!
+//! Slurm only logs a health check's exit status, so the health mode drains (and later resumes)
+//! the node itself; a prolog's non-zero exit makes Slurm drain the node ("Prolog error") and
+//! requeue the job, and a reason set first is kept, so `--drain` there names the cause.
+
+pub mod decide;
+pub mod scontrol;
+
+use crate::cli::exit;
+use crate::config::{SlurmHook, SlurmMode};
+use crate::render::{drain, sanitize};
+use decide::{Action, NodeState, decide};
+use preflight_checks::model::{Finding, Report, Status};
+use scontrol::Slurm;
+
+/// What the hook did, in lines for stdout, and the exit status Slurm gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookResult {
+    pub lines: Vec<String>,
+    pub code: u8,
+}
+
+/// Findings shown per run; the reason counts the rest.
+const SHOWN: usize = 5;
+
+/// The findings that make the node unfit: `fail` (with `strict`, `warn` too), fails first.
+pub fn unfit(report: &Report, strict: bool) -> Vec<&Finding> {
+    let mut v: Vec<&Finding> = report
+        .findings
+        .iter()
+        .filter(|f| f.status == Status::Fail || (strict && f.status == Status::Warn))
+        .collect();
+    v.sort_by_key(|f| std::cmp::Reverse(f.status));
+    v
+}
+
+/// The node's Slurm name: `--slurm-node`/SLURMD_NODENAME, else the hostname up to its first dot.
+pub fn node_name(hook: &SlurmHook, report: &Report) -> String {
+    hook.node.clone().unwrap_or_else(|| {
+        let h = report
+            .nodes
+            .first()
+            .map(|n| n.hostname.as_str())
+            .unwrap_or_default();
+        h.split('.').next().unwrap_or_default().to_string()
+    })
+}
+
+/// Runs the hook over this node's report.
+pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
+    let node = node_name(hook, report);
+    let bad = unfit(report, hook.strict);
+    let mut lines = Vec::new();
+    for f in bad.iter().take(SHOWN) {
+        lines.push(format!(
+            "preflight: {node}: {} {}: {}",
+            f.status,
+            f.id,
+            sanitize::line(&f.summary)
+        ));
+    }
+    if bad.len() > SHOWN {
+        lines.push(format!("preflight: {node}: and {} more", bad.len() - SHOWN));
+    }
+    if bad.is_empty() {
+        lines.push(format!(
+            "preflight: {node}: passes (report status {})",
+            report.status
+        ));
+    }
+    let verdict = if bad.is_empty() {
+        exit::OK
+    } else {
+        exit::FINDINGS
+    };
+    let want = bad.first().map(|f| drain::reason(f, bad.len() - 1));
+    if !hook.drain {
+        return HookResult {
+            lines,
+            code: verdict,
+        };
+    }
+    if node.is_empty() {
+        lines.push(
+            "cannot drain: this node's Slurm name is unknown (no SLURMD_NODENAME, no hostname); give --slurm-node NAME".into(),
+        );
+        return HookResult {
+            lines,
+            code: failed_call(hook, verdict),
+        };
+    }
+    let state = match slurm.node(&node) {
+        Ok(s) => s,
+        Err(e) if hook.dry_run => {
+            lines.push(format!(
+                "node state unknown ({e}); planned as for an idle node without a reason"
+            ));
+            NodeState {
+                state: "idle".into(),
+                reason: None,
+            }
+        }
+        Err(e) => {
+            lines.push(format!("cannot read {node}'s state, nothing changed: {e}"));
+            return HookResult {
+                lines,
+                code: failed_call(hook, verdict),
+            };
+        }
+    };
+    let mut action = decide(&node, &state, want.as_deref());
+    if hook.mode == SlurmMode::Prolog {
+        if let Action::Resume { .. } = action {
+            action = Action::Leave {
+                why: format!("{node} passes; the health check (--slurm-health --drain) resumes it"),
+            };
+        }
+    }
+    let (args, done) = match &action {
+        Action::Leave { why } => {
+            lines.push(format!("left alone: {why}"));
+            return HookResult {
+                lines,
+                code: verdict,
+            };
+        }
+        Action::Drain { reason } => (
+            vec![
+                "update".to_string(),
+                format!("NodeName={node}"),
+                "State=DRAIN".into(),
+                format!("Reason={reason}"),
+            ],
+            format!("drained {node}"),
+        ),
+        Action::Resume { was } => (
+            vec![
+                "update".to_string(),
+                format!("NodeName={node}"),
+                "State=RESUME".into(),
+            ],
+            format!("resumed {node} (it passes again; preflight had drained it: {was})"),
+        ),
+    };
+    let shown = format!(
+        "scontrol {}",
+        args.iter()
+            .map(|a| shown_arg(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if hook.dry_run {
+        lines.push("dry run, nothing changed; --drain would run:".into());
+        lines.push(shown);
+        return HookResult {
+            lines,
+            code: verdict,
+        };
+    }
+    match slurm.scontrol(&args) {
+        Ok(()) => {
+            lines.push(format!("{done}: {shown}"));
+            HookResult {
+                lines,
+                code: verdict,
+            }
+        }
+        Err(e) => {
+            lines.push(format!("could not change {node}: {e}"));
+            HookResult {
+                lines,
+                code: failed_call(hook, verdict),
+            }
+        }
+    }
+}
+
+/// A Slurm call failed: the health check says so (2); the prolog's verdict stands (a failing
+/// node still exits non-zero, and Slurm drains it as "Prolog error").
+fn failed_call(hook: &SlurmHook, verdict: u8) -> u8 {
+    match hook.mode {
+        SlurmMode::Health => exit::CANNOT_RUN,
+        SlurmMode::Prolog => verdict,
+    }
+}
+
+/// `Reason=preflight: x` as a shell word: `Reason="preflight: x"`, the way people type it.
+fn shown_arg(a: &str) -> String {
+    match a.split_once('=') {
+        Some((k, v)) if v.contains(' ') && !v.contains(['"', '\\', '$', '`']) => {
+            format!("{k}=\"{v}\"")
+        }
+        _ => crate::shell::quote(a),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,181 @@
+//! The hook over a Slurm held in memory: what it drains, resumes and leaves, and its exit codes.
+
+use super::*;
+use preflight_checks::model::{Mode, NodeFacts};
+use std::cell::RefCell;
+
+struct FakeSlurm {
+    state: RefCell<Result<NodeState, String>>,
+    calls: RefCell<Vec<Vec<String>>>,
+}
+
+impl FakeSlurm {
+    fn new(state: &str, reason: Option<&str>) -> Self {
+        FakeSlurm {
+            state: RefCell::new(Ok(NodeState {
+                state: state.into(),
+                reason: reason.map(Into::into),
+            })),
+            calls: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl Slurm for FakeSlurm {
+    fn node(&self, name: &str) -> Result<NodeState, String> {
+        assert_eq!(name, "node7");
+        self.state.borrow().clone()
+    }
+    fn scontrol(&self, args: &[String]) -> Result<(), String> {
+        self.calls.borrow_mut().push(args.to_vec());
+        Ok(())
+    }
+}
+
+fn report(findings: Vec<Finding>) -> Report {
+    crate::report::ReportBuilder::single(
+        Mode::Node,
+        0,
+        NodeFacts {
+            hostname: "node7.cluster.example".into(),
+            ..Default::default()
+        },
+    )
+    .findings(findings)
+    .build()
+}
+
+fn hook(mode: SlurmMode, drain: bool, dry_run: bool) -> SlurmHook {
+    SlurmHook {
+        mode,
+        drain,
+        dry_run,
+        node: None,
+        strict: false,
+    }
+}
+
+fn held() -> Finding {
+    Finding::new(
+        "port.in-use",
+        Status::Fail,
+        "29500",
+        "master port 29500 is already in use by pid 42 (python3); torchrun will fail",
+    )
+}
+
+#[test]
+fn without_drain_only_the_exit_code_speaks() {
+    let s = FakeSlurm::new("idle", None);
+    let r = run(
+        &hook(SlurmMode::Health, false, false),
+        &report(vec![held()]),
+        &s,
+    );
+    assert_eq!(r.code, 1);
+    assert!(s.calls.borrow().is_empty());
+    assert!(
+        r.lines[0].starts_with("preflight: node7: fail port.in-use: master port 29500"),
+        "{r:?}"
+    );
+    let ok = run(&hook(SlurmMode::Health, false, false), &report(vec![]), &s);
+    assert_eq!(ok.code, 0);
+}
+
+#[test]
+fn drain_sets_preflights_reason_and_dry_run_only_prints_it() {
+    let s = FakeSlurm::new("idle", None);
+    let r = run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![held()]),
+        &s,
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        *s.calls.borrow(),
+        vec![vec![
+            "update".to_string(),
+            "NodeName=node7".into(),
+            "State=DRAIN".into(),
+            "Reason=preflight: port.in-use: master port 29500 is already in use by pid 42 (python3)".into()
+        ]]
+    );
+    let s = FakeSlurm::new("idle", None);
+    let r = run(
+        &hook(SlurmMode::Health, true, true),
+        &report(vec![held()]),
+        &s,
+    );
+    assert!(s.calls.borrow().is_empty());
+    assert_eq!(
+        r.lines.last().unwrap(),
+        "scontrol update NodeName=node7 State=DRAIN Reason=\"preflight: port.in-use: master port 29500 is already in use by pid 42 (python3)\""
+    );
+}
+
+#[test]
+fn resumes_its_own_drain_only_in_the_health_check() {
+    let ours = "preflight: port.in-use: master port 29500 is already in use";
+    let s = FakeSlurm::new("drained", Some(ours));
+    let r = run(&hook(SlurmMode::Health, true, false), &report(vec![]), &s);
+    assert_eq!(r.code, 0);
+    assert_eq!(
+        *s.calls.borrow(),
+        vec![vec![
+            "update".to_string(),
+            "NodeName=node7".into(),
+            "State=RESUME".into()
+        ]]
+    );
+    let s = FakeSlurm::new("drained", Some(ours));
+    run(&hook(SlurmMode::Prolog, true, false), &report(vec![]), &s);
+    assert!(s.calls.borrow().is_empty());
+    let s = FakeSlurm::new("drained", Some("bad DIMM"));
+    let r = run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![held()]),
+        &s,
+    );
+    assert!(s.calls.borrow().is_empty());
+    assert!(r.lines.last().unwrap().contains("bad DIMM"), "{r:?}");
+}
+
+#[test]
+fn a_broken_slurm_is_exit_2_in_the_health_check_and_the_verdict_in_the_prolog() {
+    let s = FakeSlurm::new("idle", None);
+    *s.state.borrow_mut() = Err("sinfo timed out".into());
+    assert_eq!(
+        run(
+            &hook(SlurmMode::Health, true, false),
+            &report(vec![held()]),
+            &s
+        )
+        .code,
+        2
+    );
+    assert_eq!(
+        run(
+            &hook(SlurmMode::Prolog, true, false),
+            &report(vec![held()]),
+            &s
+        )
+        .code,
+        1
+    );
+    assert_eq!(
+        run(&hook(SlurmMode::Prolog, true, false), &report(vec![]), &s).code,
+        0
+    );
+    // A dry run still shows the line.
+    let r = run(
+        &hook(SlurmMode::Health, true, true),
+        &report(vec![held()]),
+        &s,
+    );
+    assert!(
+        r.lines
+            .last()
+            .unwrap()
+            .starts_with("scontrol update NodeName=node7 State=DRAIN")
+    );
+}

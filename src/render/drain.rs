@@ -1,0 +1,121 @@
+//! The Slurm drain reason preflight sets, `preflight: <finding id>: <short cause>`, and how a
+//! reason is recognised as preflight's own (the way LBNL NHC marks its reasons).
+
+use preflight_checks::catalog::Entry;
+use preflight_checks::model::Finding;
+
+/// Every reason preflight sets starts with this; a reason without it belongs to someone else.
+pub const PREFIX: &str = "preflight:";
+
+/// Characters of the cause kept in a reason (`sinfo -R` shows the reason in one column).
+pub const MAX_CAUSE: usize = 100;
+
+/// `preflight: port.in-use: master port 29500 is already in use by pid 4242 (python3 ...)`,
+/// with ` (+N more)` when `more` other findings would drain the node too.
+pub fn reason(f: &Finding, more: usize) -> String {
+    let mut s = format!("{PREFIX} {}: {}", clean(&f.id, 64), short_cause(&f.summary));
+    if more > 0 {
+        s.push_str(&format!(" (+{more} more)"));
+    }
+    s
+}
+
+/// True when preflight set this reason (Slurm may append `[user@time]` in some views).
+pub fn is_ours(reason: &str) -> bool {
+    reason.trim_start().starts_with(PREFIX)
+}
+
+/// The first clause of a summary (up to `; `), on one line, without double quotes, cut at a
+/// word boundary to [`MAX_CAUSE`] characters.
+pub fn short_cause(summary: &str) -> String {
+    let first = summary.split("; ").next().unwrap_or_default();
+    clean(first, MAX_CAUSE)
+}
+
+/// One line of printable text: control characters become spaces, `"` becomes `'`, runs of
+/// spaces collapse, and the text is cut at a word boundary to `max` characters with `...`.
+fn clean(s: &str, max: usize) -> String {
+    let mapped: String = s
+        .chars()
+        .map(|c| match c {
+            '"' => '\'',
+            c if c.is_control() || crate::shell::is_control(c) => ' ',
+            c => c,
+        })
+        .collect();
+    let words: Vec<&str> = mapped.split_whitespace().collect();
+    let one = words.join(" ");
+    if one.chars().count() <= max {
+        return one;
+    }
+    let mut out = String::new();
+    for w in &words {
+        let add = if out.is_empty() { 0 } else { 1 } + w.chars().count();
+        if out.chars().count() + add + 3 > max {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    if out.is_empty() {
+        out = one.chars().take(max.saturating_sub(3)).collect();
+    }
+    out.push_str("...");
+    out
+}
+
+/// What `preflight explain ID` says about draining: the reason, or why the id never drains.
+pub fn explain(e: &Entry) -> String {
+    if e.fires.contains("fail") {
+        format!(
+            "`preflight check --slurm-health --drain` (or --slurm-prolog --drain) drains the node with \
+             Reason=\"{PREFIX} {}: <the finding's summary up to its first ';', at most {MAX_CAUSE} \
+             characters>\" and resumes it once it passes again; a reason preflight did not set is \
+             never replaced.",
+            e.id
+        )
+    } else {
+        format!(
+            "It fires as {} only, so it drains a node only with --strict: Reason=\"{PREFIX} {}: \
+             <the finding's summary up to its first ';'>\".",
+            e.fires, e.id
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use preflight_checks::model::Status;
+
+    #[test]
+    fn reason_names_the_id_and_the_first_clause() {
+        let f = Finding::new(
+            "port.in-use",
+            Status::Fail,
+            "29500",
+            "master port 29500 is already in use by pid 4242 (python3 -c \"x\"); torchrun will fail with \"Address already in use\"",
+        );
+        assert_eq!(
+            reason(&f, 0),
+            "preflight: port.in-use: master port 29500 is already in use by pid 4242 (python3 -c 'x')"
+        );
+        assert!(reason(&f, 2).ends_with(" (+2 more)"));
+        assert!(is_ours(&reason(&f, 0)));
+        assert!(!is_ours("bad DIMM, ticket 123"));
+        assert!(!is_ours("Prolog error"));
+    }
+
+    #[test]
+    fn long_and_hostile_causes_are_one_bounded_line() {
+        let long = format!("{}\n\u{1b}[31mred{}", "word ".repeat(100), "x".repeat(500));
+        let c = short_cause(&long);
+        assert!(c.chars().count() <= MAX_CAUSE, "{c}");
+        assert!(c.ends_with("..."));
+        assert!(!c.contains('\n') && !c.contains('\u{1b}'));
+        let one_word = short_cause(&"y".repeat(1000));
+        assert_eq!(one_word.chars().count(), MAX_CAUSE);
+    }
+}
