@@ -8,6 +8,7 @@
 
 pub(crate) mod common;
 mod degraded;
+pub mod healthy_set;
 mod hosts;
 mod ifname_choice;
 mod joining;
