@@ -292,6 +292,7 @@ pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
         launch,
         reasons,
         standalone: Some(standalone),
+        healthy_set: None,
     }
 }
 
@@ -488,6 +489,7 @@ pub fn advise_cluster(
         launch,
         reasons,
         standalone: None,
+        healthy_set: None,
     }
 }
 

@@ -96,8 +96,14 @@ pub enum LaunchFormat {
     Torchrun,
     /// An sbatch script running torchrun on every node through srun.
     Sbatch,
-    /// A Kubernetes container `env:` list (YAML).
+    /// A Kubernetes container `env:` list (YAML); with --healthy-set, `kubectl cordon` lines for the excluded nodes too.
     K8sEnv,
+    /// One `srun ... torchrun` line that runs inside the existing allocation (with --healthy-set: `--exclude=` the left-out nodes).
+    Srun,
+    /// One host per line, in node-rank order (pdsh, clush, mpirun, DeepSpeed).
+    Hostfile,
+    /// The excluded hosts as one hostlist, for `sbatch --exclude=` / `srun --exclude=` (needs --healthy-set).
+    Exclude,
 }
 
 /// `preflight launch`: the recommended launch from a saved `preflight cluster` report.
@@ -112,6 +118,18 @@ pub struct LaunchArgs {
     /// Processes per node (default: the number the report's launch commands use).
     #[arg(long, alias = "nproc_per_node", value_parser = clap::value_parser!(u32).range(1..))]
     pub nproc_per_node: Option<u32>,
+    /// Launch on the report's healthy set only: the nodes that work together when the cluster fails, with their new node ranks and master.
+    #[arg(long, alias = "healthy_set")]
+    pub healthy_set: bool,
+    /// With --healthy-set: compute the set again from the report's measurements with at least this many nodes.
+    #[arg(long, alias = "min_nodes", requires = "healthy_set", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub min_nodes: Option<u32>,
+    /// With --healthy-set: compute the set again, its node count a multiple of K (the slowest nodes left idle).
+    #[arg(long, alias = "nodes_multiple_of", value_name = "K", requires = "healthy_set", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub nodes_multiple_of: Option<u32>,
+    /// With --healthy-set: compute the set again, leaving out stragglers (links all slower than half the cluster median).
+    #[arg(long, alias = "exclude_slow", requires = "healthy_set")]
+    pub exclude_slow: bool,
     /// Your training script (its arguments go after `--`).
     #[arg(long)]
     pub script: Option<String>,
@@ -267,6 +285,18 @@ pub struct ClusterArgs {
     /// Also measure the all-reduce with these variables changed (KEY=VALUE[,KEY=VALUE]), e.g. NCCL_IB_DISABLE=1; the advice then prefers the faster setting.
     #[arg(long, alias = "compare_env", value_parser = parse_env_list)]
     pub compare_env: Option<EnvList>,
+    /// When the cluster fails, the healthy set must have at least this many nodes (default 1).
+    #[arg(long, alias = "min_nodes", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub min_nodes: Option<u32>,
+    /// The healthy set's node count must be a multiple of K (data/pipeline parallel degree): it is rounded down, the nodes with the slowest links left idle.
+    #[arg(long, alias = "nodes_multiple_of", value_name = "K", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub nodes_multiple_of: Option<u32>,
+    /// Also leave stragglers out of the healthy set: nodes whose links are all slower than half the cluster median.
+    #[arg(long, alias = "exclude_slow")]
+    pub exclude_slow: bool,
+    /// Exit 0 when the cluster fails but its healthy set meets --min-nodes and --nodes-multiple-of (for job scripts that go on with the set).
+    #[arg(long, alias = "proceed_with_healthy_set")]
+    pub proceed_with_healthy_set: bool,
     #[command(flatten)]
     pub job: JobArgs,
     /// Your training script and its arguments, placed into the launch commands.

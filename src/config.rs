@@ -10,6 +10,7 @@ use crate::runtime::Timing;
 use crate::runtime::allreduce::{AllreduceMode, AllreducePlan};
 pub use crate::runtime::job::{ClusterJob, JobShape, ProbeJob, Token};
 use anyhow::anyhow;
+use preflight_checks::cluster::healthy_set::HealthyOptions;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,6 +23,8 @@ pub struct View {
     pub strict: bool,
     /// `-v`: the terminal report also shows passes and skips.
     pub verbose: bool,
+    /// `--proceed-with-healthy-set`: a failing cluster whose healthy set meets the constraints exits 0.
+    pub proceed_with_healthy_set: bool,
 }
 
 /// `preflight check`.
@@ -74,6 +77,10 @@ pub struct LaunchJob {
     pub nproc_per_node: Option<u32>,
     /// `--script S -- args` or `-- S args`: the script and its arguments.
     pub script: Vec<String>,
+    /// `--healthy-set`: launch on the healthy set; with constraints, the set is computed again.
+    pub healthy_set: bool,
+    /// `--min-nodes` / `--nodes-multiple-of` / `--exclude-slow` given with `--healthy-set`.
+    pub recompute: Option<HealthyOptions>,
 }
 
 /// `preflight render`: a saved report, shown as `view` says (never written again).
@@ -130,15 +137,29 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             output: a.output,
         }),
         Command::Cluster(a) => {
-            let v = view(&a.job);
+            let mut v = view(&a.job);
+            v.proceed_with_healthy_set = a.proceed_with_healthy_set;
             Job::Cluster(Box::new(cluster(&a, env)?), v)
         }
         Command::Torchrun(a) => Job::Torchrun(Box::new(torchrun(a, env)?)),
+        Command::Launch(a) if a.format == cli::LaunchFormat::Exclude && !a.healthy_set => {
+            return Err(anyhow!(
+                "--format exclude prints the nodes the healthy set leaves out: give --healthy-set too (preflight launch --report FILE --healthy-set --format exclude)"
+            ));
+        }
         Command::Launch(a) => Job::Launch(LaunchJob {
             report: a.report,
             format: a.format,
             nproc_per_node: a.nproc_per_node,
             script: a.script.into_iter().chain(a.script_args).collect(),
+            healthy_set: a.healthy_set,
+            recompute: (a.min_nodes.is_some() || a.nodes_multiple_of.is_some() || a.exclude_slow)
+                .then(|| HealthyOptions {
+                    min_nodes: a.min_nodes.unwrap_or(1),
+                    multiple_of: a.nodes_multiple_of.unwrap_or(1),
+                    exclude_slow: a.exclude_slow,
+                    nnodes: None,
+                }),
         }),
         Command::Render(a) => Job::Render(RenderJob {
             report: a.report,
@@ -147,6 +168,7 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                 output: None,
                 strict: a.strict,
                 verbose: a.verbose,
+                proceed_with_healthy_set: false,
             },
         }),
         Command::Explain(a) => Job::Explain(if a.list {
@@ -181,6 +203,7 @@ fn view(a: &cli::JobArgs) -> View {
         output: a.output.clone(),
         strict: a.strict,
         verbose: a.verbose,
+        proceed_with_healthy_set: false,
     }
 }
 
@@ -301,6 +324,12 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
         min_busbw: a.min_busbw,
         shape,
         script: a.script.clone(),
+        healthy: HealthyOptions {
+            min_nodes: a.min_nodes.unwrap_or(1),
+            multiple_of: a.nodes_multiple_of.unwrap_or(1),
+            exclude_slow: a.exclude_slow,
+            nnodes: None,
+        },
     })
 }
 
@@ -320,6 +349,7 @@ fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Res
             output: a.output,
             strict: a.strict,
             verbose: false,
+            proceed_with_healthy_set: false,
         },
     })
 }

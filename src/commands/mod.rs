@@ -113,8 +113,15 @@ impl Outcome {
         use crate::cli::exit;
         use preflight_checks::model::Status;
         match self {
-            Outcome::Report(s) => report_exit_code(&s.report, s.view.strict),
-            Outcome::Launch { plan, .. } if matches!(plan.status, Status::Fail | Status::Error) => {
+            Outcome::Report(s) => {
+                let code = report_exit_code(&s.report, s.view.strict);
+                let proceed = s.view.proceed_with_healthy_set && crate::healthy::usable(&s.report);
+                if proceed { exit::OK } else { code }
+            }
+            Outcome::Launch { plan, .. }
+                if plan.healthy.is_none()
+                    && matches!(plan.status, Status::Fail | Status::Error) =>
+            {
                 exit::FINDINGS
             }
             Outcome::Exit(code) => *code,

@@ -218,5 +218,10 @@ pub fn cluster_job(
         min_busbw: None,
         shape: JobShape::default(),
         script: parsed.script_and_args(),
+        // An elastic `--nnodes=MIN:MAX`: the healthy set needs at least MIN nodes.
+        healthy: preflight_checks::cluster::healthy_set::HealthyOptions {
+            min_nodes: shape.nnodes.map_or(1, |(min, _)| min.max(1)),
+            ..Default::default()
+        },
     })
 }

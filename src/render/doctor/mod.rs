@@ -7,6 +7,7 @@
 mod advice;
 mod areas;
 mod cluster;
+mod healthy;
 mod paint;
 mod problems;
 pub mod wrap;
@@ -46,6 +47,7 @@ pub fn render_for_rank(report: &Report, style: Style, rank: u32) -> String {
     out.push('\n');
     out.push_str(&advice::advice(report, style, rank, whole));
     out.push_str(&advice::verdict(report, &own, style, whole));
+    out.push_str(&healthy::block(report, style, rank, whole));
     out
 }
 

@@ -97,13 +97,22 @@ pub(super) fn build_report(
     for m in members {
         builder = builder.node(m.rank, m.facts.clone());
     }
-    builder
+    let mut report = builder
         .findings(findings)
         .links(links.to_vec())
         .collectives(outcome.results)
         .recommendation(Some(recommendation))
         .placement(Some(cfg.placement.clone()))
-        .build()
+        .build();
+    // When the cluster fails: the set of nodes to train on now.
+    let healthy = crate::healthy::HealthyInput::new(
+        &cfg.healthy,
+        cfg.nnodes,
+        cfg.shape.nproc_per_node,
+        &cfg.script,
+    );
+    crate::healthy::attach(&mut report, &healthy);
+    report
 }
 
 /// Every joined node (dead ones included: their facts still count for the checks).
