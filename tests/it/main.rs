@@ -7,6 +7,7 @@ mod cluster;
 mod common;
 mod fabrics;
 mod faults;
+mod healthy_set;
 mod hostile;
 mod hostile_input;
 mod html;
