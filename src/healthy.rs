@@ -157,7 +157,12 @@ pub fn advise(report: &Report, set: &HealthySet, input: &HealthyInput) -> Health
     let mut names: Vec<String> = set.order.iter().map(|r| host(*r)).collect();
     names.sort();
     let hosts = compress(&names);
-    let excluded_names: Vec<String> = set.excluded.iter().map(|e| e.hostname.clone()).collect();
+    let excluded_names: Vec<String> = set
+        .excluded
+        .iter()
+        .map(|e| e.hostname.clone())
+        .filter(|h| !h.is_empty())
+        .collect();
     let met = set.met && rec.master_addr.is_some();
     let why = if !set.met {
         set.shortfall()

@@ -308,7 +308,11 @@ pub fn plan_healthy(
             &set.exclude_hosts,
         );
     }
-    if let Some(e) = set.excluded.iter().find(|e| !is_host_like(&e.hostname)) {
+    if let Some(e) = set
+        .excluded
+        .iter()
+        .find(|e| !e.hostname.is_empty() && !is_host_like(&e.hostname))
+    {
         return refuse(
             "recommendation.healthy_set.excluded[].hostname",
             &e.hostname,

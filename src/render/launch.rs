@@ -31,6 +31,11 @@ fn healthy_note(plan: &LaunchPlan) -> String {
         .excluded
         .iter()
         .map(|(host, ids, _)| {
+            let host = if host.is_empty() {
+                "(unknown host)"
+            } else {
+                host
+            };
             if ids.is_empty() {
                 format!("{host} (idle)")
             } else {
@@ -303,6 +308,11 @@ fn k8s_healthy(plan: &LaunchPlan, h: &crate::recipe::HealthyPlan) -> String {
         "# 1) Keep the job off the excluded nodes (a bash script: source it or run it).\n",
     );
     for (host, ids, node) in &h.excluded {
+        let host = if host.is_empty() {
+            "(unknown host)"
+        } else {
+            host
+        };
         let why = if ids.is_empty() {
             "idle".to_string()
         } else {

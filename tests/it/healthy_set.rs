@@ -396,7 +396,7 @@ fn ten_nodes_with_a_dead_node_a_filtered_node_and_a_broken_pair_train_on_seven()
         .preflight()
         .ranks(&[0, 1, 2, 4, 5, 6, 7, 8, 9])
         .timeout(6)
-        .args(&["--proceed-with-healthy-set"])
+        .args(&["--proceed-with-healthy-set", "--hosts", "node[0-9]"])
         .script(&[script.to_str().unwrap()]);
     for r in 0..10 {
         run = run.env_on(r, "PREFLIGHT_NODE_NAME", &format!("k8s-node{r}"));

@@ -42,6 +42,7 @@ impl Default for HealthyOptions {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exclusion {
     pub rank: u32,
+    /// Empty when unknown (a node that never joined, with no host list to name it).
     pub hostname: String,
     /// The finding ids that explain it (empty for a node left idle by `--nodes-multiple-of`).
     pub reasons: Vec<String>,
@@ -132,7 +133,7 @@ fn hostname_of(report: &Report, rank: u32, expected: &HashMap<u32, String>) -> S
         .map(|n| n.hostname.clone())
         .filter(|h| !h.is_empty())
         .or_else(|| expected.get(&rank).cloned())
-        .unwrap_or_else(|| format!("rank{rank}"))
+        .unwrap_or_default()
 }
 
 /// What a node must share with the others of its group.
@@ -451,24 +452,34 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
                 .collect();
             let edges = failed_pairs(report, &address, &alive);
             let (removed, exact) = cover(&edges, &tp);
-            let mut count: HashMap<u32, usize> = HashMap::new();
-            for (a, b) in &edges {
-                *count.entry(*a).or_default() += 1;
-                *count.entry(*b).or_default() += 1;
-            }
             for r in &removed {
                 alive.remove(r);
-                cand_out.insert(
-                    *r,
-                    (
-                        vec!["link.unreachable".into()],
+            }
+            // Each removed node, with the nodes of the set it failed with.
+            let mut peers: HashMap<u32, Vec<u32>> = HashMap::new();
+            for (a, b) in &edges {
+                for (x, y) in [(a, b), (b, a)] {
+                    if removed.contains(x) && alive.contains(y) {
+                        peers.entry(*x).or_default().push(*y);
+                    }
+                }
+            }
+            for r in &removed {
+                let why = match peers.get_mut(r) {
+                    Some(p) => {
+                        p.sort_unstable();
                         format!(
-                            "it explains {} failed pair(s) on {}",
-                            count.get(r).copied().unwrap_or(0),
+                            "its connections with {} failed on {}",
+                            super::common::ranks_phrase(p),
                             net.id
-                        ),
+                        )
+                    }
+                    None => format!(
+                        "its connections with other left-out nodes failed on {}",
+                        net.id
                     ),
-                );
+                };
+                cand_out.insert(*r, (vec!["link.unreachable".into()], why));
             }
             if best.as_ref().is_some_and(|b| b.keep.len() >= alive.len()) {
                 continue;

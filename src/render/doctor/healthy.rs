@@ -4,7 +4,7 @@ use super::super::Style;
 use super::super::sanitize::{line, shown};
 use super::{paint, wrap::wrap};
 use preflight_checks::hostlist::compress_within;
-use preflight_checks::model::{HealthySetAdvice, Report, Status};
+use preflight_checks::model::{HealthyExclusion, HealthySetAdvice, Report, Status};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -107,20 +107,40 @@ fn leave_out(h: &HealthySetAdvice) -> String {
     if h.excluded.is_empty() {
         return "Leave out no node".into();
     }
-    let mut by_why: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut by_why: BTreeMap<String, Vec<&HealthyExclusion>> = BTreeMap::new();
     for e in &h.excluded {
         let key = if e.idle {
             format!("idle: --nodes-multiple-of {}", h.constraints.multiple_of)
         } else {
             e.reasons.join(", ")
         };
-        by_why.entry(key).or_default().push(&e.hostname);
+        by_why.entry(key).or_default().push(e);
     }
-    let mut groups: Vec<(String, Vec<&str>)> = by_why.into_iter().collect();
+    let mut groups: Vec<(String, Vec<&HealthyExclusion>)> = by_why.into_iter().collect();
     groups.sort_by_key(|(_, names)| std::cmp::Reverse(names.len()));
     let parts: Vec<String> = groups
         .iter()
-        .map(|(why, names)| format!("{} ({})", shown(&compress_within(names, 60)), shown(why)))
+        .map(|(why, nodes)| {
+            // Hosts in hostlist syntax; a node with no known name by its rank.
+            let names: Vec<&str> = nodes
+                .iter()
+                .map(|e| e.hostname.as_str())
+                .filter(|h| !h.is_empty())
+                .collect();
+            let mut who: Vec<String> = Vec::new();
+            if !names.is_empty() {
+                who.push(shown(&compress_within(&names, 60)).into_owned());
+            }
+            let unnamed: Vec<String> = nodes
+                .iter()
+                .filter(|e| e.hostname.is_empty())
+                .map(|e| format!("rank {}", e.node))
+                .collect();
+            if !unnamed.is_empty() {
+                who.push(unnamed.join(", "));
+            }
+            format!("{} ({})", who.join(", "), shown(why))
+        })
         .collect();
     format!("Leave out {}: {}", h.excluded.len(), parts.join(", "))
 }
