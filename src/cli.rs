@@ -21,7 +21,8 @@ pub mod exit {
 const AFTER_HELP: &str = "\
 Exit codes:
   0  nothing is fail or error (with --strict: nothing is warn either)
-  1  at least one finding is fail or error (or warn with --strict)
+  1  at least one finding is fail or error (or warn with --strict); with
+     --proceed-with-healthy-set, 0 when the failing cluster's healthy set meets its constraints
   2  the tool could not run (bad arguments, unreadable --facts file, ...)
   130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; children stopped, temp files removed
 
@@ -43,9 +44,10 @@ Flags take torchrun's spellings; --master-port and --master_port are the same fl
 
 const LAUNCH_HELP: &str = "\
 Exit codes:
-  0  the report has no fail or error finding
+  0  the report has no fail or error finding; with --healthy-set, the set's launch was printed
   1  the report has a fail or error finding (the launch is printed, but fix those first)
-  2  the tool could not run (bad arguments, unreadable or invalid report)";
+  2  the tool could not run (bad arguments, unreadable or invalid report; with --healthy-set:
+     no healthy set in the report, or the set misses --min-nodes/--nodes-multiple-of)";
 
 #[derive(Parser, Debug)]
 #[command(

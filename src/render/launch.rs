@@ -189,8 +189,9 @@ fn srun(plan: &LaunchPlan) -> String {
         .map(|h| format!(" --exclude={}", crate::shell::quote(&h.exclude)))
         .unwrap_or_default();
     out.push_str(&format!(
-        "{} srun --nodes={} --ntasks-per-node=1{exclude} --kill-on-bad-exit=1 bash -c {} bash {}\n",
+        "{} srun --nodes={} --ntasks={} --ntasks-per-node=1{exclude} --kill-on-bad-exit=1 bash -c {} bash {}\n",
         crate::shell::env_prefix(&env),
+        plan.nnodes,
         plan.nnodes,
         crate::shell::quote(&node_body(plan)),
         plan.script
