@@ -564,3 +564,140 @@ fn rank_0_with_its_data_ports_filtered_is_left_out_and_a_new_master_runs_the_job
     assert_eq!(set["launch"][0]["node_rank"], 0);
     run_job_on_the_set(&c, set);
 }
+
+// ---------------------------------------------------------------- a real Slurm allocation
+
+/// `slurm-netns` (the shared tool that starts a real Slurm in namespaces), when this checkout
+/// has it and Slurm is installed.
+fn slurm_netns() -> Option<PathBuf> {
+    let tool = std::env::var_os("PREFLIGHT_SLURM_NETNS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::common::repo("../shared/tools/slurm-netns"));
+    let installed = ["/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/srun"]
+        .iter()
+        .all(|p| Path::new(p).exists());
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if tool.exists() && installed && root {
+        Some(tool)
+    } else {
+        eprintln!(
+            "skipped: the Slurm flow needs root, Debian's slurmctld/slurmd/slurm-client/munge and {} (or PREFLIGHT_SLURM_NETNS)",
+            tool.display()
+        );
+        None
+    }
+}
+
+/// A Slurm cluster that `slurm-netns down` removes on drop.
+struct Slurm {
+    tool: PathBuf,
+    dir: PathBuf,
+}
+
+impl Slurm {
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(&self.tool)
+            .arg("run")
+            .arg(&self.dir)
+            .args(args)
+            .output()
+            .expect("slurm-netns run")
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(&self.tool)
+            .arg("down")
+            .arg(&self.dir)
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// examples/slurm/train-healthy-set.sbatch in a real 3-node allocation where preflight never
+/// starts on node3: preflight's step proceeds with the healthy set, and the sbatch's
+/// `srun --exclude` line runs the real gloo job on node1 and node2 inside the allocation.
+#[test]
+fn the_slurm_flow_trains_on_the_healthy_set_inside_the_allocation() {
+    if !has_torch() {
+        return;
+    }
+    let Some(tool) = slurm_netns() else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("pf-hset-slurm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let slurm = Slurm {
+        tool: tool.clone(),
+        dir: dir.clone(),
+    };
+    let up = std::process::Command::new(&tool)
+        .args(["up"])
+        .arg(&dir)
+        .args(["3", "10.238"])
+        .output()
+        .expect("slurm-netns up");
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    // preflight never starts on node3 (a node whose job step dies at once).
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let wrapper = dir.join("preflight");
+    write_exec(
+        &wrapper,
+        &format!(
+            "#!/bin/bash\nif [ \"$(hostname)\" = node3 ] && [ \"$1\" = cluster ]; then exit 0; fi\nexec {} \"$@\"\n",
+            env!("CARGO_BIN_EXE_preflight")
+        ),
+    );
+    let script = crate::common::repo("examples/slurm/train-healthy-set.sbatch");
+    let job = fixture("healthy-set/allreduce.py");
+    let t = Instant::now();
+    let out = slurm.run(&[
+        "sbatch",
+        "-N",
+        "3",
+        "--gpus-per-node=0",
+        "--wait",
+        &format!("--chdir={}", work.display()),
+        &format!(
+            "--export=ALL,PREFLIGHT={},PREFLIGHT_TIMEOUT=5,PREFLIGHT_TOKEN=healthy-set-test,PREFLIGHT_ARGS=--quick",
+            wrapper.display()
+        ),
+        script.to_str().unwrap(),
+        job.to_str().unwrap(),
+    ]);
+    let log: String = std::fs::read_dir(&work)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".out"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    eprintln!("sbatch --wait: {:?}\n{log}", t.elapsed());
+    assert!(
+        out.status.success(),
+        "{}\n{log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        log.contains("preflight: training on the healthy set; left out: node3"),
+        "{log}"
+    );
+    let done: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("allreduce ok"))
+        .collect();
+    assert_eq!(done.len(), 2, "{log}");
+    assert!(
+        done.iter().any(|l| l.contains("of 2 on node1"))
+            && done.iter().any(|l| l.contains("of 2 on node2")),
+        "{log}"
+    );
+}
