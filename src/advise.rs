@@ -2,6 +2,8 @@
 //!
 //! The rules are DESIGN.md's "How the advice is made"; every reason cites its evidence.
 
+pub mod healthy;
+
 use preflight_checks::model::{
     BindStatus, IfKind, Interface, LaunchCommand, NodeFacts, Recommendation,
 };

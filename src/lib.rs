@@ -17,7 +17,6 @@ pub mod cleanup;
 pub mod cli;
 pub mod commands;
 pub mod config;
-pub mod healthy;
 pub mod launchline;
 pub mod measure;
 pub mod output;

@@ -10,13 +10,13 @@ pub fn launch(job: &LaunchJob) -> anyhow::Result<Outcome> {
     let split = |line: &str| split_shell(line).map_err(|e| e.to_string());
     let plan = if job.healthy_set {
         let computed = job.recompute.as_ref().and_then(|opts| {
-            let input = crate::healthy::HealthyInput {
+            let input = crate::advise::healthy::HealthyInput {
                 opts: opts.clone(),
                 nproc_per_node: job.nproc_per_node,
                 script: job.script.clone(),
             };
             let set = preflight_checks::cluster::healthy_set::healthy_set(&report, opts)?;
-            Some(crate::healthy::advise(&report, &set, &input))
+            Some(crate::advise::healthy::advise(&report, &set, &input))
         });
         let saved = report
             .recommendation

@@ -115,7 +115,8 @@ impl Outcome {
         match self {
             Outcome::Report(s) => {
                 let code = report_exit_code(&s.report, s.view.strict);
-                let proceed = s.view.proceed_with_healthy_set && crate::healthy::usable(&s.report);
+                let proceed =
+                    s.view.proceed_with_healthy_set && crate::advise::healthy::usable(&s.report);
                 if proceed { exit::OK } else { code }
             }
             Outcome::Launch { plan, .. }

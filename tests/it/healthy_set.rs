@@ -9,7 +9,7 @@
 
 use crate::common::{bin, fixture};
 use crate::netns::{Cluster, MASTER_PORT, NodeRun, Verdict, node};
-use preflight::healthy::{HealthyInput, attach};
+use preflight::advise::healthy::{HealthyInput, attach};
 use preflight::render::Style;
 use preflight_checks::cluster::healthy_set::HealthyOptions;
 use preflight_checks::model::{Report, Status};

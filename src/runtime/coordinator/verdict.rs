@@ -105,13 +105,13 @@ pub(super) fn build_report(
         .placement(Some(cfg.placement.clone()))
         .build();
     // When the cluster fails: the set of nodes to train on now.
-    let healthy = crate::healthy::HealthyInput::new(
+    let healthy = crate::advise::healthy::HealthyInput::new(
         &cfg.healthy,
         cfg.nnodes,
         cfg.shape.nproc_per_node,
         &cfg.script,
     );
-    crate::healthy::attach(&mut report, &healthy);
+    crate::advise::healthy::attach(&mut report, &healthy);
     report
 }
 
