@@ -19,6 +19,7 @@ mod resolution;
 mod slow;
 mod unreachable;
 mod versions;
+mod vertex_cover;
 
 pub use joining::{Dialed, MasterIsSelf, ThisNode, refused_here};
 pub use refused::{Refusal, RefusalKind};
