@@ -106,14 +106,16 @@ fn shortfall_finding(set: &HealthySet, advice: &HealthySetAdvice, why: &str) -> 
 /// The set, its exclusions and the launch on it, as the report carries them.
 pub fn advise(report: &Report, set: &HealthySet, input: &HealthyInput) -> HealthySetAdvice {
     let facts: HashMap<u32, &NodeFacts> = report.nodes.iter().map(|n| (n.rank, &n.facts)).collect();
+    let hostnames: HashMap<u32, &str> = report
+        .nodes
+        .iter()
+        .map(|n| (n.rank, n.hostname.as_str()))
+        .collect();
     let host = |r: u32| -> String {
-        report
-            .nodes
-            .iter()
-            .find(|n| n.rank == r)
-            .map(|n| n.hostname.clone())
+        hostnames
+            .get(&r)
             .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| format!("rank{r}"))
+            .map_or_else(|| format!("rank{r}"), |h| h.to_string())
     };
     // New rank = position in the set's order (the master first).
     let new_rank: HashMap<u32, u32> = set
