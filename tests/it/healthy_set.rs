@@ -454,7 +454,19 @@ fn ten_nodes_with_a_dead_node_a_filtered_node_and_a_broken_pair_train_on_seven()
     // The terminal block rank 0 printed, from the JSON it wrote.
     let report: Report = serde_json::from_value(r0.report().clone()).unwrap();
     let text = block(&report, 0, 100);
-    eprintln!("{text}");
+    let whole = preflight::render::doctor::render_for_rank(
+        &report,
+        Style {
+            width: 100,
+            ..Style::plain()
+        },
+        0,
+    );
+    let verdict = whole
+        .lines()
+        .find(|l| l.contains("do not launch"))
+        .unwrap_or_default();
+    eprintln!("{verdict}\n{text}");
     assert!(
         text.contains("Train now on 7 of 10 nodes: node[0-2,4,6-7,9]"),
         "{text}"
