@@ -42,13 +42,17 @@ impl HealthyInput {
 }
 
 /// Sets `recommendation.healthy_set` on a failing cluster report, and adds the
-/// `cluster.healthy-set` failure when the set misses the constraints. A passing report is left as it is.
+/// `cluster.healthy-set` failure when the set misses the constraints the user gave
+/// (`--min-nodes`, `--nodes-multiple-of`). A passing report is left as it is.
 pub fn attach(report: &mut Report, input: &HealthyInput) {
     let Some(set) = healthy_set::healthy_set(report, &input.opts) else {
         return;
     };
     let advice = advise(report, &set, input);
-    if let Some(why) = &advice.why {
+    // A failure of its own only for the constraints the user set: with none, the set's `why`
+    // says what is missing, and the findings already fail the cluster.
+    let asked = input.opts.min_nodes > 1 || input.opts.multiple_of > 1;
+    if let Some(why) = advice.why.as_ref().filter(|_| asked) {
         report.findings.push(shortfall_finding(&set, &advice, why));
     }
     if let Some(rec) = report.recommendation.as_mut() {
