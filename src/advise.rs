@@ -2,6 +2,8 @@
 //!
 //! The rules are DESIGN.md's "How the advice is made"; every reason cites its evidence.
 
+pub mod healthy;
+
 use preflight_checks::model::{
     BindStatus, IfKind, Interface, LaunchCommand, NodeFacts, Recommendation,
 };
@@ -299,6 +301,7 @@ pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
         launch,
         reasons,
         standalone: Some(standalone),
+        healthy_set: None,
     }
 }
 
@@ -502,6 +505,7 @@ pub fn advise_cluster(
         launch,
         reasons,
         standalone: None,
+        healthy_set: None,
     }
 }
 

@@ -21,7 +21,8 @@ pub mod exit {
 const AFTER_HELP: &str = "\
 Exit codes:
   0  nothing is fail or error (with --strict: nothing is warn either)
-  1  at least one finding is fail or error (or warn with --strict)
+  1  at least one finding is fail or error (or warn with --strict); with
+     --proceed-with-healthy-set, 0 when the failing cluster's healthy set meets its constraints
   2  the tool could not run (bad arguments, unreadable --facts file, ...)
   130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM; children stopped, temp files removed
 
@@ -43,9 +44,10 @@ Flags take torchrun's spellings; --master-port and --master_port are the same fl
 
 const LAUNCH_HELP: &str = "\
 Exit codes:
-  0  the report has no fail or error finding
+  0  the report has no fail or error finding; with --healthy-set, the set's launch was printed
   1  the report has a fail or error finding (the launch is printed, but fix those first)
-  2  the tool could not run (bad arguments, unreadable or invalid report)";
+  2  the tool could not run (bad arguments, unreadable or invalid report; with --healthy-set:
+     no healthy set in the report, or the set misses --min-nodes/--nodes-multiple-of)";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -137,8 +139,14 @@ pub enum LaunchFormat {
     Torchrun,
     /// An sbatch script running torchrun on every node through srun.
     Sbatch,
-    /// A Kubernetes container `env:` list (YAML).
+    /// A Kubernetes container `env:` list (YAML); with --healthy-set, `kubectl cordon` lines for the excluded nodes too.
     K8sEnv,
+    /// One `srun ... torchrun` line that runs inside the existing allocation (with --healthy-set: `--exclude=` the left-out nodes).
+    Srun,
+    /// One host per line, in node-rank order (pdsh, clush, mpirun, DeepSpeed).
+    Hostfile,
+    /// The excluded hosts as one hostlist, for `sbatch --exclude=` / `srun --exclude=` (needs --healthy-set).
+    Exclude,
 }
 
 /// `preflight launch`: the recommended launch from a saved `preflight cluster` report.
@@ -153,6 +161,18 @@ pub struct LaunchArgs {
     /// Processes per node (default: the number the report's launch commands use).
     #[arg(long, alias = "nproc_per_node", value_parser = clap::value_parser!(u32).range(1..))]
     pub nproc_per_node: Option<u32>,
+    /// Launch on the report's healthy set only: the nodes that work together when the cluster fails, with their new node ranks and master.
+    #[arg(long, alias = "healthy_set")]
+    pub healthy_set: bool,
+    /// With --healthy-set: compute the set again from the report's measurements with at least this many nodes.
+    #[arg(long, alias = "min_nodes", requires = "healthy_set", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub min_nodes: Option<u32>,
+    /// With --healthy-set: compute the set again, its node count a multiple of K (the slowest nodes left idle).
+    #[arg(long, alias = "nodes_multiple_of", value_name = "K", requires = "healthy_set", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub nodes_multiple_of: Option<u32>,
+    /// With --healthy-set: compute the set again, leaving out stragglers (links all slower than half the cluster median).
+    #[arg(long, alias = "exclude_slow", requires = "healthy_set")]
+    pub exclude_slow: bool,
     /// Your training script (its arguments go after `--`).
     #[arg(long)]
     pub script: Option<String>,
@@ -354,6 +374,18 @@ pub struct ClusterArgs {
     /// Write the other nodes to this file in Slurm hostlist syntax (for `srun --nodelist`).
     #[arg(long, alias = "nodes_passed", value_name = "FILE")]
     pub nodes_passed: Option<PathBuf>,
+    /// When the cluster fails, the healthy set must have at least this many nodes (default 1).
+    #[arg(long, alias = "min_nodes", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub min_nodes: Option<u32>,
+    /// The healthy set's node count must be a multiple of K (data/pipeline parallel degree): it is rounded down, the nodes with the slowest links left idle.
+    #[arg(long, alias = "nodes_multiple_of", value_name = "K", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub nodes_multiple_of: Option<u32>,
+    /// Also leave stragglers out of the healthy set: nodes whose links are all slower than half the cluster median.
+    #[arg(long, alias = "exclude_slow")]
+    pub exclude_slow: bool,
+    /// Exit 0 when the cluster fails but its healthy set meets --min-nodes and --nodes-multiple-of (for job scripts that go on with the set).
+    #[arg(long, alias = "proceed_with_healthy_set")]
+    pub proceed_with_healthy_set: bool,
     #[command(flatten)]
     pub job: JobArgs,
     /// Your training script and its arguments, placed into the launch commands.

@@ -10,6 +10,7 @@ use crate::runtime::Timing;
 use crate::runtime::allreduce::{AllreduceMode, AllreducePlan};
 pub use crate::runtime::job::{ClusterJob, JobShape, ProbeJob, Token};
 use anyhow::anyhow;
+use preflight_checks::cluster::healthy_set::HealthyOptions;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,6 +30,8 @@ pub struct View {
     /// `cluster --nodes-failed` / `--nodes-passed`: hostlist files of the verdict per node.
     pub nodes_failed: Option<PathBuf>,
     pub nodes_passed: Option<PathBuf>,
+    /// `--proceed-with-healthy-set`: a failing cluster whose healthy set meets the constraints exits 0.
+    pub proceed_with_healthy_set: bool,
 }
 
 /// `preflight check`.
@@ -104,6 +107,10 @@ pub struct LaunchJob {
     pub nproc_per_node: Option<u32>,
     /// `--script S -- args` or `-- S args`: the script and its arguments.
     pub script: Vec<String>,
+    /// `--healthy-set`: launch on the healthy set; with constraints, the set is computed again.
+    pub healthy_set: bool,
+    /// `--min-nodes` / `--nodes-multiple-of` / `--exclude-slow` given with `--healthy-set`.
+    pub recompute: Option<HealthyOptions>,
 }
 
 /// `preflight render`: a saved report, shown as `view` says (never written again).
@@ -176,14 +183,28 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             let mut v = view(&a.job);
             v.nodes_failed = a.nodes_failed.clone();
             v.nodes_passed = a.nodes_passed.clone();
+            v.proceed_with_healthy_set = a.proceed_with_healthy_set;
             Job::Cluster(Box::new(cluster(&a, env)?), v)
         }
         Command::Torchrun(a) => Job::Torchrun(Box::new(torchrun(a, env)?)),
+        Command::Launch(a) if a.format == cli::LaunchFormat::Exclude && !a.healthy_set => {
+            return Err(anyhow!(
+                "--format exclude prints the nodes the healthy set leaves out: give --healthy-set too (preflight launch --report FILE --healthy-set --format exclude)"
+            ));
+        }
         Command::Launch(a) => Job::Launch(LaunchJob {
             report: a.report,
             format: a.format,
             nproc_per_node: a.nproc_per_node,
             script: a.script.into_iter().chain(a.script_args).collect(),
+            healthy_set: a.healthy_set,
+            recompute: (a.min_nodes.is_some() || a.nodes_multiple_of.is_some() || a.exclude_slow)
+                .then(|| HealthyOptions {
+                    min_nodes: a.min_nodes.unwrap_or(1),
+                    multiple_of: a.nodes_multiple_of.unwrap_or(1),
+                    exclude_slow: a.exclude_slow,
+                    nnodes: None,
+                }),
         }),
         Command::Render(a) => Job::Render(RenderJob {
             report: a.report,
@@ -196,6 +217,7 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                 prom_file: None,
                 nodes_failed: None,
                 nodes_passed: None,
+                proceed_with_healthy_set: false,
             },
         }),
         Command::Explain(a) => Job::Explain(if a.list {
@@ -265,6 +287,7 @@ fn view(a: &cli::JobArgs) -> View {
         prom_file: a.prom_file.clone(),
         nodes_failed: None,
         nodes_passed: None,
+        proceed_with_healthy_set: false,
     }
 }
 
@@ -429,6 +452,12 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
         min_busbw: a.min_busbw,
         shape,
         script: a.script.clone(),
+        healthy: HealthyOptions {
+            min_nodes: a.min_nodes.unwrap_or(1),
+            multiple_of: a.nodes_multiple_of.unwrap_or(1),
+            exclude_slow: a.exclude_slow,
+            nnodes: None,
+        },
     })
 }
 
@@ -452,6 +481,7 @@ fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Res
             prom_file: None,
             nodes_failed: None,
             nodes_passed: None,
+            proceed_with_healthy_set: false,
         },
     })
 }

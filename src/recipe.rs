@@ -12,7 +12,9 @@
 //! argument, never a command. Names and hosts must be plain, and no value may hold a control
 //! character or a bidi override; a report that breaks either is refused, naming the field.
 
-use preflight_checks::model::{Mode, Recommendation, Report, SCHEMA, Status};
+use preflight_checks::model::{
+    HealthySetAdvice, LaunchCommand, Mode, Recommendation, Report, SCHEMA, Status,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -45,6 +47,14 @@ pub enum LaunchError {
         status: String,
         failing: String,
     },
+    #[error(
+        "{path} has no healthy set (status {status}): preflight computes one only when the cluster fails; a report written before it, or of a passing cluster, launches on every node with `preflight launch --report {path}`"
+    )]
+    NoHealthySet { path: PathBuf, status: String },
+    #[error(
+        "{path}: the healthy set cannot be launched: {why}. Fix those findings and rerun `preflight cluster ... -o {path}`, or give lower --min-nodes / --nodes-multiple-of"
+    )]
+    HealthySetTooSmall { path: PathBuf, why: String },
     #[error(
         "{path}: {field} = {value} {why}, so it cannot be put in a shell script or manifest; the report was edited or damaged: rerun `preflight cluster ... -o {path}`"
     )]
@@ -95,6 +105,23 @@ pub struct LaunchPlan {
     /// Set when the report's ranks were assigned at join (`placement.source` "c10d-join"):
     /// the commands keep torchrun's c10d rendezvous and give no `--node-rank`.
     pub c10d: Option<C10dLaunch>,
+    /// Set for `--healthy-set`: the launch is on the healthy set only (`nodes` are its nodes,
+    /// `rank` their rank within it).
+    pub healthy: Option<HealthyPlan>,
+}
+
+/// What the healthy-set formats need beyond the nodes of the set.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct HealthyPlan {
+    /// Nodes the job expected.
+    pub total: u32,
+    /// The set's hosts in hostlist syntax.
+    pub hosts: String,
+    /// The excluded hosts in hostlist syntax ("" when none).
+    pub exclude: String,
+    /// Each excluded node: hostname, its finding ids, and its Kubernetes node name when its
+    /// pod's environment gave one (`PREFLIGHT_NODE_NAME` or `NODE_NAME` from `spec.nodeName`).
+    pub excluded: Vec<(String, Vec<String>, Option<String>)>,
 }
 
 /// torchrun's c10d rendezvous, as the report's own commands use it.
@@ -185,6 +212,153 @@ pub fn plan(
     script: &[String],
     split: SplitWords,
 ) -> Result<LaunchPlan, LaunchError> {
+    let host = |rank: u32| {
+        report
+            .nodes
+            .iter()
+            .find(|n| n.rank == rank)
+            .map(|n| n.hostname.clone())
+            .unwrap_or_default()
+    };
+    plan_from(
+        report,
+        report.recommendation.as_ref(),
+        &host,
+        path,
+        nproc_per_node,
+        script,
+        split,
+    )
+}
+
+/// The launch on the report's healthy set (`preflight launch --healthy-set`): `set` is the
+/// report's own `recommendation.healthy_set`, or one computed again with other constraints.
+pub fn plan_healthy(
+    report: &Report,
+    set: Option<&HealthySetAdvice>,
+    path: &Path,
+    nproc_per_node: Option<u32>,
+    script: &[String],
+    split: SplitWords,
+) -> Result<LaunchPlan, LaunchError> {
+    let Some(set) = set else {
+        return Err(LaunchError::NoHealthySet {
+            path: path.into(),
+            status: report.status.to_string(),
+        });
+    };
+    if !set.constraints.met {
+        return Err(LaunchError::HealthySetTooSmall {
+            path: path.into(),
+            why: set
+                .why
+                .clone()
+                .unwrap_or_else(|| "it misses the constraints".into()),
+        });
+    }
+    // The set's own recommendation, its node ranks being the ranks within the set.
+    let rec = Recommendation {
+        env: set.env.clone(),
+        node_env: set
+            .launch
+            .iter()
+            .filter_map(|l| {
+                Some((
+                    l.node_rank.to_string(),
+                    set.node_env.get(&l.node.to_string())?.clone(),
+                ))
+            })
+            .collect(),
+        master_addr: set.master_addr.clone(),
+        master_port: set.master_port,
+        launch: set
+            .launch
+            .iter()
+            .map(|l| LaunchCommand {
+                node_rank: l.node_rank,
+                command: l.command.clone(),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let host = |rank: u32| {
+        set.launch
+            .iter()
+            .find(|l| l.node_rank == rank)
+            .map(|l| l.hostname.clone())
+            .unwrap_or_default()
+    };
+    let mut plan = plan_from(
+        report,
+        Some(&rec),
+        &host,
+        path,
+        nproc_per_node,
+        script,
+        split,
+    )?;
+    // Ranks within the set come from the set, whatever the report's placement was.
+    plan.c10d = None;
+    let k8s_name = |rank: u32| {
+        let env = &report.nodes.iter().find(|n| n.rank == rank)?.facts.env;
+        env.get("PREFLIGHT_NODE_NAME")
+            .or_else(|| env.get("NODE_NAME"))
+            .filter(|v| is_host_like(v))
+            .cloned()
+    };
+    plan.healthy = Some(HealthyPlan {
+        total: set.total,
+        hosts: set.hosts.clone(),
+        exclude: set.exclude_hosts.clone(),
+        excluded: set
+            .excluded
+            .iter()
+            .map(|e| (e.hostname.clone(), e.reasons.clone(), k8s_name(e.node)))
+            .collect(),
+    });
+    let refuse = |field: &str, value: &str| {
+        Err(unsafe_value(
+            path,
+            field.into(),
+            value,
+            "is not a plain host list (letters, digits and -_.:[],% only)".into(),
+        ))
+    };
+    let list_like = |s: &str| {
+        s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:[]%,".contains(c))
+    };
+    if !list_like(&set.hosts) {
+        return refuse("recommendation.healthy_set.hosts", &set.hosts);
+    }
+    if !list_like(&set.exclude_hosts) {
+        return refuse(
+            "recommendation.healthy_set.exclude_hosts",
+            &set.exclude_hosts,
+        );
+    }
+    if let Some(e) = set
+        .excluded
+        .iter()
+        .find(|e| !e.hostname.is_empty() && !is_host_like(&e.hostname))
+    {
+        return refuse(
+            "recommendation.healthy_set.excluded[].hostname",
+            &e.hostname,
+        );
+    }
+    Ok(plan)
+}
+
+fn plan_from(
+    report: &Report,
+    rec: Option<&Recommendation>,
+    host: &dyn Fn(u32) -> String,
+    path: &Path,
+    nproc_per_node: Option<u32>,
+    script: &[String],
+    split: SplitWords,
+) -> Result<LaunchPlan, LaunchError> {
     let no_rec = |why| {
         let failing: Vec<String> = report
             .findings
@@ -206,10 +380,7 @@ pub fn plan(
             },
         }
     };
-    let rec = report
-        .recommendation
-        .as_ref()
-        .ok_or_else(|| no_rec("the cluster run did not complete"))?;
+    let rec = rec.ok_or_else(|| no_rec("the cluster run did not complete"))?;
     let first = rec.launch.first().ok_or_else(|| no_rec("no node joined"))?;
     let master_addr = rec
         .master_addr
@@ -226,12 +397,7 @@ pub fn plan(
         .iter()
         .map(|l| LaunchNode {
             rank: l.node_rank,
-            hostname: report
-                .nodes
-                .iter()
-                .find(|n| n.rank == l.node_rank)
-                .map(|n| n.hostname.clone())
-                .unwrap_or_default(),
+            hostname: host(l.node_rank),
             env: rec
                 .node_env
                 .get(&l.node_rank.to_string())
@@ -261,6 +427,7 @@ pub fn plan(
         status: report.status,
         source: path.display().to_string(),
         c10d,
+        healthy: None,
     };
     check_safe(&plan, path)?;
     Ok(plan)

@@ -306,6 +306,7 @@ fn link_on(net: &Network, link: &LinkResult) -> bool {
 /// Judges every network against the links and sorts best first.
 pub fn evaluate(networks: &[Network], links: &[LinkResult], ranks: &[u32]) -> Vec<NetworkEval> {
     let n = ranks.len();
+    let ranks: std::collections::HashSet<u32> = ranks.iter().copied().collect();
     let mut evals: Vec<NetworkEval> = networks
         .iter()
         .map(|net| {

@@ -1,4 +1,4 @@
-//! `preflight launch`: the recommended launch from a saved cluster report.
+//! `preflight launch`: the recommended launch from a saved cluster report (with `--healthy-set`, on the healthy set only).
 
 use super::Outcome;
 use crate::config::LaunchJob;
@@ -8,13 +8,42 @@ use crate::recipe;
 pub fn launch(job: &LaunchJob) -> anyhow::Result<Outcome> {
     let report = recipe::load(&job.report)?;
     let split = |line: &str| split_shell(line).map_err(|e| e.to_string());
-    let plan = recipe::plan(
-        &report,
-        &job.report,
-        job.nproc_per_node,
-        &job.script,
-        &split,
-    )?;
+    let plan = if job.healthy_set {
+        let computed = job.recompute.as_ref().and_then(|opts| {
+            let input = crate::advise::healthy::HealthyInput {
+                opts: opts.clone(),
+                nproc_per_node: job.nproc_per_node,
+                script: job.script.clone(),
+            };
+            let set = preflight_checks::cluster::healthy_set::healthy_set(&report, opts)?;
+            Some(crate::advise::healthy::advise(&report, &set, &input))
+        });
+        let saved = report
+            .recommendation
+            .as_ref()
+            .and_then(|r| r.healthy_set.as_ref());
+        let set = if job.recompute.is_some() {
+            computed.as_ref()
+        } else {
+            saved
+        };
+        recipe::plan_healthy(
+            &report,
+            set,
+            &job.report,
+            job.nproc_per_node,
+            &job.script,
+            &split,
+        )?
+    } else {
+        recipe::plan(
+            &report,
+            &job.report,
+            job.nproc_per_node,
+            &job.script,
+            &split,
+        )?
+    };
     Ok(Outcome::Launch {
         plan: Box::new(plan),
         format: job.format,

@@ -222,10 +222,18 @@ impl Outcome {
                 // A TaskProlog's non-zero exit would stop the job's tasks: the advice is optional.
                 crate::cli::Format::TaskProlog => exit::OK,
                 crate::cli::Format::Npd => crate::render::npd::exit_code(&s.report, s.view.strict),
-                _ => report_exit_code(&s.report, s.view.strict),
+                _ => {
+                    let code = report_exit_code(&s.report, s.view.strict);
+                    let proceed = s.view.proceed_with_healthy_set
+                        && crate::advise::healthy::usable(&s.report);
+                    if proceed { exit::OK } else { code }
+                }
             },
             Outcome::Hook(h) => h.result.code,
-            Outcome::Launch { plan, .. } if matches!(plan.status, Status::Fail | Status::Error) => {
+            Outcome::Launch { plan, .. }
+                if plan.healthy.is_none()
+                    && matches!(plan.status, Status::Fail | Status::Error) =>
+            {
                 exit::FINDINGS
             }
             Outcome::Exit(code) => *code,

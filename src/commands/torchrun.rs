@@ -229,5 +229,39 @@ pub fn cluster_job(
             ..JobShape::default()
         },
         script: parsed.script_and_args(),
+        // An elastic `--nnodes=MIN:MAX`: the healthy set needs at least MIN nodes.
+        healthy: preflight_checks::cluster::healthy_set::HealthyOptions {
+            min_nodes: elastic_min_nodes(shape),
+            ..Default::default()
+        },
     })
+}
+
+/// The fewest nodes the line can train on: the MIN of an elastic `--nnodes=MIN:MAX`, else 1.
+/// The healthy set must have at least that many.
+fn elastic_min_nodes(shape: &validate::CommandShape) -> u32 {
+    shape
+        .nnodes
+        .filter(|(min, max)| min != max)
+        .map_or(1, |(min, _)| min.max(1))
+}
+
+#[cfg(test)]
+mod healthy_tests {
+    use super::*;
+
+    fn shape(line: &str) -> validate::CommandShape {
+        let words = crate::launchline::words_of(&[line.to_string()], &Default::default()).unwrap();
+        validate::shape_of(&args::parse(words))
+    }
+
+    #[test]
+    fn the_healthy_set_needs_the_min_of_an_elastic_nnodes() {
+        assert_eq!(
+            elastic_min_nodes(&shape("torchrun --nnodes=6:8 --nproc-per-node=8 t.py")),
+            6
+        );
+        assert_eq!(elastic_min_nodes(&shape("torchrun --nnodes=4 t.py")), 1);
+        assert_eq!(elastic_min_nodes(&shape("torchrun --standalone t.py")), 1);
+    }
 }

@@ -1,4 +1,4 @@
-//! The recommended launch as torchrun commands, an sbatch script or a Kubernetes `env:` list.
+//! The recommended launch as torchrun commands, an sbatch script, an srun line, a hostfile, a Kubernetes `env:` list, or (healthy set) the hosts to exclude.
 
 use crate::cli::LaunchFormat;
 use crate::recipe::{C10dLaunch, LaunchNode, LaunchPlan};
@@ -8,8 +8,52 @@ pub fn render(plan: &LaunchPlan, format: LaunchFormat) -> String {
     match format {
         LaunchFormat::Torchrun => torchrun(plan),
         LaunchFormat::Sbatch => sbatch(plan),
-        LaunchFormat::K8sEnv => k8s_env(plan),
+        LaunchFormat::K8sEnv => match &plan.healthy {
+            Some(h) => k8s_healthy(plan, h),
+            None => k8s_env(plan),
+        },
+        LaunchFormat::Srun => srun(plan),
+        LaunchFormat::Hostfile => hostfile(plan),
+        LaunchFormat::Exclude => plan
+            .healthy
+            .as_ref()
+            .map(|h| format!("{}\n", h.exclude))
+            .unwrap_or_default(),
     }
+}
+
+/// One line per line of the healthy set's header, when the launch is on the set.
+fn healthy_note(plan: &LaunchPlan) -> String {
+    let Some(h) = &plan.healthy else {
+        return String::new();
+    };
+    let left: Vec<String> = h
+        .excluded
+        .iter()
+        .map(|(host, ids, _)| {
+            let host = if host.is_empty() {
+                "(unknown host)"
+            } else {
+                host
+            };
+            if ids.is_empty() {
+                format!("{host} (idle)")
+            } else {
+                format!("{host} ({})", ids.join(", "))
+            }
+        })
+        .collect();
+    format!(
+        "# The healthy set: {} of {} nodes ({}); node ranks are ranks within the set.\n# Left out: {}\n",
+        plan.nodes.len(),
+        h.total,
+        h.hosts,
+        if left.is_empty() {
+            "none".to_string()
+        } else {
+            left.join(", ")
+        }
+    )
 }
 
 /// Every value from the report reaches this file checked (`recipe::plan` refuses control
@@ -62,6 +106,7 @@ fn rdzv_id_flag(c: &C10dLaunch) -> String {
 
 fn torchrun(plan: &LaunchPlan) -> String {
     let mut out = header(plan, "torchrun");
+    out.push_str(&healthy_note(plan));
     out.push_str("# Run each line on its node.\n");
     let port = plan.master_port.to_string();
     for n in &plan.nodes {
@@ -99,7 +144,11 @@ fn sbatch(plan: &LaunchPlan) -> String {
     if hosts.len() == plan.nodes.len() && !hosts.is_empty() {
         out.push_str(&format!("#SBATCH --nodelist={}\n", hosts.join(",")));
     }
+    if let Some(h) = plan.healthy.as_ref().filter(|h| !h.exclude.is_empty()) {
+        out.push_str(&format!("#SBATCH --exclude={}\n", h.exclude));
+    }
     out.push_str(&header(plan, "sbatch"));
+    out.push_str(&healthy_note(plan));
     out.push_str(
         "# The environment was measured on the nodes in --nodelist; on other nodes run\n\
          # examples/slurm/preflight.sbatch there first. Node ranks follow preflight's ranks:\n\
@@ -114,7 +163,52 @@ fn sbatch(plan: &LaunchPlan) -> String {
         crate::shell::quote(&plan.master_addr),
         plan.master_port
     ));
-    // The per-node part runs on every node under srun; the script words travel as "$@".
+    out.push_str(&format!(
+        "srun --kill-on-bad-exit=1 bash -c {} bash {}\n",
+        crate::shell::quote(&node_body(plan)),
+        plan.script
+    ));
+    out
+}
+
+/// One `srun` line for inside an existing allocation: the set's node count, the excluded
+/// hosts (healthy set), one task per node, each node finding its rank by its name.
+fn srun(plan: &LaunchPlan) -> String {
+    let mut out = header(plan, "srun");
+    out.push_str(&healthy_note(plan));
+    out.push_str(
+        "# Run inside the allocation (salloc, or a batch script) that holds these nodes.\n",
+    );
+    let mut env = plan.env.clone();
+    env.insert("MASTER_ADDR".into(), plan.master_addr.clone());
+    env.insert("MASTER_PORT".into(), plan.master_port.to_string());
+    let exclude = plan
+        .healthy
+        .as_ref()
+        .filter(|h| !h.exclude.is_empty())
+        .map(|h| format!(" --exclude={}", crate::shell::quote(&h.exclude)))
+        .unwrap_or_default();
+    out.push_str(&format!(
+        "{} srun --nodes={} --ntasks={} --ntasks-per-node=1{exclude} --kill-on-bad-exit=1 bash -c {} bash {}\n",
+        crate::shell::env_prefix(&env),
+        plan.nnodes,
+        plan.nnodes,
+        crate::shell::quote(&node_body(plan)),
+        plan.script
+    ));
+    out
+}
+
+/// One host per line, in node-rank order.
+fn hostfile(plan: &LaunchPlan) -> String {
+    let mut nodes: Vec<&LaunchNode> = plan.nodes.iter().collect();
+    nodes.sort_by_key(|n| n.rank);
+    nodes.iter().map(|n| format!("{}\n", n.hostname)).collect()
+}
+
+/// The per-node part under srun: the node's rank by its name, its own values, then torchrun
+/// (the script words travel as "$@").
+fn node_body(plan: &LaunchPlan) -> String {
     let mut body = String::from("case \"${SLURMD_NODENAME:-$(hostname -s)}\" in\n");
     for n in &plan.nodes {
         let pattern = if n.hostname.is_empty() {
@@ -151,12 +245,7 @@ fn sbatch(plan: &LaunchPlan) -> String {
             plan.nnodes, plan.nproc_per_node
         ),
     });
-    out.push_str(&format!(
-        "srun --kill-on-bad-exit=1 bash -c {} bash {}\n",
-        crate::shell::quote(&body),
-        plan.script
-    ));
-    out
+    body
 }
 
 fn yaml_str(v: &str) -> String {
@@ -215,6 +304,51 @@ fn k8s_env(plan: &LaunchPlan) -> String {
             out.push_str(&format!("#   {}: {}\n", node_label(n), vals.join(" ")));
         }
     }
+    out
+}
+
+/// The healthy set for Kubernetes, as a bash script: `kubectl cordon` for each excluded node
+/// whose pod gave its node name, then the `env:` list inside a heredoc (inert when sourced).
+fn k8s_healthy(plan: &LaunchPlan, h: &crate::recipe::HealthyPlan) -> String {
+    let mut out = header(plan, "k8s-env --healthy-set");
+    out.push_str(&healthy_note(plan));
+    out.push_str(
+        "# 1) Keep the job off the excluded nodes (a bash script: source it or run it).\n",
+    );
+    for (host, ids, node) in &h.excluded {
+        let host = if host.is_empty() {
+            "(unknown host)"
+        } else {
+            host
+        };
+        let why = if ids.is_empty() {
+            "idle".to_string()
+        } else {
+            ids.join(", ")
+        };
+        match node {
+            Some(n) => out.push_str(&format!(
+                "kubectl cordon {}  # {host}: {why}\n",
+                crate::shell::quote(n)
+            )),
+            None => out.push_str(&format!(
+                "# {host} ({why}): its pod did not say its node name (a pod's hostname is not one); add\n#   env: [{{name: PREFLIGHT_NODE_NAME, valueFrom: {{fieldRef: {{fieldPath: spec.nodeName}}}}}}]\n#   to the pod, or find it with: kubectl get pod -o wide | grep {host}\n"
+            )),
+        }
+    }
+    out.push_str(&format!(
+        "# 2) Run {} pods (an Indexed Job with completions={}), with this `env:` list:\n: <<'YAML'\n",
+        plan.nnodes, plan.nnodes
+    ));
+    let body = k8s_env(plan);
+    for l in body
+        .lines()
+        .filter(|l| !l.starts_with("# preflight launch"))
+    {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out.push_str("YAML\n");
     out
 }
 
@@ -394,6 +528,7 @@ mod tests {
             status: preflight_checks::model::Status::Pass,
             source: "r.json".into(),
             c10d: None,
+            healthy: None,
         };
         let text = render(&p, LaunchFormat::Torchrun);
         let line = text.lines().find(|l| !l.starts_with('#')).unwrap();

@@ -70,6 +70,8 @@ pub struct ClusterJob {
     pub min_busbw: Option<f64>,
     pub shape: JobShape,
     pub script: Vec<String>,
+    /// The healthy set's constraints (`--min-nodes`, `--nodes-multiple-of`, `--exclude-slow`).
+    pub healthy: preflight_checks::cluster::healthy_set::HealthyOptions,
 }
 
 /// A token and where it came from (`--token / PREFLIGHT_TOKEN`, `--token-file PATH`); never empty.

@@ -467,6 +467,7 @@ fn coord_config(n: u32, timing: Timing) -> CoordConfig {
             ..Default::default()
         },
         c10d: None,
+        healthy: Default::default(),
     }
 }
 

@@ -10,6 +10,7 @@ mod faults;
 mod gpu_health;
 mod hooks;
 mod hooks_k8s;
+mod healthy_set;
 mod hostile;
 mod hostile_input;
 mod html;

@@ -874,6 +874,33 @@ impl Cluster {
         }
     }
 
+    /// Runs every `(host, argv)` at once, each inside its host and bounded by `limit` (killed
+    /// after it); the outputs in the order given.
+    pub fn exec_all(
+        &self,
+        jobs: &[(usize, Vec<String>)],
+        limit: Duration,
+    ) -> Vec<std::io::Result<Output>> {
+        thread::scope(|s| {
+            let handles: Vec<_> = jobs
+                .iter()
+                .map(|(rank, argv)| {
+                    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+                    let cmd = self.host_command(*rank, &argv);
+                    s.spawn(move || bounded(cmd, limit))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(std::io::Error::other("the waiting thread panicked"))
+                    })
+                })
+                .collect()
+        })
+    }
+
     /// Appends an iptables rule (`args` after `iptables`) inside host `rank`; panics on failure.
     pub fn iptables(&self, rank: usize, args: &[&str]) {
         let mut cmd = ip(&["netns", "exec", self.ns(rank), "iptables"]);

@@ -384,6 +384,7 @@ fn full_cluster_report() -> Report {
             }],
             reasons: vec!["bond0 reached by all".into()],
             standalone: None,
+            healthy_set: None,
         }),
         placement: None,
         trimmed: None,

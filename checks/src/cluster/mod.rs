@@ -9,6 +9,7 @@
 pub(crate) mod common;
 mod degraded;
 mod gpu_health;
+pub mod healthy_set;
 mod hosts;
 mod ifname_choice;
 mod joining;
@@ -19,6 +20,7 @@ mod resolution;
 mod slow;
 mod unreachable;
 mod versions;
+mod vertex_cover;
 
 pub use joining::{Dialed, MasterIsSelf, ThisNode, refused_here};
 pub use refused::{Refusal, RefusalKind};

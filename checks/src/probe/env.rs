@@ -18,6 +18,7 @@ const NAMES: &[&str] = &[
     "MASTER_PORT",
     "RANK",
     "NODE_RANK",
+    "NODE_NAME",
     "GROUP_RANK",
     "LOCAL_RANK",
     "WORLD_SIZE",

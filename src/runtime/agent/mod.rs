@@ -130,6 +130,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                         ),
                         rdzv_id: placement.job_id.clone(),
                     }),
+                    healthy: job.healthy.clone(),
                 };
                 Some(
                     std::thread::Builder::new()

@@ -650,6 +650,7 @@ mod tests {
             secret_source: SecretSource::Token("test".into()),
             own_addrs: Vec::new(),
             placement: Default::default(),
+            healthy: Default::default(),
             c10d: None,
         }
     }

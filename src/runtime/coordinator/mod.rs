@@ -55,6 +55,8 @@ pub struct CoordConfig {
     pub placement: PlacementInfo,
     /// Set when ranks are assigned at join (c10d): the launch commands keep the c10d rendezvous.
     pub c10d: Option<C10dAdvice>,
+    /// The healthy set's constraints, for a failing cluster.
+    pub healthy: preflight_checks::cluster::healthy_set::HealthyOptions,
 }
 
 /// A node that joined.

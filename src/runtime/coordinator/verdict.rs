@@ -117,13 +117,23 @@ pub(crate) fn build_report(
     for m in members {
         builder = builder.node(m.rank, m.facts.clone());
     }
-    builder
+    let mut report = builder
         .findings(findings)
         .links(links.to_vec())
         .collectives(outcome.results)
         .recommendation(Some(recommendation))
         .placement(Some(cfg.placement.clone()))
-        .build_compact()
+        .build();
+    // When the cluster fails: the set of nodes to train on now.
+    let healthy = crate::advise::healthy::HealthyInput::new(
+        &cfg.healthy,
+        cfg.nnodes,
+        cfg.shape.nproc_per_node,
+        &cfg.script,
+    );
+    crate::advise::healthy::attach(&mut report, &healthy);
+    // Above 64 nodes the links are kept compactly (the healthy set was computed from all).
+    crate::report_compact::compacted(report)
 }
 
 /// Every joined node (dead ones included: their facts still count for the checks).
