@@ -208,7 +208,7 @@ static ENTRIES: &[Entry] = &[
         "firewall",
         "warn",
         "a local firewall filters input and does not plainly allow the master port or NCCL's \
-         high ports",
+         high ports, or its output path drops this node's own new connections to them",
         "A dropped master port makes every other node wait for the rendezvous timeout: `The \
          client socket has timed out after 900s while trying to connect to (addr, 29500)`. \
          Allowing only the master port is not enough: NCCL listens on random high ports \
@@ -219,7 +219,10 @@ static ENTRIES: &[Entry] = &[
          the node runs: `sudo ufw allow from <subnet>`, \
          `sudo firewall-cmd --zone=trusted --add-source=<subnet>`, \
          `sudo nft insert rule inet filter input ip saddr <subnet> accept` or \
-         `sudo iptables -I INPUT -s <subnet> -j ACCEPT`. The finding prints the exact command \
+         `sudo iptables -I INPUT -s <subnet> -j ACCEPT`. When the OUTPUT chain (or an \
+         nftables output hook, or ufw's outgoing default) drops the node's own connections, \
+         an INPUT rule does not help: let them out (`sudo iptables -I OUTPUT -d <subnet> -j \
+         ACCEPT`, `sudo ufw allow out to <subnet>`). The finding prints the exact command \
          for the firewall it found.",
     ),
     // ----- sys -----
@@ -401,8 +404,12 @@ static ENTRIES: &[Entry] = &[
          addresses are on different networks. Also fails when no network connects every node.",
         "On the node that filters, accept every connection from the cluster's subnet (opening \
          only the master port is not enough): `sudo ufw allow from <subnet>` or \
-         `sudo iptables -I INPUT -s <subnet> -j ACCEPT`; for no route, check \
-         `ip route get <addr>`. The finding names the node and the exact command.",
+         `sudo iptables -I INPUT -s <subnet> -j ACCEPT`; when the sender's OUTPUT rules drop \
+         its own connections, fix the sender instead (`sudo iptables -I OUTPUT -d <subnet> -j \
+         ACCEPT`); when neither node's rules explain a one-way failure, the finding gives the \
+         `nc` commands that tell the sender, the receiver and a firewall between them apart; \
+         for no route, check `ip route get <addr>`. The finding names the node and the exact \
+         command.",
     ),
     entry(
         "link.mtu-mismatch",

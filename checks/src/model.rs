@@ -439,6 +439,13 @@ pub struct FirewallFacts {
     pub ufw: Option<String>,
     /// firewalld state ("running"/"not running") when installed.
     pub firewalld: Option<String>,
+    /// The OUTPUT hook chain(s) in evaluation order, flattened: what decides the new
+    /// connections this node opens (iptables OUTPUT, nftables output hooks; ufw's and
+    /// firewalld's egress rules live there too). None when not read (old facts files).
+    pub output: Option<InputChain>,
+    /// ufw's default outgoing policy (`DEFAULT_OUTPUT_POLICY` in /etc/default/ufw:
+    /// "accept", "drop", "reject") when ufw is installed.
+    pub ufw_outgoing: Option<String>,
 }
 
 /// A simplified view of the input path: the policy and the rules that can decide a TCP packet.
@@ -475,6 +482,8 @@ pub struct FwRule {
     pub dports: Vec<(u16, u16)>,
     /// Input interface match, if any ("lo", "eth0").
     pub in_interface: Option<String>,
+    /// Output interface match, if any (OUTPUT chains: "lo", "eth0").
+    pub out_interface: Option<String>,
     /// Source match, if any.
     pub source: Option<String>,
     /// Connection-tracking states matched ("ESTABLISHED,RELATED"), if any.

@@ -1,4 +1,4 @@
-//! Parses `iptables-save` output into the filter table's INPUT chain, user chains inlined.
+//! Parses `iptables-save` output into the filter table's INPUT (or OUTPUT) chain, user chains inlined.
 
 use super::{ParsedRule, Target, flatten_base, normalize_protocol};
 use crate::model::{FwAction, FwRule, InputChain};
@@ -8,6 +8,12 @@ use std::collections::HashMap;
 /// jumped to from INPUT (ufw-before-input, ...) flattened in order. None when the
 /// output has no filter table or no INPUT chain.
 pub fn parse_iptables_save(text: &str) -> Option<InputChain> {
+    parse_iptables_save_chain(text, "INPUT")
+}
+
+/// The `filter` table's base chain `base` ("INPUT", "OUTPUT") from `iptables-save` output,
+/// user chains inlined; None when the output has no filter table or no such chain.
+pub fn parse_iptables_save_chain(text: &str, base: &str) -> Option<InputChain> {
     let mut in_filter = false;
     let mut policy = None;
     let mut chains: HashMap<String, Vec<ParsedRule>> = HashMap::new();
@@ -24,7 +30,7 @@ pub fn parse_iptables_save(text: &str) -> Option<InputChain> {
         } else if let Some(decl) = line.strip_prefix(':') {
             let mut parts = decl.split_whitespace();
             let name = parts.next().unwrap_or_default().to_string();
-            if name == "INPUT" {
+            if name == base {
                 policy = parts.next().map(str::to_ascii_lowercase);
             }
             chains.entry(name).or_default();
@@ -33,11 +39,11 @@ pub fn parse_iptables_save(text: &str) -> Option<InputChain> {
         }
     }
     let policy = policy?;
-    let rules = flatten_base("INPUT", &chains);
+    let rules = flatten_base(base, &chains);
     Some(InputChain {
         policy,
         rules,
-        name: Some("filter INPUT".into()),
+        name: Some(format!("filter {base}")),
         then: Vec::new(),
     })
 }
@@ -125,7 +131,13 @@ fn parse_iptables_rule(line: &str) -> Option<(String, ParsedRule)> {
             }
             "--state" | "--ctstate" if !negate => m.ct_state = Some(value),
             "--dst-type" if !negate && value == "LOCAL" => {}
-            "-o" | "--out-interface" => {}
+            "-o" | "--out-interface" if !negate => m.out_interface = Some(value),
+            // `! -i lo`: every packet from another host; the checks judge only those.
+            "-i" | "--in-interface" | "-o" | "--out-interface" if value == "lo" => {}
+            // `--syn`: a new connection's first packet, which is what the checks judge.
+            "--syn" if !negate => {
+                m.ct_state.get_or_insert_with(|| "NEW".into());
+            }
             _ => m.conditions.push(
                 format!("{negation}{opt} {}", values.join(" "))
                     .trim()

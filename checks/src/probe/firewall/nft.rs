@@ -1,4 +1,4 @@
-//! Parses `nft -j list ruleset` into the input-hook base chains, in priority order, jumps inlined and named port sets resolved.
+//! Parses `nft -j list ruleset` into the input-hook (or output-hook) base chains, in priority order, jumps inlined and named port sets resolved.
 
 use super::{ParsedRule, Target, flatten_base, no_rules, normalize_protocol};
 use crate::model::{FwAction, FwRule, InputChain};
@@ -18,6 +18,12 @@ struct NftBaseChain {
 /// in priority order: the first is returned with the others in [`InputChain::then`].
 /// An empty ruleset yields an accepting chain with no rules and no name.
 pub fn parse_nft_json(text: &str) -> Result<InputChain, String> {
+    parse_nft_json_hook(text, "input")
+}
+
+/// The base chains on `hook` ("input", "output") of families `ip` and `inet`, as
+/// [`parse_nft_json`] returns the input ones.
+pub fn parse_nft_json_hook(text: &str, hook: &str) -> Result<InputChain, String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("not nft JSON: {e}"))?;
     let items = doc
         .get("nftables")
@@ -28,7 +34,7 @@ pub fn parse_nft_json(text: &str) -> Result<InputChain, String> {
     let mut rules: HashMap<(String, String), Vec<ParsedRule>> = HashMap::new();
     for item in items {
         if let Some(chain) = item.get("chain") {
-            if let Some(base) = nft_input_base_chain(chain) {
+            if let Some(base) = nft_base_chain(chain, hook) {
                 bases.push(base);
             }
         } else if let Some(rule) = item.get("rule") {
@@ -62,9 +68,9 @@ fn str_field(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-fn nft_input_base_chain(chain: &Value) -> Option<NftBaseChain> {
+fn nft_base_chain(chain: &Value, hook: &str) -> Option<NftBaseChain> {
     let family = str_field(chain, "family")?;
-    if str_field(chain, "hook")? != "input" || !matches!(family.as_str(), "ip" | "inet") {
+    if str_field(chain, "hook")? != hook || !matches!(family.as_str(), "ip" | "inet") {
         return None;
     }
     let prio = match chain.get("prio") {
@@ -283,14 +289,20 @@ fn apply_nft_match(
         format!("{op} ")
     };
     let text = format!("{left_text} {op_text}{}", nft_value_text(right));
+    let meta = left.get("meta").and_then(|x| str_field(x, "key"));
     if !matches!(op, "==" | "in") {
-        m.conditions.push(text.clone());
+        // `iifname != "lo"`: every packet from another host, the only ones judged.
+        let not_loopback = op == "!="
+            && matches!(meta.as_deref(), Some("iifname" | "oifname"))
+            && right.as_str() == Some("lo");
+        if !not_loopback {
+            m.conditions.push(text.clone());
+        }
         return text;
     }
     let payload = left.get("payload");
     let proto = payload.and_then(|p| str_field(p, "protocol"));
     let field = payload.and_then(|p| str_field(p, "field"));
-    let meta = left.get("meta").and_then(|x| str_field(x, "key"));
     let ct = left.get("ct").and_then(|x| str_field(x, "key"));
     match (
         proto.as_deref(),
@@ -321,6 +333,7 @@ fn apply_nft_match(
             m.protocol = nft_protocol(right)
         }
         (_, _, Some("iifname" | "iif"), _) => m.in_interface = Some(nft_value_text(right)),
+        (_, _, Some("oifname" | "oif"), _) => m.out_interface = Some(nft_value_text(right)),
         (_, _, Some("nfproto"), _) if right.as_str() == Some("ipv4") => {}
         (_, _, _, Some("state")) => m.ct_state = Some(nft_value_text(right)),
         _ => m.conditions.push(text.clone()),
