@@ -5,6 +5,7 @@ mod c10d;
 mod cli;
 mod cluster;
 mod common;
+mod egress;
 mod fabrics;
 mod faults;
 mod hostile;

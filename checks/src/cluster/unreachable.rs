@@ -230,6 +230,7 @@ fn isolated_node(
     let facts = input.facts(x);
     let nic = facts.and_then(|f| f.net.interfaces.iter().find(|i| &i.name == iface));
     let nic_down = nic.is_some_and(|i| !i.up);
+    let dirs = isolated_directions(input, x, direction, &inbound, &outbound);
     let (cause, reason, fix) = if nic_down {
         let state = nic.map(|i| i.oper_state.clone()).unwrap_or_default();
         (
@@ -249,7 +250,6 @@ fn isolated_node(
                 } else {
                     "rejects"
                 };
-                let dirs = isolated_directions(input, x, direction, &inbound, &outbound);
                 let reason = match dirs.as_slice() {
                     [Direction::Outgoing] => format!(
                         "its firewall {what} its own outgoing connections on {iface} (to NCCL's random high ports on the other nodes){}",
@@ -342,6 +342,16 @@ fn isolated_node(
         .with("interface", iface)
         .with("address", &addr)
         .with("cause", cause)
+        .with("cause_node", x)
+        .with(
+            "cause_direction",
+            (cause == "firewall").then(|| {
+                dirs.iter()
+                    .map(|d| d.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }),
+        )
         .with("direction", direction)
         .with("result", word)
         .with(

@@ -138,6 +138,10 @@ fn parse_iptables_rule(line: &str) -> Option<(String, ParsedRule)> {
             "--syn" if !negate => {
                 m.ct_state.get_or_insert_with(|| "NEW".into());
             }
+            // How iptables-save prints `--syn`.
+            "--tcp-flags" if !negate && is_syn_only(values) => {
+                m.ct_state.get_or_insert_with(|| "NEW".into());
+            }
             _ => m.conditions.push(
                 format!("{negation}{opt} {}", values.join(" "))
                     .trim()
@@ -147,6 +151,17 @@ fn parse_iptables_rule(line: &str) -> Option<(String, ParsedRule)> {
         negate = false;
     }
     Some((chain?, ParsedRule { matches: m, target }))
+}
+
+/// `--tcp-flags FIN,SYN,RST,ACK SYN`: SYN set, ACK (and FIN, RST) clear: a new connection.
+fn is_syn_only(values: &[String]) -> bool {
+    match values {
+        [mask, set] => {
+            let mask: Vec<&str> = mask.split(',').collect();
+            set == "SYN" && mask.contains(&"SYN") && mask.contains(&"ACK")
+        }
+        _ => false,
+    }
 }
 
 fn iptables_target(name: &str, goto: bool) -> Target {
@@ -283,6 +298,23 @@ mod tests {
                 .iter()
                 .all(|r| r.action != FwAction::Drop || r.ct_state.as_deref() == Some("INVALID"))
         );
+    }
+
+    #[test]
+    fn the_output_chain_with_syn_and_not_loopback_is_unconditional() {
+        let text = "*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT DROP [0:0]\n-A OUTPUT ! -o lo -p tcp -m tcp --dport 1024:65535 --tcp-flags FIN,SYN,RST,ACK SYN -j DROP\n-A OUTPUT -o eth1 -p tcp --syn -j ACCEPT\n-A OUTPUT -p tcp --tcp-flags SYN,RST SYN -j DROP\nCOMMIT\n";
+        let c = parse_iptables_save_chain(text, "OUTPUT").expect("an OUTPUT chain");
+        assert_eq!(c.name.as_deref(), Some("filter OUTPUT"));
+        assert_eq!(c.policy, "drop");
+        assert_eq!(c.rules[0].ct_state.as_deref(), Some("NEW"));
+        assert!(c.rules[0].conditions.is_empty(), "{:?}", c.rules[0]);
+        assert_eq!(c.rules[0].dports, vec![(1024, 65535)]);
+        assert_eq!(c.rules[1].out_interface.as_deref(), Some("eth1"));
+        assert_eq!(c.rules[1].ct_state.as_deref(), Some("NEW"));
+        // SYN without ACK in the mask matches SYN-ACKs too: not a new connection only.
+        assert_eq!(c.rules[2].ct_state, None);
+        assert!(!c.rules[2].conditions.is_empty());
+        assert_eq!(parse_iptables_save(text).expect("INPUT").policy, "accept");
     }
 
     #[test]

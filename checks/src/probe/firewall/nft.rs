@@ -194,7 +194,17 @@ fn nft_value_text(v: &Value) -> String {
 
 /// The left side of a match as nft prints it: "tcp dport", "iifname", "ct state".
 fn nft_left_text(left: &Value) -> String {
-    if let Some(p) = left.get("payload") {
+    if let Some([a, b]) = left.get("&").and_then(Value::as_array).map(Vec::as_slice) {
+        let mask = match b {
+            Value::Array(items) => items
+                .iter()
+                .map(nft_value_text)
+                .collect::<Vec<_>>()
+                .join(" | "),
+            other => nft_value_text(other),
+        };
+        format!("{} & ({mask})", nft_left_text(a))
+    } else if let Some(p) = left.get("payload") {
         format!(
             "{} {}",
             str_field(p, "protocol").unwrap_or_default(),
@@ -300,6 +310,11 @@ fn apply_nft_match(
         }
         return text;
     }
+    if is_syn_only(left, right) {
+        m.protocol = Some("tcp".into());
+        m.ct_state.get_or_insert_with(|| "new".into());
+        return text;
+    }
     let payload = left.get("payload");
     let proto = payload.and_then(|p| str_field(p, "protocol"));
     let field = payload.and_then(|p| str_field(p, "field"));
@@ -339,6 +354,30 @@ fn apply_nft_match(
         _ => m.conditions.push(text.clone()),
     }
     text
+}
+
+/// `tcp flags & (fin | syn | rst | ack) == syn` (iptables-nft's `--syn`): a new connection.
+fn is_syn_only(left: &Value, right: &Value) -> bool {
+    let Some([flags, mask]) = left.get("&").and_then(Value::as_array).map(Vec::as_slice) else {
+        return false;
+    };
+    let is_flags = flags.get("payload").is_some_and(|p| {
+        str_field(p, "protocol").as_deref() == Some("tcp")
+            && str_field(p, "field").as_deref() == Some("flags")
+    });
+    let names: Vec<String> = match mask {
+        Value::Array(a) => a.iter().map(nft_value_text).collect(),
+        Value::Object(o) => o
+            .get("|")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(nft_value_text).collect())
+            .unwrap_or_default(),
+        v => vec![nft_value_text(v)],
+    };
+    is_flags
+        && right.as_str() == Some("syn")
+        && names.iter().any(|n| n == "syn")
+        && names.iter().any(|n| n == "ack")
 }
 
 /// `meta l4proto tcp` or `{ tcp, udp }`: tcp when the set has it, else its first member.
@@ -435,6 +474,33 @@ mod tests {
         let c = parse_nft_json(odd).expect("parses");
         assert_eq!(c.policy, "accept");
         assert_eq!(c.rules[0].conditions, vec!["tcp dport != 22"]);
+    }
+
+    #[test]
+    fn an_iptables_nft_output_syn_drop_is_read_from_the_output_hook() {
+        let json = r#"{"nftables":[{"metainfo":{"version":"1.0.6"}},{"table":{"family":"ip","name":"filter"}},
+            {"chain":{"family":"ip","table":"filter","name":"OUTPUT","type":"filter","hook":"output","prio":0,"policy":"accept"}},
+            {"rule":{"family":"ip","table":"filter","chain":"OUTPUT","expr":[
+                {"match":{"op":"!=","left":{"meta":{"key":"oifname"}},"right":"lo"}},
+                {"match":{"op":"==","left":{"&":[{"payload":{"protocol":"tcp","field":"flags"}},["fin","syn","rst","ack"]]},"right":"syn"}},
+                {"match":{"op":"==","left":{"payload":{"protocol":"tcp","field":"dport"}},"right":{"range":[1024,65535]}}},
+                {"counter":{"packets":0,"bytes":0}},{"drop":null}]}}]}"#;
+        let out = parse_nft_json_hook(json, "output").expect("parses");
+        assert_eq!(out.name.as_deref(), Some("ip filter OUTPUT"));
+        let r = &out.rules[0];
+        assert_eq!(r.action, FwAction::Drop);
+        assert_eq!(r.ct_state.as_deref(), Some("new"));
+        assert!(r.conditions.is_empty(), "{r:?}");
+        assert_eq!(r.dports, vec![(1024, 65535)]);
+        assert!(!uses_xtables_compat(&out));
+        assert_eq!(
+            r.text,
+            "oifname != lo tcp flags & (fin | syn | rst | ack) syn tcp dport 1024-65535 drop"
+        );
+        // No input hook: the input side accepts.
+        let input = parse_nft_json(json).expect("parses");
+        assert_eq!(input.name, None);
+        assert_eq!(input.policy, "accept");
     }
 
     #[test]
