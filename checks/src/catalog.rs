@@ -412,6 +412,21 @@ static ENTRIES: &[Entry] = &[
          command.",
     ),
     entry(
+        "launch.as-written",
+        "launch",
+        "warn",
+        "the job as given (its master address, its NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME) \
+         would hang: the advice changes it because what it names cannot carry the job",
+        "A master address on a network that passes only the master port lets every node join \
+         the rendezvous, then NCCL's and Gloo's connections on random high ports time out \
+         (gloo: `Timed out waiting ... for recv operation`, NCCL: a watchdog timeout). \
+         preflight picks a working network and changes the master address or interface; \
+         this finding says that the command as written would hang, and why. A change made \
+         only for speed is a note (pass).",
+        "Launch with the master address and the environment the report recommends (its \
+         launch commands carry them), or open NCCL's ports on the network you gave.",
+    ),
+    entry(
         "link.mtu-mismatch",
         "link",
         "warn",

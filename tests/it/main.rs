@@ -1,6 +1,7 @@
 //! The one integration-test binary: CLI behaviour, fixtures, and multi-node scenarios in network namespaces.
 
 mod allreduce;
+mod as_written;
 mod c10d;
 mod cli;
 mod cluster;

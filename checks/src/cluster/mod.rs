@@ -6,6 +6,7 @@
 //! in its own module; `ib.partial` and `cluster.gpus` live beside the node
 //! checks of their concern ([`crate::ib`], [`crate::gpu`]).
 
+pub mod as_written;
 mod attribution;
 pub(crate) mod common;
 mod degraded;
