@@ -427,6 +427,20 @@ static ENTRIES: &[Entry] = &[
          launch commands carry them), or open NCCL's ports on the network you gave.",
     ),
     entry(
+        "link.mtu-blackhole",
+        "link",
+        "fail",
+        "a connection was established but a large message stalled, and the largest \
+         don't-fragment packet that passed is below the interfaces' MTU",
+        "Both hosts at a jumbo MTU (9000) with a switch or link between them at 1500: the \
+         handshake and small messages pass, large frames are dropped without an ICMP answer, \
+         so TCP stalls. The job joins, then dies in its first large transfer (gloo: `Timed \
+         out waiting 25000ms for recv operation`, NCCL: a watchdog timeout). preflight probes \
+         the path with don't-fragment packets from both ends when a transfer stalls.",
+        "Set the interface MTU on the nodes to what the path carries (`sudo ip link set dev \
+         <if> mtu 1500`, and persist it), or raise the switch's MTU to the interfaces'.",
+    ),
+    entry(
         "link.mtu-mismatch",
         "link",
         "warn",

@@ -556,6 +556,10 @@ pub struct LinkResult {
     pub throughput_gbit_s: Option<f64>,
     pub mtu: Option<u32>,
     pub error: Option<String>,
+    /// The connection was established but a large transfer on it made no progress (a
+    /// write stalled): with `mtu` below the interfaces' MTU, an MTU black hole.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stalled: bool,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]

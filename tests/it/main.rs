@@ -15,6 +15,7 @@ mod html;
 mod join_causes;
 mod launchers;
 mod layers;
+mod mtu_blackhole;
 mod nccl;
 mod netns;
 mod props;

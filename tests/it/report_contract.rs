@@ -357,6 +357,7 @@ fn full_cluster_report() -> Report {
             throughput_gbit_s: Some(9.4),
             mtu: Some(9000),
             error: Some("timed out".into()),
+            stalled: false,
         }],
         collectives: vec![CollectiveResult {
             op: "allreduce".into(),

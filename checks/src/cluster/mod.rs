@@ -14,6 +14,7 @@ mod hosts;
 mod ifname_choice;
 mod joining;
 mod mtu;
+mod mtu_blackhole;
 mod refused;
 mod rendezvous;
 mod resolution;
@@ -101,6 +102,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.extend(degraded::degraded_networks(input));
     out.extend(ifname_choice::slower_ifname(input));
     out.push(mtu::mtu_mismatch(input));
+    out.push(mtu_blackhole::mtu_blackhole(input));
     out.extend(slow::slow_links(input));
     out
 }

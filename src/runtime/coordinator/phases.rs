@@ -225,6 +225,10 @@ pub(super) fn bulk_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &
                 if src.error.is_some() {
                     dst.error = src.error.clone();
                 }
+                if src.stalled {
+                    dst.stalled = true;
+                    dst.mtu = src.mtu;
+                }
             });
         }
     }
@@ -270,7 +274,11 @@ pub(super) fn mtu_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &m
             })
         },
     );
-    merge(links, &got, |dst, src| dst.mtu = src.mtu);
+    merge(links, &got, |dst, src| {
+        if !dst.stalled || src.mtu.is_some() {
+            dst.mtu = src.mtu
+        }
+    });
 }
 
 /// Copies fields from `got` into the matching (from, to, address) links.
