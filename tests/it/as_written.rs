@@ -80,6 +80,26 @@ fn a_master_on_a_network_passing_only_the_master_port_warns_and_the_advice_runs_
     assert_eq!(r0.exit_code, Some(0), "{}", r0.describe());
     assert_eq!(r0.report()["status"], "warn");
 
+    // What a person reads: the terminal report of rank 0's JSON says it too.
+    let saved = c.host_tmp(0).join("as-written-report.json");
+    std::fs::write(&saved, &r0.stdout).expect("save the report");
+    let out = crate::common::bin()
+        .args(["render", "--format", "table"])
+        .arg(&saved)
+        .env("COLUMNS", "200")
+        .output()
+        .expect("preflight render");
+    let table = String::from_utf8_lossy(&out.stdout);
+    println!(
+        "{}",
+        table.lines().rev().take(3).collect::<Vec<_>>().join("\n")
+    );
+    assert!(table.contains("your command as written hangs"), "{table}");
+    assert!(
+        table.contains("not your command as written: it would hang"),
+        "{table}"
+    );
+
     if !has_torch() {
         eprintln!("skipping the gloo job: python3 has no torch");
         return;

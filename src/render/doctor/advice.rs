@@ -151,7 +151,20 @@ pub fn verdict(report: &Report, own: &[&Finding], style: Style, whole: bool) -> 
     let width = usize::from(style.width);
     let problems: Vec<&Finding> = report.findings.iter().filter(|f| failing(f)).collect();
     let warnings = own.iter().filter(|f| f.status == Status::Warn).count();
-    let text = if problems.is_empty() {
+    let as_written = report
+        .findings
+        .iter()
+        .any(|f| f.id == "launch.as-written" && f.status == Status::Warn);
+    let text = if problems.is_empty() && as_written {
+        let mut t = format!(
+            "{} ready to launch with the commands above, not your command as written: it would hang (launch.as-written)",
+            paint::mark(Status::Warn, style)
+        );
+        if warnings > 1 {
+            let _ = write!(t, "; {} above", count(warnings, "warning"));
+        }
+        t
+    } else if problems.is_empty() {
         let mut t = format!("{} ready to launch", paint::mark(Status::Pass, style));
         if warnings > 0 {
             let _ = write!(t, " ({} above)", count(warnings, "warning"));
