@@ -300,14 +300,21 @@ impl Direction {
     }
 }
 
-/// What this node's rules decide for a new TCP connection to `port` in `dir`; None when
+/// The chain(s) of one side and family: IPv6 connections are judged by the IPv6 rules only.
+fn side_chain(fw: &FirewallFacts, dir: Direction, v6: bool) -> Option<&InputChain> {
+    match (dir, v6) {
+        (Direction::Incoming, false) => fw.input.as_ref(),
+        (Direction::Outgoing, false) => fw.output.as_ref(),
+        (Direction::Incoming, true) => fw.input6.as_ref(),
+        (Direction::Outgoing, true) => fw.output6.as_ref(),
+    }
+}
+
+/// What this node's rules decide for a new TCP connection to `port` in `dir` (`v6`: an IPv6 one); None when
 /// the rules of that side were not read. Where only ufw's outgoing default is known
 /// (rules unreadable, ufw active), a deny or reject default decides.
-pub fn path_verdict(fw: &FirewallFacts, dir: Direction, port: u16) -> Option<Verdict> {
-    let chain = match dir {
-        Direction::Incoming => fw.input.as_ref(),
-        Direction::Outgoing => fw.output.as_ref(),
-    };
+pub fn path_verdict(fw: &FirewallFacts, dir: Direction, port: u16, v6: bool) -> Option<Verdict> {
+    let chain = side_chain(fw, dir, v6);
     if let Some(chain) = chain {
         return Some(decide(chain, port));
     }
@@ -348,7 +355,7 @@ pub fn accept_peer_commands(fw: Option<&FirewallFacts>, dir: Direction, peer: &s
         return plain;
     };
     let family = if v6 { "ipv6" } else { "ipv4" };
-    match (FixTool::pick_for(fw, dir), dir) {
+    match (FixTool::pick_for(fw, dir, v6), dir) {
         (FixTool::Ufw, Direction::Incoming) => vec![format!("ufw allow from {peer}")],
         (FixTool::Ufw, Direction::Outgoing) => vec![format!("ufw allow out to {peer}")],
         (FixTool::Firewalld, Direction::Incoming) => vec![
@@ -498,7 +505,8 @@ fn unreadable(fw: &FirewallFacts, port: u16, subnet: &str) -> Finding {
         .clone()
         .unwrap_or_else(|| "no firewall facts were collected".into());
     let active = active_manager(fw);
-    let out_denied = path_verdict(fw, Direction::Outgoing, port).is_some_and(|v| !v.accepted);
+    let out_denied =
+        path_verdict(fw, Direction::Outgoing, port, false).is_some_and(|v| !v.accepted);
     let finding = match active {
         Some(_) if out_denied => Finding::new(
             ID,
@@ -563,12 +571,8 @@ enum FixTool {
 
 impl FixTool {
     /// The tool for a fix in `dir`: nftables commands go into that side's base chain.
-    fn pick_for(fw: &FirewallFacts, dir: Direction) -> FixTool {
-        let chain = match dir {
-            Direction::Incoming => fw.input.as_ref(),
-            Direction::Outgoing => fw.output.as_ref(),
-        }
-        .and_then(|c| c.name.as_deref());
+    fn pick_for(fw: &FirewallFacts, dir: Direction, v6: bool) -> FixTool {
+        let chain = side_chain(fw, dir, v6).and_then(|c| c.name.as_deref());
         match (FixTool::pick(fw, chain), dir) {
             (FixTool::Nft(c), Direction::Outgoing) if c == "inet filter input" => {
                 FixTool::Nft("inet filter output".into())

@@ -443,6 +443,10 @@ pub struct FirewallFacts {
     /// connections this node opens (iptables OUTPUT, nftables output hooks; ufw's and
     /// firewalld's egress rules live there too). None when not read (old facts files).
     pub output: Option<InputChain>,
+    /// The IPv6 input path (ip6tables INPUT, nftables `ip6`/`inet` input hooks); None when not read.
+    pub input6: Option<InputChain>,
+    /// The IPv6 output path (ip6tables OUTPUT, nftables `ip6`/`inet` output hooks); None when not read.
+    pub output6: Option<InputChain>,
     /// ufw's default outgoing policy (`DEFAULT_OUTPUT_POLICY` in /etc/default/ufw:
     /// "accept", "drop", "reject") when ufw is installed.
     pub ufw_outgoing: Option<String>,

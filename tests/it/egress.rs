@@ -2,7 +2,7 @@
 //! output hook drops its own new connections to high ports. The report must blame that node
 //! (not its peers' INPUT), print an outgoing fix, and that fix, run on that node, must work.
 
-use crate::netns::{Cluster, MASTER_PORT, NodeRun, node};
+use crate::netns::{Cluster, Host, MASTER_PORT, Net, NodeRun, node};
 use serde_json::Value;
 
 /// `--timeout` for the runs: links into the filtered direction time out within it.
@@ -227,4 +227,49 @@ fn nft_output_hook_drop_on_one_node_of_two() {
 #[test]
 fn nft_output_hook_drop_on_one_node_of_three() {
     egress_drop_is_blamed_on_the_sender_and_fixed_there("eg3n", 3, Tool::Nft);
+}
+
+#[test]
+fn ip6tables_output_drop_on_an_ipv6_network_is_blamed_on_the_sender() {
+    let Some(c) = Cluster::new("eg6")
+        .network(Net::new("data", 1).v6())
+        .host(Host::new("node0").on("data", "eth0"))
+        .host(Host::new("node1").on("data", "eth0"))
+        .needs(&["ip6tables"])
+        .build()
+    else {
+        return;
+    };
+    sh(
+        &c,
+        1,
+        &format!(
+            "ip6tables -A OUTPUT ! -o lo -p tcp --dport {MASTER_PORT} -j ACCEPT && ip6tables -A OUTPUT ! -o lo -p tcp --syn --dport 1024:65535 -j DROP"
+        ),
+    );
+    let runs = c.preflight().timeout(TIMEOUT).run();
+    let r0 = node(&runs, 0);
+    let unreachable = failing(r0, "link.unreachable");
+    assert_eq!(unreachable.len(), 1, "{}", r0.describe());
+    let f = unreachable[0];
+    println!("eg6: {}", f["summary"]);
+    println!("eg6: fix: {:?}", commands(f));
+    assert_eq!(f["evidence"]["cause_node"], 1, "{f:#}");
+    assert_eq!(f["evidence"]["cause_direction"], "outgoing", "{f:#}");
+    let fix = commands(f);
+    assert!(
+        fix.iter()
+            .all(|c| c.contains("ip6 daddr") || c.starts_with("ip6tables -I OUTPUT -d ")),
+        "{fix:?}"
+    );
+    for cmd in &fix {
+        sh(&c, 1, cmd);
+    }
+    let runs = c.preflight().timeout(TIMEOUT * 3).run();
+    let r0 = node(&runs, 0);
+    assert!(
+        failing(r0, "link.unreachable").is_empty(),
+        "{}",
+        r0.describe()
+    );
 }

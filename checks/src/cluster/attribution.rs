@@ -28,10 +28,11 @@ pub(crate) enum Attribution {
 
 /// The attribution of the failed connection `link` (from `link.from` to `link.to`, port `link.port`).
 pub(crate) fn attribute(input: &ClusterInput, link: &LinkResult) -> Attribution {
+    let v6 = link.address.contains(':');
     let side = |node: u32, dir: Direction| {
         input
             .facts(node)
-            .and_then(|f| path_verdict(&f.firewall, dir, link.port))
+            .and_then(|f| path_verdict(&f.firewall, dir, link.port, v6))
     };
     let incoming = side(link.to, Direction::Incoming);
     let outgoing = side(link.from, Direction::Outgoing);
@@ -238,6 +239,73 @@ mod tests {
         let f = only(&fs, "link.unreachable");
         assert!(f.summary.contains("not read"), "{}", f.summary);
         assert!(commands(f)[0].starts_with("nc -l -k "));
+    }
+
+    #[test]
+    fn an_ipv6_link_is_judged_by_the_ipv6_rules() {
+        let nodes_facts = {
+            let mut c = Cluster::healthy(2);
+            // IPv4 output drops, IPv6 output accepts on rank 1; rank 0's IPv6 input drops.
+            c.facts[1].firewall = read(Some(output_drop()));
+            c.facts[1].firewall.output6 = Some(accepting("ip6 filter OUTPUT"));
+            c.facts[0].firewall = read(None);
+            c.facts[0].firewall.input6 = Some(InputChain {
+                policy: "drop".into(),
+                ..accepting("ip6 filter INPUT")
+            });
+            c.facts
+        };
+        let nodes: Vec<(u32, &crate::model::NodeFacts)> = nodes_facts
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i as u32, f))
+            .collect();
+        let input = ClusterInput {
+            nodes: &nodes,
+            nnodes: 2,
+            expected_hosts: &[],
+            links: &[],
+            evals: &[],
+            chosen: None,
+            master_port: 29500,
+            refused: &[],
+        };
+        let link = LinkResult {
+            from: 1,
+            to: 0,
+            address: "fd00::1".into(),
+            port: 40001,
+            result: LinkOutcome::Timeout,
+            ..Default::default()
+        };
+        match attribute(&input, &link) {
+            Attribution::Rules(v) => {
+                assert_eq!(v.len(), 1, "{v:?}");
+                assert_eq!((v[0].node, v[0].dir), (0, Direction::Incoming));
+                assert!(v[0].rule.contains("ip6 filter INPUT"), "{v:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // IPv6 rules not read (an old facts file): unknown, not judged by the IPv4 rules.
+        let v4_only = {
+            let mut f = nodes_facts.clone();
+            f[0].firewall.input6 = None;
+            f[1].firewall.output6 = None;
+            f
+        };
+        let nodes: Vec<(u32, &crate::model::NodeFacts)> = v4_only
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i as u32, f))
+            .collect();
+        let input = ClusterInput {
+            nodes: &nodes,
+            ..input
+        };
+        assert!(matches!(
+            attribute(&input, &link),
+            Attribution::Unknown { .. }
+        ));
     }
 
     #[test]

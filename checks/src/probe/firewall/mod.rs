@@ -17,7 +17,7 @@ mod runner;
 mod ufw_firewalld;
 
 pub use iptables_save::{parse_iptables_save, parse_iptables_save_chain};
-pub use nft::{parse_nft_json, parse_nft_json_hook};
+pub use nft::{parse_nft_json, parse_nft_json_family, parse_nft_json_hook};
 
 use crate::model::{FirewallFacts, FwAction, FwRule, InputChain};
 use crate::root::Root;
@@ -50,6 +50,8 @@ pub fn probe(root: &Root) -> FirewallFacts {
             facts.backend = Some(rules.backend.into());
             facts.input = Some(rules.input);
             facts.output = Some(rules.output);
+            facts.input6 = rules.input6;
+            facts.output6 = rules.output6;
         }
         Err(why) => facts.read_error = Some(why),
     }
@@ -61,6 +63,9 @@ struct LiveRules {
     backend: &'static str,
     input: InputChain,
     output: InputChain,
+    /// IPv6 paths: None when ip6tables-save is missing or failed.
+    input6: Option<InputChain>,
+    output6: Option<InputChain>,
 }
 
 /// nftables first (it sees iptables-nft rules too); iptables-save when nft is missing,
@@ -70,28 +75,32 @@ fn read_live_rules() -> Result<LiveRules, String> {
     match find_tool("nft") {
         Some(nft) => match run_with_timeout(&nft, &["-j", "list", "ruleset"]) {
             Ok(out) if out.success => {
+                let parse = |hook: &str, v6: bool| parse_nft_json_family(&out.stdout, hook, v6);
                 match (
-                    parse_nft_json_hook(&out.stdout, "input"),
-                    parse_nft_json_hook(&out.stdout, "output"),
+                    parse("input", false),
+                    parse("output", false),
+                    parse("input", true),
+                    parse("output", true),
                 ) {
-                    (Ok(input), Ok(output))
-                        if (input.name.is_some() || output.name.is_some())
-                            && !uses_xtables_compat(&input)
-                            && !uses_xtables_compat(&output) =>
-                    {
-                        return Ok(LiveRules {
-                            backend: "nftables",
-                            input,
-                            output,
-                        });
+                    (Ok(input), Ok(output), Ok(input6), Ok(output6)) => {
+                        let all = [&input, &output, &input6, &output6];
+                        if all.iter().all(|c| c.name.is_none()) {
+                            problems.push("nft: no input hook chain".to_string())
+                        } else if all.iter().any(|c| uses_xtables_compat(c)) {
+                            problems.push("nft: iptables-nft rules (xt matches)".to_string())
+                        } else {
+                            return Ok(LiveRules {
+                                backend: "nftables",
+                                input,
+                                output,
+                                input6: Some(input6),
+                                output6: Some(output6),
+                            });
+                        }
                     }
-                    (Ok(input), Ok(output)) if input.name.is_none() && output.name.is_none() => {
-                        problems.push("nft: no input hook chain".to_string())
+                    (Err(e), ..) | (_, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => {
+                        problems.push(format!("nft: {e}"))
                     }
-                    (Ok(_), Ok(_)) => {
-                        problems.push("nft: iptables-nft rules (xt matches)".to_string())
-                    }
-                    (Err(e), _) | (_, Err(e)) => problems.push(format!("nft: {e}")),
                 }
             }
             Ok(out) => problems.push(command_failure("nft", &out)),
@@ -101,11 +110,24 @@ fn read_live_rules() -> Result<LiveRules, String> {
     }
     match find_tool("iptables-save") {
         Some(save) => match run_with_timeout(&save, &["-t", "filter"]) {
-            Ok(out) if out.success => Ok(LiveRules {
-                backend: "iptables",
-                input: parse_iptables_save(&out.stdout).unwrap_or_else(no_rules),
-                output: parse_iptables_save_chain(&out.stdout, "OUTPUT").unwrap_or_else(no_rules),
-            }),
+            Ok(out) if out.success => {
+                let v6 = find_tool("ip6tables-save")
+                    .and_then(|t| run_with_timeout(&t, &["-t", "filter"]).ok())
+                    .filter(|o| o.success)
+                    .map(|o| o.stdout);
+                let chain6 = |base: &str| {
+                    v6.as_deref()
+                        .map(|t| parse_iptables_save_chain(t, base).unwrap_or_else(no_rules))
+                };
+                Ok(LiveRules {
+                    backend: "iptables",
+                    input: parse_iptables_save(&out.stdout).unwrap_or_else(no_rules),
+                    output: parse_iptables_save_chain(&out.stdout, "OUTPUT")
+                        .unwrap_or_else(no_rules),
+                    input6: chain6("INPUT"),
+                    output6: chain6("OUTPUT"),
+                })
+            }
             Ok(out) => {
                 problems.push(command_failure("iptables-save", &out));
                 Err(problems.join("; "))
@@ -119,6 +141,8 @@ fn read_live_rules() -> Result<LiveRules, String> {
             backend: "nftables",
             input: no_rules(),
             output: no_rules(),
+            input6: Some(no_rules()),
+            output6: Some(no_rules()),
         }),
         None => {
             problems.push("iptables-save not found".into());

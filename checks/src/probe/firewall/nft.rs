@@ -24,6 +24,11 @@ pub fn parse_nft_json(text: &str) -> Result<InputChain, String> {
 /// The base chains on `hook` ("input", "output") of families `ip` and `inet`, as
 /// [`parse_nft_json`] returns the input ones.
 pub fn parse_nft_json_hook(text: &str, hook: &str) -> Result<InputChain, String> {
+    parse_nft_json_family(text, hook, false)
+}
+
+/// [`parse_nft_json_hook`] for IPv6 (`v6`: families `ip6` and `inet`) or IPv4 (`ip`, `inet`).
+pub fn parse_nft_json_family(text: &str, hook: &str, v6: bool) -> Result<InputChain, String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("not nft JSON: {e}"))?;
     let items = doc
         .get("nftables")
@@ -34,7 +39,7 @@ pub fn parse_nft_json_hook(text: &str, hook: &str) -> Result<InputChain, String>
     let mut rules: HashMap<(String, String), Vec<ParsedRule>> = HashMap::new();
     for item in items {
         if let Some(chain) = item.get("chain") {
-            if let Some(base) = nft_base_chain(chain, hook) {
+            if let Some(base) = nft_base_chain(chain, hook, v6) {
                 bases.push(base);
             }
         } else if let Some(rule) = item.get("rule") {
@@ -68,9 +73,10 @@ fn str_field(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-fn nft_base_chain(chain: &Value, hook: &str) -> Option<NftBaseChain> {
+fn nft_base_chain(chain: &Value, hook: &str, v6: bool) -> Option<NftBaseChain> {
     let family = str_field(chain, "family")?;
-    if str_field(chain, "hook")? != hook || !matches!(family.as_str(), "ip" | "inet") {
+    let own = if v6 { "ip6" } else { "ip" };
+    if str_field(chain, "hook")? != hook || !(family == own || family == "inet") {
         return None;
     }
     let prio = match chain.get("prio") {
@@ -513,5 +519,9 @@ mod tests {
         assert_eq!(c.name.as_deref(), Some("ip early INPUT"));
         assert_eq!(c.then.len(), 1);
         assert_eq!(c.then[0].name.as_deref(), Some("inet late input"));
+        // The IPv6 path: ip6 and inet chains, not ip ones.
+        let c6 = parse_nft_json_family(json, "input", true).expect("parses");
+        assert_eq!(c6.name.as_deref(), Some("ip6 six input"));
+        assert_eq!(c6.then[0].name.as_deref(), Some("inet late input"));
     }
 }
