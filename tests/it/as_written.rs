@@ -14,6 +14,32 @@ assert t[0].item() == dist.get_world_size(), t[0].item()\n\
 print('allreduce ok', dist.get_rank(), t[0].item(), flush=True)\n\
 dist.destroy_process_group()\n";
 
+/// Rank 0 listens on a high port of `addr`; does rank 1's connection get through (3 s)?
+fn high_port_connects(c: &Cluster, addr: &str) -> bool {
+    let listen = concat!(
+        "import socket, sys\n",
+        "s = socket.socket(socket.AF_INET)\n",
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n",
+        "s.bind((sys.argv[1], 45123)); s.listen(4); s.settimeout(6)\n",
+        "try:\n",
+        "    s.accept()\n",
+        "except OSError: pass\n",
+    );
+    let connect = concat!(
+        "import socket, sys, time\n",
+        "time.sleep(1)\n",
+        "try:\n",
+        "    socket.create_connection((sys.argv[1], 45123), timeout=3); print('connected')\n",
+        "except OSError as e: print('failed', e)\n",
+    );
+    std::thread::scope(|s| {
+        let server = s.spawn(|| c.exec(0, &["python3", "-c", listen, addr]));
+        let out = c.exec(1, &["python3", "-c", connect, addr]);
+        let _ = server.join();
+        String::from_utf8_lossy(&out.stdout).contains("connected")
+    })
+}
+
 fn has_torch() -> bool {
     std::process::Command::new("python3")
         .args(["-c", "import torch.distributed"])
@@ -100,6 +126,17 @@ fn a_master_on_a_network_passing_only_the_master_port_warns_and_the_advice_runs_
         "{table}"
     );
 
+    // What the job does after the rendezvous, without torch: rank 1 opens a connection to a
+    // random high port of rank 0 (as gloo and NCCL do). As written it times out; with the
+    // advice it connects.
+    assert!(
+        !high_port_connects(&c, &given),
+        "a high port on {given} should be filtered"
+    );
+    assert!(
+        high_port_connects(&c, &data0),
+        "a high port on {data0} should connect"
+    );
     if !has_torch() {
         eprintln!("skipping the gloo job: python3 has no torch");
         return;
