@@ -97,6 +97,29 @@ fn sh(c: &Cluster, rank: usize, command: &str) {
     );
 }
 
+/// The closing line of the terminal report of `run`'s JSON (`preflight render`), for the log.
+pub(crate) fn verdict_line(c: &Cluster, run: &NodeRun) -> String {
+    let saved = c.host_tmp(run.rank).join("verdict-report.json");
+    if std::fs::write(&saved, &run.stdout).is_err() {
+        return String::new();
+    }
+    let out = crate::common::bin()
+        .args(["render", "--format", "table"])
+        .arg(&saved)
+        .env("COLUMNS", "200")
+        .output();
+    let _ = std::fs::remove_file(&saved);
+    out.map(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default()
+            .to_string()
+    })
+    .unwrap_or_default()
+}
+
 fn failing<'a>(run: &'a NodeRun, id: &str) -> Vec<&'a Value> {
     run.findings(id)
         .into_iter()
@@ -158,6 +181,7 @@ fn egress_drop_is_blamed_on_the_sender_and_fixed_there(tag: &str, n: usize, tool
     let f = unreachable[0];
     println!("{tag}: link.unreachable: {}", f["summary"]);
     println!("{tag}: fix: {:?}", commands(f));
+    println!("{tag}: verdict: {}", verdict_line(&c, r0));
     assert_eq!(f["evidence"]["cause_node"], bad as u64, "{f:#}");
     assert_eq!(f["evidence"]["cause_direction"], "outgoing", "{f:#}");
     assert_eq!(f["node"], bad as u64, "{f:#}");
@@ -201,6 +225,7 @@ fn egress_drop_is_blamed_on_the_sender_and_fixed_there(tag: &str, n: usize, tool
         "after the fix: {:#?}",
         r0.findings("link.unreachable")
     );
+    println!("{tag}: after the fix: {}", verdict_line(&c, r0));
     assert_eq!(r0.exit_code, Some(0), "{}", r0.describe());
 }
 

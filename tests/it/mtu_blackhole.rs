@@ -88,6 +88,11 @@ fn jumbo_hosts_behind_a_1500_switch_join_and_get_the_mtu_named() {
         assert_eq!(f.len(), 1, "{}", run.describe());
         let f = f[0];
         println!("rank {}: {} {}", run.rank, f["status"], f["summary"]);
+        println!(
+            "rank {}: verdict: {}",
+            run.rank,
+            crate::egress::verdict_line(&c, run)
+        );
         assert_eq!(f["status"], "fail", "{f:#}");
         let passed = f["evidence"]["largest_passed"].as_u64().unwrap_or(0);
         assert!((1400..=1500).contains(&passed), "{f:#}");
@@ -117,4 +122,5 @@ fn jumbo_hosts_behind_a_1500_switch_join_and_get_the_mtu_named() {
     let r0 = node(&runs, 0);
     assert_eq!(r0.exit_code, Some(0), "{}", r0.describe());
     assert_eq!(r0.findings("link.mtu-blackhole")[0]["status"], "pass");
+    println!("after the fix: {}", crate::egress::verdict_line(&c, r0));
 }
