@@ -247,7 +247,7 @@ pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
             master_addr = primary_addr(iface);
         }
         None => reasons.push(
-            "no NCCL_SOCKET_IFNAME: no interface is up with a usable address (see net.no-interface)".into(),
+            format!("no NCCL_SOCKET_IFNAME: no interface is up with a usable address (see net.no-interface); the launch line holds {RANK0_PLACEHOLDER} because this node has no address to give"),
         ),
     }
     let (ib_disable, hca, ib_reason) = ib_decision(&[facts]);
@@ -275,7 +275,7 @@ pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
     }
     let addr = master_addr
         .clone()
-        .unwrap_or_else(|| "<rank-0-address>".into());
+        .unwrap_or_else(|| RANK0_PLACEHOLDER.into());
     let launch = vec![LaunchCommand {
         node_rank: 0,
         command: torchrun_command(
@@ -452,9 +452,14 @@ pub fn advise_cluster(
             c.endpoint
         ));
     }
+    if master_addr.is_none() {
+        let (addr, reason) = fallback_master(nodes, evals, input);
+        master_addr = addr;
+        reasons.push(reason);
+    }
     let addr = master_addr
         .clone()
-        .unwrap_or_else(|| "<rank-0-address>".into());
+        .unwrap_or_else(|| RANK0_PLACEHOLDER.into());
     let min_gpus = nodes
         .iter()
         .map(|(_, f)| preflight_checks::visible_devices::visible_gpu_count(f))
@@ -507,6 +512,53 @@ pub fn advise_cluster(
         standalone: None,
         healthy_set: None,
     }
+}
+
+/// What the launch lines hold where rank 0's address cannot be known.
+const RANK0_PLACEHOLDER: &str = "<rank-0-address>";
+
+/// The master address for the launch lines when no network carries the job yet: rank 0's
+/// address on the best network (right once its failing pairs are fixed), else the address
+/// the job was given (every joined node reached it); the placeholder only when neither is
+/// known, with the reason saying why.
+fn fallback_master(
+    nodes: &[(u32, &NodeFacts)],
+    evals: &[preflight_checks::networks::NetworkEval],
+    input: &ClusterAdviceInput,
+) -> (Option<String>, String) {
+    if let Some((best, m)) = evals
+        .first()
+        .and_then(|e| e.network.members.get(&0).map(|m| (e, m)))
+    {
+        return (
+            Some(m.address.to_string()),
+            format!(
+                "master_addr {}: rank 0's {} on {}, the best network ({} of {} ordered pairs connected); the launch lines are right once the failing pairs are fixed (see link.unreachable)",
+                m.address, m.interface, best.network.id, best.pairs_ok, best.pairs_total
+            ),
+        );
+    }
+    if let Some((given, _)) = input.given_master.as_ref().filter(|(g, _)| !g.is_empty()) {
+        if nodes.iter().any(|(r, _)| *r == 0) {
+            return (
+                Some(given.clone()),
+                format!(
+                    "master_addr {given}: the address the job was given; no network was measured between the nodes, so it is kept"
+                ),
+            );
+        }
+    }
+    let why = if nodes.iter().all(|(r, _)| *r != 0) {
+        "rank 0 did not join, so its address is unknown"
+    } else {
+        "rank 0 has no address any other node reached, and the job was given none"
+    };
+    (
+        None,
+        format!(
+            "master_addr unknown: the launch lines hold {RANK0_PLACEHOLDER} because {why}; put rank 0's address there"
+        ),
+    )
 }
 
 /// Why `master_addr` is not the address the job was given, when it is not.
@@ -600,6 +652,97 @@ fn rejected_reason(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use preflight_checks::model::{IfAddr, LinkOutcome, LinkResult, NetFacts};
+
+    fn node(addr: &str) -> NodeFacts {
+        NodeFacts {
+            hostname: format!("n{addr}"),
+            net: NetFacts {
+                interfaces: vec![Interface {
+                    name: "eth0".into(),
+                    kind: IfKind::Physical,
+                    up: true,
+                    oper_state: "up".into(),
+                    ipv4: vec![IfAddr {
+                        addr: addr.parse().unwrap(),
+                        prefix: 24,
+                    }],
+                    ..Default::default()
+                }],
+                error: None,
+            },
+            ..Default::default()
+        }
+    }
+
+    fn link(from: u32, to: u32, result: LinkOutcome) -> LinkResult {
+        LinkResult {
+            from,
+            to,
+            interface: "eth0".into(),
+            address: format!("10.0.0.{}", to + 1),
+            port: 40000,
+            result,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_failing_cluster_launches_with_rank0s_address_on_the_best_network_not_a_placeholder() {
+        let (a, b) = (node("10.0.0.1"), node("10.0.0.2"));
+        let nodes = vec![(0, &a), (1, &b)];
+        let links = vec![
+            link(0, 1, LinkOutcome::Ok),
+            link(1, 0, LinkOutcome::Timeout),
+        ];
+        let evals = preflight_checks::networks::evaluate(
+            &preflight_checks::networks::discover(&nodes, &links),
+            &links,
+            &[0, 1],
+        );
+        let input = ClusterAdviceInput {
+            nnodes: 2,
+            master_port: 29500,
+            ..Default::default()
+        };
+        let rec = advise_cluster(&nodes, &evals, &input);
+        assert_eq!(rec.master_addr.as_deref(), Some("10.0.0.1"));
+        assert!(
+            rec.launch
+                .iter()
+                .all(|l| l.command.contains("--master-addr=10.0.0.1")),
+            "{:?}",
+            rec.launch
+        );
+        assert!(rec.launch.iter().all(|l| !l.command.contains('<')));
+        assert!(
+            rec.reasons.iter().any(|r| r.starts_with(
+                "master_addr 10.0.0.1: rank 0's eth0 on 10.0.0.0/24, the best network (1 of 2"
+            )),
+            "{:?}",
+            rec.reasons
+        );
+        // Nothing measured and no address given: the placeholder, and the reason says why.
+        let rec = advise_cluster(&nodes, &[], &input);
+        assert!(
+            rec.launch[0]
+                .command
+                .contains("--master-addr=<rank-0-address>")
+        );
+        assert!(
+            rec.reasons.iter().any(|r| r.contains("the launch lines hold <rank-0-address> because rank 0 has no address any other node reached")),
+            "{:?}",
+            rec.reasons
+        );
+        // The address the job was given, when nothing was measured.
+        let given = ClusterAdviceInput {
+            given_master: Some(("node0".into(), vec![])),
+            ..input
+        };
+        let rec = advise_cluster(&nodes, &[], &given);
+        assert!(rec.launch[0].command.contains("--master-addr=node0"));
+    }
 
     #[test]
     fn ifname_value_uses_equals_only_when_a_prefix_collides() {

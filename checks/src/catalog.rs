@@ -394,7 +394,7 @@ static ENTRIES: &[Entry] = &[
         "firewall",
         "warn",
         "a local firewall filters input and does not plainly allow the master port or NCCL's \
-         high ports",
+         high ports, or its output path drops this node's own new connections to them",
         "A dropped master port makes every other node wait for the rendezvous timeout: `The \
          client socket has timed out after 900s while trying to connect to (addr, 29500)`. \
          Allowing only the master port is not enough: NCCL listens on random high ports \
@@ -405,7 +405,10 @@ static ENTRIES: &[Entry] = &[
          the node runs: `sudo ufw allow from <subnet>`, \
          `sudo firewall-cmd --zone=trusted --add-source=<subnet>`, \
          `sudo nft insert rule inet filter input ip saddr <subnet> accept` or \
-         `sudo iptables -I INPUT -s <subnet> -j ACCEPT`. The finding prints the exact command \
+         `sudo iptables -I INPUT -s <subnet> -j ACCEPT`. When the OUTPUT chain (or an \
+         nftables output hook, or ufw's outgoing default) drops the node's own connections, \
+         an INPUT rule does not help: let them out (`sudo iptables -I OUTPUT -d <subnet> -j \
+         ACCEPT`, `sudo ufw allow out to <subnet>`). The finding prints the exact command \
          for the firewall it found.",
     ),
     // ----- sys -----
@@ -699,8 +702,41 @@ static ENTRIES: &[Entry] = &[
          addresses are on different networks. Also fails when no network connects every node.",
         "On the node that filters, accept every connection from the cluster's subnet (opening \
          only the master port is not enough): `sudo ufw allow from <subnet>` or \
-         `sudo iptables -I INPUT -s <subnet> -j ACCEPT`; for no route, check \
-         `ip route get <addr>`. The finding names the node and the exact command.",
+         `sudo iptables -I INPUT -s <subnet> -j ACCEPT`; when the sender's OUTPUT rules drop \
+         its own connections, fix the sender instead (`sudo iptables -I OUTPUT -d <subnet> -j \
+         ACCEPT`); when neither node's rules explain a one-way failure, the finding gives the \
+         `nc` commands that tell the sender, the receiver and a firewall between them apart; \
+         for no route, check `ip route get <addr>`. The finding names the node and the exact \
+         command.",
+    ),
+    entry(
+        "launch.as-written",
+        "launch",
+        "warn",
+        "the job as given (its master address, its NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME) \
+         would hang: the advice changes it because what it names cannot carry the job",
+        "A master address on a network that passes only the master port lets every node join \
+         the rendezvous, then NCCL's and Gloo's connections on random high ports time out \
+         (gloo: `Timed out waiting ... for recv operation`, NCCL: a watchdog timeout). \
+         preflight picks a working network and changes the master address or interface; \
+         this finding says that the command as written would hang, and why. A change made \
+         only for speed is a note (pass).",
+        "Launch with the master address and the environment the report recommends (its \
+         launch commands carry them), or open NCCL's ports on the network you gave.",
+    ),
+    entry(
+        "link.mtu-blackhole",
+        "link",
+        "fail",
+        "a connection was established but a large message stalled, and the largest \
+         don't-fragment packet that passed is below the interfaces' MTU",
+        "Both hosts at a jumbo MTU (9000) with a switch or link between them at 1500: the \
+         handshake and small messages pass, large frames are dropped without an ICMP answer, \
+         so TCP stalls. The job joins, then dies in its first large transfer (gloo: `Timed \
+         out waiting 25000ms for recv operation`, NCCL: a watchdog timeout). preflight probes \
+         the path with don't-fragment packets from both ends when a transfer stalls.",
+        "Set the interface MTU on the nodes to what the path carries (`sudo ip link set dev \
+         <if> mtu 1500`, and persist it), or raise the switch's MTU to the interfaces'.",
     ),
     entry(
         "link.mtu-mismatch",

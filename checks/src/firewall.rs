@@ -1,9 +1,10 @@
-//! `firewall.rules`: would the local firewall let a remote node reach the master port and NCCL's high ports?
+//! `firewall.rules`: would the local firewall let a remote node reach the master port and NCCL's high ports, and let this node's own connections out?
 //!
 //! The input path is evaluated for a new TCP connection from another host (not
-//! loopback): rules in order, first applicable unconditional verdict wins, else
-//! the chain policy; a packet accepted by one nftables base chain must still pass
-//! the later ones ([`InputChain::then`]).
+//! loopback), the output path for a new TCP connection this node opens to another
+//! host: rules in order, first applicable unconditional verdict wins, else the
+//! chain policy; a packet accepted by one nftables base chain must still pass the
+//! later ones ([`InputChain::then`]).
 
 use crate::CheckContext;
 use crate::model::{
@@ -64,13 +65,16 @@ pub fn applies(rule: &FwRule, port: u16) -> Applies {
     if !rule.dports.is_empty() && !rule.dports.iter().any(|(a, b)| *a <= port && port <= *b) {
         return Applies::No;
     }
-    if rule.in_interface.as_deref().is_some_and(is_loopback) {
+    if rule.in_interface.as_deref().is_some_and(is_loopback)
+        || rule.out_interface.as_deref().is_some_and(is_loopback)
+    {
         return Applies::No;
     }
     if rule.ct_state.as_deref().is_some_and(|s| !includes_new(s)) {
         return Applies::No;
     }
     let conditional = rule.in_interface.is_some()
+        || rule.out_interface.is_some()
         || rule.source.as_deref().is_some_and(|s| !is_any_address(s))
         || rule
             .destination
@@ -191,32 +195,39 @@ fn conditional_allows(input: &InputChain, port: u16) -> Vec<String> {
 fn judge(fw: &FirewallFacts, input: &InputChain, port: u16, subnet: &str) -> Finding {
     let master = decide(input, port);
     let high_open = range_open(input, NCCL_PORTS.0, NCCL_PORTS.1);
-    let finding = if !is_filtered(input) {
+    let egress = fw.output.as_ref().map(|o| Egress::judge(o, port));
+    let egress_blocked = egress.as_ref().is_some_and(Egress::blocks);
+    let out_note = match &egress {
+        Some(e) if !e.filtered => "; outgoing connections are not filtered",
+        Some(_) => "; it lets this node's new connections out",
+        None => "",
+    };
+    let finding = if !is_filtered(input) && !egress_blocked {
         Finding::new(
             ID,
             Status::Pass,
             port.to_string(),
             format!(
-                "the local firewall does not filter input ({} policy accept, no drop or reject rules)",
+                "the local firewall does not filter input ({} policy accept, no drop or reject rules){out_note}",
                 backend_name(fw)
             ),
         )
-    } else if master.accepted && high_open {
+    } else if master.accepted && high_open && !egress_blocked {
         Finding::new(
             ID,
             Status::Pass,
             port.to_string(),
             format!(
-                "the {} rules allow port {port}/tcp and NCCL's ports {}-{}",
+                "the {} rules allow port {port}/tcp and NCCL's ports {}-{}{out_note}",
                 backend_name(fw),
                 NCCL_PORTS.0,
                 NCCL_PORTS.1
             ),
         )
     } else {
-        blocked(fw, input, port, subnet, &master, high_open)
+        blocked(fw, input, port, subnet, &master, high_open, egress.as_ref())
     };
-    finding
+    let mut finding = finding
         .with("backend", &fw.backend)
         .with("policy", &input.policy)
         .with("chain", &input.name)
@@ -227,7 +238,150 @@ fn judge(fw: &FirewallFacts, input: &InputChain, port: u16, subnet: &str) -> Fin
         .with("nccl_ports", format!("{}-{}", NCCL_PORTS.0, NCCL_PORTS.1))
         .with("nccl_ports_allowed", high_open)
         .with("ufw", &fw.ufw)
-        .with("firewalld", &fw.firewalld)
+        .with("firewalld", &fw.firewalld);
+    if let (Some(e), Some(out)) = (&egress, &fw.output) {
+        finding = finding
+            .with("output_chain", &out.name)
+            .with("output_policy", &out.policy)
+            .with("output_master_port_allowed", e.master.accepted)
+            .with("output_deciding_rule", deciding_text(&e.master))
+            .with("output_nccl_ports_allowed", e.high_open);
+    }
+    finding.with("ufw_outgoing", &fw.ufw_outgoing)
+}
+
+/// The output path's verdicts for a new connection this node opens.
+struct Egress {
+    filtered: bool,
+    master: Verdict,
+    high_open: bool,
+    chain: Option<String>,
+}
+
+impl Egress {
+    fn judge(output: &InputChain, port: u16) -> Egress {
+        Egress {
+            filtered: is_filtered(output),
+            master: decide(output, port),
+            high_open: range_open(output, NCCL_PORTS.0, NCCL_PORTS.1),
+            chain: output.name.clone(),
+        }
+    }
+
+    fn blocks(&self) -> bool {
+        self.filtered && (!self.master.accepted || !self.high_open)
+    }
+}
+
+/// Which side of a connection a firewall rule acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// New connections arriving at this node (INPUT, input hooks).
+    Incoming,
+    /// New connections this node opens (OUTPUT, output hooks).
+    Outgoing,
+}
+
+impl Direction {
+    /// "incoming" / "outgoing".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Incoming => "incoming",
+            Direction::Outgoing => "outgoing",
+        }
+    }
+
+    /// The iptables chain a rule for this direction goes in.
+    pub fn iptables_chain(self) -> &'static str {
+        match self {
+            Direction::Incoming => "INPUT",
+            Direction::Outgoing => "OUTPUT",
+        }
+    }
+}
+
+/// The chain(s) of one side and family: IPv6 connections are judged by the IPv6 rules only.
+fn side_chain(fw: &FirewallFacts, dir: Direction, v6: bool) -> Option<&InputChain> {
+    match (dir, v6) {
+        (Direction::Incoming, false) => fw.input.as_ref(),
+        (Direction::Outgoing, false) => fw.output.as_ref(),
+        (Direction::Incoming, true) => fw.input6.as_ref(),
+        (Direction::Outgoing, true) => fw.output6.as_ref(),
+    }
+}
+
+/// What this node's rules decide for a new TCP connection to `port` in `dir` (`v6`: an IPv6 one); None when
+/// the rules of that side were not read. Where only ufw's outgoing default is known
+/// (rules unreadable, ufw active), a deny or reject default decides.
+pub fn path_verdict(fw: &FirewallFacts, dir: Direction, port: u16, v6: bool) -> Option<Verdict> {
+    let chain = side_chain(fw, dir, v6);
+    if let Some(chain) = chain {
+        return Some(decide(chain, port));
+    }
+    let ufw_denies_out = dir == Direction::Outgoing
+        && fw.ufw.as_deref() == Some("active")
+        && matches!(fw.ufw_outgoing.as_deref(), Some("deny" | "drop" | "reject"));
+    ufw_denies_out.then(|| Verdict {
+        accepted: false,
+        rule: None,
+        chain: Some("ufw default outgoing policy".into()),
+    })
+}
+
+/// The rule (or policy) a verdict came from, as text: "policy drop", "-A OUTPUT ... -j DROP".
+pub fn verdict_text(v: &Verdict) -> String {
+    let text = deciding_text(v);
+    match &v.chain {
+        Some(c) if v.rule.is_none() => format!("{c} {text}"),
+        _ => text,
+    }
+}
+
+/// Commands that make a node accept every new connection with `peer` (a prefix) in
+/// `dir`: from it (incoming) or to it (outgoing), for the firewall the node runs and
+/// the address family. Without facts: plain iptables/ip6tables.
+pub fn accept_peer_commands(fw: Option<&FirewallFacts>, dir: Direction, peer: &str) -> Vec<String> {
+    let v6 = peer.contains(':');
+    let iptables = if v6 { "ip6tables" } else { "iptables" };
+    let flag = match dir {
+        Direction::Incoming => "-s",
+        Direction::Outgoing => "-d",
+    };
+    let plain = vec![format!(
+        "{iptables} -I {} {flag} {peer} -j ACCEPT",
+        dir.iptables_chain()
+    )];
+    let Some(fw) = fw else {
+        return plain;
+    };
+    let family = if v6 { "ipv6" } else { "ipv4" };
+    match (FixTool::pick_for(fw, dir, v6), dir) {
+        (FixTool::Ufw, Direction::Incoming) => vec![format!("ufw allow from {peer}")],
+        (FixTool::Ufw, Direction::Outgoing) => vec![format!("ufw allow out to {peer}")],
+        (FixTool::Firewalld, Direction::Incoming) => vec![
+            format!("firewall-cmd --zone=trusted --add-source={peer}"),
+            format!("firewall-cmd --permanent --zone=trusted --add-source={peer}"),
+        ],
+        (FixTool::Firewalld, Direction::Outgoing) => vec![
+            format!(
+                "firewall-cmd --direct --add-rule {family} filter OUTPUT 0 -d {peer} -j ACCEPT"
+            ),
+            format!(
+                "firewall-cmd --permanent --direct --add-rule {family} filter OUTPUT 0 -d {peer} -j ACCEPT"
+            ),
+        ],
+        (FixTool::Nft(chain), _) => {
+            let nft_family = if v6 { "ip6" } else { "ip" };
+            let field = match dir {
+                Direction::Incoming => "saddr",
+                Direction::Outgoing => "daddr",
+            };
+            vec![format!(
+                "nft insert rule {chain} {nft_family} {field} {peer} accept"
+            )]
+        }
+        (FixTool::Iptables, _) => plain,
+    }
 }
 
 fn deciding_text(v: &Verdict) -> String {
@@ -249,8 +403,10 @@ fn blocked(
     subnet: &str,
     master: &Verdict,
     high_open: bool,
+    egress: Option<&Egress>,
 ) -> Finding {
     let mut problems = Vec::new();
+    let in_blocks = !master.accepted || !high_open;
     if !master.accepted {
         let conditional = conditional_allows(input, port);
         let only = if conditional.is_empty() {
@@ -269,18 +425,77 @@ fn blocked(
             NCCL_PORTS.0, NCCL_PORTS.1
         ));
     }
+    let egress = egress.filter(|e| e.blocks());
+    if let Some(e) = egress {
+        let chain = e.chain.as_deref().unwrap_or("output");
+        if !e.master.accepted {
+            problems.push(format!(
+                "drops this node's new outgoing connections to port {port}/tcp in its output path ({chain}, decided by `{}`), so this node could not reach the master",
+                deciding_text(&e.master)
+            ));
+        }
+        if !e.high_open {
+            problems.push(format!(
+                "does not plainly let this node's new outgoing connections to NCCL's random high ports ({}-{}) out ({chain}), so its NCCL connections to the other nodes would time out",
+                NCCL_PORTS.0, NCCL_PORTS.1
+            ));
+        }
+    }
     let summary = format!(
         "the {} firewall {}",
         backend_name(fw),
         problems.join("; and it ")
     );
     let tool = FixTool::pick(fw, master.chain.as_deref().or(input.name.as_deref()));
-    Finding::new(ID, Status::Warn, port.to_string(), summary).fix(tool.fix(
-        port,
-        subnet,
-        !master.accepted,
-        !high_open,
-    ))
+    let mut fix = if in_blocks {
+        tool.fix(port, subnet, !master.accepted, !high_open)
+    } else {
+        Fix::new(String::new())
+    };
+    if let Some(e) = egress {
+        let out_tool = FixTool::pick(fw, e.master.chain.as_deref().or(e.chain.as_deref()));
+        let hint = format!(
+            "Let this node's new connections out to the other nodes: {} (its output path drops them{}).",
+            if e.master.accepted {
+                format!(
+                    "the whole cluster subnet ({subnet}), since NCCL connects to random high ports"
+                )
+            } else {
+                format!("port {port}/tcp and the whole cluster subnet ({subnet})")
+            },
+            if in_blocks {
+                ""
+            } else {
+                "; incoming connections are allowed"
+            }
+        );
+        fix.hint = [fix.hint.as_str(), hint.as_str()]
+            .iter()
+            .filter(|h| !h.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let persist = fix.commands.iter().position(|c| c.contains(" > /etc/"));
+        let mut out_cmds = Vec::new();
+        if !e.master.accepted {
+            out_cmds.push(out_tool.allow_out_port(port));
+        }
+        out_cmds.push(out_tool.allow_out_subnet(subnet));
+        match persist {
+            Some(i) => {
+                for (k, c) in out_cmds.into_iter().enumerate() {
+                    fix.commands.insert(i + k, c);
+                }
+            }
+            None => {
+                fix.commands.extend(out_cmds);
+                if matches!(out_tool, FixTool::Nft(_) | FixTool::Iptables) {
+                    fix.commands.push(out_tool.persist());
+                }
+            }
+        }
+    }
+    Finding::new(ID, Status::Warn, port.to_string(), summary).fix(fix)
 }
 
 /// Rules unreadable: warn when a firewall manager is known to be active, else skip.
@@ -290,7 +505,26 @@ fn unreadable(fw: &FirewallFacts, port: u16, subnet: &str) -> Finding {
         .clone()
         .unwrap_or_else(|| "no firewall facts were collected".into());
     let active = active_manager(fw);
+    let out_denied =
+        path_verdict(fw, Direction::Outgoing, port, false).is_some_and(|v| !v.accepted);
     let finding = match active {
+        Some(_) if out_denied => Finding::new(
+            ID,
+            Status::Warn,
+            port.to_string(),
+            format!(
+                "ufw is active with default outgoing policy {} and its rules could not be read ({why}): it drops this node's new outgoing connections (to port {port}/tcp and NCCL's high ports) unless a rule allows them, and by default incoming ones too",
+                fw.ufw_outgoing.as_deref().unwrap_or("deny")
+            ),
+        )
+        .fix({
+            let mut fix = FixTool::Ufw.fix(port, subnet, true, true);
+            fix.hint.push_str(&format!(
+                " Let this node's connections to the other nodes out too ({subnet})."
+            ));
+            fix.commands.push(FixTool::Ufw.allow_out_subnet(subnet));
+            fix
+        }),
         Some(manager) => Finding::new(
             ID,
             Status::Warn,
@@ -309,6 +543,7 @@ fn unreadable(fw: &FirewallFacts, port: u16, subnet: &str) -> Finding {
     };
     finding
         .with("read_error", &fw.read_error)
+        .with("ufw_outgoing", &fw.ufw_outgoing)
         .with("master_port", port)
         .with("ufw", &fw.ufw)
         .with("firewalld", &fw.firewalld)
@@ -335,6 +570,17 @@ enum FixTool {
 }
 
 impl FixTool {
+    /// The tool for a fix in `dir`: nftables commands go into that side's base chain.
+    fn pick_for(fw: &FirewallFacts, dir: Direction, v6: bool) -> FixTool {
+        let chain = side_chain(fw, dir, v6).and_then(|c| c.name.as_deref());
+        match (FixTool::pick(fw, chain), dir) {
+            (FixTool::Nft(c), Direction::Outgoing) if c == "inet filter input" => {
+                FixTool::Nft("inet filter output".into())
+            }
+            (tool, _) => tool,
+        }
+    }
+
     fn pick(fw: &FirewallFacts, chain: Option<&str>) -> FixTool {
         match active_manager(fw) {
             Some("ufw") => FixTool::Ufw,
@@ -390,6 +636,28 @@ impl FixTool {
             ),
             FixTool::Nft(chain) => format!("nft insert rule {chain} ip saddr {subnet} accept"),
             FixTool::Iptables => format!("iptables -I INPUT -s {subnet} -j ACCEPT"),
+        }
+    }
+
+    fn allow_out_port(&self, port: u16) -> String {
+        match self {
+            FixTool::Ufw => format!("ufw allow out {port}/tcp"),
+            FixTool::Firewalld => format!(
+                "firewall-cmd --permanent --direct --add-rule ipv4 filter OUTPUT 0 -p tcp --dport {port} -j ACCEPT && firewall-cmd --reload"
+            ),
+            FixTool::Nft(chain) => format!("nft insert rule {chain} tcp dport {port} accept"),
+            FixTool::Iptables => format!("iptables -I OUTPUT -p tcp --dport {port} -j ACCEPT"),
+        }
+    }
+
+    fn allow_out_subnet(&self, subnet: &str) -> String {
+        match self {
+            FixTool::Ufw => format!("ufw allow out to {subnet}"),
+            FixTool::Firewalld => format!(
+                "firewall-cmd --permanent --direct --add-rule ipv4 filter OUTPUT 0 -d {subnet} -j ACCEPT && firewall-cmd --reload"
+            ),
+            FixTool::Nft(chain) => format!("nft insert rule {chain} ip daddr {subnet} accept"),
+            FixTool::Iptables => format!("iptables -I OUTPUT -d {subnet} -j ACCEPT"),
         }
     }
 
@@ -731,6 +999,143 @@ mod tests {
         assert_eq!(
             tcp(|r| r.conditions = vec!["-m limit".into()]),
             Applies::Conditional
+        );
+    }
+
+    const OUTPUT_DROP: &str = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT ! -o lo -p tcp -m tcp --dport 29500 -j ACCEPT\n-A OUTPUT ! -o lo -p tcp -m tcp --dport 1024:65535 --tcp-flags FIN,SYN,RST,ACK SYN -j DROP\n-A OUTPUT ! -o lo -p tcp -m tcp --dport 1024:65535 --syn -j DROP\nCOMMIT\n";
+
+    #[test]
+    fn an_output_drop_of_high_ports_warns_with_an_output_fix() {
+        let fw = FirewallFacts {
+            backend: Some("iptables".into()),
+            input: parse_iptables_save(OUTPUT_DROP),
+            output: crate::probe::firewall::parse_iptables_save_chain(OUTPUT_DROP, "OUTPUT"),
+            ..Default::default()
+        };
+        let f = run(fw.clone());
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(
+            f.summary
+                .contains("outgoing connections to NCCL's random high ports"),
+            "{}",
+            f.summary
+        );
+        assert!(!f.summary.contains("master port 29500"), "{}", f.summary);
+        assert_eq!(f.evidence["output_master_port_allowed"], true);
+        assert_eq!(f.evidence["output_nccl_ports_allowed"], false);
+        assert_eq!(f.evidence["nccl_ports_allowed"], true);
+        let fix = f.fix.expect("fix");
+        assert_eq!(
+            fix.commands,
+            vec![
+                "iptables -I OUTPUT -d 10.1.0.0/16 -j ACCEPT",
+                "iptables-save > /etc/iptables/rules.v4"
+            ]
+        );
+        assert!(fix.hint.contains("output path drops them"), "{}", fix.hint);
+        // The same chain read as allowing everything out: pass, saying so.
+        let open = FirewallFacts {
+            output: parse_iptables_save("*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n"),
+            ..fw
+        };
+        let f = run(open);
+        assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        assert!(
+            f.summary.contains("outgoing connections are not filtered"),
+            "{}",
+            f.summary
+        );
+    }
+
+    #[test]
+    fn an_nft_output_hook_drop_gets_an_nft_output_fix_and_ufw_outgoing_deny_counts() {
+        let json = r#"{"nftables":[
+            {"chain":{"family":"inet","table":"egress","name":"out","hook":"output","prio":0,"policy":"accept"}},
+            {"rule":{"family":"inet","table":"egress","chain":"out","expr":[{"match":{"op":"!=","left":{"meta":{"key":"oifname"}},"right":"lo"}},{"match":{"op":"==","left":{"payload":{"protocol":"tcp","field":"dport"}},"right":{"range":[1024,65535]}}},{"match":{"op":"in","left":{"ct":{"key":"state"}},"right":"new"}},{"drop":null}]}}]}"#;
+        let output = crate::probe::firewall::parse_nft_json_hook(json, "output").expect("parses");
+        assert_eq!(output.name.as_deref(), Some("inet egress out"));
+        assert!(
+            output.rules[0].conditions.is_empty(),
+            "{:?}",
+            output.rules[0]
+        );
+        let fw = FirewallFacts {
+            backend: Some("nftables".into()),
+            input: parse_nft_json(json).ok(),
+            output: Some(output),
+            ..Default::default()
+        };
+        let f = run(fw);
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(
+            f.summary.contains("master port") || f.summary.contains("to port 29500/tcp"),
+            "{}",
+            f.summary
+        );
+        let fix = f.fix.expect("fix");
+        assert_eq!(
+            fix.commands[0],
+            "nft insert rule inet egress out tcp dport 29500 accept"
+        );
+        assert_eq!(
+            fix.commands[1],
+            "nft insert rule inet egress out ip daddr 10.1.0.0/16 accept"
+        );
+        // Rules unreadable, ufw active with outgoing deny: the egress is named and fixed.
+        let f = run(FirewallFacts {
+            ufw: Some("active".into()),
+            ufw_outgoing: Some("deny".into()),
+            read_error: Some("not root".into()),
+            ..Default::default()
+        });
+        assert_eq!(f.status, Status::Warn);
+        assert!(
+            f.summary.contains("default outgoing policy deny"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.fix
+                .expect("fix")
+                .commands
+                .contains(&"ufw allow out to 10.1.0.0/16".to_string())
+        );
+    }
+
+    #[test]
+    fn accept_commands_follow_the_direction() {
+        let fw = FirewallFacts::default();
+        assert_eq!(
+            accept_peer_commands(Some(&fw), Direction::Outgoing, "10.0.0.0/24"),
+            vec!["iptables -I OUTPUT -d 10.0.0.0/24 -j ACCEPT"]
+        );
+        assert_eq!(
+            accept_peer_commands(None, Direction::Outgoing, "fd00::/64"),
+            vec!["ip6tables -I OUTPUT -d fd00::/64 -j ACCEPT"]
+        );
+        let ufw = FirewallFacts {
+            ufw: Some("active".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            accept_peer_commands(Some(&ufw), Direction::Outgoing, "10.0.0.0/24"),
+            vec!["ufw allow out to 10.0.0.0/24"]
+        );
+        let fwd = FirewallFacts {
+            firewalld: Some("running".into()),
+            ..Default::default()
+        };
+        assert!(
+            accept_peer_commands(Some(&fwd), Direction::Outgoing, "10.0.0.0/24")[0]
+                .contains("--direct --add-rule ipv4 filter OUTPUT 0 -d 10.0.0.0/24 -j ACCEPT")
+        );
+        let nft = FirewallFacts {
+            backend: Some("nftables".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            accept_peer_commands(Some(&nft), Direction::Outgoing, "10.0.0.0/24"),
+            vec!["nft insert rule inet filter output ip daddr 10.0.0.0/24 accept"]
         );
     }
 

@@ -452,6 +452,17 @@ pub struct FirewallFacts {
     pub ufw: Option<String>,
     /// firewalld state ("running"/"not running") when installed.
     pub firewalld: Option<String>,
+    /// The OUTPUT hook chain(s) in evaluation order, flattened: what decides the new
+    /// connections this node opens (iptables OUTPUT, nftables output hooks; ufw's and
+    /// firewalld's egress rules live there too). None when not read (old facts files).
+    pub output: Option<InputChain>,
+    /// The IPv6 input path (ip6tables INPUT, nftables `ip6`/`inet` input hooks); None when not read.
+    pub input6: Option<InputChain>,
+    /// The IPv6 output path (ip6tables OUTPUT, nftables `ip6`/`inet` output hooks); None when not read.
+    pub output6: Option<InputChain>,
+    /// ufw's default outgoing policy (`DEFAULT_OUTPUT_POLICY` in /etc/default/ufw:
+    /// "accept", "drop", "reject") when ufw is installed.
+    pub ufw_outgoing: Option<String>,
 }
 
 /// A simplified view of the input path: the policy and the rules that can decide a TCP packet.
@@ -488,6 +499,8 @@ pub struct FwRule {
     pub dports: Vec<(u16, u16)>,
     /// Input interface match, if any ("lo", "eth0").
     pub in_interface: Option<String>,
+    /// Output interface match, if any (OUTPUT chains: "lo", "eth0").
+    pub out_interface: Option<String>,
     /// Source match, if any.
     pub source: Option<String>,
     /// Connection-tracking states matched ("ESTABLISHED,RELATED"), if any.
@@ -658,6 +671,10 @@ pub struct LinkResult {
     pub throughput_gbit_s: Option<f64>,
     pub mtu: Option<u32>,
     pub error: Option<String>,
+    /// The connection was established but a large transfer on it made no progress (a
+    /// write stalled): with `mtu` below the interfaces' MTU, an MTU black hole.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stalled: bool,
     /// Attempts beyond the first before this result (a refused or reset connect is retried
     /// with backoff; a link is called failed only after a retry).
     #[serde(skip_serializing_if = "is_zero_u32")]

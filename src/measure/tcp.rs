@@ -29,6 +29,54 @@ pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, (LinkOu
     }
 }
 
+/// The largest TCP segment the control connections (join, orders, the report) use: it fits
+/// a 1280-byte path (IPv6's minimum MTU; IPv4 headers are smaller), so a switch that carries
+/// less than the interfaces' jumbo MTU (an MTU black hole) cannot stall the join or the report.
+pub const CONTROL_MSS: libc::c_int = 1220;
+
+/// Caps the segments a socket sends and advertises (`TCP_MAXSEG`); set before `connect` or
+/// `listen` (accepted sockets inherit it). Best effort: an error leaves the kernel's choice.
+pub fn clamp_mss<S: std::os::fd::AsRawFd>(sock: &S, mss: libc::c_int) -> io::Result<()> {
+    // SAFETY: setsockopt with a valid fd and a pointer to a c_int of the stated size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_MAXSEG,
+            &mss as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// [`connect`] for a control connection: segments clamped to [`CONTROL_MSS`] before the
+/// handshake, so both ends send only segments that fit a 1280-byte path.
+pub fn connect_control(
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<TcpStream, (LinkOutcome, String)> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(|e| (LinkOutcome::Error, e.to_string()))?;
+    let _ = clamp_mss(&sock, CONTROL_MSS);
+    match sock.connect_timeout(&addr.into(), timeout) {
+        Ok(()) => {
+            let s = TcpStream::from(sock);
+            s.set_nodelay(true).ok();
+            Ok(s)
+        }
+        Err(e) => Err((classify(&e), e.to_string())),
+    }
+}
+
 /// Maps a connect error to the link outcome a user can act on.
 pub fn classify(e: &io::Error) -> LinkOutcome {
     match e.kind() {

@@ -1,10 +1,12 @@
 //! The one integration-test binary: CLI behaviour, fixtures, and multi-node scenarios in network namespaces.
 
 mod allreduce;
+mod as_written;
 mod c10d;
 mod cli;
 mod cluster;
 mod common;
+mod egress;
 mod fabrics;
 mod faults;
 mod gpu_health;
@@ -18,6 +20,7 @@ mod join_causes;
 mod launchers;
 mod layers;
 mod local_tasks;
+mod mtu_blackhole;
 mod nccl;
 mod netns;
 mod props;

@@ -358,6 +358,7 @@ fn full_cluster_report() -> Report {
             mtu: Some(9000),
             error: Some("timed out".into()),
             retries: 0,
+            stalled: false,
         }],
         collectives: vec![CollectiveResult {
             op: "allreduce".into(),

@@ -6,6 +6,8 @@
 //! in its own module; `ib.partial` and `cluster.gpus` live beside the node
 //! checks of their concern ([`crate::ib`], [`crate::gpu`]).
 
+pub mod as_written;
+mod attribution;
 pub(crate) mod common;
 mod degraded;
 mod gpu_health;
@@ -14,6 +16,7 @@ mod hosts;
 mod ifname_choice;
 mod joining;
 mod mtu;
+mod mtu_blackhole;
 mod refused;
 mod rendezvous;
 mod resolution;
@@ -104,6 +107,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.extend(degraded::degraded_networks(input));
     out.extend(ifname_choice::slower_ifname(input));
     out.push(mtu::mtu_mismatch(input));
+    out.push(mtu_blackhole::mtu_blackhole(input));
     out.extend(slow::slow_links(input));
     out
 }

@@ -202,6 +202,7 @@ pub(crate) const IDS: &[&str] = &[
     "ib.partial",
     "link.unreachable",
     "link.mtu-mismatch",
+    "link.mtu-blackhole",
     "link.degraded",
     "link.slow",
 ];

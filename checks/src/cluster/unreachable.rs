@@ -1,7 +1,11 @@
 //! `link.unreachable`: pairs of nodes that cannot connect on the judged network, one finding per destination (or one for a node that fails with every peer), with the command that opens it.
 
 use super::ClusterInput;
+use super::attribution::{
+    Attribution, Culprit, attribute, culprit_fix, culprit_phrase, undecided_fix,
+};
 use super::common::{LIST_CAP, host_port, links_on, rank_map, ranks_phrase};
+use crate::firewall::{Direction, accept_peer_commands};
 use crate::model::{Finding, FirewallFacts, Fix, LinkOutcome, LinkResult, Status};
 use crate::networks::{Member, NetworkEval};
 use serde_json::{Value, json};
@@ -40,43 +44,10 @@ fn interfaces_by_rank(eval: &NetworkEval) -> Value {
     rank_map(&m)
 }
 
-/// True when a `ufw`/`firewalld` state line says the firewall is on.
-fn says_active(state: Option<&str>, word: &str) -> bool {
-    state.is_some_and(|s| {
-        let s = s.trim().to_ascii_lowercase();
-        let s = s.strip_prefix("status:").unwrap_or(&s).trim();
-        s == word
-    })
-}
-
 /// Commands that make a node accept every connection from `source` (a prefix), for the
 /// firewall it runs and the address family.
 pub(super) fn accept_subnet_commands(fw: Option<&FirewallFacts>, source: &str) -> Vec<String> {
-    let v6 = source.contains(':');
-    let iptables = if v6 { "ip6tables" } else { "iptables" };
-    let plain = vec![format!("{iptables} -I INPUT -s {source} -j ACCEPT")];
-    let Some(fw) = fw else {
-        return plain;
-    };
-    if says_active(fw.ufw.as_deref(), "active") {
-        vec![format!("ufw allow from {source}")]
-    } else if says_active(fw.firewalld.as_deref(), "running") {
-        vec![
-            format!("firewall-cmd --zone=trusted --add-source={source}"),
-            format!("firewall-cmd --permanent --zone=trusted --add-source={source}"),
-        ]
-    } else if fw
-        .backend
-        .as_deref()
-        .is_some_and(|b| b.eq_ignore_ascii_case("nftables"))
-    {
-        let family = if v6 { "ip6" } else { "ip" };
-        vec![format!(
-            "nft insert rule inet filter input {family} saddr {source} accept"
-        )]
-    } else {
-        plain
-    }
+    accept_peer_commands(fw, Direction::Incoming, source)
 }
 
 /// What happened on one ordered pair on the judged network.
@@ -259,6 +230,7 @@ fn isolated_node(
     let facts = input.facts(x);
     let nic = facts.and_then(|f| f.net.interfaces.iter().find(|i| &i.name == iface));
     let nic_down = nic.is_some_and(|i| !i.up);
+    let dirs = isolated_directions(input, x, direction, &inbound, &outbound);
     let (cause, reason, fix) = if nic_down {
         let state = nic.map(|i| i.oper_state.clone()).unwrap_or_default();
         (
@@ -278,21 +250,43 @@ fn isolated_node(
                 } else {
                     "rejects"
                 };
-                let lead = format!(
-                    "On {who} (the node that filters), accept every connection from the cluster's subnet {subnet}: NCCL listens on random high ports, so opening only the master port is not enough"
-                );
-                (
-                    "firewall",
-                    format!(
-                        "its firewall {what} connections on {iface} (NCCL's random high ports{})",
+                let reason = match dirs.as_slice() {
+                    [Direction::Outgoing] => format!(
+                        "its firewall {what} its own outgoing connections on {iface} (to NCCL's random high ports on the other nodes){}",
+                        rule_note(input, x, Direction::Outgoing, &outbound)
+                    ),
+                    [Direction::Incoming] => format!(
+                        "its firewall {what} connections on {iface} (NCCL's random high ports{}){}",
                         if direction == "inbound" {
                             ""
                         } else {
                             ", and its answers"
-                        }
+                        },
+                        rule_note(input, x, Direction::Incoming, &inbound)
                     ),
-                    accept_subnet_commands(facts.map(|f| &f.firewall), subnet)
-                        .into_iter()
+                    _ => format!(
+                        "its firewall {what} connections on {iface} both ways (incoming{}, and its own outgoing{})",
+                        rule_note(input, x, Direction::Incoming, &inbound),
+                        rule_note(input, x, Direction::Outgoing, &outbound)
+                    ),
+                };
+                let fw = facts.map(|f| &f.firewall);
+                let lead = match dirs.as_slice() {
+                    [Direction::Outgoing] => format!(
+                        "On {who} (the node whose outgoing connections fail), let its new connections to the cluster's subnet {subnet} out: its OUTPUT path drops them, so an INPUT rule would not help; NCCL connects to random high ports, so opening only the master port is not enough"
+                    ),
+                    [Direction::Incoming] => format!(
+                        "On {who} (the node that filters), accept every connection from the cluster's subnet {subnet}: NCCL listens on random high ports, so opening only the master port is not enough"
+                    ),
+                    _ => format!(
+                        "On {who} (the node that filters both ways), accept every connection from the cluster's subnet {subnet} and let its own connections to it out: NCCL uses random high ports both ways"
+                    ),
+                };
+                (
+                    "firewall",
+                    reason,
+                    dirs.iter()
+                        .flat_map(|d| accept_peer_commands(fw, *d, subnet))
                         .fold(Fix::new(lead), Fix::command),
                 )
             }
@@ -348,6 +342,16 @@ fn isolated_node(
         .with("interface", iface)
         .with("address", &addr)
         .with("cause", cause)
+        .with("cause_node", x)
+        .with(
+            "cause_direction",
+            (cause == "firewall").then(|| {
+                dirs.iter()
+                    .map(|d| d.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }),
+        )
         .with("direction", direction)
         .with("result", word)
         .with(
@@ -363,6 +367,92 @@ fn isolated_node(
         .with("other_networks", others.clone())
         .fix(fix),
     )
+}
+
+/// The directions a node failing with every peer filters, from the failures' direction and
+/// (when they were read) its own rules: outbound only is its output path, inbound only its
+/// input path; both ways is whichever of its paths drops, else its input (answers included).
+fn isolated_directions(
+    input: &ClusterInput,
+    x: u32,
+    direction: &str,
+    inbound: &[&LinkResult],
+    outbound: &[&LinkResult],
+) -> Vec<Direction> {
+    match direction {
+        "outbound" => vec![Direction::Outgoing],
+        "inbound" => vec![Direction::Incoming],
+        _ => {
+            let drops = |links: &[&LinkResult], dir: Direction| {
+                links.iter().any(|l| match attribute(input, l) {
+                    Attribution::Rules(c) => c.iter().any(|c| c.node == x && c.dir == dir),
+                    _ => false,
+                })
+            };
+            let out = drops(outbound, Direction::Outgoing);
+            let inn = drops(inbound, Direction::Incoming);
+            match (inn, out) {
+                (true, true) => vec![Direction::Incoming, Direction::Outgoing],
+                (false, true) => vec![Direction::Outgoing],
+                _ => vec![Direction::Incoming],
+            }
+        }
+    }
+}
+
+/// " (`rule`)" when node `x`'s rules in `dir` drop one of `links`, else "".
+fn rule_note(input: &ClusterInput, x: u32, dir: Direction, links: &[&LinkResult]) -> String {
+    links
+        .iter()
+        .find_map(|l| match attribute(input, l) {
+            Attribution::Rules(c) => c
+                .into_iter()
+                .find(|c| c.node == x && c.dir == dir)
+                .map(|c| format!(" (`{}`)", c.rule)),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// Who the failures into one destination are blamed on.
+enum Blame {
+    /// The destination's incoming rules (the rule when one was read).
+    Receiver(Option<String>),
+    /// The sources' outgoing rules.
+    Senders(Vec<Culprit>),
+    /// One source, and no rule read on either side explains it.
+    Undecided(Attribution),
+}
+
+fn blame(input: &ClusterInput, to: u32, failed: &[&LinkResult], dominant: LinkOutcome) -> Blame {
+    if !matches!(dominant, LinkOutcome::Timeout | LinkOutcome::Refused) {
+        return Blame::Receiver(None);
+    }
+    let atts: Vec<Attribution> = failed.iter().map(|l| attribute(input, l)).collect();
+    let receiver_rule = atts.iter().find_map(|a| match a {
+        Attribution::Rules(c) => c
+            .iter()
+            .find(|c| c.node == to && c.dir == Direction::Incoming)
+            .map(|c| c.rule.clone()),
+        _ => None,
+    });
+    if receiver_rule.is_some() {
+        return Blame::Receiver(receiver_rule);
+    }
+    if !atts.is_empty() && atts.iter().all(|a| matches!(a, Attribution::Rules(_))) {
+        let culprits = atts
+            .into_iter()
+            .flat_map(|a| match a {
+                Attribution::Rules(c) => c,
+                _ => Vec::new(),
+            })
+            .collect();
+        return Blame::Senders(culprits);
+    }
+    match atts.as_slice() {
+        [one] => Blame::Undecided(one.clone()),
+        _ => Blame::Receiver(None),
+    }
 }
 
 fn absent_members(
@@ -489,6 +579,7 @@ fn unreachable_destination(
         })
         .collect();
     let dominant = dominant_outcome(&failed);
+    let blamed = blame(input, to, &failed, dominant);
     let summary = if failed.is_empty() {
         format!(
             "{} at {addr} on {} was not measured from {}",
@@ -497,10 +588,30 @@ fn unreachable_destination(
             ranks_phrase(&not_measured)
         )
     } else {
-        destination_summary(input, eval, links, to, member, &failed, &where_, dominant)
+        destination_summary(
+            input, eval, links, to, member, &failed, &where_, dominant, &blamed,
+        )
+    };
+    let (cause_node, cause_direction, cause_rule) = match &blamed {
+        Blame::Receiver(rule) if !failed.is_empty() => {
+            (Some(to), Some(Direction::Incoming.as_str()), rule.clone())
+        }
+        Blame::Senders(c) => (
+            c.first().map(|c| c.node),
+            Some(Direction::Outgoing.as_str()),
+            c.first().map(|c| c.rule.clone()),
+        ),
+        _ => (None, None, None),
+    };
+    let shown_on = match &blamed {
+        Blame::Senders(c) if c.iter().all(|x| Some(x.node) == cause_node) => cause_node,
+        _ => Some(to),
     };
     let mut f = Finding::new("link.unreachable", Status::Fail, subject, summary)
-        .on_node(Some(to))
+        .on_node(shown_on)
+        .with("cause_node", cause_node)
+        .with("cause_direction", cause_direction)
+        .with("cause_rule", &cause_rule)
         .with("network", &eval.network.id)
         .with("to", to)
         .with("to_host", input.host(to))
@@ -513,7 +624,11 @@ fn unreachable_destination(
         .with("pairs_total", eval.pairs_total)
         .with("other_networks", others.clone());
     if !failed.is_empty() {
-        f = f.fix(destination_fix(input, eval, to, &failed, &addr, dominant));
+        f = f.fix(match &blamed {
+            Blame::Senders(c) => culprit_fix(input, c, &eval.network.sources()),
+            Blame::Undecided(_) => undecided_fix(input, failed[0], &addr),
+            Blame::Receiver(_) => destination_fix(input, eval, to, &failed, &addr, dominant),
+        });
     }
     Some(f)
 }
@@ -528,8 +643,48 @@ fn destination_summary(
     failed: &[&LinkResult],
     where_: &str,
     dominant: LinkOutcome,
+    blamed: &Blame,
 ) -> String {
-    let cause = match dominant {
+    let (verb, word) = if dominant == LinkOutcome::Timeout {
+        ("time out", "drop")
+    } else {
+        ("are refused", "reject")
+    };
+    let blamed_cause = match blamed {
+        Blame::Receiver(Some(rule)) => Some(format!(
+            "connections {verb}: the firewall on {} {word}s incoming connections to that port (`{rule}`)",
+            input.who(to)
+        )),
+        Blame::Senders(c) => Some(format!(
+            "connections {verb}: {}",
+            c.iter()
+                .map(|c| culprit_phrase(input, c))
+                .collect::<Vec<_>>()
+                .join("; and ")
+        )),
+        Blame::Undecided(Attribution::Between) => failed.first().map(|l| {
+            format!(
+                "connections {verb}, and neither node's rules {word} them ({}'s incoming and {}'s outgoing rules accept port {}): most likely a firewall between them (a switch ACL, a security group); the fix says how to tell",
+                input.who(to),
+                input.who(l.from),
+                l.port
+            )
+        }),
+        Blame::Undecided(Attribution::Unknown { unread }) => failed.first().map(|l| {
+            let unread: Vec<String> = unread
+                .iter()
+                .map(|(n, d)| format!("{}'s {} rules", input.who(*n), d.as_str()))
+                .collect();
+            format!(
+                "connections {verb}: either {}'s incoming rules or {}'s outgoing rules {word} them, or a firewall between them ({} not read); the fix says how to tell",
+                input.who(to),
+                input.who(l.from),
+                unread.join(" and ")
+            )
+        }),
+        _ => None,
+    };
+    let cause = blamed_cause.unwrap_or_else(|| match dominant {
         LinkOutcome::Timeout => format!(
             "connections time out: a firewall on {} drops packets to NCCL's random high ports",
             input.who(to)
@@ -546,7 +701,7 @@ fn destination_summary(
                 errs.into_iter().collect::<Vec<_>>().join("; ")
             )
         }
-    };
+    });
     if let [one] = failed {
         let back_ok = eval
             .network
@@ -698,6 +853,50 @@ mod tests {
     }
 
     #[test]
+    fn a_node_whose_outgoing_connections_all_fail_gets_an_output_fix() {
+        let mut c = Cluster::healthy(3);
+        for peer in [0, 1] {
+            c.set(2, peer, LinkOutcome::Timeout);
+        }
+        let fs = c.findings();
+        let f = only(&fs, "link.unreachable");
+        assert_eq!(f.node, Some(2));
+        assert_eq!(f.evidence["direction"], json!("outbound"));
+        assert!(
+            f.summary.contains("its own outgoing connections"),
+            "{}",
+            f.summary
+        );
+        // Derived from the same fact as the wording: OUTPUT, not INPUT.
+        assert_eq!(
+            commands(f),
+            vec!["iptables -I OUTPUT -d 10.0.0.0/24 -j ACCEPT"]
+        );
+        assert!(f.fix.as_ref().unwrap().hint.contains("OUTPUT path"));
+        // Both ways with only its output rules read as dropping (a drop policy drops its
+        // answers too): the output fix alone.
+        for peer in [0, 1] {
+            c.set(peer, 2, LinkOutcome::Timeout);
+        }
+        c.facts[2].firewall.output = Some(crate::model::InputChain {
+            policy: "drop".into(),
+            name: Some("filter OUTPUT".into()),
+            ..Default::default()
+        });
+        let fs = c.findings();
+        let f = only(&fs, "link.unreachable");
+        assert_eq!(
+            commands(f),
+            vec!["iptables -I OUTPUT -d 10.0.0.0/24 -j ACCEPT"]
+        );
+        assert!(
+            f.summary.contains("filter OUTPUT policy drop"),
+            "{}",
+            f.summary
+        );
+    }
+
+    #[test]
     fn a_node_with_its_interface_down_or_no_route_is_told_by_the_outcome() {
         let mut c = Cluster::healthy(3);
         for peer in [0, 1] {
@@ -793,8 +992,27 @@ mod tests {
         assert!(f.summary.contains("refused"), "{}", f.summary);
         assert!(!f.summary.contains("time out"), "{}", f.summary);
         assert!(f.fix.as_ref().unwrap().hint.contains("REJECT"));
+        // No rules were read on either side: both possibilities, and nc to tell them apart.
+        assert!(
+            f.summary.contains(
+                "either rank 1 (node02)'s incoming rules or rank 0 (node01)'s outgoing rules"
+            ),
+            "{}",
+            f.summary
+        );
+        assert!(
+            commands(f)[0].starts_with("nc -l -k 40001"),
+            "{:?}",
+            commands(f)
+        );
+        // Several sources failing into one node: the receiver, the common factor, is blamed.
+        let mut c = Cluster::healthy(3);
+        c.set(0, 1, LinkOutcome::Refused);
+        c.set(2, 1, LinkOutcome::Refused);
+        c.facts[1].firewall.backend = Some("nftables".into());
+        let fs = c.findings();
         assert_eq!(
-            commands(f),
+            commands(only(&fs, "link.unreachable")),
             vec!["nft insert rule inet filter input ip saddr 10.0.0.0/24 accept"]
         );
     }

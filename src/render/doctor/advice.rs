@@ -18,7 +18,8 @@ fn failing(f: &Finding) -> bool {
 pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
     let width = usize::from(style.width);
     let mut out = String::new();
-    if let Some(first) = report.findings.iter().find(|f| failing(f)) {
+    let failures: Vec<&Finding> = report.findings.iter().filter(|f| failing(f)).collect();
+    if !failures.is_empty() {
         out.push_str(&paint::bold(
             &wrap(
                 "Fix these first, then run preflight again (the launch commands are printed \
@@ -29,19 +30,24 @@ pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
             ),
             style,
         ));
-        let shown_here = whole || first.node.is_none() || first.node == Some(rank);
-        let text = format!(
-            "{} {} on {} ({})",
-            paint::mark(first.status, style),
-            shown(&first.id),
-            where_(report, first.node),
-            if shown_here {
-                "above"
-            } else {
-                "in rank 0's report"
+        for f in failures {
+            let shown_here = whole || f.node.is_none() || f.node == Some(rank);
+            let text = format!(
+                "{} {} on {} ({})",
+                paint::mark(f.status, style),
+                shown(&f.id),
+                where_(report, f.node),
+                if shown_here {
+                    "above"
+                } else {
+                    "in rank 0's report"
+                }
+            );
+            out.push_str(&wrap(&text, width, "  ", "    "));
+            if let Some(cmd) = f.fix.as_ref().and_then(|x| x.commands.first()) {
+                let _ = writeln!(out, "{COMMAND}{}", line(cmd));
             }
-        );
-        out.push_str(&wrap(&text, width, "  ", "    "));
+        }
         if !whole {
             out.push_str(&where_whole(report, width));
         }
@@ -251,7 +257,20 @@ pub fn verdict(report: &Report, own: &[&Finding], style: Style, whole: bool) -> 
     let width = usize::from(style.width);
     let problems: Vec<&Finding> = report.findings.iter().filter(|f| failing(f)).collect();
     let warnings = own.iter().filter(|f| f.status == Status::Warn).count();
-    let text = if problems.is_empty() {
+    let as_written = report
+        .findings
+        .iter()
+        .any(|f| f.id == "launch.as-written" && f.status == Status::Warn);
+    let text = if problems.is_empty() && as_written {
+        let mut t = format!(
+            "{} ready to launch with the commands above, not your command as written: it would hang (launch.as-written)",
+            paint::mark(Status::Warn, style)
+        );
+        if warnings > 1 {
+            let _ = write!(t, "; {} above", count(warnings, "warning"));
+        }
+        t
+    } else if problems.is_empty() {
         let mut t = format!("{} ready to launch", paint::mark(Status::Pass, style));
         if warnings > 0 {
             let _ = write!(t, " ({} above)", count(warnings, "warning"));
@@ -291,4 +310,56 @@ pub fn verdict(report: &Report, own: &[&Finding], style: Style, whole: bool) -> 
         t
     };
     wrap(&paint::bold(&text, style), width, "", "  ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fix_these_first_lists_every_failure_with_its_first_command_in_report_order() {
+        let finding = |id: &str, status: &str, node: u32, cmds: &[&str]| {
+            json!({"id": id, "status": status, "node": node, "subject": "", "summary": "s",
+                   "evidence": {}, "fix": {"hint": "h", "commands": cmds}})
+        };
+        let report: Report = serde_json::from_value(json!({
+            "schema": "preflight.report.v1",
+            "tool": {"name": "preflight", "version": "0"},
+            "mode": "cluster",
+            "status": "fail",
+            "nodes": [],
+            "findings": [
+                finding("firewall.rules", "warn", 0, &["iptables -I INPUT -s 10.0.0.0/24 -j ACCEPT"]),
+                finding("link.unreachable", "fail", 1, &["iptables -I OUTPUT -d 10.0.0.0/24 -j ACCEPT", "iptables-save"]),
+                finding("port.in-use", "fail", 0, &["kill 4242"]),
+                finding("cluster.versions", "error", 2, &[]),
+            ],
+            "links": [],
+            "collectives": [],
+            "recommendation": null
+        }))
+        .expect("a report");
+        let style = Style {
+            color: false,
+            width: 100,
+            unicode: false,
+            verbose: false,
+        };
+        let text = advice(&report, style, 0, true);
+        let unreachable = text.find("link.unreachable").expect(&text);
+        let output_fix = text
+            .find("    iptables -I OUTPUT -d 10.0.0.0/24 -j ACCEPT")
+            .expect(&text);
+        let port = text.find("port.in-use").expect(&text);
+        let kill = text.find("    kill 4242").expect(&text);
+        let versions = text.find("cluster.versions").expect(&text);
+        assert!(
+            unreachable < output_fix && output_fix < port && port < kill && kill < versions,
+            "{text}"
+        );
+        // Warnings are not in the list; only a failure's first command is.
+        assert!(!text.contains("firewall.rules"), "{text}");
+        assert!(!text.contains("iptables-save"), "{text}");
+    }
 }

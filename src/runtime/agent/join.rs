@@ -92,7 +92,7 @@ pub(super) fn join(
             if !dialed.tried.contains(&shown) {
                 dialed.tried.push(shown);
             }
-            match tcp::connect(addr, attempt_timeout) {
+            match tcp::connect_control(addr, attempt_timeout) {
                 Ok(mut s) => match auth::connect(&mut s, secret, p.rank, p.nnodes, Some(0)) {
                     Ok(_) => {
                         return Ok(Joined {

@@ -339,6 +339,8 @@ fn bind_master(port: u16, nnodes: u32) -> std::io::Result<TcpListener> {
     let v6 = sock.and_then(|s| {
         s.set_only_v6(false)?;
         s.set_reuse_address(true)?;
+        // Joins and the report fit a 1280-byte path even behind an MTU black hole.
+        let _ = crate::measure::tcp::clamp_mss(&s, crate::measure::tcp::CONTROL_MSS);
         s.bind(&SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)).into())?;
         s.listen(crate::transport::gate::backlog_for(nnodes))?;
         Ok(TcpListener::from(s))
@@ -346,7 +348,11 @@ fn bind_master(port: u16, nnodes: u32) -> std::io::Result<TcpListener> {
     match v6 {
         Ok(l) => Ok(l),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(e),
-        Err(_) => TcpListener::bind(("0.0.0.0", port)),
+        Err(_) => {
+            let l = TcpListener::bind(("0.0.0.0", port))?;
+            let _ = crate::measure::tcp::clamp_mss(&l, crate::measure::tcp::CONTROL_MSS);
+            Ok(l)
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use crate::transport::wire::{
 };
 use preflight_checks::model::{LinkOutcome, LinkResult, Report};
 use preflight_checks::stats::percentile;
+use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -187,10 +188,26 @@ fn bulk_targets(
         );
         link.retries = retries;
         match opened {
-            Ok(mut s) => match tcp::bulk(&mut s, dur, dur + Duration::from_secs(10)) {
+            Ok(mut s) => match tcp::bulk(&mut s, dur, STALL.min(dur + Duration::from_secs(10))) {
                 Ok(gbit) => {
                     link.result = LinkOutcome::Ok;
                     link.throughput_gbit_s = Some((gbit * 1000.0).round() / 1000.0);
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    // Connected, authenticated, and then a large write made no progress:
+                    // probe the path MTU (DF datagrams, bounded) before calling it lost.
+                    link.result = LinkOutcome::Error;
+                    link.stalled = true;
+                    link.mtu = stalled_path_mtu(&t.listener, secret);
+                    link.error = Some(format!(
+                        "throughput test stalled: the connection was established but a large transfer made no progress for {} s; {}",
+                        STALL.as_secs(),
+                        if link.mtu.is_some() {
+                            "the path MTU from don't-fragment probes is in `mtu`"
+                        } else {
+                            "no don't-fragment probe was answered"
+                        }
+                    ));
                 }
                 Err(e) => {
                     link.result = LinkOutcome::Error;
@@ -204,6 +221,23 @@ fn bulk_targets(
         }
         link
     })
+}
+
+/// How long a bulk write may make no progress before the transfer counts as stalled.
+const STALL: Duration = Duration::from_secs(3);
+
+/// The path MTU to a listener whose bulk transfer stalled (bounded: about 15 probes of at
+/// most 300 ms; sizes the local route refuses cost nothing).
+fn stalled_path_mtu(l: &Listener, secret: &Secret) -> Option<u32> {
+    let ip: IpAddr = l.address.parse().ok()?;
+    let local = if ip.is_ipv6() {
+        IpAddr::from(std::net::Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::from([0, 0, 0, 0])
+    };
+    mtu::path_mtu(local, SocketAddr::new(ip, l.port), 65535, secret)
+        .ok()
+        .flatten()
 }
 
 fn mtu_targets(me: u32, targets: &[Target], max_mtu: u32, secret: &Secret) -> Vec<LinkResult> {

@@ -540,6 +540,7 @@ mod tests {
             mtu: Some(1500),
             error: None,
             retries: 0,
+            stalled: false,
         };
         let lies = [
             LinkResult {

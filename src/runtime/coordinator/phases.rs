@@ -284,6 +284,10 @@ pub(super) fn bulk_phase(
                 if src.error.is_some() {
                     dst.error = src.error.clone();
                 }
+                if src.stalled {
+                    dst.stalled = true;
+                    dst.mtu = src.mtu;
+                }
             });
         }
     }
@@ -330,7 +334,11 @@ pub(super) fn mtu_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &m
             })
         },
     );
-    merge(links, &got, |dst, src| dst.mtu = src.mtu);
+    merge(links, &got, |dst, src| {
+        if !dst.stalled || src.mtu.is_some() {
+            dst.mtu = src.mtu
+        }
+    });
 }
 
 /// Copies fields from `got` into the matching (from, to, address) links, through an index.

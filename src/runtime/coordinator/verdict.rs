@@ -5,6 +5,7 @@ use super::super::node::node_findings;
 use super::{CoordConfig, JoinedNode};
 use crate::advise::{ClusterAdviceInput, advise_cluster};
 use crate::report::ReportBuilder;
+use preflight_checks::cluster::as_written::{Given, as_written};
 use preflight_checks::cluster::{ClusterInput, Refusal, check_cluster};
 use preflight_checks::collective::{CollectiveInput, check_collectives};
 use preflight_checks::model::{self, LinkResult, Mode, NodeFacts, Report};
@@ -92,7 +93,7 @@ pub(crate) fn build_report(
             .fix(model::Fix::new("check that preflight is still running on that node and that it was not killed (dmesg, the scheduler's log)")),
         );
     }
-    findings.extend(check_cluster(&ClusterInput {
+    let input = ClusterInput {
         nodes: &nodes,
         nnodes: cfg.nnodes,
         expected_hosts: &cfg.expected_hosts,
@@ -101,7 +102,20 @@ pub(crate) fn build_report(
         chosen,
         master_port: cfg.master_port,
         refused,
-    }));
+    };
+    findings.extend(check_cluster(&input));
+    let given_ips = Some(&cfg.master_addr)
+        .filter(|m| !m.is_empty())
+        .map(|m| crate::placement::resolve_host(m).addrs)
+        .unwrap_or_default();
+    findings.push(as_written(
+        &input,
+        (!given_ips.is_empty()).then_some(Given {
+            master: &cfg.master_addr,
+            ips: &given_ips,
+        }),
+        &recommendation,
+    ));
     findings.push(crate::runtime::agent::auth_finding(
         &cfg.secret_source,
         &cfg.master_addr,

@@ -1,4 +1,4 @@
-//! Parses `iptables-save` output into the filter table's INPUT chain, user chains inlined.
+//! Parses `iptables-save` output into the filter table's INPUT (or OUTPUT) chain, user chains inlined.
 
 use super::{ParsedRule, Target, flatten_base, normalize_protocol};
 use crate::model::{FwAction, FwRule, InputChain};
@@ -8,6 +8,12 @@ use std::collections::HashMap;
 /// jumped to from INPUT (ufw-before-input, ...) flattened in order. None when the
 /// output has no filter table or no INPUT chain.
 pub fn parse_iptables_save(text: &str) -> Option<InputChain> {
+    parse_iptables_save_chain(text, "INPUT")
+}
+
+/// The `filter` table's base chain `base` ("INPUT", "OUTPUT") from `iptables-save` output,
+/// user chains inlined; None when the output has no filter table or no such chain.
+pub fn parse_iptables_save_chain(text: &str, base: &str) -> Option<InputChain> {
     let mut in_filter = false;
     let mut policy = None;
     let mut chains: HashMap<String, Vec<ParsedRule>> = HashMap::new();
@@ -24,7 +30,7 @@ pub fn parse_iptables_save(text: &str) -> Option<InputChain> {
         } else if let Some(decl) = line.strip_prefix(':') {
             let mut parts = decl.split_whitespace();
             let name = parts.next().unwrap_or_default().to_string();
-            if name == "INPUT" {
+            if name == base {
                 policy = parts.next().map(str::to_ascii_lowercase);
             }
             chains.entry(name).or_default();
@@ -33,11 +39,11 @@ pub fn parse_iptables_save(text: &str) -> Option<InputChain> {
         }
     }
     let policy = policy?;
-    let rules = flatten_base("INPUT", &chains);
+    let rules = flatten_base(base, &chains);
     Some(InputChain {
         policy,
         rules,
-        name: Some("filter INPUT".into()),
+        name: Some(format!("filter {base}")),
         then: Vec::new(),
     })
 }
@@ -125,7 +131,17 @@ fn parse_iptables_rule(line: &str) -> Option<(String, ParsedRule)> {
             }
             "--state" | "--ctstate" if !negate => m.ct_state = Some(value),
             "--dst-type" if !negate && value == "LOCAL" => {}
-            "-o" | "--out-interface" => {}
+            "-o" | "--out-interface" if !negate => m.out_interface = Some(value),
+            // `! -i lo`: every packet from another host; the checks judge only those.
+            "-i" | "--in-interface" | "-o" | "--out-interface" if value == "lo" => {}
+            // `--syn`: a new connection's first packet, which is what the checks judge.
+            "--syn" if !negate => {
+                m.ct_state.get_or_insert_with(|| "NEW".into());
+            }
+            // How iptables-save prints `--syn`.
+            "--tcp-flags" if !negate && is_syn_only(values) => {
+                m.ct_state.get_or_insert_with(|| "NEW".into());
+            }
             _ => m.conditions.push(
                 format!("{negation}{opt} {}", values.join(" "))
                     .trim()
@@ -135,6 +151,17 @@ fn parse_iptables_rule(line: &str) -> Option<(String, ParsedRule)> {
         negate = false;
     }
     Some((chain?, ParsedRule { matches: m, target }))
+}
+
+/// `--tcp-flags FIN,SYN,RST,ACK SYN`: SYN set, ACK (and FIN, RST) clear: a new connection.
+fn is_syn_only(values: &[String]) -> bool {
+    match values {
+        [mask, set] => {
+            let mask: Vec<&str> = mask.split(',').collect();
+            set == "SYN" && mask.contains(&"SYN") && mask.contains(&"ACK")
+        }
+        _ => false,
+    }
 }
 
 fn iptables_target(name: &str, goto: bool) -> Target {
@@ -271,6 +298,23 @@ mod tests {
                 .iter()
                 .all(|r| r.action != FwAction::Drop || r.ct_state.as_deref() == Some("INVALID"))
         );
+    }
+
+    #[test]
+    fn the_output_chain_with_syn_and_not_loopback_is_unconditional() {
+        let text = "*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT DROP [0:0]\n-A OUTPUT ! -o lo -p tcp -m tcp --dport 1024:65535 --tcp-flags FIN,SYN,RST,ACK SYN -j DROP\n-A OUTPUT -o eth1 -p tcp --syn -j ACCEPT\n-A OUTPUT -p tcp --tcp-flags SYN,RST SYN -j DROP\nCOMMIT\n";
+        let c = parse_iptables_save_chain(text, "OUTPUT").expect("an OUTPUT chain");
+        assert_eq!(c.name.as_deref(), Some("filter OUTPUT"));
+        assert_eq!(c.policy, "drop");
+        assert_eq!(c.rules[0].ct_state.as_deref(), Some("NEW"));
+        assert!(c.rules[0].conditions.is_empty(), "{:?}", c.rules[0]);
+        assert_eq!(c.rules[0].dports, vec![(1024, 65535)]);
+        assert_eq!(c.rules[1].out_interface.as_deref(), Some("eth1"));
+        assert_eq!(c.rules[1].ct_state.as_deref(), Some("NEW"));
+        // SYN without ACK in the mask matches SYN-ACKs too: not a new connection only.
+        assert_eq!(c.rules[2].ct_state, None);
+        assert!(!c.rules[2].conditions.is_empty());
+        assert_eq!(parse_iptables_save(text).expect("INPUT").policy, "accept");
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! Rules are read only on the live system (`nft -j list ruleset`, else
 //! `iptables-save`), each command under a timeout. The parsers are pure
 //! functions over the tools' text, tested on captured output. Both flatten the
-//! input path into one ordered list of [`FwRule`]s: jumps into user chains are
-//! inlined, carrying the jump's own matches into every inlined rule.
+//! input path, and the output path (the connections this node opens), into one
+//! ordered list of [`FwRule`]s each: jumps into user chains are inlined,
+//! carrying the jump's own matches into every inlined rule.
 //!
 //! This module holds the probe and the flattening both parsers share; the
 //! parsers live in `iptables_save` and `nft`, the command runner in
@@ -15,14 +16,14 @@ mod nft;
 pub(crate) mod runner;
 mod ufw_firewalld;
 
-pub use iptables_save::parse_iptables_save;
-pub use nft::parse_nft_json;
+pub use iptables_save::{parse_iptables_save, parse_iptables_save_chain};
+pub use nft::{parse_nft_json, parse_nft_json_family, parse_nft_json_hook};
 
 use crate::model::{FirewallFacts, FwAction, FwRule, InputChain};
 use crate::root::Root;
 use runner::{command_failure, find_tool, run_with_timeout};
 use std::collections::HashMap;
-use ufw_firewalld::{firewalld_state, ufw_state};
+use ufw_firewalld::{firewalld_state, ufw_outgoing, ufw_state};
 
 /// Deepest chain nesting followed when flattening (firewalld nests three deep).
 const MAX_DEPTH: usize = 12;
@@ -35,6 +36,7 @@ const MAX_FLATTEN_WORK: usize = 10_000;
 pub fn probe(root: &Root) -> FirewallFacts {
     let mut facts = FirewallFacts {
         ufw: ufw_state(root),
+        ufw_outgoing: ufw_outgoing(root),
         firewalld: firewalld_state(root),
         ..Default::default()
     };
@@ -44,31 +46,63 @@ pub fn probe(root: &Root) -> FirewallFacts {
         return facts;
     }
     match read_live_rules() {
-        Ok((backend, chain)) => {
-            facts.backend = Some(backend.into());
-            facts.input = Some(chain);
+        Ok(rules) => {
+            facts.backend = Some(rules.backend.into());
+            facts.input = Some(rules.input);
+            facts.output = Some(rules.output);
+            facts.input6 = rules.input6;
+            facts.output6 = rules.output6;
         }
         Err(why) => facts.read_error = Some(why),
     }
     facts
 }
 
+/// The input and output paths as one tool showed them.
+struct LiveRules {
+    backend: &'static str,
+    input: InputChain,
+    output: InputChain,
+    /// IPv6 paths: None when ip6tables-save is missing or failed.
+    input6: Option<InputChain>,
+    output6: Option<InputChain>,
+}
+
 /// nftables first (it sees iptables-nft rules too); iptables-save when nft is missing,
-/// shows no input hook, or shows iptables-nft rules only as opaque `xt` matches.
-fn read_live_rules() -> Result<(&'static str, InputChain), String> {
+/// shows no input or output hook, or shows iptables-nft rules only as opaque `xt` matches.
+fn read_live_rules() -> Result<LiveRules, String> {
     let mut problems = Vec::new();
     match find_tool("nft") {
         Some(nft) => match run_with_timeout(&nft, &["-j", "list", "ruleset"]) {
-            Ok(out) if out.success => match parse_nft_json(&out.stdout) {
-                Ok(chain) if chain.name.is_some() && !uses_xtables_compat(&chain) => {
-                    return Ok(("nftables", chain));
+            Ok(out) if out.success => {
+                let parse = |hook: &str, v6: bool| parse_nft_json_family(&out.stdout, hook, v6);
+                match (
+                    parse("input", false),
+                    parse("output", false),
+                    parse("input", true),
+                    parse("output", true),
+                ) {
+                    (Ok(input), Ok(output), Ok(input6), Ok(output6)) => {
+                        let all = [&input, &output, &input6, &output6];
+                        if all.iter().all(|c| c.name.is_none()) {
+                            problems.push("nft: no input hook chain".to_string())
+                        } else if all.iter().any(|c| uses_xtables_compat(c)) {
+                            problems.push("nft: iptables-nft rules (xt matches)".to_string())
+                        } else {
+                            return Ok(LiveRules {
+                                backend: "nftables",
+                                input,
+                                output,
+                                input6: Some(input6),
+                                output6: Some(output6),
+                            });
+                        }
+                    }
+                    (Err(e), ..) | (_, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => {
+                        problems.push(format!("nft: {e}"))
+                    }
                 }
-                Ok(chain) if chain.name.is_none() => {
-                    problems.push("nft: no input hook chain".to_string())
-                }
-                Ok(_) => problems.push("nft: iptables-nft rules (xt matches)".to_string()),
-                Err(e) => problems.push(format!("nft: {e}")),
-            },
+            }
             Ok(out) => problems.push(command_failure("nft", &out)),
             Err(e) => problems.push(format!("nft: {e}")),
         },
@@ -76,10 +110,24 @@ fn read_live_rules() -> Result<(&'static str, InputChain), String> {
     }
     match find_tool("iptables-save") {
         Some(save) => match run_with_timeout(&save, &["-t", "filter"]) {
-            Ok(out) if out.success => Ok((
-                "iptables",
-                parse_iptables_save(&out.stdout).unwrap_or_else(no_rules),
-            )),
+            Ok(out) if out.success => {
+                let v6 = find_tool("ip6tables-save")
+                    .and_then(|t| run_with_timeout(&t, &["-t", "filter"]).ok())
+                    .filter(|o| o.success)
+                    .map(|o| o.stdout);
+                let chain6 = |base: &str| {
+                    v6.as_deref()
+                        .map(|t| parse_iptables_save_chain(t, base).unwrap_or_else(no_rules))
+                };
+                Ok(LiveRules {
+                    backend: "iptables",
+                    input: parse_iptables_save(&out.stdout).unwrap_or_else(no_rules),
+                    output: parse_iptables_save_chain(&out.stdout, "OUTPUT")
+                        .unwrap_or_else(no_rules),
+                    input6: chain6("INPUT"),
+                    output6: chain6("OUTPUT"),
+                })
+            }
             Ok(out) => {
                 problems.push(command_failure("iptables-save", &out));
                 Err(problems.join("; "))
@@ -89,9 +137,13 @@ fn read_live_rules() -> Result<(&'static str, InputChain), String> {
                 Err(problems.join("; "))
             }
         },
-        None if problems.iter().any(|p| p.contains("no input hook")) => {
-            Ok(("nftables", no_rules()))
-        }
+        None if problems.iter().any(|p| p.contains("no input hook")) => Ok(LiveRules {
+            backend: "nftables",
+            input: no_rules(),
+            output: no_rules(),
+            input6: Some(no_rules()),
+            output6: Some(no_rules()),
+        }),
         None => {
             problems.push("iptables-save not found".into());
             Err(problems.join("; "))
@@ -157,6 +209,7 @@ fn merge_matches(outer: &FwRule, inner: &FwRule) -> Option<FwRule> {
         (o, i) => i.clone().or_else(|| o.clone()),
     };
     let in_interface = pick("in-interface", &outer.in_interface, &inner.in_interface);
+    let out_interface = pick("out-interface", &outer.out_interface, &inner.out_interface);
     let source = pick("source", &outer.source, &inner.source);
     let destination = pick("destination", &outer.destination, &inner.destination);
     let ct_state = pick("ct-state", &outer.ct_state, &inner.ct_state);
@@ -166,6 +219,7 @@ fn merge_matches(outer: &FwRule, inner: &FwRule) -> Option<FwRule> {
         protocol,
         dports: intersect_ports(&outer.dports, &inner.dports)?,
         in_interface,
+        out_interface,
         source,
         destination,
         ct_state,
@@ -180,6 +234,7 @@ fn matches_everything(r: &FwRule) -> bool {
     r.protocol.is_none()
         && r.dports.is_empty()
         && r.in_interface.is_none()
+        && r.out_interface.is_none()
         && r.source.is_none()
         && r.destination.is_none()
         && r.ct_state.is_none()

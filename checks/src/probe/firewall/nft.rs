@@ -1,4 +1,4 @@
-//! Parses `nft -j list ruleset` into the input-hook base chains, in priority order, jumps inlined and named port sets resolved.
+//! Parses `nft -j list ruleset` into the input-hook (or output-hook) base chains, in priority order, jumps inlined and named port sets resolved.
 
 use super::{ParsedRule, Target, flatten_base, no_rules, normalize_protocol};
 use crate::model::{FwAction, FwRule, InputChain};
@@ -18,6 +18,17 @@ struct NftBaseChain {
 /// in priority order: the first is returned with the others in [`InputChain::then`].
 /// An empty ruleset yields an accepting chain with no rules and no name.
 pub fn parse_nft_json(text: &str) -> Result<InputChain, String> {
+    parse_nft_json_hook(text, "input")
+}
+
+/// The base chains on `hook` ("input", "output") of families `ip` and `inet`, as
+/// [`parse_nft_json`] returns the input ones.
+pub fn parse_nft_json_hook(text: &str, hook: &str) -> Result<InputChain, String> {
+    parse_nft_json_family(text, hook, false)
+}
+
+/// [`parse_nft_json_hook`] for IPv6 (`v6`: families `ip6` and `inet`) or IPv4 (`ip`, `inet`).
+pub fn parse_nft_json_family(text: &str, hook: &str, v6: bool) -> Result<InputChain, String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("not nft JSON: {e}"))?;
     let items = doc
         .get("nftables")
@@ -28,7 +39,7 @@ pub fn parse_nft_json(text: &str) -> Result<InputChain, String> {
     let mut rules: HashMap<(String, String), Vec<ParsedRule>> = HashMap::new();
     for item in items {
         if let Some(chain) = item.get("chain") {
-            if let Some(base) = nft_input_base_chain(chain) {
+            if let Some(base) = nft_base_chain(chain, hook, v6) {
                 bases.push(base);
             }
         } else if let Some(rule) = item.get("rule") {
@@ -62,9 +73,10 @@ fn str_field(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-fn nft_input_base_chain(chain: &Value) -> Option<NftBaseChain> {
+fn nft_base_chain(chain: &Value, hook: &str, v6: bool) -> Option<NftBaseChain> {
     let family = str_field(chain, "family")?;
-    if str_field(chain, "hook")? != "input" || !matches!(family.as_str(), "ip" | "inet") {
+    let own = if v6 { "ip6" } else { "ip" };
+    if str_field(chain, "hook")? != hook || !(family == own || family == "inet") {
         return None;
     }
     let prio = match chain.get("prio") {
@@ -188,7 +200,17 @@ fn nft_value_text(v: &Value) -> String {
 
 /// The left side of a match as nft prints it: "tcp dport", "iifname", "ct state".
 fn nft_left_text(left: &Value) -> String {
-    if let Some(p) = left.get("payload") {
+    if let Some([a, b]) = left.get("&").and_then(Value::as_array).map(Vec::as_slice) {
+        let mask = match b {
+            Value::Array(items) => items
+                .iter()
+                .map(nft_value_text)
+                .collect::<Vec<_>>()
+                .join(" | "),
+            other => nft_value_text(other),
+        };
+        format!("{} & ({mask})", nft_left_text(a))
+    } else if let Some(p) = left.get("payload") {
         format!(
             "{} {}",
             str_field(p, "protocol").unwrap_or_default(),
@@ -283,14 +305,25 @@ fn apply_nft_match(
         format!("{op} ")
     };
     let text = format!("{left_text} {op_text}{}", nft_value_text(right));
+    let meta = left.get("meta").and_then(|x| str_field(x, "key"));
     if !matches!(op, "==" | "in") {
-        m.conditions.push(text.clone());
+        // `iifname != "lo"`: every packet from another host, the only ones judged.
+        let not_loopback = op == "!="
+            && matches!(meta.as_deref(), Some("iifname" | "oifname"))
+            && right.as_str() == Some("lo");
+        if !not_loopback {
+            m.conditions.push(text.clone());
+        }
+        return text;
+    }
+    if is_syn_only(left, right) {
+        m.protocol = Some("tcp".into());
+        m.ct_state.get_or_insert_with(|| "new".into());
         return text;
     }
     let payload = left.get("payload");
     let proto = payload.and_then(|p| str_field(p, "protocol"));
     let field = payload.and_then(|p| str_field(p, "field"));
-    let meta = left.get("meta").and_then(|x| str_field(x, "key"));
     let ct = left.get("ct").and_then(|x| str_field(x, "key"));
     match (
         proto.as_deref(),
@@ -321,11 +354,36 @@ fn apply_nft_match(
             m.protocol = nft_protocol(right)
         }
         (_, _, Some("iifname" | "iif"), _) => m.in_interface = Some(nft_value_text(right)),
+        (_, _, Some("oifname" | "oif"), _) => m.out_interface = Some(nft_value_text(right)),
         (_, _, Some("nfproto"), _) if right.as_str() == Some("ipv4") => {}
         (_, _, _, Some("state")) => m.ct_state = Some(nft_value_text(right)),
         _ => m.conditions.push(text.clone()),
     }
     text
+}
+
+/// `tcp flags & (fin | syn | rst | ack) == syn` (iptables-nft's `--syn`): a new connection.
+fn is_syn_only(left: &Value, right: &Value) -> bool {
+    let Some([flags, mask]) = left.get("&").and_then(Value::as_array).map(Vec::as_slice) else {
+        return false;
+    };
+    let is_flags = flags.get("payload").is_some_and(|p| {
+        str_field(p, "protocol").as_deref() == Some("tcp")
+            && str_field(p, "field").as_deref() == Some("flags")
+    });
+    let names: Vec<String> = match mask {
+        Value::Array(a) => a.iter().map(nft_value_text).collect(),
+        Value::Object(o) => o
+            .get("|")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(nft_value_text).collect())
+            .unwrap_or_default(),
+        v => vec![nft_value_text(v)],
+    };
+    is_flags
+        && right.as_str() == Some("syn")
+        && names.iter().any(|n| n == "syn")
+        && names.iter().any(|n| n == "ack")
 }
 
 /// `meta l4proto tcp` or `{ tcp, udp }`: tcp when the set has it, else its first member.
@@ -425,6 +483,33 @@ mod tests {
     }
 
     #[test]
+    fn an_iptables_nft_output_syn_drop_is_read_from_the_output_hook() {
+        let json = r#"{"nftables":[{"metainfo":{"version":"1.0.6"}},{"table":{"family":"ip","name":"filter"}},
+            {"chain":{"family":"ip","table":"filter","name":"OUTPUT","type":"filter","hook":"output","prio":0,"policy":"accept"}},
+            {"rule":{"family":"ip","table":"filter","chain":"OUTPUT","expr":[
+                {"match":{"op":"!=","left":{"meta":{"key":"oifname"}},"right":"lo"}},
+                {"match":{"op":"==","left":{"&":[{"payload":{"protocol":"tcp","field":"flags"}},["fin","syn","rst","ack"]]},"right":"syn"}},
+                {"match":{"op":"==","left":{"payload":{"protocol":"tcp","field":"dport"}},"right":{"range":[1024,65535]}}},
+                {"counter":{"packets":0,"bytes":0}},{"drop":null}]}}]}"#;
+        let out = parse_nft_json_hook(json, "output").expect("parses");
+        assert_eq!(out.name.as_deref(), Some("ip filter OUTPUT"));
+        let r = &out.rules[0];
+        assert_eq!(r.action, FwAction::Drop);
+        assert_eq!(r.ct_state.as_deref(), Some("new"));
+        assert!(r.conditions.is_empty(), "{r:?}");
+        assert_eq!(r.dports, vec![(1024, 65535)]);
+        assert!(!uses_xtables_compat(&out));
+        assert_eq!(
+            r.text,
+            "oifname != lo tcp flags & (fin | syn | rst | ack) syn tcp dport 1024-65535 drop"
+        );
+        // No input hook: the input side accepts.
+        let input = parse_nft_json(json).expect("parses");
+        assert_eq!(input.name, None);
+        assert_eq!(input.policy, "accept");
+    }
+
+    #[test]
     fn several_base_chains_are_kept_in_priority_order() {
         let json = r#"{"nftables":[
             {"chain":{"family":"inet","table":"late","name":"input","hook":"input","prio":10,"policy":"accept"}},
@@ -434,5 +519,9 @@ mod tests {
         assert_eq!(c.name.as_deref(), Some("ip early INPUT"));
         assert_eq!(c.then.len(), 1);
         assert_eq!(c.then[0].name.as_deref(), Some("inet late input"));
+        // The IPv6 path: ip6 and inet chains, not ip ones.
+        let c6 = parse_nft_json_family(json, "input", true).expect("parses");
+        assert_eq!(c6.name.as_deref(), Some("ip6 six input"));
+        assert_eq!(c6.then[0].name.as_deref(), Some("inet late input"));
     }
 }

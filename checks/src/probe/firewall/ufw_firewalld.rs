@@ -16,6 +16,18 @@ pub(super) fn ufw_state(root: &Root) -> Option<String> {
     Some(if enabled { "active" } else { "inactive" }.into())
 }
 
+/// ufw's default policy for outgoing connections (`DEFAULT_OUTPUT_POLICY="ACCEPT"` in
+/// /etc/default/ufw), lower case; None when the file or the key is missing.
+pub(super) fn ufw_outgoing(root: &Root) -> Option<String> {
+    let conf = root.read("/etc/default/ufw").ok()?;
+    conf.lines().find_map(|l| {
+        let l = l.trim();
+        let (k, v) = l.split_once('=')?;
+        (!l.starts_with('#') && k.trim() == "DEFAULT_OUTPUT_POLICY")
+            .then(|| v.trim().trim_matches('"').to_ascii_lowercase())
+    })
+}
+
 /// `running` when firewalld's pid file names a live process; else `firewall-cmd --state`
 /// (live system only); None when firewalld is not installed.
 pub(super) fn firewalld_state(root: &Root) -> Option<String> {
@@ -73,6 +85,14 @@ mod tests {
         )
         .expect("write");
         assert_eq!(ufw_state(&root).as_deref(), Some("inactive"));
+        assert_eq!(ufw_outgoing(&root), None);
+        std::fs::create_dir_all(d.path().join("etc/default")).expect("mkdir");
+        std::fs::write(
+            d.path().join("etc/default/ufw"),
+            "# comment\nDEFAULT_INPUT_POLICY=\"DROP\"\nDEFAULT_OUTPUT_POLICY=\"REJECT\"\n",
+        )
+        .expect("write");
+        assert_eq!(ufw_outgoing(&root).as_deref(), Some("reject"));
         std::fs::create_dir_all(d.path().join("var/run/firewalld")).expect("mkdir");
         std::fs::create_dir_all(d.path().join("proc/812")).expect("mkdir");
         std::fs::write(d.path().join("var/run/firewalld/firewalld.pid"), "812\n").expect("write");
