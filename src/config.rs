@@ -130,7 +130,7 @@ pub enum ExplainJob {
 /// A command, validated.
 #[derive(Clone, Debug)]
 pub enum Job {
-    Check(CheckJob),
+    Check(Box<CheckJob>),
     Facts(FactsJob),
     Cluster(Box<ClusterJob>, View),
     Torchrun(Box<TorchrunJob>),
@@ -153,7 +153,7 @@ pub struct SimulateJob {
 /// Validates the parsed command line against `env` (the process environment).
 pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
     Ok(match cli.command {
-        Command::Check(a) => Job::Check(CheckJob {
+        Command::Check(a) => Job::Check(Box::new(CheckJob {
             probe: probe(&a.probe),
             master_port: match a.master_port {
                 Some(p) => p,
@@ -173,7 +173,7 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             script: a.script,
             view: view(&a.job),
             slurm: slurm_hook(&a.slurm, a.job.strict, env)?,
-        }),
+        })),
         Command::Facts(a) => Job::Facts(FactsJob {
             probe: probe(&a.probe),
             master_port: a.master_port,

@@ -85,7 +85,7 @@ pub struct YourCommand {
 /// Runs one validated job.
 pub fn run(job: Job, events: &Events) -> anyhow::Result<Outcome> {
     match job {
-        Job::Check(j) => check::check(j),
+        Job::Check(j) => check::check(*j),
         Job::Facts(j) => Ok(facts::facts(j)),
         Job::Cluster(j, view) => cluster::cluster(*j, view, events),
         Job::Torchrun(j) => torchrun::torchrun(*j, events),

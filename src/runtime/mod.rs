@@ -5,8 +5,8 @@
 pub mod agent;
 pub mod allreduce;
 pub mod allreduce_node;
-pub mod fds;
 pub mod coordinator;
+pub mod fds;
 pub mod job;
 pub mod local_group;
 pub mod nccl_node;

@@ -90,12 +90,23 @@ fn among_48_a_dead_and_a_firewalled_node_are_nodes_and_one_bad_link_is_a_link() 
     let from = c.addr(bad_from, "data");
     c.iptables(
         bad_to,
-        &["-A", "INPUT", "-s", &from, "-p", "tcp", "--dport", "29500", "-j", "ACCEPT"],
+        &[
+            "-A", "INPUT", "-s", &from, "-p", "tcp", "--dport", "29500", "-j", "ACCEPT",
+        ],
     );
     c.iptables(
         bad_to,
         &[
-            "-A", "INPUT", "-s", &from, "-p", "tcp", "--syn", "--dport", "1024:65535", "-j",
+            "-A",
+            "INPUT",
+            "-s",
+            &from,
+            "-p",
+            "tcp",
+            "--syn",
+            "--dport",
+            "1024:65535",
+            "-j",
             "DROP",
         ],
     );

@@ -38,6 +38,8 @@ fn report(c: &Cluster) -> Report {
         }),
         placement: None,
         trimmed: None,
+        link_matrix: None,
+        measurement: None,
     }
 }
 
@@ -335,6 +337,8 @@ fn big() -> Report {
         recommendation: None,
         placement: None,
         trimmed: None,
+        link_matrix: None,
+        measurement: None,
     }
 }
 

@@ -81,6 +81,9 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
     out
 }
 
+/// A measured ordered pair and its throughput.
+type PairTp = ((u32, u32), f64);
+
 /// Nodes whose every measured pair (at least two) is slow: the node is slow, not its links.
 /// Returns (rank, pairs, the median of its pairs). A pair counts for both of its ends.
 fn slow_nodes(
@@ -88,7 +91,7 @@ fn slow_nodes(
     slow: &[((u32, u32), Finding)],
 ) -> Vec<(u32, usize, f64)> {
     let slow_pairs: BTreeSet<(u32, u32)> = slow.iter().map(|(p, _)| *p).collect();
-    let mut per: BTreeMap<u32, Vec<((u32, u32), f64)>> = BTreeMap::new();
+    let mut per: BTreeMap<u32, Vec<PairTp>> = BTreeMap::new();
     for (pair, tp) in best {
         per.entry(pair.0).or_default().push((*pair, *tp));
         per.entry(pair.1).or_default().push((*pair, *tp));

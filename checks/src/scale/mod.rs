@@ -94,6 +94,7 @@ pub(crate) mod testkit {
             expect_gpus: Some(nproc),
             nnodes: Some(nnodes),
             world_size: Some(nnodes * nproc),
+            xid_window_s: None,
         }
     }
 }

@@ -7,8 +7,8 @@
 mod advice;
 mod areas;
 mod cluster;
-mod hosts;
 mod healthy;
+mod hosts;
 mod paint;
 mod problems;
 mod summary;
