@@ -81,7 +81,9 @@ pub const REPORT_BUDGET: preflight_checks::budget::Budget = preflight_checks::bu
     bytes: MAX_REPORT as usize,
     values: 16 << 20,
     items: 4 << 20,
-    string: 1 << 20,
+    // The longest legitimate string is a network's `link_matrix` (one byte per ordered pair,
+    // deflated and base64): 16.7 million pairs at 4096 nodes, tens of MiB at most.
+    string: 64 << 20,
     depth: 32,
     paths: &[("nodes", 4096), ("nodes[].facts.net.interfaces", 4096)],
 };

@@ -365,6 +365,13 @@ pub fn networks(report: &Report) -> Vec<NetworkLinks> {
 /// `links` and then the matrix's columns.
 pub fn addresses(report: &Report) -> HashMap<u32, String> {
     let mut out: HashMap<u32, (bool, String)> = HashMap::new();
+    // Above 64 nodes the matrix's first network names every rank's address on one network;
+    // the links kept beside it are samples from any network, so they only fill gaps.
+    if let Some(net) = report.link_matrix.iter().flat_map(|m| &m.networks).next() {
+        for (r, a) in net.ranks.iter().zip(&net.addresses) {
+            out.insert(*r, (true, a.clone()));
+        }
+    }
     for l in &report.links {
         let ok = l.result == LinkOutcome::Ok;
         match out.get(&l.to) {

@@ -17,7 +17,17 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         None => {
             let root = Root::at(&job.probe.root);
             let mut facts = probe_facts(&root, job.master_port, job.probe.no_gpu);
-            measure_gpu_bandwidth(&root, &mut facts);
+            match hook_without_copies(&job) {
+                None => measure_gpu_bandwidth(&root, &mut facts),
+                Some(hook) => {
+                    if let Some(node) = facts.gpu.node_health.as_mut() {
+                        node.bandwidth_skipped = Some(format!(
+                            "not measured in the {hook} (it must finish within its host's time limit, and the copies take up to {} s per GPU): run `preflight check` to measure them",
+                            crate::measure::gpu_bw::BUDGET_PER_GPU.as_secs()
+                        ));
+                    }
+                }
+            }
             facts
         }
     };
@@ -72,6 +82,21 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Hook(Box::new(super::Hooked { shown, result })));
     }
     Ok(Outcome::Report(Box::new(shown)))
+}
+
+/// The hook this check runs as, when it is one that must stay fast (a Slurm HealthCheckProgram
+/// or Prolog, a TaskProlog run for every task, a node-problem-detector plugin with a 5 s
+/// timeout): those leave the copy bandwidth out, and say so.
+fn hook_without_copies(job: &CheckJob) -> Option<&'static str> {
+    use crate::cli::Format;
+    use crate::config::SlurmMode;
+    match (&job.slurm, job.view.format) {
+        (Some(h), _) if h.mode == SlurmMode::Health => Some("Slurm health check"),
+        (Some(_), _) => Some("Slurm prolog"),
+        (None, Format::TaskProlog) => Some("TaskProlog"),
+        (None, Format::Npd) => Some("node-problem-detector plugin"),
+        _ => None,
+    }
 }
 
 /// The GPUs' copy bandwidth (issue 22), on this machine's own GPUs only (a fixture tree's GPUs

@@ -108,14 +108,19 @@ fn set_dont_fragment(sock: &UdpSocket, v6: bool) -> io::Result<()> {
 }
 
 /// Whether a DF datagram of `mtu` bytes on the wire reaches the peer (two tries).
+/// Datagrams sent for one size before it counts as not passing.
+const ATTEMPTS: u32 = 3;
+
 fn probe(sock: &UdpSocket, tag: &[u8; 16], headers: usize, mtu: u32, seq: u32) -> io::Result<bool> {
     let size = (mtu as usize).saturating_sub(headers).max(28);
     let mut pkt = vec![0u8; size];
     pkt[..8].copy_from_slice(MAGIC);
     pkt[8..24].copy_from_slice(tag);
     let mut ack = [0u8; 64];
-    for attempt in 0..2u32 {
-        let id = seq * 2 + attempt;
+    // Three tries of 150 ms each: on a loaded node an echo can take tens of milliseconds, and a
+    // size that only lost a datagram must not read as a smaller path.
+    for attempt in 0..ATTEMPTS {
+        let id = seq * ATTEMPTS + attempt;
         pkt[24..28].copy_from_slice(&id.to_be_bytes());
         match sock.send(&pkt) {
             Ok(_) => {}
@@ -131,13 +136,14 @@ fn probe(sock: &UdpSocket, tag: &[u8; 16], headers: usize, mtu: u32, seq: u32) -
                     return Ok(got as usize == size);
                 }
                 Ok(_) => continue,
+                // The socket's read timeout is shorter than the attempt: wait out the attempt.
                 Err(e)
                     if matches!(
                         e.kind(),
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    break;
+                    continue;
                 }
                 // ICMP errors surface on the next recv of a connected socket.
                 Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => return Ok(false),
@@ -182,6 +188,11 @@ pub fn path_mtu(
         } else {
             hi = mid
         }
+    }
+    // A narrower path is a claim against the interfaces: the full size is tried once more before
+    // it is made (a real black hole drops it again; a loaded peer answers it now).
+    if probe(&sock, &tag, headers, max_mtu, next())? {
+        return Ok(Some(max_mtu));
     }
     Ok(Some(lo))
 }

@@ -27,6 +27,10 @@ pub fn ensure(need: u64) -> Result<u64, String> {
             std::io::Error::last_os_error()
         ));
     }
+    // What the job's own workers will get is this limit, not the one raised here.
+    preflight_checks::probe::scale::note_started_nofile(
+        (lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur),
+    );
     if lim.rlim_cur >= need {
         return Ok(lim.rlim_cur);
     }

@@ -15,8 +15,9 @@ use super::schedule;
 use crate::transport::auth::{Secret, SecretSource};
 use crate::transport::events::Events;
 use preflight_checks::model::{
-    CollectiveResult, CollectiveRow, IfAddr, IfKind, Interface, LinkOutcome, LinkResult,
-    Measurement, NetFacts, NodeFacts, PhaseTime, PlacementInfo, Report, SecondPass,
+    BindResult, BindStatus, CollectiveResult, CollectiveRow, IfAddr, IfKind, Interface,
+    LinkOutcome, LinkResult, Measurement, NetFacts, NodeFacts, PhaseTime, PlacementInfo, PortFacts,
+    Report, SecondPass, SysFacts,
 };
 use preflight_checks::networks;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -275,6 +276,25 @@ fn node_facts(r: u32) -> NodeFacts {
                 default_route: true,
                 ..Default::default()
             }],
+            ..Default::default()
+        },
+        // A healthy node as the probes see one: the master port free, /dev/shm and memlock as
+        // a GPU node has them, the hostname resolving to the node's own address.
+        ports: PortFacts {
+            port: crate::placement::DEFAULT_MASTER_PORT,
+            ipv4: BindResult {
+                status: BindStatus::Free,
+                error: None,
+            },
+            ipv6: BindResult {
+                status: BindStatus::Free,
+                error: None,
+            },
+            ..Default::default()
+        },
+        sys: SysFacts {
+            shm_bytes: Some(64 << 30),
+            hostname_addrs: vec![address(r)],
             ..Default::default()
         },
         ..Default::default()

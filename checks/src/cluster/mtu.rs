@@ -23,34 +23,58 @@ pub(super) fn mtu_mismatch(input: &ClusterInput) -> Finding {
         .filter(|(r, _)| joined.contains(r))
         .filter_map(|(r, m)| m.mtu.map(|mtu| (*r, mtu)))
         .collect();
-    let path: BTreeMap<String, u32> = links_on(input, eval)
+    // Path MTUs per ordered pair: n² of them, so the evidence keeps the pairs that carry less
+    // than the interfaces (at most PAIRS_SHOWN) and a count of the rest, never every pair.
+    let measured: Vec<(u32, u32, u32)> = links_on(input, eval)
         .into_iter()
-        .filter_map(|l| l.mtu.map(|m| (format!("{}->{}", l.from, l.to), m)))
+        .filter_map(|l| l.mtu.map(|m| (l.from, l.to, m)))
         .collect();
+    let interface_floor = mtus.values().copied().min();
     let subject = eval
         .common_name()
         .map(|n| format!("{} {n}", eval.network.id))
         .unwrap_or_else(|| eval.network.id.clone());
+    let narrow_all: Vec<(u32, u32, u32)> = measured
+        .iter()
+        .copied()
+        .filter(|(_, _, m)| interface_floor.is_some_and(|i| *m < i))
+        .collect();
+    let narrow: BTreeMap<String, u32> = narrow_all
+        .iter()
+        .take(PAIRS_SHOWN)
+        .map(|(a, b, m)| (format!("{a}->{b}"), *m))
+        .collect();
     let base = |status, summary: String| {
         Finding::new("link.mtu-mismatch", status, subject.clone(), summary)
             .with("network", &eval.network.id)
             .with("mtu", rank_map(&mtus))
-            .with("path_mtu", &path)
+            .with("path_mtu", &narrow)
+            .with("path_mtu_measured", measured.len())
+            .with("path_mtu_narrower", narrow_all.len())
+            .with(
+                "path_mtu_min",
+                measured.iter().map(|(_, _, m)| *m).min(),
+            )
     };
     let distinct: BTreeSet<u32> = mtus.values().copied().collect();
     if distinct.len() > 1 {
         return interface_mtus_differ(input, eval, &mtus, base(Status::Warn, String::new()));
     }
     let iface_mtu = distinct.into_iter().next();
-    let narrow: BTreeMap<&String, u32> = path
-        .iter()
-        .filter(|(_, m)| iface_mtu.is_some_and(|i| **m < i))
-        .map(|(k, m)| (k, *m))
-        .collect();
-    if let (Some(i), Some(lowest)) = (iface_mtu, narrow.values().copied().min()) {
-        let pairs: Vec<&str> = narrow.keys().map(|k| k.as_str()).collect();
+    if let (Some(i), Some(lowest)) = (
+        iface_mtu,
+        narrow_all.iter().map(|(_, _, m)| *m).min(),
+    ) {
+        let mut pairs: Vec<&str> = narrow.keys().map(|k| k.as_str()).take(8).collect();
+        let more = narrow_all.len() - pairs.len();
+        let more = if more > 0 {
+            format!(" and {more} more pair(s)")
+        } else {
+            String::new()
+        };
+        pairs.sort_unstable();
         let summary = format!(
-            "every node's interface on {} has MTU {i}, but the path carries only {lowest} between {}: something in between (a switch) has a smaller MTU, and large packets are dropped",
+            "every node's interface on {} has MTU {i}, but the path carries only {lowest} between {}{more}: something in between (a switch) has a smaller MTU, and large packets are dropped",
             eval.network.id,
             pairs.join(", ")
         );
@@ -72,6 +96,9 @@ pub(super) fn mtu_mismatch(input: &ClusterInput) -> Finding {
     };
     base(Status::Pass, summary)
 }
+
+/// Narrow pairs named in the evidence; the count says how many there were in all.
+const PAIRS_SHOWN: usize = 64;
 
 const PERSIST_HINT: &str = ". `ip link` does not survive a reboot: also set it where the interface is configured (netplan `mtu:`, `nmcli connection modify <conn> 802-3-ethernet.mtu <mtu>`, or MTU= in ifcfg)";
 

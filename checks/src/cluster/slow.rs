@@ -154,10 +154,17 @@ fn slow_node(
     )
 }
 
-/// The lower rated speed of the two ends, in Gbit/s.
+/// The lower rated speed of the two ends, in Gbit/s. A virtual interface's speed (a veth or a
+/// bridge port says 10000 Mb/s whatever carries it) is the kernel's placeholder, not a rate.
 fn rated_gbit(eval: &NetworkEval, from: u32, to: u32) -> Option<f64> {
-    let a = eval.network.members.get(&from).and_then(|m| m.speed_mbps);
-    let b = eval.network.members.get(&to).and_then(|m| m.speed_mbps);
+    let rate = |r: u32| {
+        eval.network
+            .members
+            .get(&r)
+            .filter(|m| !m.is_virtual)
+            .and_then(|m| m.speed_mbps)
+    };
+    let (a, b) = (rate(from), rate(to));
     let mbps = match (a, b) {
         (Some(x), Some(y)) => x.min(y),
         (x, y) => x.or(y)?,

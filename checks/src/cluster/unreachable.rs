@@ -9,7 +9,7 @@ use crate::firewall::{Direction, accept_peer_commands};
 use crate::model::{Finding, FirewallFacts, Fix, LinkOutcome, LinkResult, Status};
 use crate::networks::{Member, NetworkEval};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The evaluation the link checks judge: the chosen network, else the best evaluated one.
 fn judged_network<'a>(input: &'a ClusterInput) -> Option<&'a NetworkEval> {
@@ -51,23 +51,34 @@ pub(super) fn accept_subnet_commands(fw: Option<&FirewallFacts>, source: &str) -
 }
 
 /// What happened on one ordered pair on the judged network.
+#[derive(Clone, Copy)]
 enum PairState<'a> {
     Ok,
     Failed(&'a LinkResult),
     NotMeasured,
 }
 
-fn pair_state<'a>(links: &[&'a LinkResult], from: u32, to: u32) -> PairState<'a> {
-    let mut first_fail = None;
-    for l in links.iter().filter(|l| l.from == from && l.to == to) {
-        if l.result == LinkOutcome::Ok {
-            return PairState::Ok;
+/// Every ordered pair's state, indexed once (looked up, never scanned: the judgment stays
+/// linear in the links at thousands of nodes).
+struct Pairs<'a>(HashMap<(u32, u32), PairState<'a>>);
+
+impl<'a> Pairs<'a> {
+    fn of(links: &[&'a LinkResult]) -> Pairs<'a> {
+        let mut map: HashMap<(u32, u32), PairState<'a>> = HashMap::with_capacity(links.len());
+        for l in links {
+            let e = map.entry((l.from, l.to)).or_insert(PairState::Failed(l));
+            if l.result == LinkOutcome::Ok {
+                *e = PairState::Ok;
+            }
         }
-        first_fail.get_or_insert(*l);
+        Pairs(map)
     }
-    match first_fail {
-        Some(l) => PairState::Failed(l),
-        None => PairState::NotMeasured,
+
+    fn state(&self, from: u32, to: u32) -> PairState<'a> {
+        self.0
+            .get(&(from, to))
+            .copied()
+            .unwrap_or(PairState::NotMeasured)
     }
 }
 
@@ -123,17 +134,31 @@ pub(super) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
         .filter(|r| !eval.network.members.contains_key(r))
         .collect();
     let links = links_on(input, eval);
+    let pairs = Pairs::of(&links);
     let mut out = Vec::new();
     if !absent.is_empty() {
         out.push(absent_members(input, eval, &absent, &others));
     }
-    // One node failing with every peer is the cause: one finding on it, not n-1 link findings.
-    if let Some(f) = isolated_node(input, eval, &links, &members, &others) {
-        out.push(f);
-        return out;
+    // A node failing with every peer is the cause: one finding on it, not n-1 link findings,
+    // however many such nodes there are; the pairs left are judged per destination.
+    let isolated = isolated_nodes(&pairs, &members);
+    let alone = isolated.len() == 1 && only_involving(&pairs, &members, &isolated);
+    for x in &isolated {
+        // Its failures with the other isolated nodes are theirs too: the direction and the
+        // cause are read from the pairs with the working nodes.
+        let peers: Vec<u32> = members
+            .iter()
+            .copied()
+            .filter(|m| m == x || !isolated.contains(m))
+            .collect();
+        if let Some(f) = isolated_node(input, eval, &pairs, &peers, *x, alone, &others) {
+            out.push(f);
+        }
     }
-    for to in &members {
-        if let Some(f) = unreachable_destination(input, eval, &links, &members, *to, &others) {
+    for to in members.iter().filter(|m| !isolated.contains(m)) {
+        if let Some(f) =
+            unreachable_destination(input, eval, &pairs, &members, &isolated, *to, &others)
+        {
             out.push(f);
         }
     }
@@ -177,33 +202,56 @@ pub(super) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
     out
 }
 
-/// A node (of three or more) that fails with every peer while every other pair connects:
-/// the cause is on that node (its firewall, its route, its interface), said once.
+/// The nodes (of three or more) that fail with every peer, one way or the other, while most
+/// nodes do not: each is the cause of its own failures. Linear in the failed pairs.
+fn isolated_nodes(pairs: &Pairs, members: &[u32]) -> BTreeSet<u32> {
+    if members.len() < 3 {
+        return BTreeSet::new();
+    }
+    let in_net: BTreeSet<u32> = members.iter().copied().collect();
+    let mut partners: HashMap<u32, BTreeSet<u32>> = HashMap::new();
+    for ((a, b), s) in &pairs.0 {
+        if matches!(s, PairState::Failed(_)) && in_net.contains(a) && in_net.contains(b) {
+            partners.entry(*a).or_default().insert(*b);
+            partners.entry(*b).or_default().insert(*a);
+        }
+    }
+    let isolated: BTreeSet<u32> = partners
+        .into_iter()
+        .filter(|(_, with)| with.len() + 1 == members.len())
+        .map(|(x, _)| x)
+        .collect();
+    // A node is isolated against a working majority; when most nodes fail with everyone, the
+    // network itself is the problem and the per-destination findings say so.
+    if isolated.len() * 2 > members.len() {
+        return BTreeSet::new();
+    }
+    isolated
+}
+
+/// Whether every failed pair involves a node of `nodes`.
+fn only_involving(pairs: &Pairs, members: &[u32], nodes: &BTreeSet<u32>) -> bool {
+    let in_net: BTreeSet<u32> = members.iter().copied().collect();
+    pairs.0.iter().all(|((a, b), s)| {
+        !matches!(s, PairState::Failed(_))
+            || !(in_net.contains(a) && in_net.contains(b))
+            || nodes.contains(a)
+            || nodes.contains(b)
+    })
+}
+
+/// A node that fails with every peer: the cause is on that node (its firewall, its route, its
+/// interface), said once. `alone`: every other pair connects.
 fn isolated_node(
     input: &ClusterInput,
     eval: &NetworkEval,
-    links: &[&LinkResult],
+    pairs: &Pairs,
     members: &[u32],
+    x: u32,
+    alone: bool,
     others: &Value,
 ) -> Option<Finding> {
-    if members.len() < 3 {
-        return None;
-    }
-    let failed = |a: u32, b: u32| pair_state(links, a, b);
-    let x = members.iter().copied().find(|&x| {
-        let peers = members.iter().copied().filter(|y| *y != x);
-        let every_peer = peers.clone().all(|y| {
-            matches!(failed(y, x), PairState::Failed(_))
-                || matches!(failed(x, y), PairState::Failed(_))
-        });
-        let rest_fine = peers.clone().all(|a| {
-            peers
-                .clone()
-                .filter(|b| *b != a)
-                .all(|b| !matches!(failed(a, b), PairState::Failed(_)))
-        });
-        every_peer && rest_fine
-    })?;
+    let failed = |a: u32, b: u32| pairs.state(a, b);
     let member = eval.network.members.get(&x)?;
     let mut inbound: Vec<&LinkResult> = Vec::new();
     let mut outbound: Vec<&LinkResult> = Vec::new();
@@ -331,8 +379,13 @@ fn isolated_node(
             Status::Fail,
             format!("{x}<->* {iface}"),
             format!(
-                "{who} fails with every peer on {iface} at {addr} ({word} {direction}, with {}): {reason}; every other pair connects",
-                ranks_phrase(&peers)
+                "{who} fails with every peer on {iface} at {addr} ({word} {direction}, with {}): {reason}{}",
+                ranks_phrase(&peers),
+                if alone {
+                    "; every other pair connects"
+                } else {
+                    ""
+                }
             ),
         )
         .on_node(Some(x))
@@ -527,16 +580,22 @@ fn absent_members(
 fn unreachable_destination(
     input: &ClusterInput,
     eval: &NetworkEval,
-    links: &[&LinkResult],
+    pairs: &Pairs,
     members: &[u32],
+    explained: &BTreeSet<u32>,
     to: u32,
     others: &Value,
 ) -> Option<Finding> {
     let member = eval.network.members.get(&to)?;
     let mut failed: Vec<&LinkResult> = Vec::new();
     let mut not_measured: Vec<u32> = Vec::new();
-    for from in members.iter().copied().filter(|f| *f != to) {
-        match pair_state(links, from, to) {
+    // A source that fails with every peer has its own finding: its failures are explained.
+    for from in members
+        .iter()
+        .copied()
+        .filter(|f| *f != to && !explained.contains(f))
+    {
+        match pairs.state(from, to) {
             PairState::Ok => {}
             PairState::Failed(l) => failed.push(l),
             PairState::NotMeasured => not_measured.push(from),
@@ -589,7 +648,7 @@ fn unreachable_destination(
         )
     } else {
         destination_summary(
-            input, eval, links, to, member, &failed, &where_, dominant, &blamed,
+            input, eval, pairs, to, member, &failed, &where_, dominant, &blamed,
         )
     };
     let (cause_node, cause_direction, cause_rule) = match &blamed {
@@ -637,7 +696,7 @@ fn unreachable_destination(
 fn destination_summary(
     input: &ClusterInput,
     eval: &NetworkEval,
-    links: &[&LinkResult],
+    pairs: &Pairs,
     to: u32,
     member: &Member,
     failed: &[&LinkResult],
@@ -707,7 +766,7 @@ fn destination_summary(
             .network
             .members
             .contains_key(&one.from)
-            .then(|| pair_state(links, to, one.from))
+            .then(|| pairs.state(to, one.from))
             .is_some_and(|s| matches!(s, PairState::Ok));
         let results = one.result.as_str();
         return if back_ok {

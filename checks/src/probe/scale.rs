@@ -9,6 +9,16 @@ const MAX_RULES: usize = 256;
 /// Most interfaces whose arp_ignore is read.
 const MAX_IFACES: usize = 256;
 
+/// The soft open-file limit this process started with, before it raised its own for a run of
+/// many nodes (`note_started_nofile`): the limit a worker started like it gets.
+static STARTED_NOFILE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+
+/// Records the soft `RLIMIT_NOFILE` (None: unlimited) before the process raises its own; the
+/// first call wins, so the probe reports what the job's workers will get, not preflight's own.
+pub fn note_started_nofile(soft: Option<u64>) {
+    let _ = STARTED_NOFILE.set(soft);
+}
+
 pub fn probe(root: &Root) -> ScaleFacts {
     let mut f = ScaleFacts {
         probed: true,
@@ -71,7 +81,10 @@ pub fn probe(root: &Root) -> ScaleFacts {
     match root.read("/proc/self/limits") {
         Ok(text) => {
             if let Some((soft, hard)) = parse_limit_line(&text, "Max open files") {
-                f.nofile_soft = soft;
+                f.nofile_soft = match STARTED_NOFILE.get() {
+                    Some(started) if root.is_system() => *started,
+                    _ => soft,
+                };
                 f.nofile_hard = hard;
             } else {
                 f.errors.insert(

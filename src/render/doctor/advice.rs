@@ -30,22 +30,58 @@ pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
             ),
             style,
         ));
+        // Every failing id, in the report's order, with its first command; one id failing on
+        // many nodes is one entry with their ranks, so the list stays short at any size.
+        let mut groups: Vec<(&str, Vec<&Finding>)> = Vec::new();
         for f in failures {
-            let shown_here = whole || f.node.is_none() || f.node == Some(rank);
-            let text = format!(
-                "{} {} on {} ({})",
-                paint::mark(f.status, style),
-                shown(&f.id),
-                where_(report, f.node),
-                if shown_here {
-                    "above"
-                } else {
-                    "in rank 0's report"
-                }
-            );
+            match groups.iter_mut().find(|(id, _)| *id == f.id) {
+                Some((_, fs)) => fs.push(f),
+                None => groups.push((&f.id, vec![f])),
+            }
+        }
+        for (_, fs) in groups {
+            let f = fs[0];
+            let shown_here = whole
+                || fs
+                    .iter()
+                    .any(|f| f.node.is_none() || f.node == Some(rank));
+            let place = if shown_here {
+                "above"
+            } else {
+                "in rank 0's report"
+            };
+            let text = if fs.len() == 1 {
+                format!(
+                    "{} {} on {} ({place})",
+                    paint::mark(f.status, style),
+                    shown(&f.id),
+                    where_(report, f.node),
+                )
+            } else {
+                let ranks: Vec<u32> = fs.iter().filter_map(|f| f.node).collect();
+                let wide = fs.iter().any(|f| f.node.is_none());
+                let on = match (ranks.is_empty(), wide) {
+                    (true, _) => "cluster-wide".to_string(),
+                    (false, false) => format!("ranks {}", ranks_text(&ranks)),
+                    (false, true) => format!("ranks {} and cluster-wide", ranks_text(&ranks)),
+                };
+                format!(
+                    "{} {} on {on} ({} findings, {place})",
+                    paint::mark(f.status, style),
+                    shown(&f.id),
+                    fs.len()
+                )
+            };
             out.push_str(&wrap(&text, width, "  ", "    "));
             if let Some(cmd) = f.fix.as_ref().and_then(|x| x.commands.first()) {
                 let _ = writeln!(out, "{COMMAND}{}", line(cmd));
+            }
+            if fs.len() > 1 {
+                let _ = writeln!(
+                    out,
+                    "{COMMAND}# then the fix of each of the other {} ({place})",
+                    fs.len() - 1
+                );
             }
         }
         if !whole {
@@ -361,5 +397,43 @@ mod tests {
         // Warnings are not in the list; only a failure's first command is.
         assert!(!text.contains("firewall.rules"), "{text}");
         assert!(!text.contains("iptables-save"), "{text}");
+    }
+
+    #[test]
+    fn one_id_failing_on_many_nodes_is_one_entry_with_their_ranks() {
+        let findings: Vec<serde_json::Value> = (0..200u32)
+            .map(|r| {
+                json!({"id": "link.unreachable", "status": "fail", "node": r, "subject": "",
+                       "summary": "s", "evidence": {},
+                       "fix": {"hint": "h", "commands": [format!("nc -l -k {}", 40000 + r)]}})
+            })
+            .chain(std::iter::once(json!({"id": "port.in-use", "status": "fail", "node": 0,
+                "subject": "", "summary": "s", "evidence": {},
+                "fix": {"hint": "h", "commands": ["kill 4242"]}})))
+            .collect();
+        let report: Report = serde_json::from_value(json!({
+            "schema": "preflight.report.v1", "tool": {"name": "preflight", "version": "0"},
+            "mode": "cluster", "status": "fail", "nodes": [], "findings": findings,
+            "links": [], "collectives": [], "recommendation": null
+        }))
+        .expect("a report");
+        let style = Style {
+            color: false,
+            width: 80,
+            unicode: false,
+            verbose: false,
+        };
+        let text = advice(&report, style, 0, true);
+        assert!(text.lines().count() <= 10, "{text}");
+        assert!(
+            text.contains("link.unreachable on ranks 0-199 (200 findings, above)"),
+            "{text}"
+        );
+        assert!(text.contains("    nc -l -k 40000\n"), "{text}");
+        assert!(
+            text.contains("# then the fix of each of the other 199 (above)"),
+            "{text}"
+        );
+        assert!(text.contains("    kill 4242"), "{text}");
     }
 }
