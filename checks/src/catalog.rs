@@ -628,6 +628,22 @@ static ENTRIES: &[Entry] = &[
          answer), or give --master-addr as rank 0's IP address.",
     ),
     entry(
+        "cluster.fqdn",
+        "cluster",
+        "warn",
+        "under torchrun's c10d rendezvous, rank 0's FQDN (socket.getfqdn(), what torchrun \
+         publishes unless --local-addr is given) does not resolve on a node to an address of \
+         rank 0 that node reached",
+        "With --rdzv-backend=c10d the agent of rank 0 publishes its fully qualified host name, \
+         and every worker connects to the TCPStore at that name (pytorch/pytorch #73682, \
+         #150532). A node where the name does not resolve, resolves to loopback or to another \
+         network fails at init with `host not found: Name or service not known` or a connect \
+         timeout, although MASTER_ADDR and the endpoint work.",
+        "Start rank 0's torchrun with --local-addr=ADDRESS (its address on the chosen network; \
+         the finding gives it), or make the name resolve to that address on every node (DNS \
+         or /etc/hosts).",
+    ),
+    entry(
         "cluster.auth",
         "cluster",
         "warn",

@@ -529,6 +529,24 @@ pub struct SysFacts {
     /// What this host's name resolves to, in resolver order.
     pub hostname_addrs: Vec<IpAddr>,
     pub hostname_error: Option<String>,
+    /// What Python's `socket.getfqdn()` gives here (the canonical name of the hostname): the
+    /// name torchrun's c10d rendezvous publishes for the node of rank 0 unless `--local-addr`
+    /// is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fqdn: Option<String>,
+    /// Cluster mode under c10d: what this node resolved rank 0's FQDN to (`cluster.fqdn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_fqdn: Option<NameLookup>,
+}
+
+/// A name and what one node's resolver gave for it.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct NameLookup {
+    pub name: String,
+    pub addresses: Vec<IpAddr>,
+    /// Why nothing was found (no such name, a slow DNS).
+    pub error: Option<String>,
 }
 
 /// What the scale checks read (`checks/src/scale/`): every value is None when it could not be

@@ -76,12 +76,20 @@ const LINK_BYTES: usize = 512;
 /// most one link per listener of every peer, so it grows with `nnodes`.
 pub fn reply_budget(nnodes: usize) -> Budget {
     let bytes = (64 << 10) + nnodes.saturating_mul(LISTENERS_PER_NODE * LINK_BYTES);
+    // Items and values follow the links an honest answer can hold, not its bytes: a list of
+    // millions of empty `{}` links fits the bytes but not these.
+    let items = nnodes.saturating_mul(LISTENERS_PER_NODE) + 64;
     Budget {
         what: "an answer",
         depth: 16,
+        items,
+        values: items.saturating_mul(VALUES_PER_LINK),
         ..Budget::of_bytes("an answer", bytes.min(MAX_FRAME))
     }
 }
+
+/// JSON values one link result takes (its keys count too), with room to spare (~30).
+const VALUES_PER_LINK: usize = 48;
 
 /// What a node reads from rank 0 (orders and the final report): the report holds every
 /// node's facts (at most a join each) and the links between every pair.
@@ -194,9 +202,15 @@ pub enum Msg {
         /// Every address of every admitted node: the only ones data listeners serve.
         #[serde(default)]
         admitted: Vec<String>,
+        /// Under c10d: rank 0's FQDN, for each node to resolve (`cluster.fqdn`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolve: Option<String>,
     },
     ProbeDone {
         links: Vec<LinkResult>,
+        /// What this node resolved the probe's `resolve` name to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolved: Option<preflight_checks::model::NameLookup>,
     },
     Bulk {
         targets: Vec<Target>,
@@ -569,6 +583,7 @@ mod tests {
         };
         let done = Msg::ProbeDone {
             links: vec![link; 4000],
+            resolved: None,
         };
         let mut buf = Vec::new();
         write_msg(&mut buf, &done).unwrap();
@@ -577,6 +592,19 @@ mod tests {
             done
         );
         assert!(read_msg_budget::<_, Msg>(&mut buf.as_slice(), &reply_budget(2)).is_err());
+        // Millions of empty links fit the bytes of 256 nodes' answer but not its items: the
+        // scan refuses them before anything is parsed.
+        let mut body = b"{\"type\":\"probe_done\",\"links\":[".to_vec();
+        for i in 0..2_000_000 {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(b"{}");
+        }
+        body.extend_from_slice(b"]}");
+        let e = preflight_checks::budget::scan(&body, &reply_budget(256)).unwrap_err();
+        assert_eq!(e.limit, "items", "{e}");
+        assert_eq!(e.path, "links");
         for m in [
             Msg::PingReq { count: 10_000 },
             Msg::BulkReq {

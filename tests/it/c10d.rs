@@ -286,3 +286,75 @@ fn command_of(report: &Value) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// `cluster.fqdn` under c10d: rank 0's canonical name (what torchrun publishes for its
+/// TCPStore) is `node0.cluster` in its own /etc/hosts; node1 resolves it to node0's address,
+/// node2 has no entry for it. The report names node2 alone, with `--local-addr` and the
+/// hosts line as the fix; once node2 has the line, every node passes.
+#[test]
+fn rank_0s_fqdn_that_one_node_cannot_resolve_is_named_with_the_fix() {
+    let Some(c) = Cluster::flat("c10dfq", 3, "eth0").build() else {
+        return;
+    };
+    let addr0 = c.addr(0, "data");
+    let fqdn = "node0.cluster";
+    c.name_host(0, &addr0, &[fqdn, c.hostname(0)]);
+    c.name_host(1, &addr0, &[fqdn, c.hostname(0)]);
+    let run = |c: &Cluster| {
+        c10d_cluster(c, HEALTHY_TIMEOUT, &[&format!("--rdzv-id={RDZV_ID}")])
+            .deadline(Duration::from_secs(2 * HEALTHY_TIMEOUT + 30))
+            .run()
+    };
+    let runs = run(&c);
+    let r0 = runs.iter().find(|r| r.rank == 0).expect("node0's run");
+    assert_ran(r0);
+    let report = r0.report();
+    let fq: Vec<&Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == "cluster.fqdn")
+        .collect();
+    assert_eq!(fq.len(), 1, "{}", r0.describe());
+    let f = fq[0];
+    println!("{}", serde_json::to_string_pretty(f).unwrap());
+    assert_eq!(f["status"], "warn", "{f:#}");
+    assert_eq!(f["evidence"]["fqdn"], fqdn);
+    assert_eq!(f["evidence"]["nodes_failing"], 1, "{f:#}");
+    assert_eq!(f["evidence"]["nodes"][0]["host"], c.hostname(2), "{f:#}");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{fqdn} does not resolve on rank")),
+        "{f:#}"
+    );
+    let cmds: Vec<&str> = f["fix"]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        cmds[0].starts_with(&format!("torchrun --local-addr={addr0} ")),
+        "{cmds:?}"
+    );
+    assert_eq!(
+        cmds[1],
+        format!("echo '{addr0} {fqdn}' >> /etc/hosts   # on the nodes above")
+    );
+    // The fix applied on node2: every node resolves the name to rank 0.
+    c.name_host(2, &addr0, &[fqdn, c.hostname(0)]);
+    let runs = run(&c);
+    let r0 = runs.iter().find(|r| r.rank == 0).expect("node0's run");
+    assert_ok(r0);
+    let f = r0.report()["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "cluster.fqdn")
+        .cloned()
+        .expect("cluster.fqdn");
+    assert_eq!(f["status"], "pass", "{f:#}");
+    assert_eq!(f["evidence"]["nodes_checked"], 2, "{f:#}");
+}

@@ -626,10 +626,12 @@ fn hostile_peer(big: bool) -> (Value, String, f64, Duration, usize) {
                     };
                     Msg::ProbeDone {
                         links: vec![link; 31 << 10],
+                        resolved: None,
                     }
                 } else {
                     Msg::ProbeDone {
                         links: lies("127.0.0.1", own_port),
+                        resolved: None,
                     }
                 }
             }

@@ -10,6 +10,7 @@ pub mod as_written;
 mod attribution;
 pub(crate) mod common;
 mod degraded;
+mod fqdn;
 mod gpu_health;
 pub mod healthy_set;
 mod hosts;
@@ -97,6 +98,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     let mut out = vec![rendezvous::rendezvous(input)];
     out.extend(refused::refused(input));
     out.push(resolution::master_resolution(input));
+    out.push(fqdn::fqdn(input));
     out.extend(hosts::duplicate_hosts(input));
     out.extend(versions::versions(input));
     out.push(crate::gpu::check_cluster_gpus(input));

@@ -31,7 +31,85 @@ pub fn probe(root: &Root, hostname: &str) -> SysFacts {
         Ok(addrs) => facts.hostname_addrs = addrs,
         Err(e) => facts.hostname_error = Some(e),
     }
+    facts.fqdn = if root.is_system() {
+        fqdn_with_system(hostname)
+    } else {
+        root.read("/etc/hosts")
+            .ok()
+            .and_then(|h| canonical_in_hosts(&h, hostname))
+    }
+    .or_else(|| (!hostname.is_empty()).then(|| hostname.to_string()));
     facts
+}
+
+/// What this node's resolver gives for `name`, within [`RESOLVE_TIMEOUT`]; at most 16
+/// addresses are kept.
+pub fn lookup(name: &str) -> crate::model::NameLookup {
+    let mut out = crate::model::NameLookup {
+        name: name.to_string(),
+        ..Default::default()
+    };
+    match resolve_with_system(name) {
+        Ok(mut addrs) => {
+            addrs.truncate(16);
+            out.addresses = addrs;
+        }
+        Err(e) => out.error = Some(e),
+    }
+    out
+}
+
+/// `socket.getfqdn()`'s answer for this host: the canonical name the resolver gives the
+/// hostname (the first name of its /etc/hosts line, or DNS's), within [`RESOLVE_TIMEOUT`].
+fn fqdn_with_system(hostname: &str) -> Option<String> {
+    let name = std::ffi::CString::new(hostname).ok()?;
+    if hostname.is_empty() {
+        return None;
+    }
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("resolve-fqdn".into())
+        .spawn(move || {
+            // SAFETY: hints is zeroed plain data with the flag set; getaddrinfo allocates the
+            // list we free below, and the canonical name is copied out before the free.
+            let canon = unsafe {
+                let mut hints: libc::addrinfo = std::mem::zeroed();
+                hints.ai_flags = libc::AI_CANONNAME;
+                hints.ai_socktype = libc::SOCK_STREAM;
+                let mut res: *mut libc::addrinfo = std::ptr::null_mut();
+                if libc::getaddrinfo(name.as_ptr(), std::ptr::null(), &hints, &mut res) != 0
+                    || res.is_null()
+                {
+                    None
+                } else {
+                    let c = (*res).ai_canonname;
+                    let got = (!c.is_null())
+                        .then(|| std::ffi::CStr::from_ptr(c).to_string_lossy().into_owned());
+                    libc::freeaddrinfo(res);
+                    got
+                }
+            };
+            let _ = tx.send(canon);
+        })
+        .ok()?;
+    rx.recv_timeout(RESOLVE_TIMEOUT)
+        .ok()
+        .flatten()
+        .filter(|c| !c.is_empty() && c.len() <= 255)
+}
+
+/// The canonical name /etc/hosts gives `hostname`: the first name of the first line naming it.
+pub fn canonical_in_hosts(hosts: &str, hostname: &str) -> Option<String> {
+    hosts.lines().find_map(|line| {
+        let line = line.split('#').next().unwrap_or("");
+        let mut fields = line.split_whitespace();
+        fields.next()?.parse::<IpAddr>().ok()?;
+        let names: Vec<&str> = fields.collect();
+        names
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(hostname))
+            .then(|| names[0].to_string())
+    })
 }
 
 // ----- /dev/shm -----
@@ -224,6 +302,17 @@ pub fn lookup_in_hosts(hosts: &str, hostname: &str) -> Vec<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_canonical_name_is_the_first_name_of_the_hosts_line() {
+        let hosts = "127.0.0.1 localhost\n# 10.0.0.9 gpu01\n10.0.0.1\tgpu01.cluster.local gpu01 # rack 1\n10.0.0.2 gpu02\n";
+        assert_eq!(
+            canonical_in_hosts(hosts, "gpu01").as_deref(),
+            Some("gpu01.cluster.local")
+        );
+        assert_eq!(canonical_in_hosts(hosts, "GPU02").as_deref(), Some("gpu02"));
+        assert_eq!(canonical_in_hosts(hosts, "gpu03"), None);
+    }
 
     fn fixture(name: &str) -> Root {
         crate::testutil::fixture_root(name)

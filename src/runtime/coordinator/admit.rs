@@ -652,6 +652,7 @@ mod tests {
             placement: Default::default(),
             healthy: Default::default(),
             c10d: None,
+            resolve_fqdn: false,
         }
     }
 

@@ -94,6 +94,25 @@ pub fn check_join(facts: &NodeFacts, listeners: &[Listener]) -> Result<(), Strin
     walk(&value, "facts")
 }
 
+/// A peer's answer for rank 0's FQDN, kept within bounds: a name of at most 255 bytes, 16
+/// addresses and an error line of at most 512 bytes.
+pub(super) fn bounded_lookup(
+    mut l: preflight_checks::model::NameLookup,
+) -> preflight_checks::model::NameLookup {
+    l.name = cut(&l.name, 255);
+    l.addresses.truncate(16);
+    l.error = l.error.map(|e| cut(&e, 512));
+    l
+}
+
+fn cut(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
 /// A node names only itself: each data listener it offers is on the address its connection
 /// came from (`peer`) or on an address of the interface it names, one listener per address,
 /// on a port that is neither 0 nor one of `forbidden` (the master and coordinator ports).

@@ -57,6 +57,9 @@ pub struct CoordConfig {
     pub c10d: Option<C10dAdvice>,
     /// The healthy set's constraints, for a failing cluster.
     pub healthy: preflight_checks::cluster::healthy_set::HealthyOptions,
+    /// `--rdzv-backend=c10d`: every node resolves rank 0's FQDN, the name torchrun publishes
+    /// (`cluster.fqdn`).
+    pub resolve_fqdn: bool,
 }
 
 /// A node that joined.
