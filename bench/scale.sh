@@ -33,6 +33,7 @@ cleanup() {
   for ns in "${namespaces[@]}"; do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
     ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
   done
   rm -rf "$work"
 }
@@ -66,6 +67,17 @@ run_real() {
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
   done
+  # Every agent's hostname in every namespace's /etc/hosts (`ip netns exec` mounts
+  # /etc/netns/NS/hosts), as a real cluster's hosts or DNS name its nodes.
+  local hosts_text="127.0.0.1 localhost"$'\n'
+  for ((r = 0; r < n; r++)); do
+    local k=$(( r / per ))
+    hosts_text+="10.200.$((k / 250)).$((k % 250 + 1)) $(printf 'node%04d' "$r")"$'\n'
+  done
+  for ((k = 0; k < nns; k++)); do
+    mkdir -p "/etc/netns/$tag-$k"
+    printf '%s' "$hosts_text" >"/etc/netns/$tag-$k/hosts"
+  done
   local master=10.200.0.1
   local start end
   start=$(date +%s.%N)
@@ -84,18 +96,35 @@ run_real() {
   end=$(date +%s.%N)
   local status rss0 rssmax lines bytes
   status=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["status"])' "$work/0.json" 2>/dev/null || echo "no report")
-  rss0=$(cat "$work/0.rss" 2>/dev/null || echo 0)
-  rssmax=$(for ((r = 1; r < n; r++)); do cat "$work/$r.rss" 2>/dev/null || echo 0; done | sort -n | tail -1)
-  lines=$(COLUMNS=80 NO_COLOR=1 "$bin" render --format table "$work/0.json" 2>/dev/null | wc -l || echo "?")
+  rss0=$(tail -n 1 "$work/0.rss" 2>/dev/null || echo 0)
+  rssmax=$(for ((r = 1; r < n; r++)); do tail -n 1 "$work/$r.rss" 2>/dev/null || echo 0; done | sort -n | tail -1)
+  lines=$({ COLUMNS=80 NO_COLOR=1 "$bin" render --format table "$work/0.json" 2>/dev/null || true; } | wc -l)
   bytes=$(stat -c %s "$work/0.json" 2>/dev/null || echo 0)
   printf '| %d | real, %d per namespace | %s | %.1f s | %d MiB | %d MiB | %s | %.2f MB |\n' \
     "$n" "$per" "$status" "$(calc "$end - $start")" $((rss0 / 1024)) $((rssmax / 1024)) "$lines" \
     "$(calc "$bytes / 1000000")" | tee -a "$results"
-  cp "$work/0.json" "$out_dir/scale-$n-rank0.json" 2>/dev/null || true
+  # What failed, when something did (finding ids and their first summary), and the exit codes.
+  python3 - "$work/0.json" <<'PY' | tee -a "$results" || true
+import json, sys
+r = json.load(open(sys.argv[1]))
+bad = [f for f in r["findings"] if f["status"] in ("fail", "error")]
+for f in bad[:5]:
+    print(f"    {f['status']} {f['id']} (node {f['node']}): {f['summary'][:300]}")
+if len(bad) > 5:
+    print(f"    ... {len(bad) - 5} more")
+m = r.get("measurement") or {}
+print("    measurement:", json.dumps({k: m.get(k) for k in ("links_total", "links_retried", "throughput_schedule", "throughput_rounds", "phases")}))
+PY
+  # /usr/bin/time notes "Command exited with non-zero status N" above the RSS line.
+  codes=$(for ((r = 0; r < n; r++)); do grep -o 'status [0-9]*' "$work/$r.rss" 2>/dev/null || echo 'status 0'; done | sort | uniq -c | tr -s ' ' | paste -sd';')
+  echo "    exit codes: $codes" | tee -a "$results"
+  COLUMNS=80 NO_COLOR=1 "$bin" render --format table "$work/0.json" >"$out_dir/scale-$n-rank0.txt" 2>/dev/null || true
+  cp "$work/0.json" "$out_dir/scale-$n-rank0.json" 2>/dev/null || true   # git-ignored: large
   # Tear this size down before the next.
   for ns in "${namespaces[@]}"; do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
     ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
   done
   namespaces=()
 }
@@ -106,11 +135,11 @@ run_sim() {
   t0=$(date +%s.%N)
   /usr/bin/time -f "%M" -o "$work/sim.rss" "$bin" simulate --nodes "$n" --quick --report "$work/sim.json" >"$work/sim.txt"
   t1=$(date +%s.%N)
-  rss=$(cat "$work/sim.rss")
+  rss=$(tail -n 1 "$work/sim.rss")
   local predicted status lines bytes
   predicted=$(awk '/^  total/ {print $2}' "$work/sim.txt")
   status=$(awk '/^status:/ {print $2}' "$work/sim.txt")
-  lines=$(COLUMNS=80 NO_COLOR=1 "$bin" render --format table "$work/sim.json" 2>/dev/null | wc -l || echo "?")
+  lines=$({ COLUMNS=80 NO_COLOR=1 "$bin" render --format table "$work/sim.json" 2>/dev/null || true; } | wc -l)
   bytes=$(stat -c %s "$work/sim.json")
   printf '| %d | simulated (100 Gbit/s, 10 us) | %s | %s s predicted (%.1f s to compute) | %d MiB (the whole simulation) | - | %s | %.2f MB |\n' \
     "$n" "$status" "$predicted" "$(calc "$t1 - $t0")" $((rss / 1024)) "$lines" "$(calc "$bytes / 1000000")" | tee -a "$results"

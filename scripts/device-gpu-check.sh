@@ -55,12 +55,21 @@ for name, args in [("facts --no-gpu", ["facts", "--no-gpu"]), ("facts (GPU check
     print(f"{name:40} min {lo:7.1f} ms  median {med:7.1f} ms  max {hi:7.1f} ms")
 EOF
 
-step "one node: NCCL all-reduce over this node's GPUs (cluster --nnodes 1 --allreduce nccl --thorough)"
-timeout 120 "$bin" cluster --nnodes 1 --master-addr 127.0.0.1 --master-port 29610 --token dev \
-    --allreduce nccl --sizes 1M:256M --timeout 60 --format json -o "$out/one-node.json" \
-    >"$out/one-node.txt" 2>&1
+step "check --thorough: the NCCL all-reduce over this node's GPUs, judged"
+timeout 180 "$bin" check --thorough --format json -o "$out/thorough.json" >/dev/null 2>"$out/thorough.err"
 echo "exit $?"
-tail -n 40 "$out/one-node.txt"
+python3 - "$out/thorough.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("status", r["status"])
+for c in r.get("collectives", []):
+    print(c["transport"], "ranks", c["ranks"], "net", c.get("net"), "error", c.get("error"))
+    for row in c["rows"]:
+        print("  ", row)
+for f in r["findings"]:
+    if f["id"].startswith("collective."):
+        print(f'{f["status"]:5} {f["id"]:22} {f["summary"][:200]}')
+EOF
 
 step "two ranks sharing the node over NCCL (NCCL_HOSTID per rank, 127.0.0.1)"
 for r in 0 1; do
@@ -74,6 +83,12 @@ python3 - "$out/two-0.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("status", r["status"])
+for n in r["nodes"]:
+    nh = n["facts"]["gpu"].get("node_health") or {}
+    print("rank", n["rank"], "copies", [(b["kind"], round(b["gb_s"], 1)) for b in nh.get("bandwidth", [])], nh.get("bandwidth_skipped"))
+for f in r["findings"]:
+    if f["id"] in ("cluster.gpu-health", "cluster.gpus", "collective.busbw", "collective.wrong"):
+        print(f'{f["status"]:5} {f["id"]:22} {f["summary"][:200]}')
 for c in r.get("collectives", []):
     print(c["transport"], "ranks", c["ranks"], "net", c.get("net"))
     for row in c["rows"]:

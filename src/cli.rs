@@ -282,6 +282,10 @@ pub struct CheckArgs {
     /// Judge a saved facts file (from `preflight facts`) instead of probing this node.
     #[arg(long)]
     pub facts: Option<PathBuf>,
+    /// Also run an NCCL all-reduce over every GPU of this node (what a single-node health
+    /// check measures; 1M:256M, bounded at 120 s), judged as `collective.*`.
+    #[arg(long, conflicts_with = "facts")]
+    pub thorough: bool,
     #[command(flatten)]
     pub slurm: SlurmHookArgs,
     /// Your training script and its arguments, placed into the suggested torchrun commands.

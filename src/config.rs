@@ -51,6 +51,8 @@ pub struct CheckJob {
     pub view: View,
     /// `--slurm-health` / `--slurm-prolog`: run as a Slurm hook on this node.
     pub slurm: Option<SlurmHook>,
+    /// `--thorough`: an NCCL all-reduce over this node's GPUs too.
+    pub thorough: bool,
 }
 
 /// Which Slurm hook `preflight check` runs as.
@@ -173,6 +175,7 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             script: a.script,
             view: view(&a.job),
             slurm: slurm_hook(&a.slurm, a.job.strict, env)?,
+            thorough: a.thorough,
         })),
         Command::Facts(a) => Job::Facts(FactsJob {
             probe: probe(&a.probe),

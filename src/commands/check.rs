@@ -7,7 +7,7 @@ use super::{Outcome, Shown, load_facts};
 use crate::advise::torchrun_command;
 use crate::config::CheckJob;
 use crate::placement::{self, LocalIdentity, Placement, PlacementFlags};
-use crate::runtime::node::{judge_as, probe_facts};
+use crate::runtime::node::{judge_as, measure_gpu_bandwidth, probe_facts};
 use preflight_checks::model::{LaunchCommand, NodeFacts};
 use preflight_checks::root::Root;
 
@@ -40,7 +40,31 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         Some(n) => job.shape.with_nnodes(n),
         None => job.shape,
     };
+    // --thorough: the NCCL all-reduce over this node's GPUs, judged as the cluster's is.
+    let intra = (job.thorough && job.facts_file.is_none())
+        .then(|| crate::runtime::node::intra_node_allreduce(&facts));
     let mut report = judge_as(rank, facts, job.master_port, shape, &job.script);
+    if let Some(measured) = intra {
+        let (results, not_run) = match measured {
+            Ok(r) => (vec![r], None),
+            Err(why) => (
+                Vec::new(),
+                Some(format!("the one-node NCCL all-reduce did not run: {why}")),
+            ),
+        };
+        report
+            .findings
+            .extend(preflight_checks::collective::check_collectives(
+                &preflight_checks::collective::CollectiveInput {
+                    results: &results,
+                    links: &[],
+                    min_busbw_gb_s: None,
+                    not_run,
+                },
+            ));
+        report.collectives = results;
+        report.status = preflight_checks::model::overall_status(&report.findings);
+    }
     if let (Some(p), Some(rec)) = (&placed, report.recommendation.as_mut()) {
         let nproc = job.shape.nproc_per_node.unwrap_or_else(|| {
             report
@@ -96,57 +120,6 @@ fn hook_without_copies(job: &CheckJob) -> Option<&'static str> {
         (None, Format::TaskProlog) => Some("TaskProlog"),
         (None, Format::Npd) => Some("node-problem-detector plugin"),
         _ => None,
-    }
-}
-
-/// The GPUs' copy bandwidth (issue 22), on this machine's own GPUs only (a fixture tree's GPUs
-/// are not this machine's). Bounded by `gpu_bw::BUDGET_PER_GPU` per GPU.
-fn measure_gpu_bandwidth(root: &Root, facts: &mut NodeFacts) {
-    // CUDA numbers the GPUs it sees (CUDA_VISIBLE_DEVICES, its own order): measure that many,
-    // then name each by NVML's index through its PCI address.
-    let visible = preflight_checks::visible_devices::visible_gpu_count(facts);
-    let gpus: Vec<u32> = (0..visible).collect();
-    let by_bus: Vec<(String, u32)> = facts
-        .gpu
-        .gpus
-        .iter()
-        .filter_map(|g| {
-            preflight_checks::probe::gpu_node::sysfs_bdf(&g.pci_bus_id).map(|b| (b, g.index))
-        })
-        .collect();
-    let Some(node) = facts.gpu.node_health.as_mut() else {
-        return;
-    };
-    if !root.is_system() {
-        node.bandwidth_skipped =
-            Some("not measured: the GPUs are a fixture tree's (--root)".into());
-        return;
-    }
-    let nvml_index = |bus: &Option<String>| {
-        let bus = bus.as_deref()?;
-        by_bus.iter().find(|(b, _)| b == bus).map(|(_, i)| *i)
-    };
-    match crate::measure::gpu_bw::measure(&gpus) {
-        Ok(mut rows) => {
-            let buses: Vec<(u32, Option<String>)> = rows
-                .iter()
-                .filter(|r| r.kind != "p2p")
-                .map(|r| (r.gpu, r.pci_bus_id.clone()))
-                .collect();
-            let to_nvml = |ordinal: u32| {
-                buses
-                    .iter()
-                    .find(|(o, _)| *o == ordinal)
-                    .and_then(|(_, b)| nvml_index(b))
-                    .unwrap_or(ordinal)
-            };
-            for r in &mut rows {
-                r.gpu = to_nvml(r.gpu);
-                r.peer = r.peer.map(to_nvml);
-            }
-            node.bandwidth = rows;
-        }
-        Err(why) => node.bandwidth_skipped = Some(why),
     }
 }
 

@@ -151,6 +151,9 @@ pub fn bind_listener(addr: SocketAddr, backlog: usize) -> io::Result<TcpListener
     Ok(s.into())
 }
 
+/// The least listen backlog of a data listener (the kernel caps it at `net.core.somaxconn`).
+const DATA_BACKLOG: usize = 4096;
+
 /// A data listener: accepts authenticated peers and serves ping and bulk requests until stopped.
 pub struct DataServer {
     pub addr: SocketAddr,
@@ -168,7 +171,13 @@ impl DataServer {
         events: Events,
         admitted: Gate,
     ) -> io::Result<DataServer> {
-        let listener = bind_listener(SocketAddr::new(ip, 0), admitted.capacity())?;
+        // Connections past the handshakes served at once wait in the kernel's backlog (they
+        // cost no memory of ours there): a deep one, so a busy node delays its peers' connects
+        // instead of dropping their SYNs into a timeout.
+        let listener = bind_listener(
+            SocketAddr::new(ip, 0),
+            admitted.capacity().max(DATA_BACKLOG),
+        )?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));

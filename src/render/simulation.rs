@@ -54,6 +54,28 @@ pub fn render(report: &Report, heading: &str) -> String {
             hostlist::compress_within(who, 60)
         ));
     }
+    if let Some(h) = report
+        .recommendation
+        .as_ref()
+        .and_then(|r| r.healthy_set.as_ref())
+    {
+        out.push_str(&format!(
+            "healthy set: train now on {} of {} nodes; left out {} ({}){}\n",
+            h.count,
+            h.total,
+            h.excluded.len(),
+            if h.exclude_hosts.is_empty() {
+                "-"
+            } else {
+                h.exclude_hosts.as_str()
+            },
+            if h.largest {
+                ", proven largest"
+            } else {
+                ", the best found"
+            }
+        ));
+    }
     out.push_str(&format!("report JSON: {json} bytes\n"));
     out
 }

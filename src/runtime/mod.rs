@@ -35,8 +35,11 @@ pub fn probe_budget(
 ) -> std::time::Duration {
     use std::time::Duration;
     let waves = targets.div_ceil(agent::dial::CONNECT_WINDOW) as u32;
-    let per_wave = Duration::from_millis(50) + Duration::from_millis(2) * pings;
-    connect_timeout * 2
+    // A wave is the window's connects, handshakes and pings at once: 150 ms leaves room for a
+    // busy node (measured: 256 agents on 2 cores needed about 20 s for 255 targets each).
+    let per_wave = Duration::from_millis(150) + Duration::from_millis(2) * pings;
+    // A timed-out connect and its retry, which waits twice as long (see `dial::open`).
+    connect_timeout * 3
         + crate::transport::auth::HANDSHAKE_TIMEOUT * 2
         + Duration::from_millis(700)
         + per_wave * waves

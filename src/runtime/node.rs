@@ -20,6 +20,122 @@ pub fn probe_facts(root: &Root, master_port: u16, no_gpu: bool) -> NodeFacts {
     facts
 }
 
+/// The GPUs' copy bandwidth (issue 22), measured by `check` and by every node of `cluster`
+/// (which compares the nodes), on this machine's own GPUs only (a fixture tree's GPUs
+/// are not this machine's). Bounded by `gpu_bw::BUDGET_PER_GPU` per GPU.
+pub fn measure_gpu_bandwidth(root: &Root, facts: &mut NodeFacts) {
+    // CUDA numbers the GPUs it sees (CUDA_VISIBLE_DEVICES, its own order): measure that many,
+    // then name each by NVML's index through its PCI address.
+    let visible = preflight_checks::visible_devices::visible_gpu_count(facts);
+    let gpus: Vec<u32> = (0..visible).collect();
+    let by_bus: Vec<(String, u32)> = facts
+        .gpu
+        .gpus
+        .iter()
+        .filter_map(|g| {
+            preflight_checks::probe::gpu_node::sysfs_bdf(&g.pci_bus_id).map(|b| (b, g.index))
+        })
+        .collect();
+    let Some(node) = facts.gpu.node_health.as_mut() else {
+        return;
+    };
+    if !root.is_system() {
+        node.bandwidth_skipped =
+            Some("not measured: the GPUs are a fixture tree's (--root)".into());
+        return;
+    }
+    let nvml_index = |bus: &Option<String>| {
+        let bus = bus.as_deref()?;
+        by_bus.iter().find(|(b, _)| b == bus).map(|(_, i)| *i)
+    };
+    match crate::measure::gpu_bw::measure(&gpus) {
+        Ok(mut rows) => {
+            let buses: Vec<(u32, Option<String>)> = rows
+                .iter()
+                .filter(|r| r.kind != "p2p")
+                .map(|r| (r.gpu, r.pci_bus_id.clone()))
+                .collect();
+            let to_nvml = |ordinal: u32| {
+                buses
+                    .iter()
+                    .find(|(o, _)| *o == ordinal)
+                    .and_then(|(_, b)| nvml_index(b))
+                    .unwrap_or(ordinal)
+            };
+            for r in &mut rows {
+                r.gpu = to_nvml(r.gpu);
+                r.peer = r.peer.map(to_nvml);
+            }
+            node.bandwidth = rows;
+        }
+        Err(why) => node.bandwidth_skipped = Some(why),
+    }
+}
+
+/// Sizes of the one-node all-reduce: nccl-tests' 1M to 256M, doubling.
+const INTRA_NODE_SIZES: (u64, u64) = (1 << 20, 256 << 20);
+/// Longest the one-node all-reduce may take, CUDA and NCCL start-up included.
+const INTRA_NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The NCCL all-reduce over every GPU this node sees (`check --thorough`): one worker child
+/// drives them in one group, as a single-node health check does. Err is why it does not apply
+/// (no GPU, no libnccl); a run that fails is a result with its `error`.
+pub fn intra_node_allreduce(
+    facts: &NodeFacts,
+) -> Result<preflight_checks::model::CollectiveResult, String> {
+    use crate::measure::nccl;
+    let gpus = preflight_checks::visible_devices::visible_gpu_count(facts);
+    if gpus == 0 {
+        return Err("no GPU is visible on this node".into());
+    }
+    let lib = nccl::available(facts)?;
+    let (lo, hi) = INTRA_NODE_SIZES;
+    let sizes: Vec<u64> = std::iter::successors(Some(lo), |s| Some(s * 2))
+        .take_while(|s| *s <= hi)
+        .collect();
+    let job = nccl::NcclJob {
+        nranks: gpus,
+        first_rank: 0,
+        gpus,
+        sizes,
+        warmup: 5,
+        iters: 20,
+        env: Default::default(),
+        timeout: INTRA_NODE_TIMEOUT,
+        lib: Some(lib),
+        program: None,
+    };
+    let mut result = preflight_checks::model::CollectiveResult {
+        op: "allreduce".into(),
+        transport: "nccl".into(),
+        ranks: gpus,
+        order: vec![0],
+        streams: Some(gpus),
+        config: "advice".into(),
+        ..Default::default()
+    };
+    let ran = nccl::start(&job).and_then(|mut w| {
+        let id = w.unique_id(INTRA_NODE_TIMEOUT)?;
+        w.give_id(&id)?;
+        w.finish()
+    });
+    match ran {
+        Ok(out) => {
+            result.net = out.net;
+            result.rows = out
+                .rows
+                .iter()
+                .map(|r| crate::runtime::allreduce::row(r.bytes, r.time_us, gpus, r.wrong))
+                .collect();
+        }
+        Err(e) => {
+            result.error = Some(e.to_string());
+            result.failed_ranks = vec![0];
+        }
+    }
+    Ok(result)
+}
+
 /// Test hook for machines without GPUs: `PREFLIGHT_TEST_FAKE_GPUS=N` adds N GPUs named as fakes
 /// and takes `PREFLIGHT_NCCL_WORKER` (the fake NCCL worker) as the libnccl, so the NCCL
 /// all-reduce path can run end to end with a fake worker in CI.

@@ -125,3 +125,56 @@ fn parent_reports_the_real_workers_libcuda_error() {
         Ok(id) => panic!("got an id without a driver: {id}"),
     }
 }
+
+/// `check --thorough` runs the NCCL all-reduce over the node's GPUs through the worker child
+/// and judges it as the cluster's is (here two fake GPUs and the fake worker speaking the
+/// protocol; the real one ran on an H100, README: GPU node health).
+#[test]
+fn check_thorough_runs_the_one_node_allreduce_and_judges_it() {
+    let fake =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nccl-worker/fake-worker.sh");
+    let run = |mode: &str| -> Value {
+        let out = Command::new(bin_path())
+            .args(["check", "--thorough", "--format", "json"])
+            .env("PREFLIGHT_TEST_FAKE_GPUS", "2")
+            .env("PREFLIGHT_NCCL_WORKER", &fake)
+            .env("FAKE_MODE", mode)
+            .timeout(Duration::from_secs(120))
+            .output()
+            .expect("ran");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "not a report ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    };
+    let finding = |r: &Value, id: &str| -> Value {
+        r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id}"))
+    };
+    let r = run("ok");
+    let c = &r["collectives"][0];
+    assert_eq!(c["transport"], "nccl", "{r:#}");
+    assert_eq!(c["ranks"], 2);
+    let sizes: Vec<u64> = c["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes.first(), Some(&(1 << 20)), "{sizes:?}");
+    assert_eq!(sizes.last(), Some(&(256 << 20)), "{sizes:?}");
+    assert_eq!(finding(&r, "collective.wrong")["status"], "pass");
+    // A worker that prints garbage: the all-reduce is an error with its cause, never a pass.
+    let r = run("garbage");
+    assert!(r["collectives"][0]["error"].is_string(), "{r:#}");
+    let err = finding(&r, "collective.error");
+    assert_eq!(err["status"], "error", "{err:#}");
+    assert_eq!(r["status"], "error");
+}

@@ -51,20 +51,14 @@ pub(super) fn mtu_mismatch(input: &ClusterInput) -> Finding {
             .with("path_mtu", &narrow)
             .with("path_mtu_measured", measured.len())
             .with("path_mtu_narrower", narrow_all.len())
-            .with(
-                "path_mtu_min",
-                measured.iter().map(|(_, _, m)| *m).min(),
-            )
+            .with("path_mtu_min", measured.iter().map(|(_, _, m)| *m).min())
     };
     let distinct: BTreeSet<u32> = mtus.values().copied().collect();
     if distinct.len() > 1 {
         return interface_mtus_differ(input, eval, &mtus, base(Status::Warn, String::new()));
     }
     let iface_mtu = distinct.into_iter().next();
-    if let (Some(i), Some(lowest)) = (
-        iface_mtu,
-        narrow_all.iter().map(|(_, _, m)| *m).min(),
-    ) {
+    if let (Some(i), Some(lowest)) = (iface_mtu, narrow_all.iter().map(|(_, _, m)| *m).min()) {
         let mut pairs: Vec<&str> = narrow.keys().map(|k| k.as_str()).take(8).collect();
         let more = narrow_all.len() - pairs.len();
         let more = if more > 0 {

@@ -233,10 +233,9 @@ fn isolated_nodes(pairs: &Pairs, members: &[u32]) -> BTreeSet<u32> {
 fn only_involving(pairs: &Pairs, members: &[u32], nodes: &BTreeSet<u32>) -> bool {
     let in_net: BTreeSet<u32> = members.iter().copied().collect();
     pairs.0.iter().all(|((a, b), s)| {
-        !matches!(s, PairState::Failed(_))
-            || !(in_net.contains(a) && in_net.contains(b))
-            || nodes.contains(a)
-            || nodes.contains(b)
+        let failed_here =
+            matches!(s, PairState::Failed(_)) && in_net.contains(a) && in_net.contains(b);
+        !failed_here || nodes.contains(a) || nodes.contains(b)
     })
 }
 

@@ -41,10 +41,7 @@ pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
         }
         for (_, fs) in groups {
             let f = fs[0];
-            let shown_here = whole
-                || fs
-                    .iter()
-                    .any(|f| f.node.is_none() || f.node == Some(rank));
+            let shown_here = whole || fs.iter().any(|f| f.node.is_none() || f.node == Some(rank));
             let place = if shown_here {
                 "above"
             } else {
@@ -407,9 +404,11 @@ mod tests {
                        "summary": "s", "evidence": {},
                        "fix": {"hint": "h", "commands": [format!("nc -l -k {}", 40000 + r)]}})
             })
-            .chain(std::iter::once(json!({"id": "port.in-use", "status": "fail", "node": 0,
+            .chain(std::iter::once(
+                json!({"id": "port.in-use", "status": "fail", "node": 0,
                 "subject": "", "summary": "s", "evidence": {},
-                "fix": {"hint": "h", "commands": ["kill 4242"]}})))
+                "fix": {"hint": "h", "commands": ["kill 4242"]}}),
+            ))
             .collect();
         let report: Report = serde_json::from_value(json!({
             "schema": "preflight.report.v1", "tool": {"name": "preflight", "version": "0"},

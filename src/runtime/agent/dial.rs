@@ -166,11 +166,14 @@ pub fn open(
 ) -> (Result<TcpStream, Failed>, u32) {
     let mut retries = 0u32;
     loop {
-        match open_once(my_rank, nnodes, rank, l, timeout, secret) {
+        // A retry waits twice as long: a connect that timed out on a busy node gets the time a
+        // loaded peer needs, a filtered one still fails within the phase.
+        let wait = if retries == 0 { timeout } else { timeout * 2 };
+        match open_once(my_rank, nnodes, rank, l, wait, secret) {
             Ok(s) => return (Ok(s), retries),
             Err(f) => {
                 let backoff = backoff(retries, my_rank ^ rank);
-                let room = Instant::now() + backoff + timeout < until;
+                let room = Instant::now() + backoff + timeout * 2 < until;
                 if retries + 1 >= f.max_attempts() || !room {
                     return (Err(f), retries);
                 }

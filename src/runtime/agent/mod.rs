@@ -9,7 +9,7 @@ mod orders;
 
 use super::allreduce_node::NodeState;
 use super::coordinator::{self, CoordConfig};
-use super::node::{node_findings, probe_facts};
+use super::node::{measure_gpu_bandwidth, node_findings, probe_facts};
 use crate::advise::C10dAdvice;
 use crate::placement::{self, LocalIdentity, Placement};
 use crate::report::ReportBuilder;
@@ -100,6 +100,8 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
         )),
     }
     let mut facts = probe_facts(&root, placement.master_port, job.probe.no_gpu);
+    // The GPUs' copy bandwidth, compared across the nodes (cluster.gpu-health): bounded per GPU.
+    measure_gpu_bandwidth(&root, &mut facts);
     job.probe.overlay(&mut facts.env);
 
     // Rank 0 hosts the coordinator on the master port itself: joining proves that port is open.
@@ -131,6 +133,11 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                         rdzv_id: placement.job_id.clone(),
                     }),
                     healthy: job.healthy.clone(),
+                    resolve_fqdn: job
+                        .placement
+                        .rdzv_backend
+                        .as_deref()
+                        .is_some_and(crate::placement::is_c10d),
                 };
                 Some(
                     std::thread::Builder::new()
