@@ -798,22 +798,7 @@ impl Cluster {
     /// Maps `name` to `addr` in host `rank`'s `/etc/hosts` only (a stale or wrong entry on one
     /// node), replacing the lines for `name` there. Later commands in that host see it.
     pub fn map_host(&self, rank: usize, name: &str, addr: &str) {
-        assert!(
-            addr.starts_with("10.200."),
-            "{addr} is outside {TEST_RANGE}"
-        );
-        let path = self.netns_etc(rank).join("hosts");
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let mut kept: String = text
-            .lines()
-            .filter(|l| !l.split_whitespace().skip(1).any(|w| w == name))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        kept.push_str(&format!("{addr}\t{name}\n"));
-        if let Err(e) = std::fs::write(&path, kept) {
-            panic!("cannot write {}: {e}", path.display());
-        }
+        self.name_host(rank, addr, &[name]);
     }
 
     /// Number of hosts.

@@ -35,6 +35,7 @@ fn failing() -> Faults {
         bad_link: Some((3, 9)),
         slow: Some(50),
         links_only: false,
+        ..Default::default()
     }
 }
 
@@ -42,8 +43,12 @@ fn failing() -> Faults {
 fn fits(text: &str, width: usize) {
     for l in text.lines() {
         let t = l.trim_start();
-        let command = l.starts_with("    ")
-            && (t.contains("torchrun --") || t.starts_with("pdsh ") || t.starts_with("# or: "));
+        // A fix's command (indented 8) and a launch line are printed whole, to be pasted.
+        let command = l.starts_with("        ")
+            || (l.starts_with("    ")
+                && (t.contains("torchrun --")
+                    || t.starts_with("pdsh ")
+                    || t.starts_with("# or: ")));
         assert!(
             l.chars().count() <= width || command,
             "wider than {width}: {l}\n{text}"
@@ -336,4 +341,41 @@ fn render_scale_rank_one_prints_a_few_lines_unless_full_report() {
             );
         }
     }
+}
+
+/// Node settings that bite at scale (issue 25), grouped: 64 nodes of 8 processes (a world of
+/// 512) with the old default listen backlog of 128 are one `sys.listen-backlog` entry with
+/// every node as a hostlist and one fix for all, not 64 blocks.
+#[test]
+fn render_scale_sixty_four_nodes_with_the_old_listen_backlog_are_one_entry() {
+    let r = cluster(
+        64,
+        &Faults {
+            old_backlog: true,
+            ..Default::default()
+        },
+    );
+    let text = render(&r, 0, 80);
+    insta::assert_snapshot!("scale_64_old_backlog_rank0_80cols", text);
+    fits(&text, 80);
+    assert_eq!(
+        text.matches("warning sys.listen-backlog").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains("sys.listen-backlog · gpu[01-64] (ranks 0-63)"),
+        "{text}"
+    );
+    // The same fix on every node is given once.
+    assert_eq!(
+        text.matches("sysctl -w net.core.somaxconn=4096").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.lines().count() <= 80,
+        "{} lines:\n{text}",
+        text.lines().count()
+    );
 }

@@ -28,6 +28,10 @@ pub struct Faults {
     /// Measured links of the large sizes only: the cluster checks and the advice are skipped
     /// (they are the runtime's to scale); node checks still run.
     pub links_only: bool,
+    /// Every node keeps the old default listen backlog (somaxconn and the SYN backlog 128,
+    /// everything else raised) and the job is 8 processes on each of the `n` nodes, so
+    /// `sys.listen-backlog` fires on every node once the world passes 128.
+    pub old_backlog: bool,
 }
 
 /// A small deterministic hash of a pair, for RTTs and throughputs that vary like real ones.
@@ -91,7 +95,23 @@ fn measured(from: u32, to: u32, n: u32) -> bool {
 
 /// A report of `n` nodes with `faults`.
 pub fn cluster(n: u32, faults: &Faults) -> Report {
-    let facts: Vec<NodeFacts> = (0..n).map(|r| node(r, n)).collect();
+    let mut facts: Vec<NodeFacts> = (0..n).map(|r| node(r, n)).collect();
+    if faults.old_backlog {
+        for f in &mut facts {
+            f.scale = preflight_checks::model::ScaleFacts {
+                probed: true,
+                somaxconn: Some(128),
+                tcp_max_syn_backlog: Some(128),
+                tcp_abort_on_overflow: Some(0),
+                port_range: Some([1024, 65535]),
+                neigh_gc_thresh3_v4: Some(1 << 16),
+                neigh_gc_thresh3_v6: Some(1 << 16),
+                nofile_soft: Some(1 << 20),
+                nofile_hard: Some(1 << 20),
+                ..Default::default()
+            };
+        }
+    }
     let mut links = Vec::with_capacity((2 * n * n) as usize);
     for (net, iface, gbit, base_rtt) in [(0, "eno1", 23.0, 38.0), (1u32, "ib0", 95.0, 12.0)] {
         for from in 0..n {
@@ -146,6 +166,7 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
         .collect();
     let shape = JobShape {
         nproc_per_node: Some(8),
+        nnodes: faults.old_backlog.then_some(n),
         ..Default::default()
     };
     let mut b = ReportBuilder::new(Mode::Cluster);

@@ -18,8 +18,14 @@ struct Sample<'a> {
     gpu: u32,
     width: Option<u32>,
     nvlinks: Option<usize>,
+    /// Copy rates measured from this GPU: host-to-device, device-to-host, peer-to-peer.
     h2d: Option<f64>,
+    d2h: Option<f64>,
+    p2p: Option<f64>,
 }
+
+/// One kind of copy rate of a sample.
+type Rate = fn(&Sample) -> Option<f64>;
 
 /// One odd thing about one node.
 #[derive(serde::Serialize)]
@@ -52,12 +58,15 @@ pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
     for (rank, f) in &probed {
         for g in &f.gpu.gpus {
             let Some(h) = &g.health else { continue };
-            let h2d = f.gpu.node_health.as_ref().and_then(|n| {
-                n.bandwidth
-                    .iter()
-                    .find(|m| m.gpu == g.index && m.kind == "h2d")
-                    .map(|m| m.gb_s)
-            });
+            let rate = |kind: &str| {
+                f.gpu.node_health.as_ref().and_then(|n| {
+                    n.bandwidth
+                        .iter()
+                        .find(|m| m.gpu == g.index && m.kind == kind)
+                        .map(|m| m.gb_s)
+                })
+            };
+            let (h2d, d2h, p2p) = (rate("h2d"), rate("d2h"), rate("p2p"));
             by_model.entry(g.name.as_str()).or_default().push(Sample {
                 rank: *rank,
                 host: f.hostname.as_str(),
@@ -66,6 +75,8 @@ pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
                 nvlinks: (!h.nvlinks.is_empty())
                     .then(|| h.nvlinks.iter().filter(|l| l.active).count()),
                 h2d,
+                d2h,
+                p2p,
             });
         }
     }
@@ -112,21 +123,30 @@ pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
                 });
             }
         }
-        let mut rates: Vec<f64> = samples.iter().filter_map(|s| s.h2d).collect();
-        let enough = rates.len() >= 2;
-        if let Some(mid) = median(&mut rates).filter(|_| enough) {
+        // Each kind of copy against the median of the same model's GPUs across the nodes.
+        let kinds: [(&str, Rate); 3] = [
+            ("host-to-device", |s| s.h2d),
+            ("device-to-host", |s| s.d2h),
+            ("peer-to-peer", |s| s.p2p),
+        ];
+        for (kind, rate) in kinds {
+            let mut rates: Vec<f64> = samples.iter().filter_map(rate).collect();
+            let enough = rates.len() >= 2;
+            let Some(mid) = median(&mut rates).filter(|_| enough) else {
+                continue;
+            };
             for s in samples
                 .iter()
-                .filter(|s| s.h2d.is_some_and(|r| r < mid * BANDWIDTH_SHARE))
+                .filter(|s| rate(s).is_some_and(|r| r < mid * BANDWIDTH_SHARE))
             {
                 odd.push(Odd {
                     rank: s.rank,
                     host: s.host.into(),
                     what: format!(
-                        "GPU {} copies host-to-device at {:.1} GB/s, under {:.0}% of the \
-                         {model} median {mid:.1} GB/s",
+                        "GPU {} copies {kind} at {:.1} GB/s, under {:.0}% of the {model} \
+                         median {mid:.1} GB/s",
                         s.gpu,
-                        s.h2d.unwrap_or_default(),
+                        rate(s).unwrap_or_default(),
                         100.0 * BANDWIDTH_SHARE
                     ),
                 });
@@ -271,6 +291,29 @@ mod tests {
         probed(&mut c, "NVIDIA H100 80GB HBM3", 18);
         let f = only(&c.findings(), "cluster.gpu-health").clone();
         assert_eq!(f.status, Status::Pass, "{f:#?}");
+    }
+
+    #[test]
+    fn a_node_whose_peer_to_peer_copies_are_slow_is_named() {
+        let mut c = Cluster::healthy(4);
+        probed(&mut c, "NVIDIA H100 80GB HBM3", 18);
+        for (r, f) in c.facts.iter_mut().enumerate() {
+            let n = f.gpu.node_health.as_mut().unwrap();
+            n.bandwidth.push(GpuBandwidth {
+                kind: "p2p".into(),
+                gpu: 0,
+                peer: Some(1),
+                gb_s: if r == 2 { 9.0 } else { 250.0 },
+                ..Default::default()
+            });
+        }
+        let f = only(&c.findings(), "cluster.gpu-health").clone();
+        assert_eq!(f.status, Status::Warn, "{f:#?}");
+        assert!(
+            f.summary.contains("peer-to-peer at 9.0 GB/s"),
+            "{}",
+            f.summary
+        );
     }
 
     #[test]

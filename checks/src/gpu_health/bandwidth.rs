@@ -85,6 +85,41 @@ pub fn check(gpus: &[Probed], node: &GpuNodeHealth) -> Vec<Finding> {
             );
         }
     }
+    // Peer-to-peer: a pair under half the node's median (three pairs or more) has a degraded
+    // path (an NVLink down, a PCIe switch at low width, P2P routed through the CPU).
+    let p2p: Vec<&crate::model::GpuBandwidth> =
+        node.bandwidth.iter().filter(|m| m.kind == "p2p").collect();
+    let mut rates: Vec<f64> = p2p.iter().map(|m| m.gb_s).collect();
+    if let Some(mid) = crate::stats::median(&mut rates).filter(|_| p2p.len() >= 3) {
+        for m in p2p.iter().filter(|m| m.gb_s < mid * MIN_SHARE) {
+            let peer = m.peer.map_or("?".to_string(), |p| p.to_string());
+            out.push(
+                Finding::new(
+                    id,
+                    Status::Warn,
+                    format!("GPU {}->{peer}", m.gpu),
+                    format!(
+                        "GPU {} copies peer-to-peer to GPU {peer} at {:.1} GB/s, under {:.0}% of \
+                         this node's median {mid:.1} GB/s: their path is degraded (an NVLink \
+                         down, a PCIe switch at a lower width, or P2P through the CPU)",
+                        m.gpu,
+                        m.gb_s,
+                        100.0 * MIN_SHARE
+                    ),
+                )
+                .with("kind", "p2p")
+                .with("gpu", m.gpu)
+                .with("peer", m.peer)
+                .with("gb_s", m.gb_s)
+                .with("node_median_gb_s", mid)
+                .fix(
+                    Fix::new("Compare the pair's link with the others and look for an inactive NVLink or a degraded PCIe path")
+                        .command("nvidia-smi topo -m")
+                        .command("nvidia-smi nvlink --status"),
+                ),
+            );
+        }
+    }
     if out.is_empty() {
         let list: Vec<String> = node
             .bandwidth

@@ -282,25 +282,48 @@ fn unsupported_queries_skip_with_nvmls_reason() {
     );
 }
 
-#[test]
-fn slow_copies_warn_against_the_link_rate() {
+/// The healthy H100 node with these copies measured: (kind, gpu, peer, GB/s).
+fn with_copies(copies: &[(&str, u32, Option<u32>, f64)]) -> NodeFacts {
     let mut f = facts("healthy-h100");
     let node = f.gpu.node_health.as_mut().expect("node");
-    for (gpu, gb_s) in [(0, 52.0), (1, 20.0)] {
+    for (kind, gpu, peer, gb_s) in copies {
         node.bandwidth.push(crate::model::GpuBandwidth {
-            kind: "h2d".into(),
-            gpu,
-            peer: None,
-            gb_s,
+            kind: (*kind).into(),
+            gpu: *gpu,
+            peer: *peer,
+            gb_s: *gb_s,
             bytes: 64 << 20,
             pci_bus_id: None,
         });
     }
+    f
+}
+
+#[test]
+fn slow_copies_warn_against_the_link_rate() {
+    let f = with_copies(&[("h2d", 0, None, 52.0), ("h2d", 1, None, 20.0)]);
     let fs = super::check(&f, &CheckContext::default());
     let bw = of(&fs, "gpu.bandwidth");
     assert_eq!(bw.len(), 1, "{bw:#?}");
     assert_eq!(bw[0].status, Status::Warn);
     assert_eq!(bw[0].evidence["gpu"], 1);
+}
+
+#[test]
+fn a_slow_peer_to_peer_pair_warns_against_the_nodes_median() {
+    let f = with_copies(&[
+        ("p2p", 0, Some(1), 250.0),
+        ("p2p", 1, Some(2), 248.0),
+        ("p2p", 2, Some(3), 40.0),
+        ("p2p", 3, Some(0), 251.0),
+    ]);
+    let fs = super::check(&f, &CheckContext::default());
+    let bw = of(&fs, "gpu.bandwidth");
+    assert_eq!(bw.len(), 1, "{bw:#?}");
+    assert_eq!(bw[0].status, Status::Warn);
+    assert_eq!(bw[0].evidence["gpu"], 2);
+    assert_eq!(bw[0].evidence["peer"], 3);
+    assert!(bw[0].summary.contains("peer-to-peer"), "{}", bw[0].summary);
 }
 
 #[test]

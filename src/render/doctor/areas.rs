@@ -49,14 +49,31 @@ pub fn lines(report: &Report, findings: &[&Finding], style: Style) -> String {
             .filter(|f| area(&f.id) == *a)
             .collect();
         let worst = of.iter().map(|f| f.status).max().unwrap_or(Status::Skip);
-        let _ = writeln!(
-            out,
-            "  {} {:<name_w$}  {:<label_w$}  {}",
-            paint::mark(worst, style),
-            shown(a),
-            label(a),
-            counts(&of)
-        );
+        // Visible width before the counts: "  X " + name + "  " + label + "  ".
+        let lead = 4 + name_w + 2 + label_w + 2;
+        let mut tally = counts(&of, false);
+        if lead + tally.chars().count() > usize::from(style.width) {
+            tally = counts(&of, true);
+        }
+        if lead + tally.chars().count() > usize::from(style.width) {
+            // Still too wide: the counts go on a line of their own under the label.
+            let _ = writeln!(
+                out,
+                "  {} {:<name_w$}  {}\n      {tally}",
+                paint::mark(worst, style),
+                shown(a),
+                label(a),
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  {} {:<name_w$}  {:<label_w$}  {}",
+                paint::mark(worst, style),
+                shown(a),
+                label(a),
+                tally
+            );
+        }
         if style.verbose {
             for f in of
                 .iter()
@@ -80,8 +97,9 @@ pub fn lines(report: &Report, findings: &[&Finding], style: Style) -> String {
     out
 }
 
-/// `1 failure, 2 warnings, 3 passed`, or `not applicable here` when all were skipped.
-fn counts(of: &[&Finding]) -> String {
+/// `1 failure, 2 warnings, 3 passed`, or `not applicable here` when all were skipped;
+/// `folded`: passes and skips as one count (`448 passed or skipped`), for a narrow terminal.
+fn counts(of: &[&Finding], folded: bool) -> String {
     let n = |s: Status| of.iter().filter(|f| f.status == s).count();
     if of.iter().all(|f| f.status == Status::Skip) {
         return "not applicable here".to_string();
@@ -95,6 +113,13 @@ fn counts(of: &[&Finding]) -> String {
     }
     if n(Status::Warn) > 0 {
         parts.push(count(n(Status::Warn), "warning"));
+    }
+    if folded && n(Status::Pass) > 0 && n(Status::Skip) > 0 {
+        parts.push(format!(
+            "{} passed or skipped",
+            n(Status::Pass) + n(Status::Skip)
+        ));
+        return parts.join(", ");
     }
     if n(Status::Pass) > 0 {
         parts.push(format!("{} passed", n(Status::Pass)));

@@ -240,44 +240,46 @@ pub(super) fn bulk_phase(
         .collect();
     let mut rounds_run = 0u32;
     for net in measured {
-        let ok = probed_ok(links);
         // A partial network is measured on the ring of the nodes it has.
         let on_net: Vec<u32> = ranks
             .iter()
             .copied()
             .filter(|r| net.network.members.contains_key(r))
             .collect();
-        let all_orders: Vec<BTreeMap<u32, Vec<Target>>> =
-            schedule::schedule(&on_net, k, cfg.nnodes as u64)
-                .iter()
-                .map(|round| round_orders(round, members, &index, net, &ok))
-                .filter(|o| !o.is_empty())
-                .collect();
-        drop(ok);
-        for orders in all_orders {
-            run_bulk_round(members, cfg, links, &orders, false);
-            rounds_run += 1;
-        }
+        let rounds = schedule::schedule(&on_net, k, cfg.nnodes as u64);
+        rounds_run += run_rounds(members, cfg, links, &index, net, &rounds, false);
         // A pair under half the network's median is measured once more, in a few rounds of
         // disjoint pairs, and keeps its better figure: a pair slowed by a busy moment is not
         // called slow, while a slow link or node is slow both times (ClusterKit retests its
         // bad pairs the same way). The rounds do not grow with n.
         let retest = slow_pairs_to_retest(links, net);
-        if !retest.is_empty() {
-            let ok = probed_ok(links);
-            let orders: Vec<BTreeMap<u32, Vec<Target>>> = retest
-                .iter()
-                .map(|round| round_orders(round, members, &index, net, &ok))
-                .filter(|o| !o.is_empty())
-                .collect();
-            drop(ok);
-            for o in orders {
-                run_bulk_round(members, cfg, links, &o, true);
-                rounds_run += 1;
-            }
-        }
+        rounds_run += run_rounds(members, cfg, links, &index, net, &retest, true);
     }
     (schedule::describe(ranks.len(), k), rounds_run)
+}
+
+/// Runs each round of pairs on `net` (those that connected); returns how many ran.
+fn run_rounds(
+    members: &mut [JoinedNode],
+    cfg: &CoordConfig,
+    links: &mut [LinkResult],
+    index: &HashMap<u32, usize>,
+    net: &networks::NetworkEval,
+    rounds: &[Vec<(u32, u32)>],
+    retest: bool,
+) -> u32 {
+    let orders: Vec<BTreeMap<u32, Vec<Target>>> = {
+        let ok = probed_ok(links);
+        rounds
+            .iter()
+            .map(|round| round_orders(round, members, index, net, &ok))
+            .filter(|o| !o.is_empty())
+            .collect()
+    };
+    for o in &orders {
+        run_bulk_round(members, cfg, links, o, retest);
+    }
+    orders.len() as u32
 }
 
 /// Rounds of retests at most, whatever the cluster's size.
