@@ -40,7 +40,8 @@ fn failing() -> Faults {
 }
 
 /// Every line within the width, but fix and launch commands (printed whole, to be pasted).
-fn fits(text: &str, width: usize) {
+/// Shared with the 64-agent netns test.
+pub(crate) fn fits(text: &str, width: usize) {
     for l in text.lines() {
         let t = l.trim_start();
         // A fix's command (indented 8) and a launch line are printed whole, to be pasted.
