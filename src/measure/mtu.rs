@@ -107,10 +107,10 @@ fn set_dont_fragment(sock: &UdpSocket, v6: bool) -> io::Result<()> {
     }
 }
 
-/// Whether a DF datagram of `mtu` bytes on the wire reaches the peer (two tries).
 /// Datagrams sent for one size before it counts as not passing.
 const ATTEMPTS: u32 = 3;
 
+/// Whether a DF datagram of `mtu` bytes on the wire reaches the peer ([`ATTEMPTS`] tries).
 fn probe(sock: &UdpSocket, tag: &[u8; 16], headers: usize, mtu: u32, seq: u32) -> io::Result<bool> {
     let size = (mtu as usize).saturating_sub(headers).max(28);
     let mut pkt = vec![0u8; size];

@@ -124,12 +124,9 @@ pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
             }
         }
         // Each kind of copy against the median of the same model's GPUs across the nodes.
-        let kinds: [(&str, Rate); 3] = [
-            ("host-to-device", |s| s.h2d),
-            ("device-to-host", |s| s.d2h),
-            ("peer-to-peer", |s| s.p2p),
-        ];
+        let kinds: [(&str, Rate); 3] = [("h2d", |s| s.h2d), ("d2h", |s| s.d2h), ("p2p", |s| s.p2p)];
         for (kind, rate) in kinds {
+            let kind = crate::gpu_health::bandwidth::direction(kind);
             let mut rates: Vec<f64> = samples.iter().filter_map(rate).collect();
             let enough = rates.len() >= 2;
             let Some(mid) = median(&mut rates).filter(|_| enough) else {

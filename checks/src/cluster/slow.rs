@@ -8,7 +8,7 @@ use crate::stats::median;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A pair whose throughput is below this share of the median (or of its rated speed) is slow.
-const SLOW_SHARE: f64 = 0.5;
+pub const SLOW_SHARE: f64 = 0.5;
 
 /// One TCP stream rarely fills more than this (Gbit/s), so faster rated links are judged by the median only.
 const RATED_CHECK_MAX_GBIT: f64 = 25.0;

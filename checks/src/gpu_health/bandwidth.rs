@@ -142,7 +142,7 @@ pub fn check(gpus: &[Probed], node: &GpuNodeHealth) -> Vec<Finding> {
     out
 }
 
-fn direction(kind: &str) -> &'static str {
+pub(crate) fn direction(kind: &str) -> &'static str {
     match kind {
         "h2d" => "host-to-device",
         "d2h" => "device-to-host",

@@ -3,7 +3,7 @@
 //! facts of an older release) get no findings here: `gpu.nvml` already says why.
 
 mod acs;
-mod bandwidth;
+pub(crate) mod bandwidth;
 mod clocks;
 mod fabric;
 mod memory;

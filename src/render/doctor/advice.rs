@@ -350,36 +350,57 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A failing cluster report holding `findings` (JSON) and nothing else.
+    fn report_of(findings: Vec<serde_json::Value>) -> Report {
+        serde_json::from_value(json!({
+            "schema": "preflight.report.v1",
+            "tool": {"name": "preflight", "version": "0"},
+            "mode": "cluster",
+            "status": "fail",
+            "nodes": [],
+            "findings": findings,
+            "links": [],
+            "collectives": [],
+            "recommendation": null
+        }))
+        .expect("a report")
+    }
+
+    fn plain(width: u16) -> Style {
+        Style {
+            color: false,
+            width,
+            unicode: false,
+            verbose: false,
+        }
+    }
+
     #[test]
     fn fix_these_first_lists_every_failure_with_its_first_command_in_report_order() {
         let finding = |id: &str, status: &str, node: u32, cmds: &[&str]| {
             json!({"id": id, "status": status, "node": node, "subject": "", "summary": "s",
                    "evidence": {}, "fix": {"hint": "h", "commands": cmds}})
         };
-        let report: Report = serde_json::from_value(json!({
-            "schema": "preflight.report.v1",
-            "tool": {"name": "preflight", "version": "0"},
-            "mode": "cluster",
-            "status": "fail",
-            "nodes": [],
-            "findings": [
-                finding("firewall.rules", "warn", 0, &["iptables -I INPUT -s 10.0.0.0/24 -j ACCEPT"]),
-                finding("link.unreachable", "fail", 1, &["iptables -I OUTPUT -d 10.0.0.0/24 -j ACCEPT", "iptables-save"]),
-                finding("port.in-use", "fail", 0, &["kill 4242"]),
-                finding("cluster.versions", "error", 2, &[]),
-            ],
-            "links": [],
-            "collectives": [],
-            "recommendation": null
-        }))
-        .expect("a report");
-        let style = Style {
-            color: false,
-            width: 100,
-            unicode: false,
-            verbose: false,
-        };
-        let text = advice(&report, style, 0, true);
+        let report = report_of(vec![
+            finding(
+                "firewall.rules",
+                "warn",
+                0,
+                &["iptables -I INPUT -s 10.0.0.0/24 -j ACCEPT"],
+            ),
+            finding(
+                "link.unreachable",
+                "fail",
+                1,
+                &[
+                    "iptables -I OUTPUT -d 10.0.0.0/24 -j ACCEPT",
+                    "iptables-save",
+                ],
+            ),
+            finding("port.in-use", "fail", 0, &["kill 4242"]),
+            finding("cluster.versions", "error", 2, &[]),
+        ]);
+        let text = advice(&report, plain(100), 0, true);
         let unreachable = text.find("link.unreachable").expect(&text);
         let output_fix = text
             .find("    iptables -I OUTPUT -d 10.0.0.0/24 -j ACCEPT")
@@ -410,19 +431,7 @@ mod tests {
                 "fix": {"hint": "h", "commands": ["kill 4242"]}}),
             ))
             .collect();
-        let report: Report = serde_json::from_value(json!({
-            "schema": "preflight.report.v1", "tool": {"name": "preflight", "version": "0"},
-            "mode": "cluster", "status": "fail", "nodes": [], "findings": findings,
-            "links": [], "collectives": [], "recommendation": null
-        }))
-        .expect("a report");
-        let style = Style {
-            color: false,
-            width: 80,
-            unicode: false,
-            verbose: false,
-        };
-        let text = advice(&report, style, 0, true);
+        let text = advice(&report_of(findings), plain(80), 0, true);
         assert!(text.lines().count() <= 10, "{text}");
         assert!(
             text.contains("link.unreachable on ranks 0-199 (200 findings, above)"),

@@ -55,25 +55,19 @@ pub fn lines(report: &Report, findings: &[&Finding], style: Style) -> String {
         if lead + tally.chars().count() > usize::from(style.width) {
             tally = counts(&of, true);
         }
-        if lead + tally.chars().count() > usize::from(style.width) {
-            // Still too wide: the counts go on a line of their own under the label.
-            let _ = writeln!(
-                out,
-                "  {} {:<name_w$}  {}\n      {tally}",
-                paint::mark(worst, style),
-                shown(a),
-                label(a),
-            );
+        // Still too wide: the counts go on a line of their own under the label.
+        let (pad, sep) = if lead + tally.chars().count() > usize::from(style.width) {
+            (0, "\n      ")
         } else {
-            let _ = writeln!(
-                out,
-                "  {} {:<name_w$}  {:<label_w$}  {}",
-                paint::mark(worst, style),
-                shown(a),
-                label(a),
-                tally
-            );
-        }
+            (label_w, "  ")
+        };
+        let _ = writeln!(
+            out,
+            "  {} {:<name_w$}  {:<pad$}{sep}{tally}",
+            paint::mark(worst, style),
+            shown(a),
+            label(a),
+        );
         if style.verbose {
             for f in of
                 .iter()

@@ -94,23 +94,15 @@ pub fn check_join(facts: &NodeFacts, listeners: &[Listener]) -> Result<(), Strin
     walk(&value, "facts")
 }
 
-/// A peer's answer for rank 0's FQDN, kept within bounds: a name of at most 255 bytes, 16
-/// addresses and an error line of at most 512 bytes.
+/// A peer's answer for rank 0's FQDN, kept within bounds: a name of at most 255 characters,
+/// 16 addresses and an error line of at most 512 characters.
 pub(super) fn bounded_lookup(
     mut l: preflight_checks::model::NameLookup,
 ) -> preflight_checks::model::NameLookup {
-    l.name = cut(&l.name, 255);
+    l.name = l.name.chars().take(255).collect();
     l.addresses.truncate(16);
-    l.error = l.error.map(|e| cut(&e, 512));
+    l.error = l.error.map(|e| e.chars().take(512).collect());
     l
-}
-
-fn cut(s: &str, max: usize) -> String {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
 }
 
 /// A node names only itself: each data listener it offers is on the address its connection

@@ -285,15 +285,17 @@ fn run_rounds(
 /// Rounds of retests at most, whatever the cluster's size.
 const RETEST_ROUNDS: usize = 2;
 
-/// The measured pairs on `net` under half its median, as up to [`RETEST_ROUNDS`] rounds of
+/// The measured pairs on `net` that `link.slow` would call slow (under
+/// [`preflight_checks::cluster::SLOW_SHARE`] of its median), as up to [`RETEST_ROUNDS`] rounds of
 /// disjoint (unordered) pairs; pairs that fit no round keep their first figure.
 fn slow_pairs_to_retest(links: &[LinkResult], net: &networks::NetworkEval) -> Vec<Vec<(u32, u32)>> {
-    let on_net = |l: &&LinkResult| {
-        net.network
-            .members
-            .get(&l.to)
-            .is_some_and(|m| m.address.to_string() == l.address)
-    };
+    let addresses: HashMap<u32, String> = net
+        .network
+        .members
+        .iter()
+        .map(|(r, m)| (*r, m.address.to_string()))
+        .collect();
+    let on_net = |l: &&LinkResult| addresses.get(&l.to).is_some_and(|a| *a == l.address);
     let measured: Vec<(u32, u32, f64)> = links
         .iter()
         .filter(on_net)
@@ -309,7 +311,7 @@ fn slow_pairs_to_retest(links: &[LinkResult], net: &networks::NetworkEval) -> Ve
     };
     let slow: std::collections::BTreeSet<(u32, u32)> = measured
         .iter()
-        .filter(|(_, _, t)| *t < 0.5 * med)
+        .filter(|(_, _, t)| *t < preflight_checks::cluster::SLOW_SHARE * med)
         .map(|(a, b, _)| (*a.min(b), *a.max(b)))
         .collect();
     // Each round: the nodes it already uses, and its pairs.
