@@ -93,30 +93,33 @@ pub fn check(gpus: &[Probed], node: &GpuNodeHealth) -> Vec<Finding> {
     if let Some(mid) = crate::stats::median(&mut rates).filter(|_| p2p.len() >= 3) {
         for m in p2p.iter().filter(|m| m.gb_s < mid * MIN_SHARE) {
             let peer = m.peer.map_or("?".to_string(), |p| p.to_string());
+            let summary = format!(
+                "GPU {} copies peer-to-peer to GPU {peer} at {:.1} GB/s, under {:.0}% of this \
+                 node's median {mid:.1} GB/s: their path is degraded (an NVLink down, a PCIe \
+                 switch at a lower width, or P2P through the CPU)",
+                m.gpu,
+                m.gb_s,
+                100.0 * MIN_SHARE
+            );
+            // The GPU named as every GPU finding names it (index, bus id, UUID, model).
+            let finding = match gpus.iter().find(|(g, _)| g.index == m.gpu) {
+                Some((g, _)) => about(id, Status::Warn, g, summary),
+                None => Finding::new(id, Status::Warn, format!("GPU {}", m.gpu), summary),
+            };
+            let fix = Fix::new(
+                "Compare the pair's link with the others and look for an inactive NVLink or a \
+                 degraded PCIe path",
+            )
+            .command("nvidia-smi topo -m")
+            .command("nvidia-smi nvlink --status");
             out.push(
-                Finding::new(
-                    id,
-                    Status::Warn,
-                    format!("GPU {}->{peer}", m.gpu),
-                    format!(
-                        "GPU {} copies peer-to-peer to GPU {peer} at {:.1} GB/s, under {:.0}% of \
-                         this node's median {mid:.1} GB/s: their path is degraded (an NVLink \
-                         down, a PCIe switch at a lower width, or P2P through the CPU)",
-                        m.gpu,
-                        m.gb_s,
-                        100.0 * MIN_SHARE
-                    ),
-                )
-                .with("kind", "p2p")
-                .with("gpu", m.gpu)
-                .with("peer", m.peer)
-                .with("gb_s", m.gb_s)
-                .with("node_median_gb_s", mid)
-                .fix(
-                    Fix::new("Compare the pair's link with the others and look for an inactive NVLink or a degraded PCIe path")
-                        .command("nvidia-smi topo -m")
-                        .command("nvidia-smi nvlink --status"),
-                ),
+                finding
+                    .with("kind", "p2p")
+                    .with("gpu", m.gpu)
+                    .with("peer", m.peer)
+                    .with("gb_s", m.gb_s)
+                    .with("node_median_gb_s", mid)
+                    .fix(fix),
             );
         }
     }

@@ -327,6 +327,32 @@ fn a_slow_peer_to_peer_pair_warns_against_the_nodes_median() {
 }
 
 #[test]
+fn a_slow_peer_to_peer_pair_names_the_gpu_as_every_gpu_finding_does() {
+    // The fixture's two H100s, copied to four with their own index, bus id and UUID.
+    let mut f = with_copies(&[
+        ("p2p", 0, Some(1), 250.0),
+        ("p2p", 1, Some(2), 248.0),
+        ("p2p", 2, Some(3), 40.0),
+        ("p2p", 3, Some(0), 251.0),
+    ]);
+    let first = f.gpu.gpus[0].clone();
+    f.gpu.gpus.truncate(1);
+    for i in 1..4u32 {
+        let mut g = first.clone();
+        g.index = i;
+        g.uuid = format!("GPU-test-{i}");
+        g.pci_bus_id = format!("00000000:{:02X}:00.0", 0x18 + i);
+        f.gpu.gpus.push(g);
+    }
+    let fs = super::check(&f, &CheckContext::default());
+    let bw = of(&fs, "gpu.bandwidth");
+    assert_eq!(bw.len(), 1, "{bw:#?}");
+    assert_eq!(bw[0].evidence["gpu"], 2);
+    assert_eq!(bw[0].evidence["uuid"], "GPU-test-2");
+    assert_eq!(bw[0].evidence["pci_bus_id"], "00000000:1A:00.0");
+}
+
+#[test]
 fn facts_without_health_data_get_no_new_findings() {
     let mut f = facts("healthy-h100");
     for g in &mut f.gpu.gpus {
