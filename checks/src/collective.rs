@@ -16,6 +16,19 @@ pub struct CollectiveInput<'a> {
     pub min_busbw_gb_s: Option<f64>,
     /// Why nothing was measured, when nothing was (e.g. "--allreduce off").
     pub not_run: Option<String>,
+    /// The run was one node's GPUs (`check --thorough`): the fixes rerun that, not a cluster.
+    pub one_node: bool,
+}
+
+impl CollectiveInput<'_> {
+    /// The preflight command that reruns this NCCL all-reduce.
+    fn nccl_rerun(&self) -> &'static str {
+        if self.one_node {
+            "preflight check --thorough"
+        } else {
+            "preflight cluster --allreduce nccl ..."
+        }
+    }
 }
 
 /// Runs every collective check; `collective.busbw` and `collective.wrong` appear at least once.
@@ -32,10 +45,10 @@ pub fn check_collectives(input: &CollectiveInput) -> Vec<Finding> {
     }
     let mut out = Vec::new();
     for r in input.results {
-        if let Some(f) = run_error(r) {
+        if let Some(f) = run_error(r, input) {
             out.push(f);
         }
-        out.push(wrong_values(r));
+        out.push(wrong_values(r, input));
         out.push(bus_bandwidth(r, input));
         if let Some(f) = network_used(r) {
             out.push(f);
@@ -72,14 +85,15 @@ fn env_text(r: &CollectiveResult) -> String {
         .join(" ")
 }
 
-fn run_error(r: &CollectiveResult) -> Option<Finding> {
+fn run_error(r: &CollectiveResult, input: &CollectiveInput) -> Option<Finding> {
     let err = r.error.as_ref()?;
     let (hint, commands): (&str, Vec<String>) = if r.transport == "nccl" {
         (
             "NCCL could not finish the all-reduce; rerun with NCCL's log on the named node and read its WARN lines (a hang or abort here is what the training job would hit)",
             vec![format!(
-                "{} NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET preflight cluster --allreduce nccl ...",
-                env_text(r)
+                "{} NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET {}",
+                env_text(r),
+                input.nccl_rerun()
             )],
         )
     } else {
@@ -107,7 +121,7 @@ fn run_error(r: &CollectiveResult) -> Option<Finding> {
     )
 }
 
-fn wrong_values(r: &CollectiveResult) -> Finding {
+fn wrong_values(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
     if r.rows.is_empty() {
         return Finding::new(
             "collective.wrong",
@@ -152,7 +166,7 @@ fn wrong_values(r: &CollectiveResult) -> Finding {
         Fix::new("NCCL returned wrong sums: a GPU, NVLink/PCIe path or NIC corrupts data. Check the named nodes' GPU and NIC error counters, and rerun with P2P off to isolate the path")
             .command("nvidia-smi -q -d ECC,ROW_REMAPPER | grep -i -e volatile -e pending")
             .command("dmesg | grep -i -e xid -e mce -e edac")
-            .command("NCCL_P2P_DISABLE=1 preflight cluster --allreduce nccl ...")
+            .command(format!("NCCL_P2P_DISABLE=1 {}", input.nccl_rerun()))
     } else {
         Fix::new("data arrived changed between nodes (TCP checksums passed, so memory, CPU or a NIC offload corrupts it); check the named nodes' memory and NIC error counters")
             .command("dmesg | grep -i -e mce -e edac -e 'hardware error'")
@@ -443,6 +457,7 @@ mod tests {
             links,
             min_busbw_gb_s: min,
             not_run: None,
+            one_node: false,
         }
     }
 
@@ -453,6 +468,7 @@ mod tests {
             links: &[],
             min_busbw_gb_s: None,
             not_run: Some("--allreduce off".into()),
+            one_node: false,
         });
         assert_eq!(fs.len(), 2);
         assert!(fs.iter().all(|f| f.status == Status::Skip));

@@ -60,6 +60,7 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
                     links: &[],
                     min_busbw_gb_s: None,
                     not_run,
+                    one_node: true,
                 },
             ));
         report.collectives = results;

@@ -176,5 +176,8 @@ fn check_thorough_runs_the_one_node_allreduce_and_judges_it() {
     assert!(r["collectives"][0]["error"].is_string(), "{r:#}");
     let err = finding(&r, "collective.error");
     assert_eq!(err["status"], "error", "{err:#}");
+    // Its fix reruns what ran: this node's all-reduce, not a cluster's.
+    let rerun = err["fix"]["commands"][0].as_str().unwrap();
+    assert!(rerun.ends_with("preflight check --thorough"), "{rerun}");
     assert_eq!(r["status"], "error");
 }

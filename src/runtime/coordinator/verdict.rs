@@ -126,6 +126,7 @@ pub(crate) fn build_report(
         links,
         min_busbw_gb_s: cfg.min_busbw,
         not_run: outcome.not_run.clone(),
+        one_node: false,
     }));
     let mut builder = ReportBuilder::new(Mode::Cluster);
     for m in members {
