@@ -272,6 +272,8 @@ pub struct Worker {
     phase: String,
     rows: Vec<RankRow>,
     done: bool,
+    /// How the worker ended, once told (its events and exit are read only once).
+    ended: Option<NcclError>,
     dir: libdir::TempDir,
 }
 
@@ -362,6 +364,7 @@ pub fn start(job: &NcclJob) -> Result<Worker, NcclError> {
         },
         rows: Vec::new(),
         done: false,
+        ended: None,
         dir,
     })
 }
@@ -578,14 +581,19 @@ impl Worker {
         self.stdin = None;
         self.phase = "init (ncclCommInitRank)".into();
         if sent.is_err() {
-            // The worker is gone; finish() tells how it ended.
-            return Err(self.collapse(Ending::Closed));
+            // The worker is gone: how it ended is read now, and finish() tells the same.
+            let e = self.collapse(Ending::Closed);
+            self.ended = Some(e.clone());
+            return Err(e);
         }
         Ok(())
     }
 
     /// Waits for every size's row (bounded by the job's timeout) and reads the NCCL log.
     pub fn finish(mut self) -> Result<NcclOutcome, NcclError> {
+        if let Some(e) = self.ended.take() {
+            return Err(e);
+        }
         self.stdin = None;
         let deadline = self.started + self.timeout + Duration::from_secs(1);
         while !self.done {

@@ -220,6 +220,20 @@ fn garbage_and_overlong_lines_are_errors_not_panics() {
     }
 }
 
+/// The worker printed garbage and exited before the id was handed over: give_id finds it gone
+/// and reads how it ended; finish() tells the same, not "did not exit" (a race that failed CI).
+#[test]
+fn a_worker_gone_before_the_id_is_told_the_same_by_give_id_and_finish() {
+    let mut w = start(&job(1, "garbage", 20)).expect("start");
+    std::thread::sleep(Duration::from_millis(500));
+    let given = w.give_id(&id_hex());
+    let finished = w.finish().expect_err("garbage");
+    assert!(matches!(finished, NcclError::Garbage { .. }), "{finished}");
+    if let Err(e) = given {
+        assert_eq!(e, finished);
+    }
+}
+
 #[test]
 fn unique_id_travels_from_rank0_to_rank1_through_the_api() {
     let mut w0 = start(&job(0, "echo-id", 20)).expect("start 0");
