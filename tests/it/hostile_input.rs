@@ -3,12 +3,13 @@
 //! commands from structured fields and never runs what a report smuggles in; input files must
 //! be regular files under a cap, and a FIFO or a device never hangs the tool.
 
-use crate::common::{bin, fixture, json_of};
+use crate::common::{INHERITED_ENV_TO_CLEAR, bin, fixture, json_of};
 use preflight::render::Style;
 use preflight_checks::model::Report;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// ESC sequences (colour, window title, OSC 8 link), BEL, C1 CSI, DEL and bidi overrides.
@@ -612,15 +613,60 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// Runs preflight with `args` to its end (killed after `limit_s`) and measures it: exit code,
-/// stderr, peak RSS in MiB (see `hostile::measured`) and time.
+/// Python that runs its arguments as its own child and, when it ends, appends the child's
+/// peak RSS (the kernel's `ru_maxrss` from `wait4`) to stderr. A child forked from this small
+/// interpreter starts from its few MiB, not from the test binary's RSS (which a child of the
+/// test would inherit as its high-water mark until exec). Exact for a run of milliseconds,
+/// where sampling `/proc` could miss the peak.
+const MEASURE: &str = r#"
+import os, signal, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+signal.signal(signal.SIGALRM, lambda *a: os.kill(pid, signal.SIGKILL))
+signal.alarm(int(sys.argv[1]))
+while True:
+    try:
+        _, status, ru = os.wait4(pid, 0)
+        break
+    except InterruptedError:
+        pass
+sys.stderr.write("\npreflight-test-peak-rss-kib=%d\n" % ru.ru_maxrss)
+sys.stderr.flush()
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+
+/// Where the measured peak lands in stderr.
+fn peak_rss_mib(stderr: &str) -> Option<f64> {
+    stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("preflight-test-peak-rss-kib="))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|kib| kib / 1024.0)
+}
+
+/// Runs preflight with `args` to its end under [`MEASURE`] (killed after `limit_s`): exit code,
+/// stderr, peak RSS in MiB and time.
 fn run_measured(args: &[&str], limit_s: u64) -> (Option<i32>, String, f64, Duration) {
     let started = Instant::now();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let out = crate::hostile::measured(&args, limit_s).output().unwrap();
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c")
+        .arg(MEASURE)
+        .arg(limit_s.to_string())
+        .arg(env!("CARGO_BIN_EXE_preflight"))
+        .args(args);
+    for v in INHERITED_ENV_TO_CLEAR {
+        cmd.env_remove(v);
+    }
+    let out = cmd
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     let took = started.elapsed();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    let peak = crate::hostile::peak_rss_mib(&err).expect("peak");
+    let peak = peak_rss_mib(&err).expect("peak");
     (out.status.code(), err, peak, took)
 }
 

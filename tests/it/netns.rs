@@ -13,10 +13,14 @@
 //!
 //! Each host runs its commands under `unshare --uts` with its own hostname and `NCCL_HOSTID`, and
 //! sees an `/etc/hosts` (bind-mounted by `ip netns exec`) naming every test host.
+//!
+//! A test's own code can act from inside a host ([`Cluster::enter`]), and a run can watch the
+//! peak memory of each node's process ([`PreflightRun::watch_memory`]).
 
 use crate::common::INHERITED_ENV_TO_CLEAR;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -37,6 +41,8 @@ const REAP_LIMIT: Duration = Duration::from_secs(3);
 /// How long a process of a finished run may take to vanish before it counts as left behind.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
 const POLL: Duration = Duration::from_millis(20);
+/// How often a watched node's peak memory is read (see [`HighWater`]).
+const MEMORY_POLL: Duration = Duration::from_millis(50);
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 static BLACKHOLE: Once = Once::new();
@@ -880,6 +886,32 @@ impl Cluster {
         }
     }
 
+    /// Runs `f` on a thread of this test process that has entered host `rank`'s network
+    /// namespace (`setns`): its sockets, and those of the threads it starts, are that host's, so
+    /// a peer written in the test talks to the others across the veths and the bridge.
+    pub fn enter<T: Send>(&self, rank: usize, f: impl FnOnce() -> T + Send) -> T {
+        let path = Path::new("/var/run/netns").join(self.ns(rank));
+        thread::scope(|s| {
+            let inside = s.spawn(|| {
+                let ns = std::fs::File::open(&path)
+                    .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+                // SAFETY: setns(2) on an open namespace file; it moves only this thread.
+                let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(
+                    rc,
+                    0,
+                    "setns into {}: {}",
+                    path.display(),
+                    std::io::Error::last_os_error()
+                );
+                f()
+            });
+            inside
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+
     /// Runs every `(host, argv)` at once, each inside its host and bounded by `limit` (killed
     /// after it); the outputs in the order given.
     pub fn exec_all(
@@ -994,6 +1026,7 @@ impl Cluster {
             extra_on: Vec::new(),
             nnodes_on: Vec::new(),
             wrap_on: Vec::new(),
+            watch_memory: false,
         }
     }
 
@@ -1211,6 +1244,8 @@ pub struct PreflightRun<'a> {
     nnodes_on: Vec<(usize, usize)>,
     /// Host index -> words put before its `preflight` (`prlimit --nofile=24:4096 --`).
     wrap_on: Vec<(usize, Vec<String>)>,
+    /// Watch each node's peak memory (see [`PreflightRun::watch_memory`]).
+    watch_memory: bool,
 }
 
 impl<'a> PreflightRun<'a> {
@@ -1292,6 +1327,12 @@ impl<'a> PreflightRun<'a> {
     pub fn wrap_on(mut self, host: usize, words: &[&str]) -> Self {
         self.wrap_on
             .push((host, words.iter().map(|s| s.to_string()).collect()));
+        self
+    }
+
+    /// Reads each node's peak memory while it runs, for [`NodeRun::peak_rss_mib`].
+    pub fn watch_memory(mut self) -> Self {
+        self.watch_memory = true;
         self
     }
 
@@ -1425,6 +1466,7 @@ impl<'a> PreflightRun<'a> {
             rank,
             stdout: Capture::start(child.stdout.take()),
             stderr: Capture::start(child.stderr.take()),
+            memory: self.watch_memory.then(|| HighWater::watch(child.id())),
             child,
             started,
             ended: None,
@@ -1442,6 +1484,7 @@ struct Node {
     child: Child,
     stdout: Capture,
     stderr: Capture,
+    memory: Option<HighWater>,
     started: Instant,
     ended: Option<(Option<ExitStatus>, Instant, bool)>,
 }
@@ -1453,7 +1496,15 @@ pub struct Running<'a> {
     deadline: Instant,
 }
 
-impl Running<'_> {
+impl<'a> Running<'a> {
+    /// Adds the nodes `later` started (another [`PreflightRun`] of the same cluster, after
+    /// something this test did), so one `finish` waits for all and times each from its start.
+    pub fn with(mut self, mut later: Running<'a>) -> Self {
+        self.nodes.append(&mut later.nodes);
+        self.deadline = self.deadline.max(later.deadline);
+        self
+    }
+
     fn node(&mut self, rank: usize) -> &mut Node {
         self.nodes
             .iter_mut()
@@ -1592,11 +1643,52 @@ impl Node {
             json: serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
             stdout,
             stderr,
+            peak_rss_mib: self.memory.and_then(HighWater::finish),
             elapsed: ended.duration_since(self.started),
             ended_at: ended,
             timed_out,
         }
     }
+}
+
+/// The peak resident memory of one node's process: its `VmHWM` (the kernel's high-water mark)
+/// read from `/proc/<pid>/status` every 50 ms by a thread while it lives, the last read before
+/// it exits included. `ip netns exec`, `unshare` and `sh` exec one into the next, so the pid
+/// spawned is preflight's; reads count once its name is `preflight` (exec starts a new mark).
+struct HighWater(JoinHandle<Option<u64>>);
+
+impl HighWater {
+    fn watch(pid: u32) -> Self {
+        HighWater(thread::spawn(move || {
+            let mut peak = None;
+            while let Some((name, kib)) = high_water_kib(pid) {
+                if name == "preflight" {
+                    peak = peak.max(Some(kib));
+                }
+                thread::sleep(MEMORY_POLL);
+            }
+            peak
+        }))
+    }
+
+    /// The peak in MiB once the process has ended; None when it never ran as `preflight`.
+    fn finish(self) -> Option<f64> {
+        self.0.join().ok().flatten().map(|kib| kib as f64 / 1024.0)
+    }
+}
+
+/// `Name` and `VmHWM` (KiB) of a live process; None once it has exited (a zombie has no
+/// `VmHWM`) or is gone.
+fn high_water_kib(pid: u32) -> Option<(String, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key));
+    let kib = field("VmHWM:")?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some((field("Name:")?.trim().to_string(), kib))
 }
 
 /// The run of rank `rank` among `runs`; panics when that rank did not run.
@@ -1616,6 +1708,9 @@ pub struct NodeRun {
     pub json: Value,
     pub stdout: String,
     pub stderr: String,
+    /// Peak resident memory of its `preflight` process in MiB (`VmHWM`), when the run was
+    /// started with [`PreflightRun::watch_memory`].
+    pub peak_rss_mib: Option<f64>,
     /// From spawn to exit.
     pub elapsed: Duration,
     /// When it exited (or was killed).
