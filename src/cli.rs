@@ -363,7 +363,7 @@ pub struct ClusterArgs {
     /// All-reduce to measure: a TCP ring over the chosen network, NCCL on the GPUs, auto (NCCL when every node has GPUs and libnccl, else TCP), or off.
     #[arg(long, value_enum, default_value_t = Allreduce::Auto)]
     pub allreduce: Allreduce,
-    /// All-reduce message sizes as nccl-tests' -b/-e/-f: BEGIN:END[:FACTOR] or one SIZE (K/M/G) [default: 1M:256M; --quick 1M:16M; --thorough 1M:1G].
+    /// All-reduce message sizes as nccl-tests' -b/-e/-f: BEGIN:END[:FACTOR] or one SIZE (K/M/G) [default: 1M:256M; --quick 1M:16M:4; --thorough 1M:1G].
     #[arg(long)]
     pub sizes: Option<String>,
     /// Fail when the all-reduce bus bandwidth of the largest message is under this many GB/s (as nccl-tests' NCCL_TESTS_MIN_BW).

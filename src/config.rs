@@ -386,7 +386,7 @@ pub fn allreduce_plan(
     timeout: Duration,
 ) -> anyhow::Result<AllreducePlan> {
     let (default_sizes, warmup, iters) = if quick {
-        ("1M:16M", 1, 2)
+        ("1M:16M:4", 1, 1)
     } else if thorough {
         ("1M:1G", 2, 20)
     } else {

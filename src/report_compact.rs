@@ -22,6 +22,19 @@ const FAILED_MIN: usize = 1024;
 /// The encoding written in `link_matrix.encoding`.
 pub const ENCODING: &str = "deflate+base64";
 
+/// Above [`COMPACT_ABOVE`] nodes the findings that passed or were skipped keep their id, node,
+/// subject and summary but not their evidence (an empty object): they are most of a large
+/// cluster's findings, their evidence repeats the node's own facts (kept in `nodes`), and the
+/// report stays linear in a small constant. Warnings and failures keep every field.
+fn drop_passing_evidence(report: &mut Report) {
+    use preflight_checks::model::Status;
+    for f in &mut report.findings {
+        if matches!(f.status, Status::Pass | Status::Skip) {
+            f.evidence.clear();
+        }
+    }
+}
+
 /// [`compact`], by value: the report the cluster's coordinator hands out.
 pub fn compacted(mut report: Report) -> Report {
     compact(&mut report);
@@ -31,10 +44,11 @@ pub fn compacted(mut report: Report) -> Report {
 /// Compacts `report`'s links when it has more than [`COMPACT_ABOVE`] nodes; a smaller report
 /// (or one without links, or already compact) is left as it is.
 pub fn compact(report: &mut Report) {
-    if report.nodes.len() <= COMPACT_ABOVE
-        || report.links.is_empty()
-        || report.link_matrix.is_some()
-    {
+    if report.nodes.len() <= COMPACT_ABOVE {
+        return;
+    }
+    drop_passing_evidence(report);
+    if report.links.is_empty() || report.link_matrix.is_some() {
         return;
     }
     let links = std::mem::take(&mut report.links);

@@ -110,15 +110,38 @@ fn set_dont_fragment(sock: &UdpSocket, v6: bool) -> io::Result<()> {
 /// Datagrams sent for one size before it counts as not passing.
 const ATTEMPTS: u32 = 3;
 
+/// How long one try waits for its echo: 150 ms, or four times the slowest echo seen so far
+/// on this path (a loaded peer answers in tens of milliseconds; up to 2 s).
+struct Patience(Duration);
+
+impl Patience {
+    fn new() -> Patience {
+        Patience(Duration::from_millis(150))
+    }
+
+    fn saw(&mut self, rtt: Duration) {
+        self.0 = self.0.max(rtt * 4).min(Duration::from_secs(2));
+    }
+}
+
 /// Whether a DF datagram of `mtu` bytes on the wire reaches the peer ([`ATTEMPTS`] tries).
-fn probe(sock: &UdpSocket, tag: &[u8; 16], headers: usize, mtu: u32, seq: u32) -> io::Result<bool> {
+/// The echo of any try of this size counts, however late within the tries.
+fn probe(
+    sock: &UdpSocket,
+    tag: &[u8; 16],
+    headers: usize,
+    mtu: u32,
+    seq: u32,
+    patience: &mut Patience,
+) -> io::Result<bool> {
     let size = (mtu as usize).saturating_sub(headers).max(28);
     let mut pkt = vec![0u8; size];
     pkt[..8].copy_from_slice(MAGIC);
     pkt[8..24].copy_from_slice(tag);
     let mut ack = [0u8; 64];
-    // Three tries of 150 ms each: on a loaded node an echo can take tens of milliseconds, and a
-    // size that only lost a datagram must not read as a smaller path.
+    // Three tries: on a loaded node an echo can take tens of milliseconds, and a size that only
+    // lost a datagram (or was answered late) must not read as a smaller path.
+    let first = std::time::Instant::now();
     for attempt in 0..ATTEMPTS {
         let id = seq * ATTEMPTS + attempt;
         pkt[24..28].copy_from_slice(&id.to_be_bytes());
@@ -128,10 +151,24 @@ fn probe(sock: &UdpSocket, tag: &[u8; 16], headers: usize, mtu: u32, seq: u32) -
             Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => return Ok(false),
             Err(e) => return Err(e),
         }
-        let deadline = std::time::Instant::now() + Duration::from_millis(150);
-        while std::time::Instant::now() < deadline {
+        let sent = std::time::Instant::now();
+        let deadline = sent + patience.0;
+        while let Some(left) = deadline
+            .checked_duration_since(std::time::Instant::now())
+            .filter(|l| !l.is_zero())
+        {
+            // Sleep until an echo or the try's end, not in short polls: thousands of probes
+            // at once on a busy host would spend the time waking up.
+            sock.set_read_timeout(Some(left))?;
             match sock.recv(&mut ack) {
-                Ok(n) if n >= 32 && ack[24..28] == id.to_be_bytes() => {
+                Ok(n) if n >= 32 => {
+                    let echoed = u32::from_be_bytes([ack[24], ack[25], ack[26], ack[27]]);
+                    if echoed / ATTEMPTS != seq {
+                        continue;
+                    }
+                    // The echo of this try, or of an earlier one answered late.
+                    let tried = if echoed == id { sent } else { first };
+                    patience.saw(tried.elapsed());
                     let got = u32::from_be_bytes([ack[28], ack[29], ack[30], ack[31]]);
                     return Ok(got as usize == size);
                 }
@@ -173,17 +210,18 @@ pub fn path_mtu(
         seq += 1;
         seq
     };
-    if probe(&sock, &tag, headers, max_mtu, next())? {
+    let mut patience = Patience::new();
+    if probe(&sock, &tag, headers, max_mtu, next(), &mut patience)? {
         return Ok(Some(max_mtu));
     }
-    if !probe(&sock, &tag, headers, min_mtu, next())? {
+    if !probe(&sock, &tag, headers, min_mtu, next(), &mut patience)? {
         return Ok(None);
     }
     // Binary search: lo passes, hi fails. At most ~14 probes.
     let (mut lo, mut hi) = (min_mtu, max_mtu.max(min_mtu));
     while hi - lo > 8 {
         let mid = lo + (hi - lo) / 2;
-        if probe(&sock, &tag, headers, mid, next())? {
+        if probe(&sock, &tag, headers, mid, next(), &mut patience)? {
             lo = mid
         } else {
             hi = mid
@@ -191,7 +229,7 @@ pub fn path_mtu(
     }
     // A narrower path is a claim against the interfaces: the full size is tried once more before
     // it is made (a real black hole drops it again; a loaded peer answers it now).
-    if probe(&sock, &tag, headers, max_mtu, next())? {
+    if probe(&sock, &tag, headers, max_mtu, next(), &mut patience)? {
         return Ok(Some(max_mtu));
     }
     Ok(Some(lo))

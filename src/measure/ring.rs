@@ -393,7 +393,7 @@ impl Ring<'_> {
     ) -> Result<RankRow, RingError> {
         let (n, pos) = (self.peers.n, self.peers.pos);
         let count = (bytes / 4) as usize;
-        let used = plan::streams_used(count, self.streams);
+        let used = plan::streams_used(count, n, self.streams);
         let corrupt = self
             .cfg
             .corrupt

@@ -236,10 +236,26 @@ fn accept_loop(
                     });
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20))
+                wait_readable(&listener, Duration::from_millis(100))
             }
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
+    }
+}
+
+/// Sleeps until `listener` has a connection to accept, or `at_most` (so the loop sees `stop`):
+/// a peer's connect is taken at once, and an idle listener costs ten wakeups a second.
+fn wait_readable(listener: &TcpListener, at_most: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `fd` is one valid pollfd, exclusively borrowed for the call.
+    let ready = unsafe { libc::poll(&mut fd, 1, at_most.as_millis() as libc::c_int) };
+    if ready < 0 {
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -95,6 +95,8 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     // Connectivity: every ordered pair among the nodes that joined, dialed as the agent does.
     let mut links = Vec::with_capacity(alive.len() * alive.len().saturating_sub(1));
     let mut slowest_probe = 0.0f64;
+    // The pings per link the coordinator orders for this many peers.
+    let pings = crate::runtime::pings_per_link(timing.pings, alive.len().saturating_sub(1));
     for &from in &alive {
         let mut targets: Vec<u32> = alive.iter().copied().filter(|t| *t != from).collect();
         targets.sort_by_key(|t| dial::ring_offset(from, *t, n));
@@ -108,7 +110,7 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
                     attempts * timing.connect_timeout.as_secs_f64() + 0.1,
                 )
             } else {
-                let one = rtt_s * (4.0 + timing.pings as f64);
+                let one = rtt_s * (4.0 + pings as f64);
                 if faults.lossy.contains(&(from, to)) {
                     (LinkOutcome::Ok, 1, one + rtt_s + 0.1)
                 } else {

@@ -205,6 +205,16 @@ pub enum Msg {
         /// Under c10d: rank 0's FQDN, for each node to resolve (`cluster.fqdn`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resolve: Option<String>,
+        /// How long this node may go on starting connects (ms), sending [`Msg::ProbeProgress`]
+        /// while it does; links not started by then are reported not tried. Absent: the
+        /// budget its own work gives (`runtime::probe_budget`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline_ms: Option<u64>,
+    },
+    /// Progress of a node's connectivity test: `done` of its links have a result (sent about
+    /// once a second before `ProbeDone`, so the coordinator tells a busy node from a hung one).
+    ProbeProgress {
+        done: u32,
     },
     ProbeDone {
         links: Vec<LinkResult>,

@@ -9,8 +9,10 @@ use std::ops::Range;
 
 /// Elements per pipeline segment (256 KiB of float32).
 pub const SEG_ELEMS: usize = 64 * 1024;
-/// Fewest elements that get a stream of their own; small messages use fewer streams.
-pub const MIN_STREAM_ELEMS: usize = 16 * 1024;
+/// Fewest elements a stream sends per step (64 KiB of float32): below it a step costs its
+/// wakeups more than its bytes, so small messages and large rings use fewer streams (NCCL
+/// likewise uses fewer channels for small messages).
+pub const MIN_CHUNK_ELEMS: usize = 16 * 1024;
 
 /// The `i`th of `parts` balanced pieces of `0..total` (the first `total % parts` are one longer).
 pub fn split(total: usize, parts: usize, i: usize) -> Range<usize> {
@@ -20,9 +22,13 @@ pub fn split(total: usize, parts: usize, i: usize) -> Range<usize> {
     start..start + base + usize::from(i < rem)
 }
 
-/// How many of the `streams` connections carry data for a message of `count` elements.
-pub fn streams_used(count: usize, streams: usize) -> usize {
-    streams.min(count / MIN_STREAM_ELEMS).max(1)
+/// How many of the `streams` connections carry data for a message of `count` elements on a
+/// ring of `n`: as many as keep each stream's chunk (`count / n / streams`) at
+/// [`MIN_CHUNK_ELEMS`] or more, at least one.
+pub fn streams_used(count: usize, n: usize, streams: usize) -> usize {
+    streams
+        .min(count / n.max(1).saturating_mul(MIN_CHUNK_ELEMS))
+        .max(1)
 }
 
 /// What the receiver does with a chunk: reduce-scatter adds, all-gather overwrites.
@@ -177,9 +183,14 @@ mod tests {
 
     #[test]
     fn small_messages_use_fewer_streams_and_segments_cover_chunks() {
-        assert_eq!(streams_used(1, 4), 1);
-        assert_eq!(streams_used(MIN_STREAM_ELEMS * 2, 4), 2);
-        assert_eq!(streams_used(1 << 24, 4), 4);
+        assert_eq!(streams_used(1, 2, 4), 1);
+        assert_eq!(streams_used(MIN_CHUNK_ELEMS * 2 * 2, 2, 4), 2);
+        assert_eq!(streams_used(1 << 24, 2, 4), 4);
+        // 16 MiB of float32 on 64 nodes keeps 4 streams, on 256 nodes one (16 KiB chunks
+        // otherwise: each step would cost more in wakeups than in bytes).
+        assert_eq!(streams_used(4 << 20, 64, 4), 4);
+        assert_eq!(streams_used(4 << 20, 256, 4), 1);
+        assert_eq!(streams_used(1 << 20, 0, 4), 4, "no ring is no special case");
         assert!(SegmentPlan::new(10, 4, 0, 1, 3).step(0).send.is_empty());
         let r = 5..5 + 2 * SEG_ELEMS + 3;
         assert_eq!(segments(&r), 3);

@@ -46,6 +46,98 @@ pub fn paced<T: Sync, R: Send>(items: &[T], window: usize, f: impl Fn(&T) -> R +
         .collect()
 }
 
+/// Connects a node starts with in flight; [`Pacer`] grows it to [`CONNECT_WINDOW`].
+pub const START_WINDOW: usize = 4;
+/// A connect and handshake slower than this is a sign of a loaded peer or fabric: the window
+/// halves, as TCP's does on loss.
+pub const SLOW_OPEN: Duration = Duration::from_millis(250);
+
+/// How many connects one node has in flight, adapted to how fast they complete (additive
+/// increase, multiplicative decrease): it grows from [`START_WINDOW`] by one per fast open up to
+/// [`CONNECT_WINDOW`] and halves on a slow or failed one. On a fabric of idle nodes it reaches
+/// the full window within a few dozen connects; where the peers are busy (many agents on few
+/// cores, a loaded fabric) it keeps the handshakes within their time instead of piling up
+/// thousands of them at once.
+pub struct Pacer {
+    state: Mutex<(f64, usize)>,
+    freed: std::sync::Condvar,
+}
+
+impl Default for Pacer {
+    fn default() -> Self {
+        Pacer {
+            state: Mutex::new((START_WINDOW as f64, 0)),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+}
+
+impl Pacer {
+    /// Waits for room in the window and holds a place in it until the [`Slot`] is dropped.
+    pub fn enter(&self) -> Slot<'_> {
+        if let Ok(mut st) = self.state.lock() {
+            while st.1 >= (st.0 as usize).max(1) {
+                // Woken by the slot that frees room (one waiter per freed place, never a
+                // herd); the timeout only guards against a lost wakeup.
+                match self.freed.wait_timeout(st, Duration::from_secs(1)) {
+                    Ok((g, _)) => st = g,
+                    Err(_) => return Slot(self, None),
+                }
+            }
+            st.1 += 1;
+        }
+        Slot(self, None)
+    }
+
+    /// The window now (connects allowed in flight).
+    #[cfg(test)]
+    pub fn window(&self) -> usize {
+        self.state.lock().map_or(1, |st| st.0 as usize)
+    }
+}
+
+/// A place in the [`Pacer`]'s window; [`Slot::opened`] says how the connect went, and dropping
+/// it frees the place (the window unchanged when nothing was said).
+pub struct Slot<'a>(&'a Pacer, Option<bool>);
+
+impl Slot<'_> {
+    /// The connect and handshake took `took`; `ok` when it opened at the first attempt.
+    pub fn opened(&mut self, took: Duration, ok: bool) {
+        self.1 = Some(ok && took < SLOW_OPEN);
+    }
+
+    /// How an attempt to open a link went, as a sign of load: opened (fast or not), a peer too
+    /// busy to start its handshake (slow), or a failure that says nothing of load (a filter's
+    /// timeout, a refusal: the window stays).
+    pub fn after(&mut self, took: Duration, opened: &Result<TcpStream, Failed>, retries: u32) {
+        match opened {
+            Ok(_) => self.opened(took, retries == 0),
+            Err(f) if f.busy => self.1 = Some(false),
+            Err(_) => {}
+        }
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let Ok(mut st) = self.0.state.lock() else {
+            return;
+        };
+        st.1 = st.1.saturating_sub(1);
+        let before = st.0 as usize;
+        match self.1 {
+            Some(true) => st.0 = (st.0 + 1.0).min(CONNECT_WINDOW as f64),
+            Some(false) => st.0 = (st.0 / 2.0).max(1.0),
+            None => {}
+        }
+        // The place freed, and one more when the window grew.
+        self.0.freed.notify_one();
+        if st.0 as usize > before {
+            self.0.freed.notify_one();
+        }
+    }
+}
+
 /// The distance from `me` to `rank` going up the ring of `nnodes`: the order this node dials in.
 pub fn ring_offset(me: u32, rank: u32, nnodes: u32) -> u32 {
     let n = nnodes.max(1);
@@ -58,6 +150,8 @@ pub struct Failed {
     pub outcome: LinkOutcome,
     pub error: String,
     retry: Retry,
+    /// The peer accepted but was too slow to hold its side of the handshake: a sign of load.
+    busy: bool,
 }
 
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -93,6 +187,7 @@ pub fn open_once(
         outcome,
         error,
         retry: Retry::Never,
+        busy: false,
     };
     let ip: IpAddr = l
         .address
@@ -108,6 +203,7 @@ pub fn open_once(
             outcome,
             error: e,
             retry,
+            busy: false,
         }
     })?;
     match auth::connect(&mut s, secret, my_rank, nnodes, Some(rank)) {
@@ -134,21 +230,25 @@ fn classify_handshake(e: AuthError) -> Failed {
                 auth::HANDSHAKE_TIMEOUT.as_secs()
             ),
             retry: Retry::Once,
+            busy: true,
         },
         AuthError::Wire(WireError::Closed) | AuthError::Wire(WireError::Io(_)) => Failed {
             outcome: LinkOutcome::Refused,
             error: format!("{e} during the handshake (a listener at its limit, or restarting)"),
             retry: Retry::Soon,
+            busy: true,
         },
         AuthError::Wire(WireError::Timeout) => Failed {
             outcome: LinkOutcome::Timeout,
             error: format!("{e} during the handshake"),
             retry: Retry::Once,
+            busy: true,
         },
         other => Failed {
             outcome: LinkOutcome::Error,
             error: other.to_string(),
             retry: Retry::Never,
+            busy: false,
         },
     }
 }
@@ -211,6 +311,40 @@ mod tests {
         assert_eq!(out, items.iter().map(|i| i * 2).collect::<Vec<_>>());
         assert!(peak.load(Ordering::SeqCst) <= 8);
         assert!(paced::<usize, usize>(&[], 8, |i| *i).is_empty());
+    }
+
+    #[test]
+    fn the_window_grows_on_fast_opens_and_halves_on_slow_ones() {
+        let p = Pacer::default();
+        let open = |took: Duration, ok: bool| p.enter().opened(took, ok);
+        assert_eq!(p.window(), START_WINDOW);
+        for _ in 0..100 {
+            open(Duration::from_millis(1), true);
+        }
+        assert_eq!(p.window(), CONNECT_WINDOW);
+        open(SLOW_OPEN * 2, true);
+        assert_eq!(p.window(), CONNECT_WINDOW / 2);
+        open(Duration::from_millis(1), false);
+        assert_eq!(p.window(), CONNECT_WINDOW / 4);
+        drop(p.enter());
+        assert_eq!(p.window(), CONNECT_WINDOW / 4, "a slot given back unused");
+        for _ in 0..20 {
+            open(Duration::from_secs(5), false);
+        }
+        assert_eq!(p.window(), 1, "never below one");
+        // Workers past the window wait: with a window of one, two never run at once.
+        let running = AtomicUsize::new(0);
+        let peak = AtomicUsize::new(0);
+        let items: Vec<u32> = (0..8).collect();
+        paced(&items, 8, |_| {
+            let mut slot = p.enter();
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(2));
+            running.fetch_sub(1, Ordering::SeqCst);
+            slot.opened(SLOW_OPEN * 2, true);
+        });
+        assert_eq!(peak.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use preflight_checks::model::{LinkOutcome, LinkResult, Report};
 use preflight_checks::stats::percentile;
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// After joining: send facts, then answer orders until the report arrives.
@@ -52,6 +53,7 @@ pub(super) fn serve_orders(
                 connect_timeout_ms,
                 admitted,
                 resolve,
+                deadline_ms,
             } => {
                 // A later probe (the second pass) names no one new: the list stands.
                 if !admitted.is_empty() {
@@ -62,7 +64,9 @@ pub(super) fn serve_orders(
                 // The order lists every node, this one too (one order for all): skip ourselves.
                 let peers: Vec<Peer> = peers.into_iter().filter(|x| x.rank != p.rank).collect();
                 let targets = peers.iter().map(|p| p.listeners.len()).sum();
-                let budget = crate::runtime::probe_budget(timeout, pings, targets);
+                let budget = deadline_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or_else(|| crate::runtime::probe_budget(timeout, pings, targets));
                 // Waiting for the next order may now take as long as the slowest node's probe.
                 idle_limit = idle_limit.max(timeout_idle + budget);
                 // Rank 0's FQDN as this node's resolver gives it (bounded: 2 s), beside the
@@ -70,15 +74,18 @@ pub(super) fn serve_orders(
                 let resolved = resolve
                     .filter(|n| !n.is_empty() && n.len() <= 255)
                     .map(|n| std::thread::spawn(move || preflight_checks::probe::sys::lookup(&n)));
-                let links = probe_peers(
-                    p.rank,
-                    p.nnodes,
-                    &peers,
-                    pings,
-                    timeout,
-                    secret,
-                    Instant::now() + budget,
-                );
+                let links = with_progress(stream, |done| {
+                    probe_peers(
+                        p.rank,
+                        p.nnodes,
+                        &peers,
+                        pings,
+                        timeout,
+                        secret,
+                        Instant::now() + budget,
+                        done,
+                    )
+                });
                 Msg::ProbeDone {
                     links,
                     resolved: resolved.and_then(|h| h.join().ok()),
@@ -124,9 +131,47 @@ fn base_link(from: u32, target_rank: u32, l: &Listener) -> LinkResult {
     }
 }
 
+/// Runs `work` while a thread tells the coordinator, every [`PROBE_PROGRESS_EVERY`], how many
+/// links have a result (`work` counts them in the counter it is given); the thread ends before
+/// this returns, so the caller's next frame never interleaves with a progress frame.
+///
+/// [`PROBE_PROGRESS_EVERY`]: crate::runtime::PROBE_PROGRESS_EVERY
+fn with_progress<R>(stream: &TcpStream, work: impl FnOnce(&AtomicU32) -> R) -> R {
+    let done = AtomicU32::new(0);
+    let over = AtomicBool::new(false);
+    let mut out = stream.try_clone().ok();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut next = Instant::now() + crate::runtime::PROBE_PROGRESS_EVERY;
+            while !over.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(50));
+                if Instant::now() < next {
+                    continue;
+                }
+                next += crate::runtime::PROBE_PROGRESS_EVERY;
+                let progress = Msg::ProbeProgress {
+                    done: done.load(Ordering::SeqCst),
+                };
+                // A failed write ends the reports; the answer itself tells the rest.
+                if out
+                    .as_mut()
+                    .is_none_or(|o| write_msg(o, &progress).is_err())
+                {
+                    break;
+                }
+            }
+        });
+        let r = work(&done);
+        over.store(true, Ordering::SeqCst);
+        r
+    })
+}
+
 /// Probes every peer's listeners: [`dial::CONNECT_WINDOW`] at a time, in ring order from this
 /// node, each connect retried before it counts as failed; targets not reached before `until`
-/// (the phase's budget) are reported as not tried, so the answer always comes in time.
+/// (the phase's deadline) are reported as not tried, so the answer always comes in time.
+/// `done` counts the links with a result.
+#[allow(clippy::too_many_arguments)]
 fn probe_peers(
     me: u32,
     nnodes: u32,
@@ -135,6 +180,7 @@ fn probe_peers(
     timeout: Duration,
     secret: &Secret,
     until: Instant,
+    done: &AtomicU32,
 ) -> Vec<LinkResult> {
     let mut work: Vec<(u32, Listener)> = peers
         .iter()
@@ -142,8 +188,12 @@ fn probe_peers(
         .collect();
     work.sort_by_key(|(rank, l)| (dial::ring_offset(me, *rank, nnodes), l.address.clone()));
     let total = work.len();
+    let pacer = dial::Pacer::default();
     paced(&work, dial::CONNECT_WINDOW, |(rank, l)| {
         let mut link = base_link(me, *rank, l);
+        let _counted = Counted(done);
+        // The whole link (connect, handshake, pings) holds a place in the adaptive window.
+        let mut slot = pacer.enter();
         if Instant::now() + timeout > until {
             link.result = LinkOutcome::Error;
             link.error = Some(format!(
@@ -151,7 +201,9 @@ fn probe_peers(
             ));
             return link;
         }
+        let started = Instant::now();
         let (opened, retries) = dial::open(me, nnodes, *rank, l, timeout, secret, until);
+        slot.after(started.elapsed(), &opened, retries);
         link.retries = retries;
         match opened {
             Ok(mut s) => match tcp::ping(&mut s, pings, Duration::from_secs(5)) {
@@ -176,6 +228,15 @@ fn probe_peers(
         }
         link
     })
+}
+
+/// Counts one link as having its result when dropped (every way out of the closure).
+struct Counted<'a>(&'a AtomicU32);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 fn bulk_targets(

@@ -77,38 +77,33 @@ pub(super) fn exchange(
     order: impl Fn(&JoinedNode) -> Option<Msg>,
 ) -> Vec<LinkResult> {
     let asked = send_orders(members, phase, order);
-    collect_links(members, &asked, limit, phase)
+    collect_links(members, &asked, Wait::within(limit), phase)
 }
 
-/// Collects the links each asked node answers (its own only), all at once, within `limit`.
+/// Collects the links each asked node answers (its own only), all at once, within `wait`; a
+/// node's progress reports keep it from counting as silent.
 fn collect_links(
     members: &mut [JoinedNode],
     asked: &[usize],
-    limit: Duration,
+    wait: Wait,
     phase: &str,
 ) -> Vec<LinkResult> {
     let mut links = Vec::new();
-    gather(
-        members,
-        asked,
-        phase,
-        Wait::within(limit),
-        is_links,
-        |m, msg| match msg {
-            Msg::ProbeDone { links: l, resolved } => {
-                links.extend(l.into_iter().filter(|x| x.from == m.rank));
-                if let Some(r) = resolved {
-                    m.facts.sys.master_fqdn = Some(super::limits::bounded_lookup(r));
-                }
-                Step::Done
+    gather(members, asked, phase, wait, is_links, |m, msg| match msg {
+        Msg::ProbeProgress { .. } => Step::More,
+        Msg::ProbeDone { links: l, resolved } => {
+            links.extend(l.into_iter().filter(|x| x.from == m.rank));
+            if let Some(r) = resolved {
+                m.facts.sys.master_fqdn = Some(super::limits::bounded_lookup(r));
             }
-            Msg::BulkDone { links: l } | Msg::MtuDone { links: l } => {
-                links.extend(l.into_iter().filter(|x| x.from == m.rank));
-                Step::Done
-            }
-            _ => Step::Unexpected,
-        },
-    );
+            Step::Done
+        }
+        Msg::BulkDone { links: l } | Msg::MtuDone { links: l } => {
+            links.extend(l.into_iter().filter(|x| x.from == m.rank));
+            Step::Done
+        }
+        _ => Step::Unexpected,
+    });
     super::limits::check_links(members, &mut links);
     links
 }
@@ -143,8 +138,10 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
         })
         .map(|ip| ip.to_string())
         .collect();
-    // The slowest node's budget (the one with the most listeners to reach) and a margin for
-    // its answer; the agents wait that long for their next order too (see the agent).
+    // Each node connects to every listener of every other node; the one with the most to
+    // reach sets the pings per link. The phase follows the work: a node goes on starting
+    // connects while it reports progress, up to --timeout, and one silent for
+    // PROBE_SILENCE is given up on.
     let most_targets = members
         .iter()
         .map(|m| {
@@ -156,8 +153,12 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
         })
         .max()
         .unwrap_or(0);
-    let limit = crate::runtime::probe_budget(t.connect_timeout, t.pings, most_targets)
-        + Duration::from_secs(5);
+    let pings = crate::runtime::pings_per_link(t.pings, most_targets);
+    let deadline = cfg.join_timeout;
+    let wait = Wait {
+        limit: bounded(cfg, deadline + Duration::from_secs(5)),
+        silence: crate::runtime::PROBE_SILENCE,
+    };
     // One order for every node (each skips itself), serialised once.
     // Under c10d, rank 0's FQDN (what torchrun publishes) for every node to resolve.
     let resolve = cfg
@@ -167,10 +168,11 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
         .and_then(|m| m.facts.sys.fqdn.clone());
     let order = encode_msg(&Msg::Probe {
         peers,
-        pings: t.pings,
+        pings,
         connect_timeout_ms: t.connect_timeout.as_millis() as u64,
         admitted,
         resolve,
+        deadline_ms: Some(deadline.as_millis() as u64),
     })
     .map(Arc::new);
     let asked = send_frames(members, "the connectivity test", |_| {
@@ -179,7 +181,7 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
             Err(e) => Err(WireError::Malformed(e.to_string())),
         })
     });
-    collect_links(members, &asked, limit, "the connectivity test")
+    collect_links(members, &asked, wait, "the connectivity test")
 }
 
 pub(super) fn alive_facts(members: &[JoinedNode]) -> Vec<(u32, &NodeFacts)> {
@@ -413,24 +415,25 @@ pub(super) fn mtu_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &m
     let Some(chosen) = networks::choose(&evals).cloned() else {
         return;
     };
+    // Each member's listener on the chosen network, looked up once (not once per pair).
+    let on_net: Vec<Target> = chosen
+        .network
+        .members
+        .iter()
+        .filter_map(|(r, peer)| {
+            let m = members.iter().find(|m| m.rank == *r)?;
+            Some(Target {
+                rank: *r,
+                listener: listener_for(m, &peer.address.to_string())?,
+            })
+        })
+        .collect();
     let orders: BTreeMap<u32, (Vec<Target>, u32)> = chosen
         .network
         .members
         .iter()
         .map(|(rank, own)| {
-            let targets = chosen
-                .network
-                .members
-                .iter()
-                .filter(|(r, _)| *r != rank)
-                .filter_map(|(r, peer)| {
-                    let m = members.iter().find(|m| m.rank == *r)?;
-                    Some(Target {
-                        rank: *r,
-                        listener: listener_for(m, &peer.address.to_string())?,
-                    })
-                })
-                .collect();
+            let targets = on_net.iter().filter(|t| t.rank != *rank).cloned().collect();
             (*rank, (targets, own.mtu.unwrap_or(1500)))
         })
         .collect();

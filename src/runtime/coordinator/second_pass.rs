@@ -120,6 +120,7 @@ pub(super) fn run(
             connect_timeout_ms: connect_timeout.as_millis() as u64,
             admitted: admitted.clone(),
             resolve: None,
+            deadline_ms: None,
         })
     };
     let got = exchange(members, limit, "the second pass", |m| order_for(m.rank));
