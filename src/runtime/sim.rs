@@ -133,7 +133,8 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
                 ..Default::default()
             });
         }
-        slowest_probe = slowest_probe.max(list_schedule(&costs, CONNECT_WINDOW));
+        slowest_probe =
+            slowest_probe.max(list_schedule(&costs, dial::START_WINDOW, CONNECT_WINDOW));
     }
     // The order to every node (all listeners, serialised once) leaves rank 0's NIC in parallel.
     let order_bytes = alive.len() as f64 * 60.0;
@@ -180,7 +181,10 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
 
     // Path MTU: a few DF probes per peer, the dial window at once.
     let mtu_costs = vec![rtt_s * 4.0; alive.len().saturating_sub(1)];
-    phases.push(phase("path MTU", list_schedule(&mtu_costs, CONNECT_WINDOW)));
+    phases.push(phase(
+        "path MTU",
+        list_schedule(&mtu_costs, CONNECT_WINDOW, CONNECT_WINDOW),
+    ));
     for l in links.iter_mut().filter(|l| l.result == LinkOutcome::Ok) {
         l.mtu = Some(9000);
     }
@@ -230,18 +234,29 @@ fn phase(name: &str, seconds: f64) -> PhaseTime {
     }
 }
 
-/// The time `window` workers take over `costs` taken in order (each by the first free worker).
-fn list_schedule(costs: &[f64], window: usize) -> f64 {
-    let mut free = vec![0.0f64; window.max(1)];
+/// The time workers take over `costs` taken in order (each by the first free worker): `start`
+/// of them at first, one more per fast one done, up to `window`.
+fn list_schedule(costs: &[f64], start: usize, window: usize) -> f64 {
+    // The agent's adaptive window: it starts at `start` places and each fast open adds one
+    // (free from the moment it completed), up to `window`.
+    let window = window.max(1);
+    let mut free = vec![0.0f64; start.clamp(1, window)];
+    let mut end = 0.0f64;
     for c in costs {
-        let (i, _) = free
+        let (i, start) = free
             .iter()
+            .copied()
             .enumerate()
-            .min_by(|a, b| a.1.total_cmp(b.1))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
             .expect("window >= 1");
-        free[i] += c;
+        let done = start + c;
+        free[i] = done;
+        end = end.max(done);
+        if *c < dial::SLOW_OPEN.as_secs_f64() && free.len() < window {
+            free.push(done);
+        }
     }
-    free.into_iter().fold(0.0, f64::max)
+    end
 }
 
 /// 10.200.0.0/16 and up: node `r`'s address (never used on a wire; the model only names it).

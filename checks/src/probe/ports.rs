@@ -18,8 +18,20 @@ const TCP_LISTEN: &str = "0A";
 
 /// Binds the port on both wildcard addresses, finds its holders, and suggests a free port nearby.
 pub fn probe(root: &Root, port: u16) -> PortFacts {
-    let ipv4 = bind_ipv4(port);
-    let ipv6 = bind_ipv6(port);
+    let mut ipv4 = bind_ipv4(port);
+    let mut ipv6 = bind_ipv6(port);
+    let mut holders = holders(root, port);
+    // A port refused with no holder to be found may be another process's own bind test of a
+    // moment (two agents starting at once on one host): look again before calling it taken.
+    for _ in 0..BIND_RETRIES {
+        if is_free(&ipv4, &ipv6) || !holders.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        ipv4 = bind_ipv4(port);
+        ipv6 = bind_ipv6(port);
+        holders = self::holders(root, port);
+    }
     let suggested_free = if is_free(&ipv4, &ipv6) {
         None
     } else {
@@ -29,10 +41,13 @@ pub fn probe(root: &Root, port: u16) -> PortFacts {
         port,
         ipv4,
         ipv6,
-        holders: holders(root, port),
+        holders,
         suggested_free,
     }
 }
+
+/// Bind tests repeated, 100 ms apart, when the port is refused and no holder is found.
+const BIND_RETRIES: u32 = 3;
 
 /// Free on IPv4 and on IPv6 (or IPv6 missing on this host).
 fn is_free(v4: &BindResult, v6: &BindResult) -> bool {
