@@ -110,15 +110,19 @@ mod tests {
             .unwrap_or(0) as usize
     }
 
-    #[test]
-    fn the_cover_is_valid_and_as_small_as_brute_force_on_small_graphs() {
-        let mut seed: u64 = 0x5eed;
-        let mut next = move || {
+    /// A seeded stream of pseudo-random numbers (a linear congruential generator).
+    fn lcg(mut seed: u64) -> impl FnMut() -> u32 {
+        move || {
             seed = seed
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             (seed >> 33) as u32
-        };
+        }
+    }
+
+    #[test]
+    fn the_cover_is_valid_and_as_small_as_brute_force_on_small_graphs() {
+        let mut next = lcg(0x5eed);
         for _ in 0..200 {
             let n = 3 + next() % 10;
             let edges: BTreeSet<(u32, u32)> = (0..next() % 16)
@@ -147,13 +151,7 @@ mod tests {
     /// once took 56 s in a 256-node run, scanning every edge at each of 200,000 branches.
     #[test]
     fn thousands_of_failed_pairs_are_covered_within_the_budget() {
-        let mut seed: u64 = 0xfeed;
-        let mut next = move || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as u32
-        };
+        let mut next = lcg(0xfeed);
         let edges: BTreeSet<(u32, u32)> = (0..3000)
             .filter_map(|_| {
                 let (a, b) = (next() % 256, next() % 256);

@@ -20,17 +20,17 @@ const TCP_LISTEN: &str = "0A";
 pub fn probe(root: &Root, port: u16) -> PortFacts {
     let mut ipv4 = bind_ipv4(port);
     let mut ipv6 = bind_ipv6(port);
-    let mut holders = holders(root, port);
+    let mut held = holders(root, port);
     // A port refused with no holder to be found may be another process's own bind test of a
     // moment (two agents starting at once on one host): look again before calling it taken.
     for _ in 0..BIND_RETRIES {
-        if is_free(&ipv4, &ipv6) || !holders.is_empty() {
+        if is_free(&ipv4, &ipv6) || !held.is_empty() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
         ipv4 = bind_ipv4(port);
         ipv6 = bind_ipv6(port);
-        holders = self::holders(root, port);
+        held = holders(root, port);
     }
     let suggested_free = if is_free(&ipv4, &ipv6) {
         None
@@ -41,7 +41,7 @@ pub fn probe(root: &Root, port: u16) -> PortFacts {
         port,
         ipv4,
         ipv6,
-        holders,
+        holders: held,
         suggested_free,
     }
 }

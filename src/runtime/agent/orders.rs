@@ -13,7 +13,8 @@ use preflight_checks::model::{LinkOutcome, LinkResult, Report};
 use preflight_checks::stats::percentile;
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 /// After joining: send facts, then answer orders until the report arrives.
@@ -138,19 +139,17 @@ fn base_link(from: u32, target_rank: u32, l: &Listener) -> LinkResult {
 /// [`PROBE_PROGRESS_EVERY`]: crate::runtime::PROBE_PROGRESS_EVERY
 fn with_progress<R>(stream: &TcpStream, work: impl FnOnce(&AtomicU32) -> R) -> R {
     let done = AtomicU32::new(0);
-    let over = AtomicBool::new(false);
     let mut out = stream.try_clone().ok();
+    // Dropping the sender when the work is over wakes the reporter at once.
+    let (over, stop) = std::sync::mpsc::channel::<()>();
+    let counted = &done;
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut next = Instant::now() + crate::runtime::PROBE_PROGRESS_EVERY;
-            while !over.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(50));
-                if Instant::now() < next {
-                    continue;
-                }
-                next += crate::runtime::PROBE_PROGRESS_EVERY;
+        s.spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) =
+                stop.recv_timeout(crate::runtime::PROBE_PROGRESS_EVERY)
+            {
                 let progress = Msg::ProbeProgress {
-                    done: done.load(Ordering::SeqCst),
+                    done: counted.load(Ordering::SeqCst),
                 };
                 // A failed write ends the reports; the answer itself tells the rest.
                 if out
@@ -162,7 +161,7 @@ fn with_progress<R>(stream: &TcpStream, work: impl FnOnce(&AtomicU32) -> R) -> R
             }
         });
         let r = work(&done);
-        over.store(true, Ordering::SeqCst);
+        drop(over);
         r
     })
 }
