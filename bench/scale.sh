@@ -45,6 +45,8 @@ for f in 1:8192 2:32768 3:65536; do
   [ "$cur" -ge "${f#*:}" ] || echo "${f#*:}" >/proc/sys/net/ipv4/neigh/default/gc_thresh${f%%:*}
 done
 ip route show type blackhole | grep -q '^blackhole 10.200.0.0/16' || ip route add blackhole 10.200.0.0/16
+# Hundreds of agents of tens of threads each outgrow the default 32768 pids.
+[ "$(cat /proc/sys/kernel/pid_max)" -ge 4194304 ] || echo 4194304 >/proc/sys/kernel/pid_max
 
 printf '| nodes | how | status | every report after | rank 0 RSS | other ranks, max RSS | table lines at 80 cols | JSON |\n' | tee "$results"
 printf '|---|---|---|---|---|---|---|---|\n' | tee -a "$results"
@@ -79,6 +81,9 @@ run_real() {
     printf '%s' "$hosts_text" >"/etc/netns/$tag-$k/hosts"
   done
   local master=10.200.0.1
+  # Two cores shared by every agent: past 256 the phases need more than 120 s.
+  local timeout=120
+  [ "$n" -le 256 ] || timeout=$(( n / 2 ))
   local start end
   start=$(date +%s.%N)
   local pids=()
@@ -88,8 +93,8 @@ run_real() {
     ip netns exec "$tag-$k" unshare --uts sh -c '
       hostname "$1"; shift
       exec /usr/bin/time -f "%M" -o "$1.rss" env NCCL_HOSTID="$2" "$3" cluster --nnodes "$4" --node-rank "$5" \
-        --master-addr "$6" --master-port 29500 --token scale-bench --quick --timeout 120 \
-        --format json -o "$1.json" >/dev/null 2>"$1.err"' sh "$host" "$work/$r" "$host" "$bin" "$n" "$r" "$master" &
+        --master-addr "$6" --master-port 29500 --token scale-bench --quick --timeout "$7" \
+        --format json -o "$1.json" >/dev/null 2>"$1.err"' sh "$host" "$work/$r" "$host" "$bin" "$n" "$r" "$master" "$timeout" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || true; done
@@ -144,6 +149,11 @@ run_sim() {
   printf '| %d | simulated (100 Gbit/s, 10 us) | %s | %s s predicted (%.1f s to compute) | %d MiB (the whole simulation) | - | %s | %.2f MB |\n' \
     "$n" "$status" "$predicted" "$(calc "$t1 - $t0")" $((rss / 1024)) "$lines" "$(calc "$bytes / 1000000")" | tee -a "$results"
   sed 's/^/    /' "$work/sim.txt" >>"$results"
+  # Rank 0's memory with facts of a real size: every node given an 8-GPU HGX node's facts.
+  "$bin" simulate --nodes "$n" --quick --facts tests/fixtures/facts/gpu-hgx-faults.json 2>&1 \
+    | head -n 1 | grep -o 'peak memory [0-9]* MiB' \
+    | sed 's/^/    with an 8-GPU node'"'"'s facts (tests\/fixtures\/facts\/gpu-hgx-faults.json): /' \
+    | tee -a "$results" || true
 }
 
 for s in "${sizes[@]}"; do

@@ -681,7 +681,7 @@ mod tests {
             from,
             to,
             interface: "eth0".into(),
-            address: format!("10.0.0.{}", to + 1),
+            address: format!("10.0.0.{}", to + 1).into(),
             port: 40000,
             result,
             ..Default::default()

@@ -130,6 +130,11 @@ pub struct SimulateArgs {
     /// Also write the simulated cluster report (JSON) here.
     #[arg(long, value_name = "FILE")]
     pub report: Option<std::path::PathBuf>,
+    /// Give every modelled node these facts beside its network (`preflight facts -o FILE` on a
+    /// real node: GPUs, InfiniBand, system), so the memory printed is rank 0's with facts of a
+    /// real size.
+    #[arg(long, value_name = "FILE")]
+    pub facts: Option<std::path::PathBuf>,
 }
 
 /// What `preflight launch` prints.

@@ -150,6 +150,8 @@ pub struct SimulateJob {
     pub fabric: crate::runtime::sim::Fabric,
     pub timing: crate::runtime::Timing,
     pub report: Option<std::path::PathBuf>,
+    /// `--facts FILE`: every node's facts beside its network.
+    pub facts: Option<std::path::PathBuf>,
 }
 
 /// Validates the parsed command line against `env` (the process environment).
@@ -252,9 +254,11 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                     bad_links: a.bad_links,
                     lossy_links: a.lossy_links,
                     seed: a.seed,
+                    node_template: None,
                 },
                 timing: timing(a.quick, a.thorough),
                 report: a.report,
+                facts: a.facts,
             })
         }
         Command::NcclWorker(a) => Job::NcclWorker(nccl_worker(&a)?),
@@ -461,6 +465,7 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
             exclude_slow: a.exclude_slow,
             nnodes: None,
         },
+        whole_report: a.job.full_report,
     })
 }
 

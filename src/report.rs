@@ -6,6 +6,23 @@ use preflight_checks::model::{
     Report, SCHEMA, Tool,
 };
 
+/// Bytes of a value's JSON, counted without building it.
+pub fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, value);
+    c.0
+}
+
 /// This tool's name and version, as written in every report.
 pub fn tool() -> Tool {
     Tool {

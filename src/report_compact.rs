@@ -7,7 +7,8 @@ use flate2::Compression;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 use preflight_checks::model::{LinkMatrix, LinkOutcome, LinkResult, MatrixNetwork, Report};
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io::{Read, Write};
 
 /// Up to this many nodes `links` holds every ordered pair; above, the matrix holds them.
@@ -53,16 +54,21 @@ pub fn compact(report: &mut Report) {
     }
     let links = std::mem::take(&mut report.links);
     let mut keep = vec![false; links.len()];
-    let mut by_net: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    // Link indices per network, 4 bytes each (a million links at a thousand nodes).
+    let mut by_net: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for (i, l) in links.iter().enumerate() {
-        by_net.entry(network_label(report, l)).or_default().push(i);
+        by_net
+            .entry(network_label(report, l))
+            .or_default()
+            .push(i as u32);
     }
     let mut networks = Vec::new();
     let mut failed_omitted = 0u64;
     for (name, members) in by_net {
+        let members = members.iter().map(|&i| i as usize);
         let mut ranks: Vec<u32> = members
-            .iter()
-            .flat_map(|&i| [links[i].from, links[i].to])
+            .clone()
+            .flat_map(|i| [links[i].from, links[i].to])
             .collect();
         ranks.sort_unstable();
         ranks.dedup();
@@ -71,18 +77,21 @@ pub fn compact(report: &mut Report) {
         // Each column's address: the first ok link's to that rank, else the first link's.
         let mut addresses: Vec<Option<(String, String)>> = vec![None; n];
         for ok_only in [true, false] {
-            for &i in &members {
+            for i in members.clone() {
                 let l = &links[i];
                 let slot = &mut addresses[col[&l.to]];
                 if slot.is_none() && (!ok_only || l.result == LinkOutcome::Ok) {
-                    *slot = Some((l.address.clone(), l.interface.clone()));
+                    *slot = Some((l.address.to_string(), l.interface.to_string()));
                 }
             }
         }
         let mut result = vec![0u8; n * n];
         let mut rtt = vec![0u8; 2 * n * n];
-        let (mut failed, mut measured, mut ok_rtt) = (Vec::new(), Vec::new(), Vec::new());
-        for &i in &members {
+        let (mut failed, mut measured) = (Vec::new(), Vec::new());
+        // The links with the highest RTT, kept as they come: a heap of WORST_RTT, not a list of
+        // every ok link.
+        let mut worst_rtt: BinaryHeap<Reverse<(u64, Reverse<usize>)>> = BinaryHeap::new();
+        for i in members {
             let l = &links[i];
             let (f, t) = (col[&l.from], col[&l.to]);
             let on_column = addresses[t].as_ref().is_some_and(|(a, _)| *a == l.address);
@@ -102,8 +111,16 @@ pub fn compact(report: &mut Report) {
                 failed.push(i);
             } else if l.throughput_gbit_s.is_some() {
                 measured.push(i);
-            } else if l.rtt_us.is_some() {
-                ok_rtt.push(i);
+            } else if let Some(r) = l
+                .rtt_us
+                .map(f64::from)
+                .filter(|r| r.is_finite() && *r >= 0.0)
+            {
+                // A non-negative float orders as its bits do; of equal RTTs the first link stays.
+                worst_rtt.push(Reverse((r.to_bits(), Reverse(i))));
+                if worst_rtt.len() > WORST_RTT {
+                    worst_rtt.pop();
+                }
             }
         }
         let cap = (FAILED_PER_NODE * n).max(FAILED_MIN);
@@ -118,11 +135,7 @@ pub fn compact(report: &mut Report) {
         for &i in measured.iter().take(MEASURED_PER_NODE * n) {
             keep[i] = true;
         }
-        ok_rtt.sort_by(|a, b| {
-            let r = |i: usize| links[i].rtt_us.unwrap_or(0.0);
-            r(*b).total_cmp(&r(*a))
-        });
-        for &i in ok_rtt.iter().take(WORST_RTT) {
+        for Reverse((_, Reverse(i))) in worst_rtt {
             keep[i] = true;
         }
         let (addresses, interfaces) = addresses.into_iter().map(|a| a.unwrap_or_default()).unzip();
@@ -141,6 +154,8 @@ pub fn compact(report: &mut Report) {
         .zip(keep)
         .filter_map(|(l, k)| k.then_some(l))
         .collect();
+    // The kept links were collected in place: give back the rest of the million-link buffer.
+    report.links.shrink_to_fit();
     report.link_matrix = Some(LinkMatrix {
         encoding: ENCODING.to_string(),
         networks,
@@ -328,11 +343,11 @@ pub fn networks(report: &Report) -> Vec<NetworkLinks> {
             name: name.clone(),
             addresses: addresses
                 .iter()
-                .map(|l| l.map(|l| l.address.clone()).unwrap_or_default())
+                .map(|l| l.map(|l| l.address.to_string()).unwrap_or_default())
                 .collect(),
             interfaces: addresses
                 .iter()
-                .map(|l| l.map(|l| l.interface.clone()).unwrap_or_default())
+                .map(|l| l.map(|l| l.interface.to_string()).unwrap_or_default())
                 .collect(),
             ranks,
             cells: vec![Cell::default(); n * n],
@@ -363,8 +378,8 @@ pub fn networks(report: &Report) -> Vec<NetworkLinks> {
         let n = net.ranks.len();
         net.cells[f * n + t] = Cell {
             result: Some(l.result),
-            rtt_us: l.rtt_us.map(|r| r as f32),
-            throughput_gbit_s: l.throughput_gbit_s.map(|g| g as f32),
+            rtt_us: l.rtt_us,
+            throughput_gbit_s: l.throughput_gbit_s,
         };
     }
     for net in &mut nets {
@@ -392,7 +407,7 @@ pub fn addresses(report: &Report) -> HashMap<u32, String> {
             Some((true, _)) => {}
             Some((false, _)) if !ok => {}
             _ => {
-                out.insert(l.to, (ok, l.address.clone()));
+                out.insert(l.to, (ok, l.address.to_string()));
             }
         }
     }
@@ -423,9 +438,9 @@ pub fn network_label(report: &Report, l: &LinkResult) -> String {
         .map(|a| a.prefix);
     let Some(prefix) = found else {
         return if l.interface.is_empty() {
-            l.address.clone()
+            l.address.to_string()
         } else {
-            l.interface.clone()
+            l.interface.to_string()
         };
     };
     match l.address.parse::<std::net::Ipv4Addr>() {
@@ -440,7 +455,7 @@ pub fn network_label(report: &Report, l: &LinkResult) -> String {
                 std::net::Ipv4Addr::from(u32::from(ip) & mask)
             )
         }
-        Err(_) => l.address.clone(),
+        Err(_) => l.address.to_string(),
     }
 }
 
@@ -476,15 +491,15 @@ mod tests {
                     from,
                     to,
                     interface: "eth0".into(),
-                    address: addr(to),
+                    address: addr(to).into(),
                     result: if bad {
                         LinkOutcome::Refused
                     } else {
                         LinkOutcome::Ok
                     },
-                    rtt_us: (!bad).then_some(f64::from(from + to) + 0.4),
+                    rtt_us: (!bad).then_some((from + to) as f32 + 0.4),
                     throughput_gbit_s: (to == (from + 1) % n).then_some(9.5),
-                    error: bad.then(|| "connection refused".to_string()),
+                    error: bad.then(|| "connection refused".into()),
                     ..Default::default()
                 });
             }
@@ -528,8 +543,8 @@ mod tests {
             let cell = net.cell(l.from as usize, l.to as usize);
             assert_eq!(cell.result, Some(l.result), "{l:?}");
             // Rounded to the microsecond in the matrix, exact for the links kept.
-            match (cell.rtt_us, l.rtt_us) {
-                (Some(got), Some(want)) => assert!((f64::from(got) - want).abs() <= 0.5, "{l:?}"),
+            match (cell.rtt_us.map(f64::from), l.rtt_us.map(f64::from)) {
+                (Some(got), Some(want)) => assert!((got - want).abs() <= 0.5, "{l:?}"),
                 (got, want) => assert_eq!((got, want), (None, None), "{l:?}"),
             }
         }

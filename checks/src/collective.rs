@@ -207,7 +207,7 @@ pub fn slowest_ring_link(r: &CollectiveResult, links: &[LinkResult]) -> Option<(
         let tp = links
             .iter()
             .filter(|l| l.from == from && l.to == to && &l.address == addr)
-            .filter_map(|l| l.throughput_gbit_s)
+            .filter_map(|l| l.throughput_gbit_s.map(f64::from))
             .filter(|t| t.is_finite() && *t > 0.0)
             .fold(None, |best: Option<f64>, t| {
                 Some(best.map_or(t, |b| b.max(t)))
@@ -424,9 +424,9 @@ mod tests {
             from,
             to,
             interface: "eth0".into(),
-            address: format!("10.200.0.{}", to + 1),
+            address: format!("10.200.0.{}", to + 1).into(),
             result: LinkOutcome::Ok,
-            throughput_gbit_s: Some(gbit),
+            throughput_gbit_s: Some(gbit as f32),
             ..Default::default()
         }
     }

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 mod gpu_health;
+mod label;
 pub use gpu_health::*;
+pub use label::{Label, Labels};
 
 /// Schema name written into every report.
 pub const SCHEMA: &str = "preflight.report.v1";
@@ -680,15 +682,27 @@ pub struct LinkResult {
     pub from: u32,
     pub to: u32,
     /// Interface of `to` that owns `address`.
-    pub interface: String,
-    pub address: String,
+    #[schemars(with = "String")]
+    pub interface: Label,
+    #[schemars(with = "String")]
+    pub address: Label,
     pub port: u16,
     pub result: LinkOutcome,
-    pub rtt_us: Option<f64>,
-    pub rtt_p99_us: Option<f64>,
-    pub throughput_gbit_s: Option<f64>,
+    // Microseconds, and Gbit/s below: 4 bytes each in memory (a thousand nodes hold a million
+    // links), written to JSON as any number; one past f32's range reads as infinite (and the
+    // coordinator's sense check calls it a lie) rather than failing the whole message.
+    #[schemars(with = "Option<f64>")]
+    #[serde(deserialize_with = "any_number_f32")]
+    pub rtt_us: Option<f32>,
+    #[schemars(with = "Option<f64>")]
+    #[serde(deserialize_with = "any_number_f32")]
+    pub rtt_p99_us: Option<f32>,
+    #[schemars(with = "Option<f64>")]
+    #[serde(deserialize_with = "any_number_f32")]
+    pub throughput_gbit_s: Option<f32>,
     pub mtu: Option<u32>,
-    pub error: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub error: Option<Label>,
     /// The connection was established but a large transfer on it made no progress (a
     /// write stalled): with `mtu` below the interfaces' MTU, an MTU black hole.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -697,6 +711,11 @@ pub struct LinkResult {
     /// with backoff; a link is called failed only after a retry).
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub retries: u32,
+}
+
+/// A JSON number (or null) as an f32: out of range is infinite, never an error.
+fn any_number_f32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.map(|v| v as f32))
 }
 
 fn is_zero_u32(n: &u32) -> bool {

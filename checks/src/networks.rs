@@ -184,8 +184,27 @@ fn seeds(all: &BTreeMap<u32, Vec<Member>>) -> Vec<Seed> {
         .collect()
 }
 
-/// Ordered pairs (from, to, address) that connected.
-type OkSet<'a> = BTreeSet<(u32, u32, &'a str)>;
+/// Ordered pairs (from, to, address) that connected, sorted and found by binary search (24
+/// bytes each: a tree of a million is half as large again). Built only when a node lacks the
+/// network's interface name (see `complete`), so a uniform cluster never holds it.
+struct OkSet<'a>(Vec<(u32, u32, &'a str)>);
+
+impl<'a> OkSet<'a> {
+    fn of(links: &'a [LinkResult]) -> OkSet<'a> {
+        let mut ok: Vec<(u32, u32, &str)> = links
+            .iter()
+            .filter(|l| l.result == LinkOutcome::Ok && l.from != l.to)
+            .map(|l| (l.from, l.to, l.address.as_str()))
+            .collect();
+        ok.sort_unstable();
+        ok.dedup();
+        OkSet(ok)
+    }
+
+    fn contains(&self, key: &(u32, u32, &str)) -> bool {
+        self.0.binary_search(key).is_ok()
+    }
+}
 
 /// Every node's addresses, and the names of all its interfaces (down ones too).
 struct Nodes {
@@ -199,7 +218,12 @@ struct Nodes {
 /// with the address that every seed member reached and that reached every seed member,
 /// physical before virtual, fastest first. A node whose interface of that name is down or has no address
 /// is left out: another of its NICs does not silently stand in for a dead one.
-fn complete(seed: &Seed, nodes: &Nodes, ok: &OkSet) -> Seed {
+fn complete<'a>(
+    seed: &Seed,
+    nodes: &Nodes,
+    links: &'a [LinkResult],
+    ok: &std::cell::OnceCell<OkSet<'a>>,
+) -> Seed {
     let all = &nodes.addrs;
     let v6 = seed.values().next().is_some_and(|m| m.address.is_ipv6());
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
@@ -214,6 +238,7 @@ fn complete(seed: &Seed, nodes: &Nodes, ok: &OkSet) -> Seed {
     let mut out = seed.clone();
     for (rank, members) in all.iter().filter(|(r, _)| !seed.contains_key(r)) {
         let mutual = |c: &Member| {
+            let ok = ok.get_or_init(|| OkSet::of(links));
             let addr = c.address.to_string();
             seed.iter().all(|(r, m)| {
                 ok.contains(&(*r, *rank, addr.as_str()))
@@ -273,15 +298,11 @@ pub fn discover(nodes: &[(u32, &NodeFacts)], links: &[LinkResult]) -> Vec<Networ
             })
             .collect(),
     };
-    let ok: OkSet = links
-        .iter()
-        .filter(|l| l.result == LinkOutcome::Ok && l.from != l.to)
-        .map(|l| (l.from, l.to, l.address.as_str()))
-        .collect();
+    let ok = std::cell::OnceCell::new();
     let mut seen: BTreeSet<Vec<(u32, IpAddr)>> = BTreeSet::new();
     let mut out = Vec::new();
     for seed in seeds(&all.addrs) {
-        let members = complete(&seed, &all, &ok);
+        let members = complete(&seed, &all, links, &ok);
         let key: Vec<(u32, IpAddr)> = members.iter().map(|(r, m)| (*r, m.address)).collect();
         if seen.insert(key) {
             let mut id = network_id(&members);
@@ -307,47 +328,54 @@ fn link_on(net: &Network, link: &LinkResult) -> bool {
 pub fn evaluate(networks: &[Network], links: &[LinkResult], ranks: &[u32]) -> Vec<NetworkEval> {
     let n = ranks.len();
     let ranks: std::collections::HashSet<u32> = ranks.iter().copied().collect();
-    let mut evals: Vec<NetworkEval> = networks
-        .iter()
-        .map(|net| {
-            let on_net: Vec<&LinkResult> = links
-                .iter()
-                .filter(|l| link_on(net, l) && ranks.contains(&l.from) && ranks.contains(&l.to))
-                .collect();
-            let ok_pairs: std::collections::BTreeSet<(u32, u32)> = on_net
-                .iter()
-                .filter(|l| l.result == LinkOutcome::Ok && l.from != l.to)
-                .map(|l| (l.from, l.to))
-                .collect();
-            let all_members = ranks.iter().all(|r| net.members.contains_key(r));
-            let pairs_total = n * n.saturating_sub(1);
-            let min_tp = on_net
-                .iter()
-                .filter_map(|l| l.throughput_gbit_s)
-                .fold(None, |acc: Option<f64>, x| {
-                    Some(acc.map_or(x, |a| a.min(x)))
-                });
-            NetworkEval {
-                pairs_ok: ok_pairs.len(),
-                pairs_total,
-                fully_connected: all_members && n > 0 && ok_pairs.len() == pairs_total,
-                min_throughput_gbit_s: min_tp,
-                min_rated_mbps: net.members.values().filter_map(|m| m.speed_mbps).min(),
-                all_physical: net.members.values().all(|m| !m.is_virtual),
-                same_name: {
-                    let mut names = net.members.values().map(|m| &m.interface);
-                    let first = names.next();
-                    names.all(|x| Some(x) == first)
-                },
-                failures: on_net
+    let mut evals: Vec<NetworkEval> =
+        networks
+            .iter()
+            .map(|net| {
+                // Sized once: lists of a million grown by doubling hold half as much again.
+                let mut on_net: Vec<&LinkResult> = Vec::with_capacity(links.len());
+                on_net.extend(links.iter().filter(|l| {
+                    link_on(net, l) && ranks.contains(&l.from) && ranks.contains(&l.to)
+                }));
+                // Counted from a sorted list (8 bytes a pair), not a tree.
+                let mut ok_pairs: Vec<(u32, u32)> = Vec::with_capacity(on_net.len());
+                ok_pairs.extend(
+                    on_net
+                        .iter()
+                        .filter(|l| l.result == LinkOutcome::Ok && l.from != l.to)
+                        .map(|l| (l.from, l.to)),
+                );
+                ok_pairs.sort_unstable();
+                ok_pairs.dedup();
+                let all_members = ranks.iter().all(|r| net.members.contains_key(r));
+                let pairs_total = n * n.saturating_sub(1);
+                let min_tp = on_net
                     .iter()
-                    .filter(|l| l.result != LinkOutcome::Ok)
-                    .map(|l| (*l).clone())
-                    .collect(),
-                network: net.clone(),
-            }
-        })
-        .collect();
+                    .filter_map(|l| l.throughput_gbit_s.map(f64::from))
+                    .fold(None, |acc: Option<f64>, x| {
+                        Some(acc.map_or(x, |a| a.min(x)))
+                    });
+                NetworkEval {
+                    pairs_ok: ok_pairs.len(),
+                    pairs_total,
+                    fully_connected: all_members && n > 0 && ok_pairs.len() == pairs_total,
+                    min_throughput_gbit_s: min_tp,
+                    min_rated_mbps: net.members.values().filter_map(|m| m.speed_mbps).min(),
+                    all_physical: net.members.values().all(|m| !m.is_virtual),
+                    same_name: {
+                        let mut names = net.members.values().map(|m| &m.interface);
+                        let first = names.next();
+                        names.all(|x| Some(x) == first)
+                    },
+                    failures: on_net
+                        .iter()
+                        .filter(|l| l.result != LinkOutcome::Ok)
+                        .map(|l| (*l).clone())
+                        .collect(),
+                    network: net.clone(),
+                }
+            })
+            .collect();
     evals.sort_by(|a, b| compare(b, a));
     evals
 }
@@ -429,7 +457,7 @@ mod tests {
             to,
             address: addr.into(),
             result,
-            throughput_gbit_s: tp,
+            throughput_gbit_s: tp.map(|t| t as f32),
             ..Default::default()
         }
     }

@@ -94,7 +94,7 @@ pub fn run(job: Job, events: &Events) -> anyhow::Result<Outcome> {
         Job::Explain(j) => explain::explain(&j),
         Job::Schema => Ok(Outcome::Schema),
         Job::NcclWorker(spec) => Ok(Outcome::NcclWorker(spec)),
-        Job::Simulate(j) => Ok(simulate::simulate(j)),
+        Job::Simulate(j) => simulate::simulate(j),
     }
 }
 

@@ -234,6 +234,7 @@ pub fn cluster_job(
             min_nodes: elastic_min_nodes(shape),
             ..Default::default()
         },
+        whole_report: false,
     })
 }
 

@@ -36,6 +36,7 @@ impl EchoServer {
     pub fn start(ip: IpAddr, port: u16, secret: &Secret, admitted: Gate) -> io::Result<EchoServer> {
         let sock = UdpSocket::bind(SocketAddr::new(ip, port))?;
         sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+        room_for_bursts(&sock);
         let addr = sock.local_addr()?;
         let tag = secret.udp_tag();
         let stop = Arc::new(AtomicBool::new(false));
@@ -72,6 +73,31 @@ impl Drop for EchoServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Bytes of datagrams an echo server can hold while it answers: a window of peers' full-size
+/// tries at once (32 x 3 x 9000 bytes, with the kernel's overhead) without a drop that would
+/// read as a narrow path.
+const ECHO_RCVBUF: libc::c_int = 4 << 20;
+
+/// Raises the socket's receive buffer: past `net.core.rmem_max` where this process may
+/// (`SO_RCVBUFFORCE`, root), else up to it. Best effort: the default still works, with less room.
+fn room_for_bursts(sock: &UdpSocket) {
+    let set = |opt: libc::c_int| {
+        // SAFETY: a valid socket and a c_int option value of the size given.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&ECHO_RCVBUF as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        }
+    };
+    if set(libc::SO_RCVBUFFORCE) != 0 {
+        set(libc::SO_RCVBUF);
     }
 }
 
@@ -246,6 +272,34 @@ mod tests {
             EchoServer::start("127.0.0.1".parse().unwrap(), 0, &secret, Gate::open()).unwrap();
         let mtu = path_mtu("127.0.0.1".parse().unwrap(), echo.addr, 9000, &secret).unwrap();
         assert_eq!(mtu, Some(9000));
+    }
+
+    #[test]
+    fn the_echo_socket_has_room_for_a_windows_bursts() {
+        let rcvbuf = |s: &UdpSocket| {
+            let mut v: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: a valid socket, a c_int out value and its size.
+            let rc = unsafe {
+                libc::getsockopt(
+                    s.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUF,
+                    (&mut v as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            assert_eq!(rc, 0);
+            v
+        };
+        let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
+        room_for_bursts(&echo);
+        // The kernel doubles what it is given; root may pass rmem_max.
+        if unsafe { libc::geteuid() } == 0 {
+            assert!(rcvbuf(&echo) >= ECHO_RCVBUF, "{}", rcvbuf(&echo));
+        }
+        assert!(rcvbuf(&echo) >= rcvbuf(&plain));
     }
 
     #[test]

@@ -32,7 +32,9 @@ pub const MAX_RANKS: usize = 4096;
 pub struct RingConfig {
     /// Parallel TCP connections per neighbour (NCCL's socket transport uses several).
     pub streams: usize,
-    /// Untimed iterations per size.
+    /// Untimed iterations before the first size is timed. The sizes after it run on warm
+    /// connections, so they are not warmed again (nccl-tests warms up once, not per size); at
+    /// hundreds of ranks a warm-up per size was a third of the phase.
     pub warmup: u32,
     /// Timed iterations per size (fewer for huge sizes, see [`ITER_BYTE_BUDGET`]).
     pub iters: u32,
@@ -257,15 +259,17 @@ fn run_alone(
 ) -> Vec<RankRow> {
     sizes
         .iter()
-        .map(|&bytes| {
+        .enumerate()
+        .map(|(index, &bytes)| {
             let count = (bytes / 4) as usize;
             let iters = iters_for(bytes, cfg.iters);
+            let warmup = if index == 0 { cfg.warmup } else { 0 };
             let mut total = Duration::ZERO;
-            for it in 0..cfg.warmup + iters {
+            for it in 0..warmup + iters {
                 data::fill(buf, count, peers.pos);
                 let t0 = Instant::now();
                 std::hint::black_box(&mut buf[..]);
-                if it >= cfg.warmup {
+                if it >= warmup {
                     total += t0.elapsed();
                 }
             }
@@ -400,8 +404,9 @@ impl Ring<'_> {
             .as_ref()
             .is_some_and(|c| c.size_index.is_none_or(|i| i == index));
         let iters = iters_for(bytes, self.cfg.iters);
+        let warmup = if index == 0 { self.cfg.warmup } else { 0 };
         let mut total = Duration::ZERO;
-        for it in 0..self.cfg.warmup + iters {
+        for it in 0..warmup + iters {
             data::fill(buf, count, pos);
             if corrupt {
                 data::perturb_first_send(buf, count, n, pos, used);
@@ -418,7 +423,7 @@ impl Ring<'_> {
             let t0 = Instant::now();
             self.iterate(job, used, workers, shared)
                 .map_err(|f| self.explain(f, bytes))?;
-            if it >= self.cfg.warmup {
+            if it >= warmup {
                 total += t0.elapsed();
             }
         }

@@ -95,7 +95,11 @@ fn links(m: &mut Metrics, report: &Report, host: &dyn Fn(u32) -> String) {
     }
     let mut per: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     for l in &report.links {
-        if let Some(g) = l.throughput_gbit_s.filter(|g| g.is_finite() && *g >= 0.0) {
+        if let Some(g) = l
+            .throughput_gbit_s
+            .map(f64::from)
+            .filter(|g| g.is_finite() && *g >= 0.0)
+        {
             per.entry(l.from).or_default().push(g * 1e9 / 8.0);
             per.entry(l.to).or_default().push(g * 1e9 / 8.0);
         }

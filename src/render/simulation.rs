@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 pub fn render(report: &Report, heading: &str) -> String {
     let mut out = format!("{heading}\n");
-    let json = serde_json::to_vec(report).map(|v| v.len()).unwrap_or(0);
+    let json = crate::report::json_len(report);
     out.push_str(&format!("status: {}\n", report.status.as_str()));
     if let Some(m) = &report.measurement {
         out.push_str("predicted phase times (s):\n");

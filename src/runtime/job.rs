@@ -72,6 +72,9 @@ pub struct ClusterJob {
     pub script: Vec<String>,
     /// The healthy set's constraints (`--min-nodes`, `--nodes-multiple-of`, `--exclude-slow`).
     pub healthy: preflight_checks::cluster::healthy_set::HealthyOptions,
+    /// `--full-report`: this rank asks rank 0 for the whole report (above 64 nodes the other
+    /// ranks get a copy without the other nodes' facts and the links).
+    pub whole_report: bool,
 }
 
 /// A token and where it came from (`--token / PREFLIGHT_TOKEN`, `--token-file PATH`); never empty.

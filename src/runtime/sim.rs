@@ -15,7 +15,7 @@ use super::schedule;
 use crate::transport::auth::{Secret, SecretSource};
 use crate::transport::events::Events;
 use preflight_checks::model::{
-    BindResult, BindStatus, CollectiveResult, CollectiveRow, IfAddr, IfKind, Interface,
+    BindResult, BindStatus, CollectiveResult, CollectiveRow, IfAddr, IfKind, Interface, Labels,
     LinkOutcome, LinkResult, Measurement, NetFacts, NodeFacts, PhaseTime, PlacementInfo, PortFacts,
     Report, SecondPass, SysFacts,
 };
@@ -41,6 +41,10 @@ pub struct Fabric {
     /// Ordered pairs whose first connect is reset (they work on the retry).
     pub lossy_links: u32,
     pub seed: u64,
+    /// Every node's facts beside its network (GPUs, InfiniBand, system): a real node's
+    /// (`simulate --facts FILE`), so rank 0's memory is modelled with facts of a real size; else
+    /// a bare node's.
+    pub node_template: Option<Box<NodeFacts>>,
 }
 
 impl Default for Fabric {
@@ -54,6 +58,7 @@ impl Default for Fabric {
             bad_links: 0,
             lossy_links: 0,
             seed: 1,
+            node_template: None,
         }
     }
 }
@@ -80,7 +85,8 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     let started = Instant::now();
     let n = fabric.nodes.max(2);
     let faults = draw_faults(fabric);
-    let facts: Vec<NodeFacts> = (0..n).map(node_facts).collect();
+    let template = fabric.node_template.as_deref();
+    let facts: Vec<NodeFacts> = (0..n).map(|r| node_facts(r, template)).collect();
     let alive: Vec<u32> = (0..n).filter(|r| !faults.dead.contains(r)).collect();
     let rtt_s = 2.0 * fabric.latency_us / 1e6;
     let bw = |r: u32| {
@@ -94,6 +100,8 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
 
     // Connectivity: every ordered pair among the nodes that joined, dialed as the agent does.
     let mut links = Vec::with_capacity(alive.len() * alive.len().saturating_sub(1));
+    // Strings shared as the coordinator shares them (see `coordinator::phases::collect_links`).
+    let mut labels = Labels::default();
     let mut slowest_probe = 0.0f64;
     // The pings per link the coordinator orders for this many peers.
     let pings = crate::runtime::pings_per_link(timing.pings, alive.len().saturating_sub(1));
@@ -121,14 +129,14 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
             links.push(LinkResult {
                 from,
                 to,
-                interface: "eth0".into(),
-                address: address(to).to_string(),
+                interface: labels.get("eth0"),
+                address: labels.get(&address(to).to_string()),
                 port: 40000,
                 result,
-                rtt_us: (result == LinkOutcome::Ok).then_some(rtt_s * 1e6),
-                rtt_p99_us: (result == LinkOutcome::Ok).then_some(rtt_s * 1e6 * 1.5),
+                rtt_us: (result == LinkOutcome::Ok).then_some((rtt_s * 1e6) as f32),
+                rtt_p99_us: (result == LinkOutcome::Ok).then_some((rtt_s * 1e6 * 1.5) as f32),
                 error: (result != LinkOutcome::Ok)
-                    .then(|| "timed out (modelled: a filter on this link)".to_string()),
+                    .then(|| labels.get("timed out (modelled: a filter on this link)")),
                 retries,
                 ..Default::default()
             });
@@ -155,23 +163,18 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
 
     // Throughput: the real schedule; each pair gets the slower end's rate.
     let rounds = schedule::schedule(&alive, timing.matchings, n as u64);
-    let ok: HashSet<(u32, u32)> = links
-        .iter()
-        .filter(|l| l.result == LinkOutcome::Ok)
-        .map(|l| (l.from, l.to))
-        .collect();
-    let mut index: BTreeMap<(u32, u32), usize> = BTreeMap::new();
-    for (i, l) in links.iter().enumerate() {
-        index.insert((l.from, l.to), i);
-    }
+    // Kept as the coordinator keeps them: in (from, to, address) order, found by binary search.
+    links.sort_unstable_by(|a, b| {
+        (a.from, a.to, a.address.as_str()).cmp(&(b.from, b.to, b.address.as_str()))
+    });
     for round in &rounds {
         for &(a, b) in round {
             for (from, to) in [(a, b), (b, a)] {
-                if !ok.contains(&(from, to)) {
-                    continue;
-                }
-                if let Some(i) = index.get(&(from, to)) {
-                    links[*i].throughput_gbit_s = Some(bw(from).min(bw(to)));
+                let addr = address(to).to_string();
+                if let Some(i) = crate::runtime::coordinator::find(&links, from, to, &addr)
+                    && links[i].result == LinkOutcome::Ok
+                {
+                    links[i].throughput_gbit_s = Some(bw(from).min(bw(to)) as f32);
                 }
             }
         }
@@ -206,14 +209,31 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     };
     let (outcome, allreduce_s) = allreduce(&evals, &alive, fabric, &faults, &cfg.allreduce);
     phases.push(phase("all-reduce", allreduce_s));
-    let mut report = verdict::build_report(&seen, &links, &cfg, recommendation, outcome, &[]);
-    // Rank 0 sends one compressed copy to every node, in parallel from one NIC.
-    let json = serde_json::to_vec(&report).map(|v| v.len()).unwrap_or(0) as f64;
+    let links_total = links.len() as u64;
+    let links_retried = links.iter().filter(|l| l.retries > 0).count() as u64;
+    drop(seen);
+    let mut facts: Vec<Option<NodeFacts>> = facts.into_iter().map(Some).collect();
+    let members = alive
+        .iter()
+        .map(|r| verdict::Member {
+            rank: *r,
+            facts: facts[*r as usize].take().unwrap_or_default(),
+            alive: true,
+        })
+        .collect();
+    let mut report = verdict::build_report(members, links, &cfg, recommendation, outcome, &[]);
+    // Rank 0 sends one copy to every node, in parallel from one NIC: above 64 nodes the shared
+    // copy without the other nodes' facts and the links.
+    let json = if report.nodes.len() > crate::report_compact::COMPACT_ABOVE {
+        crate::runtime::coordinator::json_size(&crate::runtime::coordinator::shared_copy(&report))
+    } else {
+        crate::runtime::coordinator::json_size(&report)
+    } as f64;
     let deliver = json / 8.0 * alive.len() as f64 * 8.0 / (fabric.gbit * 1e9) + rtt_s;
     phases.push(phase("report", deliver));
     report.measurement = Some(Measurement {
-        links_total: links.len() as u64,
-        links_retried: links.iter().filter(|l| l.retries > 0).count() as u64,
+        links_total,
+        links_retried,
         connect_window: CONNECT_WINDOW as u32,
         throughput_schedule: schedule::describe(alive.len(), timing.matchings),
         throughput_rounds: rounds.len() as u32,
@@ -270,8 +290,10 @@ fn address(r: u32) -> IpAddr {
     ))
 }
 
-fn node_facts(r: u32) -> NodeFacts {
+/// Node `r`'s facts: its own hostname, address and healthy network, the rest from `template`.
+fn node_facts(r: u32, template: Option<&NodeFacts>) -> NodeFacts {
     let hostname = format!("node{r:04}");
+    let base = template.cloned().unwrap_or_default();
     NodeFacts {
         host_id: hostname.clone(),
         hostname,
@@ -293,7 +315,7 @@ fn node_facts(r: u32) -> NodeFacts {
                 default_route: true,
                 ..Default::default()
             }],
-            ..Default::default()
+            ..base.net.clone()
         },
         // A healthy node as the probes see one: the master port free, /dev/shm and memlock as
         // a GPU node has them, the hostname resolving to the node's own address.
@@ -312,9 +334,9 @@ fn node_facts(r: u32) -> NodeFacts {
         sys: SysFacts {
             shm_bytes: Some(64 << 30),
             hostname_addrs: vec![address(r)],
-            ..Default::default()
+            ..base.sys.clone()
         },
-        ..Default::default()
+        ..base
     }
 }
 
@@ -438,10 +460,13 @@ fn allreduce(
     let rows: Vec<CollectiveRow> = plan
         .sizes
         .iter()
-        .map(|&bytes| {
+        .enumerate()
+        .map(|(index, &bytes)| {
             let step = bytes as f64 / n * 8.0 / (slowest * 1e9) + fabric.latency_us / 1e6;
             let t = 2.0 * (n - 1.0) * step;
-            total += t * (plan.warmup + plan.iters) as f64;
+            // The ring warms up once, before the first size (see `RingConfig::warmup`).
+            let warmup = if index == 0 { plan.warmup } else { 0 };
+            total += t * (warmup + plan.iters) as f64;
             let algbw = bytes as f64 / t / 1e9;
             CollectiveRow {
                 bytes,

@@ -501,7 +501,7 @@ fn prom_at_1024_nodes_stays_bounded() {
                 from: r,
                 to: (r + d) % n,
                 result: LinkOutcome::Ok,
-                throughput_gbit_s: Some(10.0 + f64::from(r % 7)),
+                throughput_gbit_s: Some(10.0 + (r % 7) as f32),
                 ..Default::default()
             })
         })

@@ -263,6 +263,7 @@ fn join_frame(facts: NodeFacts, listeners: Vec<Listener>) -> Vec<u8> {
     let join = Msg::Join {
         facts: Box::new(facts),
         listeners,
+        whole_report: false,
     };
     encode_msg(&join).expect("a frame")
 }
@@ -488,8 +489,8 @@ fn lies(to: &Peer) -> Vec<LinkResult> {
     let base = LinkResult {
         from: HOSTILE as u32,
         to: to.rank,
-        interface: at.interface.clone(),
-        address: at.address.clone(),
+        interface: at.interface.as_str().into(),
+        address: at.address.as_str().into(),
         port: at.port,
         result: LinkOutcome::Ok,
         ..Default::default()
@@ -502,7 +503,7 @@ fn lies(to: &Peer) -> Vec<LinkResult> {
         },
         LinkResult {
             rtt_us: Some(10.0),
-            rtt_p99_us: Some(1e308),
+            rtt_p99_us: Some(f32::MAX),
             ..base.clone()
         },
         LinkResult {
@@ -576,7 +577,7 @@ fn lie_after_the_handshake(c: &Cluster, big: bool, timeout_s: u64) -> usize {
                     // of 3 nodes.
                     let link = LinkResult {
                         from: HOSTILE as u32,
-                        address: "x".repeat(1 << 10),
+                        address: "x".repeat(1 << 10).into(),
                         ..Default::default()
                     };
                     Msg::ProbeDone {

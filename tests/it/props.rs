@@ -276,6 +276,7 @@ fn sample_messages() -> Vec<Vec<u8>> {
         Msg::Join {
             facts: Box::new(facts),
             listeners: Vec::new(),
+            whole_report: true,
         },
         Msg::Report {
             report: Box::new(report),

@@ -137,7 +137,7 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
                     from,
                     to,
                     interface: iface.into(),
-                    address: addr,
+                    address: addr.into(),
                     port: 40000 + (to % 20000) as u16,
                     result: failed.unwrap_or(LinkOutcome::Ok),
                     mtu: Some(if net == 0 { 1500 } else { 2044 }),
@@ -145,12 +145,12 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
                 };
                 if failed.is_none() {
                     let rtt = base_rtt * (1.0 + jitter(from, to, net));
-                    l.rtt_us = Some(rtt_us(from, to, net));
-                    l.rtt_p99_us = Some((rtt * 18.0).round() / 10.0);
+                    l.rtt_us = Some(rtt_us(from, to, net) as f32);
+                    l.rtt_p99_us = Some(((rtt * 18.0).round() / 10.0) as f32);
                     if measured(from, to, n) {
                         let slow = faults.slow.is_some_and(|s| s == from || s == to);
                         let g = gbit * (0.96 + 0.04 * jitter(to, from, net));
-                        l.throughput_gbit_s = Some(if slow { g / 10.0 } else { g });
+                        l.throughput_gbit_s = Some((if slow { g / 10.0 } else { g }) as f32);
                     }
                 } else {
                     l.error = Some("timed out after 3 s".into());

@@ -154,7 +154,7 @@ fn group_key(f: &NodeFacts) -> (u32, Vec<Option<String>>) {
 fn throughput(report: &Report) -> HashMap<u32, f64> {
     let mut sum: HashMap<u32, (f64, u32)> = HashMap::new();
     for l in &report.links {
-        if let (LinkOutcome::Ok, Some(t)) = (l.result, l.throughput_gbit_s)
+        if let (LinkOutcome::Ok, Some(t)) = (l.result, l.throughput_gbit_s.map(f64::from))
             && t.is_finite()
         {
             for r in [l.from, l.to] {
@@ -174,7 +174,7 @@ fn stragglers(report: &Report) -> BTreeSet<u32> {
     let mut all: Vec<f64> = Vec::new();
     let mut best: HashMap<u32, f64> = HashMap::new();
     for l in &report.links {
-        if let (LinkOutcome::Ok, Some(t)) = (l.result, l.throughput_gbit_s)
+        if let (LinkOutcome::Ok, Some(t)) = (l.result, l.throughput_gbit_s.map(f64::from))
             && t.is_finite()
         {
             all.push(t);

@@ -268,7 +268,7 @@ fn big() -> Report {
         from,
         to,
         interface: "eth0".into(),
-        address: addr(to),
+        address: addr(to).into(),
         port: 40000,
         result: if ok {
             LinkOutcome::Ok

@@ -25,20 +25,22 @@ pub(super) fn mtu_mismatch(input: &ClusterInput) -> Finding {
         .collect();
     // Path MTUs per ordered pair: n² of them, so the evidence keeps the pairs that carry less
     // than the interfaces (at most PAIRS_SHOWN) and a count of the rest, never every pair.
-    let measured: Vec<(u32, u32, u32)> = links_on(input, eval)
-        .into_iter()
-        .filter_map(|l| l.mtu.map(|m| (l.from, l.to, m)))
-        .collect();
+    // One pass: how many were measured and the least, and only the narrow pairs kept.
     let interface_floor = mtus.values().copied().min();
+    let (mut measured, mut measured_min) = (0usize, None::<u32>);
+    let mut narrow_all: Vec<(u32, u32, u32)> = Vec::new();
+    for l in links_on(input, eval) {
+        let Some(m) = l.mtu else { continue };
+        measured += 1;
+        measured_min = Some(measured_min.map_or(m, |x| x.min(m)));
+        if interface_floor.is_some_and(|i| m < i) {
+            narrow_all.push((l.from, l.to, m));
+        }
+    }
     let subject = eval
         .common_name()
         .map(|n| format!("{} {n}", eval.network.id))
         .unwrap_or_else(|| eval.network.id.clone());
-    let narrow_all: Vec<(u32, u32, u32)> = measured
-        .iter()
-        .copied()
-        .filter(|(_, _, m)| interface_floor.is_some_and(|i| *m < i))
-        .collect();
     let narrow: BTreeMap<String, u32> = narrow_all
         .iter()
         .take(PAIRS_SHOWN)
@@ -49,9 +51,9 @@ pub(super) fn mtu_mismatch(input: &ClusterInput) -> Finding {
             .with("network", &eval.network.id)
             .with("mtu", rank_map(&mtus))
             .with("path_mtu", &narrow)
-            .with("path_mtu_measured", measured.len())
+            .with("path_mtu_measured", measured)
             .with("path_mtu_narrower", narrow_all.len())
-            .with("path_mtu_min", measured.iter().map(|(_, _, m)| *m).min())
+            .with("path_mtu_min", measured_min)
     };
     let distinct: BTreeSet<u32> = mtus.values().copied().collect();
     if distinct.len() > 1 {

@@ -24,7 +24,11 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
     };
     let mut best: BTreeMap<(u32, u32), f64> = BTreeMap::new();
     for l in links_on(input, eval) {
-        let Some(tp) = l.throughput_gbit_s.filter(|t| t.is_finite() && *t >= 0.0) else {
+        let Some(tp) = l
+            .throughput_gbit_s
+            .map(f64::from)
+            .filter(|t| t.is_finite() && *t >= 0.0)
+        else {
             continue;
         };
         let e = best.entry((l.from, l.to)).or_insert(tp);

@@ -84,7 +84,7 @@ pub(crate) fn link(
         address: addr.into(),
         port: 40000 + to as u16,
         result,
-        throughput_gbit_s: tp,
+        throughput_gbit_s: tp.map(|t| t as f32),
         ..Default::default()
     }
 }

@@ -59,26 +59,41 @@ enum PairState<'a> {
 }
 
 /// Every ordered pair's state, indexed once (looked up, never scanned: the judgment stays
-/// linear in the links at thousands of nodes).
-struct Pairs<'a>(HashMap<(u32, u32), PairState<'a>>);
+/// linear in the links at thousands of nodes). The pairs that worked, most of a million at a
+/// thousand nodes, are a sorted list of 8 bytes each; only the failed ones are a map.
+struct Pairs<'a> {
+    ok: Vec<(u32, u32)>,
+    /// Pairs with no link that worked: the first failed link.
+    failed: HashMap<(u32, u32), &'a LinkResult>,
+}
 
 impl<'a> Pairs<'a> {
     fn of(links: &[&'a LinkResult]) -> Pairs<'a> {
-        let mut map: HashMap<(u32, u32), PairState<'a>> = HashMap::with_capacity(links.len());
-        for l in links {
-            let e = map.entry((l.from, l.to)).or_insert(PairState::Failed(l));
-            if l.result == LinkOutcome::Ok {
-                *e = PairState::Ok;
+        let mut ok: Vec<(u32, u32)> = Vec::with_capacity(links.len());
+        ok.extend(
+            links
+                .iter()
+                .filter(|l| l.result == LinkOutcome::Ok)
+                .map(|l| (l.from, l.to)),
+        );
+        ok.sort_unstable();
+        ok.dedup();
+        let mut failed = HashMap::new();
+        for l in links.iter().filter(|l| l.result != LinkOutcome::Ok) {
+            if ok.binary_search(&(l.from, l.to)).is_err() {
+                failed.entry((l.from, l.to)).or_insert(*l);
             }
         }
-        Pairs(map)
+        Pairs { ok, failed }
     }
 
     fn state(&self, from: u32, to: u32) -> PairState<'a> {
-        self.0
+        if self.ok.binary_search(&(from, to)).is_ok() {
+            return PairState::Ok;
+        }
+        self.failed
             .get(&(from, to))
-            .copied()
-            .unwrap_or(PairState::NotMeasured)
+            .map_or(PairState::NotMeasured, |l| PairState::Failed(l))
     }
 }
 
@@ -210,8 +225,8 @@ fn isolated_nodes(pairs: &Pairs, members: &[u32]) -> BTreeSet<u32> {
     }
     let in_net: BTreeSet<u32> = members.iter().copied().collect();
     let mut partners: HashMap<u32, BTreeSet<u32>> = HashMap::new();
-    for ((a, b), s) in &pairs.0 {
-        if matches!(s, PairState::Failed(_)) && in_net.contains(a) && in_net.contains(b) {
+    for (a, b) in pairs.failed.keys() {
+        if in_net.contains(a) && in_net.contains(b) {
             partners.entry(*a).or_default().insert(*b);
             partners.entry(*b).or_default().insert(*a);
         }
@@ -232,9 +247,8 @@ fn isolated_nodes(pairs: &Pairs, members: &[u32]) -> BTreeSet<u32> {
 /// Whether every failed pair involves a node of `nodes`.
 fn only_involving(pairs: &Pairs, members: &[u32], nodes: &BTreeSet<u32>) -> bool {
     let in_net: BTreeSet<u32> = members.iter().copied().collect();
-    pairs.0.iter().all(|((a, b), s)| {
-        let failed_here =
-            matches!(s, PairState::Failed(_)) && in_net.contains(a) && in_net.contains(b);
+    pairs.failed.keys().all(|(a, b)| {
+        let failed_here = in_net.contains(a) && in_net.contains(b);
         !failed_here || nodes.contains(a) || nodes.contains(b)
     })
 }

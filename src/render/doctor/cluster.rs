@@ -429,10 +429,10 @@ fn cell(links: &[&LinkResult], from: u32, to: u32, cells: Cells, style: Style) -
         _ if !ok => l.result.as_str().to_string(),
         Cells::Full => {
             let mut c = Vec::new();
-            if let Some(r) = l.rtt_us {
+            if let Some(r) = l.rtt_us.map(f64::from) {
                 c.push(format!("{r:.0}{us}"));
             }
-            if let Some(g) = l.throughput_gbit_s {
+            if let Some(g) = l.throughput_gbit_s.map(f64::from) {
                 c.push(format!("{} Gb/s", bw(g)));
             }
             if c.is_empty() {
@@ -440,7 +440,7 @@ fn cell(links: &[&LinkResult], from: u32, to: u32, cells: Cells, style: Style) -
             }
             c.join("\n")
         }
-        Cells::Number => match (l.throughput_gbit_s, l.rtt_us) {
+        Cells::Number => match (l.throughput_gbit_s.map(f64::from), l.rtt_us.map(f64::from)) {
             (Some(g), _) => bw(g),
             (None, Some(r)) => format!("{r:.0}{us}"),
             (None, None) => "ok".into(),
@@ -460,10 +460,10 @@ fn worst_links(links: &[&LinkResult], style: Style) -> String {
             shown(&l.address),
             l.result.as_str()
         );
-        if let Some(r) = l.rtt_us {
+        if let Some(r) = l.rtt_us.map(f64::from) {
             let _ = write!(s, ", {r:.0}{us}");
         }
-        if let Some(g) = l.throughput_gbit_s {
+        if let Some(g) = l.throughput_gbit_s.map(f64::from) {
             let _ = write!(s, ", {} Gbit/s", bw(g));
         }
         s
@@ -522,14 +522,14 @@ mod tests {
                     from,
                     to,
                     interface: "eth0".into(),
-                    address: format!("10.200.{}.{}", to / 200, to % 200 + 1),
+                    address: format!("10.200.{}.{}", to / 200, to % 200 + 1).into(),
                     result: if bad {
                         LinkOutcome::Timeout
                     } else {
                         LinkOutcome::Ok
                     },
                     rtt_us: (!bad).then_some(50.0),
-                    throughput_gbit_s: (!bad).then_some(f64::from(from + to)),
+                    throughput_gbit_s: (!bad).then_some((from + to) as f32),
                     ..Default::default()
                 });
             }

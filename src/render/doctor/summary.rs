@@ -324,7 +324,7 @@ mod tests {
                     from: r,
                     to,
                     interface: "eth0".into(),
-                    address: format!("10.0.0.{}", to + 1),
+                    address: format!("10.0.0.{}", to + 1).into(),
                     result: if lost {
                         LinkOutcome::Timeout
                     } else {

@@ -85,7 +85,7 @@ fn table(report: &Report, id: &str, label: &str, links: &[&LinkResult]) -> Strin
     let max_tp = links
         .iter()
         .filter(|l| l.result == LinkOutcome::Ok)
-        .filter_map(|l| l.throughput_gbit_s)
+        .filter_map(|l| l.throughput_gbit_s.map(f64::from))
         .filter(|t| t.is_finite())
         .fold(0.0_f64, f64::max);
     let host = |rank: u32| {
@@ -136,7 +136,7 @@ fn table(report: &Report, id: &str, label: &str, links: &[&LinkResult]) -> Strin
                 continue;
             };
             let result = l.result.as_str();
-            let (style, shown) = match (l.result, l.throughput_gbit_s) {
+            let (style, shown) = match (l.result, l.throughput_gbit_s.map(f64::from)) {
                 (LinkOutcome::Ok, Some(tp)) if tp.is_finite() => {
                     let r = if max_tp > 0.0 {
                         (tp / max_tp).clamp(0.0, 1.0)

@@ -264,6 +264,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 &placement,
                 &mut node,
                 listeners,
+                job.whole_report,
                 job.timeout,
                 events,
             ) {

@@ -9,7 +9,7 @@ use crate::transport::events::Events;
 use crate::transport::wire::{
     Listener, Msg, Peer, Target, WireError, order_budget, read_msg_budget, write_msg,
 };
-use preflight_checks::model::{LinkOutcome, LinkResult, Report};
+use preflight_checks::model::{LinkOutcome, LinkResult, NodeFacts, Report};
 use preflight_checks::stats::percentile;
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -23,6 +23,7 @@ pub(super) fn serve_orders(
     p: &Placement,
     node: &mut NodeState,
     listeners: Vec<Listener>,
+    whole_report: bool,
     timeout: Duration,
     events: &Events,
 ) -> Result<Report, WireError> {
@@ -33,6 +34,7 @@ pub(super) fn serve_orders(
         &Msg::Join {
             facts: Box::new(node.facts.clone()),
             listeners,
+            whole_report,
         },
     )?;
     events.log("joined; waiting for the other nodes and the measurements");
@@ -104,10 +106,13 @@ pub(super) fn serve_orders(
                     secret,
                 ),
             },
+            // Like the probe, the MTU test reports progress: its length grows with the peers.
             Msg::Mtu { targets, max_mtu } => Msg::MtuDone {
-                links: mtu_targets(p.rank, &targets, max_mtu, secret),
+                links: with_progress(stream, |done| {
+                    mtu_targets(p.rank, p.nnodes, targets, max_mtu, secret, done)
+                }),
             },
-            Msg::Report { report } => return Ok(*report),
+            Msg::Report { report } => return Ok(own_facts_back(*report, p.rank, &node.facts)),
             Msg::Reject { reason, kind } => {
                 return Err(WireError::Rejected { reason, kind });
             }
@@ -121,12 +126,26 @@ pub(super) fn serve_orders(
     }
 }
 
+/// A copy of the report without the other nodes' facts (above 64 nodes, see
+/// `coordinator::delivery::shared_copy`) gets this node's own facts back: the ones it sent.
+fn own_facts_back(mut report: Report, rank: u32, facts: &NodeFacts) -> Report {
+    if let Some(trimmed) = &mut report.trimmed
+        && let Some(own) = report.nodes.iter_mut().find(|n| n.rank == rank)
+        && own.facts.net.interfaces.is_empty()
+        && !facts.net.interfaces.is_empty()
+    {
+        own.facts = facts.clone();
+        trimmed.facts_omitted = trimmed.facts_omitted.saturating_sub(1);
+    }
+    report
+}
+
 fn base_link(from: u32, target_rank: u32, l: &Listener) -> LinkResult {
     LinkResult {
         from,
         to: target_rank,
-        interface: l.interface.clone(),
-        address: l.address.clone(),
+        interface: l.interface.as_str().into(),
+        address: l.address.as_str().into(),
         port: l.port,
         ..Default::default()
     }
@@ -197,7 +216,7 @@ fn probe_peers(
             link.result = LinkOutcome::Error;
             link.error = Some(format!(
                 "not tried: the connectivity phase's time ran out before this node reached it ({total} links to test from this node)"
-            ));
+            ).into());
             return link;
         }
         let started = Instant::now();
@@ -209,20 +228,20 @@ fn probe_peers(
                 Ok(mut rtts) => {
                     link.result = LinkOutcome::Ok;
                     rtts.sort_by(f64::total_cmp);
-                    link.rtt_us = percentile(&rtts, 0.50);
-                    link.rtt_p99_us = percentile(&rtts, 0.99);
+                    link.rtt_us = percentile(&rtts, 0.50).map(|v| v as f32);
+                    link.rtt_p99_us = percentile(&rtts, 0.99).map(|v| v as f32);
                 }
                 // Connected and authenticated: the pair works; only its RTT is unknown.
                 Err(e) => {
                     link.result = LinkOutcome::Ok;
                     link.error = Some(format!(
                         "connected and authenticated, but the pings got no answer in time (a loaded node?): {e}"
-                    ));
+                    ).into());
                 }
             },
             Err(f) => {
                 link.result = f.outcome;
-                link.error = Some(f.error);
+                link.error = Some(f.error.into());
             }
         }
         link
@@ -262,7 +281,7 @@ fn bulk_targets(
             Ok(mut s) => match tcp::bulk(&mut s, dur, STALL.min(dur + Duration::from_secs(10))) {
                 Ok(gbit) => {
                     link.result = LinkOutcome::Ok;
-                    link.throughput_gbit_s = Some((gbit * 1000.0).round() / 1000.0);
+                    link.throughput_gbit_s = Some(((gbit * 1000.0).round() / 1000.0) as f32);
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     // Connected, authenticated, and then a large write made no progress:
@@ -278,16 +297,16 @@ fn bulk_targets(
                         } else {
                             "no don't-fragment probe was answered"
                         }
-                    ));
+                    ).into());
                 }
                 Err(e) => {
                     link.result = LinkOutcome::Error;
-                    link.error = Some(format!("throughput test failed: {e}"));
+                    link.error = Some(format!("throughput test failed: {e}").into());
                 }
             },
             Err(f) => {
                 link.result = f.outcome;
-                link.error = Some(f.error);
+                link.error = Some(f.error.into());
             }
         }
         link
@@ -311,8 +330,21 @@ fn stalled_path_mtu(l: &Listener, secret: &Secret) -> Option<u32> {
         .flatten()
 }
 
-fn mtu_targets(me: u32, targets: &[Target], max_mtu: u32, secret: &Secret) -> Vec<LinkResult> {
-    paced(targets, dial::CONNECT_WINDOW, |t| {
+/// Path MTU to every target, [`dial::CONNECT_WINDOW`] at a time, in ring order from this node
+/// as the probe dials: at any moment each echo server answers about one window of peers, not
+/// every node at once (an incast that overflows its socket and reads as a narrow path).
+/// `done` counts the targets done.
+fn mtu_targets(
+    me: u32,
+    nnodes: u32,
+    mut targets: Vec<Target>,
+    max_mtu: u32,
+    secret: &Secret,
+    done: &AtomicU32,
+) -> Vec<LinkResult> {
+    targets.sort_by_key(|t| dial::ring_offset(me, t.rank, nnodes));
+    paced(&targets, dial::CONNECT_WINDOW, |t| {
+        let _counted = Counted(done);
         let mut link = base_link(me, t.rank, &t.listener);
         let peer = t
             .listener
@@ -330,10 +362,48 @@ fn mtu_targets(me: u32, targets: &[Target], max_mtu: u32, secret: &Secret) -> Ve
                     link.result = LinkOutcome::Ok;
                     link.mtu = m;
                 }
-                Err(e) => link.error = Some(format!("path MTU probe failed: {e}")),
+                Err(e) => link.error = Some(format!("path MTU probe failed: {e}").into()),
             },
-            Err(_) => link.error = Some(format!("bad address {}", t.listener.address)),
+            Err(_) => link.error = Some(format!("bad address {}", t.listener.address).into()),
         }
         link
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use preflight_checks::model::{Interface, NodeEntry, Trimmed};
+
+    fn entry(rank: u32, interfaces: usize) -> NodeEntry {
+        let mut facts = NodeFacts {
+            hostname: format!("node{rank}"),
+            ..Default::default()
+        };
+        facts.net.interfaces = vec![Interface::default(); interfaces];
+        NodeEntry {
+            rank,
+            hostname: facts.hostname.clone(),
+            facts,
+        }
+    }
+
+    #[test]
+    fn a_shared_copy_gets_this_nodes_facts_back() {
+        let mut report =
+            crate::report::ReportBuilder::new(preflight_checks::model::Mode::Cluster).build();
+        report.nodes = (0..3).map(|r| entry(r, 0)).collect();
+        let own = entry(1, 2).facts;
+        // A whole report is left as it came.
+        let whole = own_facts_back(report.clone(), 1, &own);
+        assert!(whole.nodes[1].facts.net.interfaces.is_empty());
+        report.trimmed = Some(Trimmed {
+            facts_omitted: 3,
+            ..Default::default()
+        });
+        let back = own_facts_back(report, 1, &own);
+        assert_eq!(back.nodes[1].facts, own);
+        assert!(back.nodes[0].facts.net.interfaces.is_empty());
+        assert_eq!(back.trimmed.unwrap().facts_omitted, 2);
+    }
 }

@@ -76,6 +76,7 @@ struct Joined {
     peer: SocketAddr,
     facts: NodeFacts,
     listeners: Vec<Listener>,
+    whole_report: bool,
 }
 
 /// What one connection came to.
@@ -340,6 +341,7 @@ fn take_place(
             peer: j.peer,
             facts: j.facts,
             listeners: j.listeners,
+            whole_report: j.whole_report,
             alive: true,
             lost: None,
         },
@@ -522,7 +524,11 @@ fn read_join(
     );
     stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
     match read {
-        Ok(Msg::Join { facts, listeners }) => {
+        Ok(Msg::Join {
+            facts,
+            listeners,
+            whole_report,
+        }) => {
             let checked = check_join(&facts, &listeners)
                 .map_err(|why| (RefusalKind::Limits, why))
                 .and_then(|()| {
@@ -543,6 +549,7 @@ fn read_join(
                 peer,
                 facts: *facts,
                 listeners,
+                whole_report,
             })))
         }
         Ok(other) => {
@@ -676,6 +683,7 @@ mod tests {
             &Msg::Join {
                 facts: Box::default(),
                 listeners: Vec::new(),
+                whole_report: false,
             },
         )
         .unwrap();
@@ -767,6 +775,7 @@ mod tests {
                 &Msg::Join {
                     facts: Box::new(full(r)),
                     listeners: Vec::new(),
+                    whole_report: false,
                 },
             )
             .unwrap();

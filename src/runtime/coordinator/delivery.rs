@@ -2,9 +2,10 @@
 //! else what that node needs (its own links and facts, everyone's findings, the advice), with
 //! `trimmed` saying what was left out. Rank 0 keeps and prints the whole report.
 
+use crate::report::json_len;
+use crate::report_compact::COMPACT_ABOVE;
 use preflight_checks::model::{NodeEntry, NodeFacts, Report, Trimmed};
 use std::borrow::Cow;
-use std::io::Write;
 
 /// Largest report (JSON bytes, before compression) sent whole to every node. A cluster of a
 /// few hundred nodes with one address each stays under it.
@@ -13,37 +14,26 @@ pub const WHOLE_REPORT_CAP: usize = 24 << 20;
 /// Links measured to estimate the size of all of them.
 const LINK_SAMPLE: usize = 1000;
 
-/// Bytes of a value's JSON, counted without building it.
-fn counted<T: serde::Serialize>(value: &T) -> usize {
-    struct Count(usize);
-    impl Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    let _ = serde_json::to_writer(&mut c, value);
-    c.0
-}
-
-/// About how many bytes the report's JSON has: everything but the links counted, the links
-/// estimated from a sample (millions of them would take seconds to count).
+/// About how many bytes the report's JSON has, without building it or copying any part: every
+/// part but the links counted, the links estimated from a sample (millions of them would take
+/// seconds to count).
 pub fn json_size(report: &Report) -> usize {
-    let rest = counted(&Report {
-        links: Vec::new(),
-        ..report.clone_without_links()
-    });
+    let parts = json_len(&report.nodes)
+        + json_len(&report.findings)
+        + json_len(&report.collectives)
+        + json_len(&report.recommendation)
+        + json_len(&report.placement)
+        + json_len(&report.trimmed)
+        + json_len(&report.measurement)
+        + json_len(&report.link_matrix);
     let sample = &report.links[..report.links.len().min(LINK_SAMPLE)];
     let per_link = if sample.is_empty() {
         0.0
     } else {
-        counted(&sample) as f64 / sample.len() as f64
+        json_len(&sample) as f64 / sample.len() as f64
     };
-    rest + (per_link * report.links.len() as f64) as usize
+    // The field names, the schema and tool strings.
+    parts + 256 + (per_link * report.links.len() as f64) as usize
 }
 
 /// Everything of a report but its links, cloned.
@@ -71,6 +61,54 @@ impl CloneWithoutLinks for Report {
     }
 }
 
+/// Above [`COMPACT_ABOVE`] nodes, the copy every rank gets unless it asked for the whole report
+/// (`--full-report`): the verdict, every finding, the advice and the launch lines, the
+/// collectives and the measurement, without the other nodes' facts (each node puts its own back)
+/// and without the links. One copy for all, serialised and compressed once; at a thousand nodes
+/// it is a third of the whole report and a rank holds tens of MiB less.
+pub fn shared_copy(report: &Report) -> Report {
+    let n = report.nodes.len();
+    let links_total = report
+        .link_matrix
+        .as_ref()
+        .map_or(report.links.len() as u64, |m| m.links_total);
+    Report {
+        schema: report.schema.clone(),
+        tool: report.tool.clone(),
+        mode: report.mode,
+        status: report.status,
+        nodes: report.nodes.iter().map(stub).collect(),
+        findings: report.findings.clone(),
+        links: Vec::new(),
+        collectives: report.collectives.clone(),
+        recommendation: report.recommendation.clone(),
+        placement: report.placement.clone(),
+        trimmed: Some(Trimmed {
+            links_total,
+            links_kept: 0,
+            facts_omitted: n as u32,
+            why: format!(
+                "the cluster has {n} nodes (over {COMPACT_ABOVE}): every rank gets the verdict, every finding, the advice and the launch lines, without the other nodes' facts and the links; rank 0 prints the whole report (write it there with -o FILE, or give --full-report to every rank)"
+            ),
+        }),
+        measurement: report.measurement.clone(),
+        link_matrix: None,
+    }
+}
+
+/// A node's entry with its facts left out: rank, hostname and host id stay.
+fn stub(n: &NodeEntry) -> NodeEntry {
+    NodeEntry {
+        rank: n.rank,
+        hostname: n.hostname.clone(),
+        facts: NodeFacts {
+            hostname: n.facts.hostname.clone(),
+            host_id: n.facts.host_id.clone(),
+            ..Default::default()
+        },
+    }
+}
+
 /// The copy of `report` to send to `rank`, given the whole report's JSON size.
 pub fn report_for(report: &Report, rank: u32, whole_size: usize) -> Cow<'_, Report> {
     if whole_size <= WHOLE_REPORT_CAP {
@@ -91,15 +129,7 @@ pub fn report_for(report: &Report, rank: u32, whole_size: usize) -> Cow<'_, Repo
                 return n.clone();
             }
             facts_omitted += 1;
-            NodeEntry {
-                rank: n.rank,
-                hostname: n.hostname.clone(),
-                facts: NodeFacts {
-                    hostname: n.facts.hostname.clone(),
-                    host_id: n.facts.host_id.clone(),
-                    ..Default::default()
-                },
-            }
+            stub(n)
         })
         .collect();
     let trimmed = Trimmed {
@@ -167,8 +197,8 @@ mod tests {
                     links.push(LinkResult {
                         from,
                         to,
-                        interface: iface.name.clone(),
-                        address: iface.ipv4[0].addr.to_string(),
+                        interface: iface.name.as_str().into(),
+                        address: iface.ipv4[0].addr.to_string().into(),
                         port: 40_000,
                         result: LinkOutcome::Ok,
                         rtt_us: Some(12.5),
@@ -201,6 +231,37 @@ mod tests {
         let exact = serde_json::to_vec(&r).unwrap().len();
         assert!(size.abs_diff(exact) < exact / 50, "{size} vs {exact}");
         assert!(matches!(report_for(&r, 1, size), Cow::Borrowed(_)));
+    }
+
+    /// Above 64 nodes every rank but those asking for the whole report gets one shared copy:
+    /// every finding and the advice, no other node's facts and no links; the node puts its
+    /// own facts back and its view still shows its verdict and launch line.
+    #[test]
+    fn above_64_nodes_the_shared_copy_leaves_out_facts_and_links() {
+        let n = 100;
+        let mut r = synthetic(n);
+        r.findings.push(
+            Finding::new("gpu.count", Status::Warn, "gpus", "rank 7 has 7 GPUs").on_node(Some(7)),
+        );
+        crate::report_compact::compact(&mut r);
+        let whole = serde_json::to_vec(&r).unwrap().len();
+        let copy = shared_copy(&r);
+        let bytes = serde_json::to_vec(&copy).unwrap().len();
+        assert!(
+            bytes * 10 < whole,
+            "shared copy {bytes} bytes, whole {whole}"
+        );
+        assert_eq!(copy.findings, r.findings);
+        assert_eq!(copy.recommendation, r.recommendation);
+        assert!(copy.links.is_empty() && copy.link_matrix.is_none());
+        assert_eq!(copy.nodes.len(), n as usize);
+        assert!(copy.nodes.iter().all(|x| x.facts.net.interfaces.is_empty()));
+        let t = copy.trimmed.clone().expect("trimmed");
+        assert_eq!((t.facts_omitted, t.links_kept), (n, 0));
+        assert_eq!(t.links_total, (n * (n - 1) * 4) as u64);
+        assert!(t.why.contains("--full-report"), "{}", t.why);
+        // A copy of a small cluster's report is never made: it goes whole.
+        assert!(synthetic(3).nodes.len() <= COMPACT_ABOVE);
     }
 
     /// 1024 nodes with four addresses each: 4,190,208 links. Each node's copy crosses a real

@@ -7,6 +7,7 @@ use super::JoinedNode;
 use crate::transport::wire::Listener;
 use preflight_checks::model::{LinkOutcome, LinkResult, NodeFacts};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -284,55 +285,95 @@ pub const OVER_RATED: f64 = 16.0;
 /// Longest round trip any link may report: ten minutes (every wait is shorter).
 pub const MAX_RTT_US: f64 = 600e6;
 
-/// Checks every link result a node reported for sense: negative, non-finite or impossible
-/// values (a round trip past every wait, throughput far above the rated speed of the target
-/// interface, an MTU outside 68-65535) make the link `invalid`, naming the reporting node and
-/// the value, and the value is dropped so nothing downstream averages it.
-pub(super) fn check_links(members: &[JoinedNode], links: &mut [LinkResult]) {
-    for l in links.iter_mut() {
-        let Some(from) = members.iter().find(|m| m.rank == l.from) else {
-            continue;
-        };
-        let to = members.iter().find(|m| m.rank == l.to);
-        let rated_gbit = to
-            .and_then(|t| {
-                t.facts
+/// What the sense check of a link needs of its two ends, indexed by rank once (owned, so a
+/// phase can check each node's links as they arrive while the members are borrowed).
+pub(super) struct LinkSense {
+    nodes: HashMap<u32, SenseNode>,
+}
+
+struct SenseNode {
+    hostname: String,
+    host_id: String,
+    /// Rated speed of each interface, Gbit/s (known ones only).
+    rated_gbit: Vec<(String, f64)>,
+}
+
+impl LinkSense {
+    pub(super) fn of(members: &[JoinedNode]) -> LinkSense {
+        let nodes = members
+            .iter()
+            .map(|m| {
+                let rated_gbit = m
+                    .facts
                     .net
                     .interfaces
                     .iter()
-                    .find(|i| i.name == l.interface)
+                    .filter_map(|i| {
+                        let s = i.speed_mbps.filter(|&s| s > 0)?;
+                        Some((i.name.clone(), s as f64 / 1000.0))
+                    })
+                    .collect();
+                let node = SenseNode {
+                    hostname: m.facts.hostname.chars().take(64).collect(),
+                    host_id: m.facts.host_id.clone(),
+                    rated_gbit,
+                };
+                (m.rank, node)
             })
-            .and_then(|i| i.speed_mbps)
-            .filter(|&s| s > 0)
-            .map(|s| s as f64 / 1000.0);
-        let same_host = to.is_some_and(|t| t.facts.host_id == from.facts.host_id);
-        let ceiling = match rated_gbit {
-            Some(r) if !same_host => (r * OVER_RATED).min(MAX_GBIT_S),
-            _ => MAX_GBIT_S,
-        };
-        if let Some(why) = nonsense(l, ceiling) {
-            let error = format!(
-                "rank {} ({}) reported {why} for its link to rank {} at {}; not a measurement",
-                from.rank,
-                from.facts.hostname.chars().take(64).collect::<String>(),
-                l.to,
-                l.address.chars().take(64).collect::<String>()
-            );
-            l.result = LinkOutcome::Invalid;
-            l.error = Some(error);
-            l.rtt_us = None;
-            l.rtt_p99_us = None;
-            l.throughput_gbit_s = None;
-            l.mtu = None;
+            .collect();
+        LinkSense { nodes }
+    }
+
+    /// Checks every link result a node reported for sense: negative, non-finite or impossible
+    /// values (a round trip past every wait, throughput far above the rated speed of the target
+    /// interface, an MTU outside 68-65535) make the link `invalid`, naming the reporting node
+    /// and the value, and the value is dropped so nothing downstream averages it.
+    pub(super) fn check(&self, links: &mut [LinkResult]) {
+        for l in links.iter_mut() {
+            let Some(from) = self.nodes.get(&l.from) else {
+                continue;
+            };
+            let to = self.nodes.get(&l.to);
+            let rated_gbit = to.and_then(|t| {
+                t.rated_gbit
+                    .iter()
+                    .find(|(name, _)| *name == l.interface)
+                    .map(|(_, g)| *g)
+            });
+            let same_host = to.is_some_and(|t| t.host_id == from.host_id);
+            let ceiling = match rated_gbit {
+                Some(r) if !same_host => (r * OVER_RATED).min(MAX_GBIT_S),
+                _ => MAX_GBIT_S,
+            };
+            if let Some(why) = nonsense(l, ceiling) {
+                let error = format!(
+                    "rank {} ({}) reported {why} for its link to rank {} at {}; not a measurement",
+                    l.from,
+                    from.hostname,
+                    l.to,
+                    l.address.chars().take(64).collect::<String>()
+                );
+                l.result = LinkOutcome::Invalid;
+                l.error = Some(error.into());
+                l.rtt_us = None;
+                l.rtt_p99_us = None;
+                l.throughput_gbit_s = None;
+                l.mtu = None;
+            }
         }
     }
+}
+
+#[cfg(test)]
+fn check_links(members: &[JoinedNode], links: &mut [LinkResult]) {
+    LinkSense::of(members).check(links);
 }
 
 /// What is impossible about one link result, if anything.
 fn nonsense(l: &LinkResult, ceiling_gbit: f64) -> Option<String> {
     for (name, v) in [
-        ("a round trip", l.rtt_us),
-        ("a p99 round trip", l.rtt_p99_us),
+        ("a round trip", l.rtt_us.map(f64::from)),
+        ("a p99 round trip", l.rtt_p99_us.map(f64::from)),
     ] {
         match v {
             Some(x) if !x.is_finite() || !(0.0..=MAX_RTT_US).contains(&x) => {
@@ -341,7 +382,7 @@ fn nonsense(l: &LinkResult, ceiling_gbit: f64) -> Option<String> {
             _ => {}
         }
     }
-    if let Some(x) = l.throughput_gbit_s {
+    if let Some(x) = l.throughput_gbit_s.map(f64::from) {
         if !x.is_finite() || x < 0.0 {
             return Some(format!("a throughput of {x} Gbit/s"));
         }
@@ -431,6 +472,7 @@ mod tests {
             peer: std::net::SocketAddr::new(from.parse().unwrap(), 40000),
             facts,
             listeners,
+            whole_report: false,
             alive: true,
             lost: None,
         }
@@ -559,11 +601,11 @@ mod tests {
                 ..ok.clone()
             },
             LinkResult {
-                rtt_p99_us: Some(1e308),
+                rtt_p99_us: Some(1e30),
                 ..ok.clone()
             },
             LinkResult {
-                rtt_us: Some(f64::NAN),
+                rtt_us: Some(f32::NAN),
                 ..ok.clone()
             },
             LinkResult {
@@ -571,7 +613,7 @@ mod tests {
                 ..ok.clone()
             },
             LinkResult {
-                throughput_gbit_s: Some(f64::INFINITY),
+                throughput_gbit_s: Some(f32::INFINITY),
                 ..ok.clone()
             },
             // 10 Gbit/s rated: 400 Gbit/s is impossible.
@@ -588,11 +630,20 @@ mod tests {
                 ..ok.clone()
             },
         ];
+        // A number past f32's range on the wire reads as infinite, and is a lie too.
+        let wire: LinkResult = serde_json::from_str(r#"{"from":1,"rtt_p99_us":1e308}"#).unwrap();
+        assert_eq!(wire.rtt_p99_us, Some(f32::INFINITY));
         let mut links: Vec<LinkResult> = lies.to_vec();
+        links.push(LinkResult {
+            rtt_p99_us: wire.rtt_p99_us,
+            ..ok.clone()
+        });
         links.push(ok.clone());
         check_links(&members, &mut links);
-        for (l, lie) in links.iter().zip(&lies) {
-            assert_eq!(l.result, LinkOutcome::Invalid, "{lie:?}");
+        assert_eq!(links.len(), lies.len() + 2);
+        // Every lie, the wire's infinite one last, is invalid; the honest link stays as it was.
+        for l in &links[..lies.len() + 1] {
+            assert_eq!(l.result, LinkOutcome::Invalid, "{l:?}");
             let e = l.error.as_deref().unwrap();
             assert!(e.starts_with("rank 1 (node1) reported"), "{e}");
             assert_eq!((l.rtt_us, l.throughput_gbit_s, l.mtu), (None, None, None));

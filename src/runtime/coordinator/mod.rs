@@ -9,8 +9,9 @@ mod phases;
 mod second_pass;
 pub(crate) mod verdict;
 
+pub(super) use delivery::{json_size, shared_copy};
 pub(super) use gather::{Step, Wait, gather};
-pub(super) use phases::send_orders;
+pub(super) use phases::{find, send_orders};
 pub(crate) use second_pass::pick as second_pass_pick;
 
 use super::Timing;
@@ -20,7 +21,7 @@ use crate::runtime::job::JobShape;
 use crate::transport::auth::{Secret, SecretSource};
 use crate::transport::events::{Events, FinishOnDrop};
 use crate::transport::gate::Gate;
-use crate::transport::wire::{Listener, Msg, WireError, encode_msg};
+use crate::transport::wire::{Listener, ReportRef, WireError, encode_msg};
 use preflight_checks::model::{Measurement, NodeFacts, PhaseTime, PlacementInfo, Report};
 use preflight_checks::networks;
 use std::collections::BTreeMap;
@@ -70,6 +71,8 @@ pub(super) struct JoinedNode {
     pub(super) peer: std::net::SocketAddr,
     pub(super) facts: NodeFacts,
     pub(super) listeners: Vec<Listener>,
+    /// It asked for the whole report (`--full-report`).
+    pub(super) whole_report: bool,
     pub(super) alive: bool,
     /// Why it stopped answering (set with `alive = false`).
     pub(super) lost: Option<String>,
@@ -181,8 +184,8 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
         phases: clock.phases,
     };
     let mut report = verdict::build_report(
-        &verdict::seen(&members),
-        &links,
+        verdict::take_members(&mut members),
+        links,
         &cfg,
         recommendation,
         outcome,
@@ -193,29 +196,38 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     report
 }
 
-/// Sends every alive node its copy of the report: serialised and compressed once when it is
-/// small enough to send whole (a healthy cluster's always is), sent in parallel.
+/// Sends every alive node its copy of the report, each kind serialised and compressed once and
+/// sent in parallel: up to 64 nodes the whole report; above, the shared copy without the other
+/// nodes' facts and the links ([`delivery::shared_copy`]) to every node that did not ask for the
+/// whole one. A whole report too large to send goes out per node (its own links and facts).
 fn deliver(members: &mut [JoinedNode], report: &Report, events: &Events) {
-    let whole = delivery::json_size(report);
-    if whole > delivery::WHOLE_REPORT_CAP {
+    let frame = |r: &Report| encode_msg(&ReportRef { report: r }).map(Arc::new);
+    let shared = (report.nodes.len() > crate::report_compact::COMPACT_ABOVE)
+        .then(|| frame(&delivery::shared_copy(report)));
+    let gets_whole = |m: &JoinedNode| shared.is_none() || m.whole_report;
+    let whole_size = members
+        .iter()
+        .any(|m| m.alive && gets_whole(m))
+        .then(|| delivery::json_size(report));
+    if let Some(whole) = whole_size.filter(|w| *w > delivery::WHOLE_REPORT_CAP) {
         events.log(format!(
-            "coordinator: the report is {whole} bytes of JSON; each node gets its own links and facts and every finding (see `trimmed` in its report)"
+            "coordinator: the report is {whole} bytes of JSON; each node that asked for it whole gets its own links and facts and every finding (see `trimmed` in its report)"
         ));
     }
-    let shared = (whole <= delivery::WHOLE_REPORT_CAP).then(|| {
-        encode_msg(&Msg::Report {
-            report: Box::new(report.clone()),
-        })
-        .map(Arc::new)
-    });
+    let whole = whole_size.and_then(|w| (w <= delivery::WHOLE_REPORT_CAP).then(|| frame(report)));
     let sent = phases::send_frames(members, "the report", |m| {
-        Some(match &shared {
+        let own = || match &whole {
             Some(Ok(f)) => Ok(f.clone()),
             Some(Err(e)) => Err(WireError::Malformed(e.to_string())),
-            None => encode_msg(&Msg::Report {
-                report: Box::new(delivery::report_for(report, m.rank, whole).into_owned()),
-            })
-            .map(Arc::new),
+            None => {
+                let size = whole_size.unwrap_or(usize::MAX);
+                frame(&delivery::report_for(report, m.rank, size))
+            }
+        };
+        Some(match &shared {
+            Some(Ok(f)) if !gets_whole(m) => Ok(f.clone()),
+            Some(Err(e)) if !gets_whole(m) => Err(WireError::Malformed(e.to_string())),
+            _ => own(),
         })
     });
     let alive = members.iter().filter(|m| m.alive).count();

@@ -6,7 +6,7 @@ use crate::runtime::agent::dial::paced;
 use crate::runtime::schedule;
 use crate::transport::auth;
 use crate::transport::wire::{Listener, Msg, Peer, Target, WireError, encode_msg, write_frame};
-use preflight_checks::model::{LinkResult, NodeFacts};
+use preflight_checks::model::{Labels, LinkResult, NodeFacts};
 use preflight_checks::networks;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::TcpStream;
@@ -77,35 +77,84 @@ pub(super) fn exchange(
     order: impl Fn(&JoinedNode) -> Option<Msg>,
 ) -> Vec<LinkResult> {
     let asked = send_orders(members, phase, order);
-    collect_links(members, &asked, Wait::within(limit), phase)
+    let mut got = Vec::new();
+    collect_links(members, &asked, Wait::within(limit), phase, |batch| {
+        got.extend(batch)
+    });
+    got
 }
 
-/// Collects the links each asked node answers (its own only), all at once, within `wait`; a
+/// [`exchange`], with each node's answer copied into the matching links by `f` as it arrives:
+/// no phase holds a second copy of every link.
+fn exchange_into(
+    members: &mut [JoinedNode],
+    wait: Wait,
+    phase: &str,
+    order: impl Fn(&JoinedNode) -> Option<Msg>,
+    links: &mut [LinkResult],
+    f: impl Fn(&mut LinkResult, &LinkResult),
+) {
+    let asked = send_orders(members, phase, order);
+    collect_links(members, &asked, wait, phase, |batch| {
+        merge(links, &batch, &f)
+    });
+}
+
+/// Collects the links each asked node answers (its own only), all at once, within `wait`, and
+/// hands each node's batch to `take` as it arrives, checked for sense and with its strings
+/// shared ([`Labels`]: a million links to a thousand addresses hold a thousand strings). A
 /// node's progress reports keep it from counting as silent.
 fn collect_links(
     members: &mut [JoinedNode],
     asked: &[usize],
     wait: Wait,
     phase: &str,
-) -> Vec<LinkResult> {
-    let mut links = Vec::new();
+    mut take: impl FnMut(Vec<LinkResult>),
+) {
+    let sense = super::limits::LinkSense::of(members);
+    let mut labels = Labels::default();
+    let mut own = |rank: u32, batch: Vec<LinkResult>| {
+        let mut batch: Vec<LinkResult> = batch.into_iter().filter(|x| x.from == rank).collect();
+        sense.check(&mut batch);
+        for l in &mut batch {
+            labels.intern(&mut l.interface);
+            labels.intern(&mut l.address);
+        }
+        take(batch);
+    };
     gather(members, asked, phase, wait, is_links, |m, msg| match msg {
         Msg::ProbeProgress { .. } => Step::More,
         Msg::ProbeDone { links: l, resolved } => {
-            links.extend(l.into_iter().filter(|x| x.from == m.rank));
+            own(m.rank, l);
             if let Some(r) = resolved {
                 m.facts.sys.master_fqdn = Some(super::limits::bounded_lookup(r));
             }
             Step::Done
         }
         Msg::BulkDone { links: l } | Msg::MtuDone { links: l } => {
-            links.extend(l.into_iter().filter(|x| x.from == m.rank));
+            own(m.rank, l);
             Step::Done
         }
         _ => Step::Unexpected,
     });
-    super::limits::check_links(members, &mut links);
+}
+
+/// The order the coordinator keeps its links in (from, to, address), so [`find`] looks one up
+/// without an index the size of the cluster squared.
+fn link_key(l: &LinkResult) -> (u32, u32, &str) {
+    (l.from, l.to, l.address.as_str())
+}
+
+/// Where the link (from, to, address) is in `links` (kept in [`link_key`] order).
+pub(in crate::runtime) fn find(
+    links: &[LinkResult],
+    from: u32,
+    to: u32,
+    address: &str,
+) -> Option<usize> {
     links
+        .binary_search_by(|l| link_key(l).cmp(&(from, to, address)))
+        .ok()
 }
 
 /// A phase's natural limit, but never past `--timeout` + 5 s: a node waiting for its next order
@@ -122,6 +171,7 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
             listeners: m.listeners.clone(),
         })
         .collect();
+    let peers_listeners: Vec<usize> = peers.iter().map(|p| p.listeners.len()).collect();
     let t = cfg.timing;
     // Every address of every admitted node: where it connected from and what it has.
     let admitted: Vec<String> = members
@@ -181,7 +231,18 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
             Err(e) => Err(WireError::Malformed(e.to_string())),
         })
     });
-    collect_links(members, &asked, wait, "the connectivity test")
+    // Every node's links to every listener of the others, reserved once: a vector grown by
+    // doubling would hold two copies of a million links for a moment.
+    let listeners: usize = peers_listeners.iter().sum();
+    let expected: usize = peers_listeners.iter().map(|own| listeners - own).sum();
+    let mut links = Vec::with_capacity(expected);
+    collect_links(members, &asked, wait, "the connectivity test", |batch| {
+        links.extend(batch)
+    });
+    // A node that lies may name one link twice: each is kept and judged (later phases update
+    // one of them).
+    links.sort_unstable_by(|a, b| link_key(a).cmp(&link_key(b)));
+    links
 }
 
 pub(super) fn alive_facts(members: &[JoinedNode]) -> Vec<(u32, &NodeFacts)> {
@@ -199,15 +260,6 @@ pub(super) fn listener_for(m: &JoinedNode, address: &str) -> Option<Listener> {
 /// Partial networks (not every node reaches them) measured on the pairs that work, at most.
 const PARTIAL_NETWORKS_MEASURED: usize = 3;
 
-/// The (from, to, address) of every link the probe connected: looked up, never scanned.
-fn probed_ok(links: &[LinkResult]) -> HashSet<(u32, u32, &str)> {
-    links
-        .iter()
-        .filter(|l| l.result == preflight_checks::model::LinkOutcome::Ok)
-        .map(|l| (l.from, l.to, l.address.as_str()))
-        .collect()
-}
-
 /// Throughput in rounds of disjoint pairs (both directions at once): on every fully connected
 /// network, and on the pairs that work of the best few partial ones, so a faster network that
 /// some node breaks can be weighed against the one chosen.
@@ -216,14 +268,12 @@ pub(super) fn bulk_phase(
     cfg: &CoordConfig,
     links: &mut [LinkResult],
 ) -> (String, u32) {
-    let nodes: Vec<(u32, NodeFacts)> = members
-        .iter()
-        .filter(|m| m.alive)
-        .map(|m| (m.rank, m.facts.clone()))
-        .collect();
-    let refs: Vec<(u32, &NodeFacts)> = nodes.iter().map(|(r, f)| (*r, f)).collect();
-    let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
-    let evals = networks::evaluate(&networks::discover(&refs, links), links, &ranks);
+    let (ranks, evals) = {
+        let refs = alive_facts(members);
+        let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
+        let evals = networks::evaluate(&networks::discover(&refs, links), links, &ranks);
+        (ranks, evals)
+    };
     let k = cfg.timing.matchings;
     let measured: Vec<&networks::NetworkEval> = evals
         .iter()
@@ -270,14 +320,11 @@ fn run_rounds(
     rounds: &[Vec<(u32, u32)>],
     retest: bool,
 ) -> u32 {
-    let orders: Vec<BTreeMap<u32, Vec<Target>>> = {
-        let ok = probed_ok(links);
-        rounds
-            .iter()
-            .map(|round| round_orders(round, members, index, net, &ok))
-            .filter(|o| !o.is_empty())
-            .collect()
-    };
+    let orders: Vec<BTreeMap<u32, Vec<Target>>> = rounds
+        .iter()
+        .map(|round| round_orders(round, members, index, net, links))
+        .filter(|o| !o.is_empty())
+        .collect();
     for o in &orders {
         run_bulk_round(members, cfg, links, o, retest);
     }
@@ -303,6 +350,7 @@ fn slow_pairs_to_retest(links: &[LinkResult], net: &networks::NetworkEval) -> Ve
         .filter(on_net)
         .filter_map(|l| {
             l.throughput_gbit_s
+                .map(f64::from)
                 .filter(|t| t.is_finite() && *t >= 0.0)
                 .map(|t| (l.from, l.to, t))
         })
@@ -343,7 +391,7 @@ fn round_orders(
     members: &[JoinedNode],
     index: &HashMap<u32, usize>,
     net: &networks::NetworkEval,
-    ok: &HashSet<(u32, u32, &str)>,
+    links: &[LinkResult],
 ) -> BTreeMap<u32, Vec<Target>> {
     let mut orders: BTreeMap<u32, Vec<Target>> = BTreeMap::new();
     for &(a, b) in round {
@@ -354,7 +402,9 @@ fn round_orders(
             let Some(addr) = net.network.members.get(&to).map(|x| x.address.to_string()) else {
                 continue;
             };
-            if !ok.contains(&(from, to, addr.as_str())) {
+            let probed_ok = find(links, from, to, &addr)
+                .is_some_and(|i| links[i].result == preflight_checks::model::LinkOutcome::Ok);
+            if !probed_ok {
                 continue;
             }
             if let Some(l) = listener_for(m_to, &addr) {
@@ -381,30 +431,37 @@ fn run_bulk_round(
         cfg,
         dur + cfg.timing.connect_timeout + auth::HANDSHAKE_TIMEOUT + Duration::from_secs(10),
     );
-    let got = exchange(members, limit, "the throughput test", |m| {
+    let order = |m: &JoinedNode| {
         orders.get(&m.rank).map(|t| Msg::Bulk {
             targets: t.clone(),
             duration_ms: dur.as_millis() as u64,
         })
-    });
-    merge(links, &got, |dst, src| {
-        if retest {
-            if let Some(t) = src.throughput_gbit_s
-                && dst.throughput_gbit_s.is_none_or(|d| t > d)
-            {
-                dst.throughput_gbit_s = Some(t);
+    };
+    exchange_into(
+        members,
+        Wait::within(limit),
+        "the throughput test",
+        order,
+        links,
+        |dst, src| {
+            if retest {
+                if let Some(t) = src.throughput_gbit_s
+                    && dst.throughput_gbit_s.is_none_or(|d| t > d)
+                {
+                    dst.throughput_gbit_s = Some(t);
+                }
+                return;
             }
-            return;
-        }
-        dst.throughput_gbit_s = src.throughput_gbit_s;
-        if src.error.is_some() {
-            dst.error = src.error.clone();
-        }
-        if src.stalled {
-            dst.stalled = true;
-            dst.mtu = src.mtu;
-        }
-    });
+            dst.throughput_gbit_s = src.throughput_gbit_s;
+            if src.error.is_some() {
+                dst.error = src.error.clone();
+            }
+            if src.stalled {
+                dst.stalled = true;
+                dst.mtu = src.mtu;
+            }
+        },
+    );
 }
 
 /// Path MTU from every node to every other on the chosen network.
@@ -437,41 +494,35 @@ pub(super) fn mtu_phase(members: &mut [JoinedNode], cfg: &CoordConfig, links: &m
             (*rank, (targets, own.mtu.unwrap_or(1500)))
         })
         .collect();
-    let got = exchange(
-        members,
-        bounded(cfg, Duration::from_secs(20)),
-        "the MTU test",
-        |m| {
-            orders.get(&m.rank).map(|(t, mtu)| Msg::Mtu {
-                targets: t.clone(),
-                max_mtu: *mtu,
-            })
-        },
-    );
-    merge(links, &got, |dst, src| {
+    let order = |m: &JoinedNode| {
+        orders.get(&m.rank).map(|(t, mtu)| Msg::Mtu {
+            targets: t.clone(),
+            max_mtu: *mtu,
+        })
+    };
+    // Each node probes every peer, so the phase follows its work: a node reports progress once
+    // a second and is given up on after PROBE_SILENCE without one, up to --timeout.
+    let wait = Wait {
+        limit: bounded(cfg, cfg.join_timeout + Duration::from_secs(5)),
+        silence: crate::runtime::PROBE_SILENCE,
+    };
+    exchange_into(members, wait, "the MTU test", order, links, |dst, src| {
         if !dst.stalled || src.mtu.is_some() {
             dst.mtu = src.mtu
         }
     });
 }
 
-/// Copies fields from `got` into the matching (from, to, address) links, through an index.
+/// Copies fields from `got` into the matching (from, to, address) links of `links` (kept in
+/// [`link_key`] order), each looked up by binary search.
 pub(super) fn merge(
     links: &mut [LinkResult],
     got: &[LinkResult],
     f: impl Fn(&mut LinkResult, &LinkResult),
 ) {
-    if got.is_empty() {
-        return;
-    }
-    let index: HashMap<(u32, u32, &str), usize> = got
-        .iter()
-        .enumerate()
-        .map(|(i, g)| ((g.from, g.to, g.address.as_str()), i))
-        .collect();
-    for l in links.iter_mut() {
-        if let Some(i) = index.get(&(l.from, l.to, l.address.as_str())) {
-            f(l, &got[*i]);
+    for g in got {
+        if let Some(i) = find(links, g.from, g.to, &g.address) {
+            f(&mut links[i], g);
         }
     }
 }

@@ -144,7 +144,7 @@ pub(super) fn run(
         let address = got
             .iter()
             .find(|l| l.from == partner && l.to == node)
-            .map(|l| l.address.clone())
+            .map(|l| l.address.to_string())
             .unwrap_or_default();
         let verdict = if outbound == LinkOutcome::Ok && inbound == LinkOutcome::Ok {
             "links"
@@ -187,7 +187,7 @@ mod tests {
         LinkResult {
             from,
             to,
-            address: format!("10.200.1.{}", to + 1),
+            address: format!("10.200.1.{}", to + 1).into(),
             result: if ok {
                 LinkOutcome::Ok
             } else {

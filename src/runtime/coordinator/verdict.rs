@@ -20,6 +20,27 @@ pub(crate) struct Seen<'a> {
     pub alive: bool,
 }
 
+/// A joined node handed to [`build_report`], its facts moved there (the report keeps them, so
+/// rank 0 holds one copy of every node's facts, not two).
+pub(crate) struct Member {
+    pub rank: u32,
+    pub facts: NodeFacts,
+    pub alive: bool,
+}
+
+/// The runtime's members, their facts moved out for [`build_report`] (nothing reads a member's
+/// facts after the verdict).
+pub(super) fn take_members(members: &mut [JoinedNode]) -> Vec<Member> {
+    members
+        .iter_mut()
+        .map(|m| Member {
+            rank: m.rank,
+            facts: std::mem::take(&mut m.facts),
+            alive: m.alive,
+        })
+        .collect()
+}
+
 /// The verdict's view of the runtime's members.
 pub(super) fn seen(members: &[JoinedNode]) -> Vec<Seen<'_>> {
     members
@@ -60,17 +81,28 @@ pub(crate) fn advise(
     )
 }
 
+/// The report: every finding from the facts and `links` (both moved into the report, never
+/// copied: at a thousand nodes they are most of rank 0's memory), compacted above 64 nodes.
 pub(crate) fn build_report(
-    members: &[Seen],
-    links: &[LinkResult],
+    owned: Vec<Member>,
+    links: Vec<LinkResult>,
     cfg: &CoordConfig,
     recommendation: model::Recommendation,
     outcome: allreduce::Outcome,
     refused: &[Refusal],
 ) -> Report {
+    let seen: Vec<Seen> = owned
+        .iter()
+        .map(|m| Seen {
+            rank: m.rank,
+            facts: &m.facts,
+            alive: m.alive,
+        })
+        .collect();
+    let members = &seen[..];
     let nodes = alive_or_joined(members);
     let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
-    let evals = networks::evaluate(&networks::discover(&nodes, links), links, &ranks);
+    let evals = networks::evaluate(&networks::discover(&nodes, &links), &links, &ranks);
     let chosen = networks::choose(&evals);
     let mut findings = Vec::new();
     for (rank, facts) in &nodes {
@@ -97,7 +129,7 @@ pub(crate) fn build_report(
         nodes: &nodes,
         nnodes: cfg.nnodes,
         expected_hosts: &cfg.expected_hosts,
-        links,
+        links: &links,
         evals: &evals,
         chosen,
         master_port: cfg.master_port,
@@ -123,18 +155,22 @@ pub(crate) fn build_report(
     ));
     findings.extend(check_collectives(&CollectiveInput {
         results: &outcome.results,
-        links,
+        links: &links,
         min_busbw_gb_s: cfg.min_busbw,
         not_run: outcome.not_run.clone(),
         one_node: false,
     }));
+    // The borrows of the facts end here: they move into the report.
+    let _ = input;
+    drop(nodes);
+    drop(seen);
     let mut builder = ReportBuilder::new(Mode::Cluster);
-    for m in members {
-        builder = builder.node(m.rank, m.facts.clone());
+    for m in owned {
+        builder = builder.node(m.rank, m.facts);
     }
     let mut report = builder
         .findings(findings)
-        .links(links.to_vec())
+        .links(links)
         .collectives(outcome.results)
         .recommendation(Some(recommendation))
         .placement(Some(cfg.placement.clone()))
