@@ -272,3 +272,76 @@ fn log_losses(members: &mut [JoinedNode], events: &Events) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::wire::read_msg;
+    use preflight_checks::model::Mode;
+    use std::net::TcpStream;
+
+    /// A member connected to a reader over loopback: (the member, the node's end).
+    fn member(rank: u32, whole_report: bool) -> (JoinedNode, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let node = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (stream, peer) = l.accept().unwrap();
+        let m = JoinedNode {
+            rank,
+            stream,
+            peer,
+            facts: NodeFacts::default(),
+            listeners: Vec::new(),
+            whole_report,
+            alive: true,
+            lost: None,
+        };
+        (m, node)
+    }
+
+    fn report(n: u32) -> Report {
+        let mut b = crate::report::ReportBuilder::new(Mode::Cluster);
+        for r in 0..n {
+            let mut f = NodeFacts {
+                hostname: format!("node{r:03}"),
+                ..Default::default()
+            };
+            f.net.interfaces = vec![Default::default()];
+            b = b.node(r, f);
+        }
+        b.build()
+    }
+
+    /// Up to 64 nodes every rank gets the whole report; above, the shared copy, except a rank
+    /// that asked for the whole one.
+    #[test]
+    fn each_rank_gets_the_copy_its_size_and_flag_call_for() {
+        for (n, whole_for) in [(3u32, None), (70, Some(5u32))] {
+            let (mut members, mut ends): (Vec<_>, Vec<_>) =
+                (1..4).map(|r| member(r, Some(r) == whole_for)).unzip();
+            if let Some(w) = whole_for {
+                let (m, e) = member(w, true);
+                members.push(m);
+                ends.push(e);
+            }
+            let r = report(n);
+            deliver(&mut members, &r, &Events::default());
+            for (m, end) in members.iter().zip(&mut ends) {
+                end.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                    .unwrap();
+                let got: Report = match read_msg(end).unwrap() {
+                    crate::transport::wire::Msg::Report { report } => *report,
+                    other => panic!("{other:?}"),
+                };
+                assert_eq!(got.nodes.len(), n as usize);
+                let whole = n <= 64 || m.whole_report;
+                assert_eq!(got.trimmed.is_none(), whole, "rank {} of {n}", m.rank);
+                assert_eq!(
+                    got.nodes.iter().all(|x| !x.facts.net.interfaces.is_empty()),
+                    whole,
+                    "rank {} of {n}",
+                    m.rank
+                );
+            }
+        }
+    }
+}
