@@ -164,9 +164,7 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     // Throughput: the real schedule; each pair gets the slower end's rate.
     let rounds = schedule::schedule(&alive, timing.matchings, n as u64);
     // Kept as the coordinator keeps them: in (from, to, address) order, found by binary search.
-    links.sort_unstable_by(|a, b| {
-        (a.from, a.to, a.address.as_str()).cmp(&(b.from, b.to, b.address.as_str()))
-    });
+    crate::runtime::coordinator::sort_links(&mut links);
     for round in &rounds {
         for &(a, b) in round {
             for (from, to) in [(a, b), (b, a)] {

@@ -4,7 +4,7 @@
 
 use crate::report::json_len;
 use crate::report_compact::COMPACT_ABOVE;
-use preflight_checks::model::{NodeEntry, NodeFacts, Report, Trimmed};
+use preflight_checks::model::{LinkResult, NodeEntry, NodeFacts, Report, Trimmed};
 use std::borrow::Cow;
 
 /// Largest report (JSON bytes, before compression) sent whole to every node. A cluster of a
@@ -36,28 +36,28 @@ pub fn json_size(report: &Report) -> usize {
     parts + 256 + (per_link * report.links.len() as f64) as usize
 }
 
-/// Everything of a report but its links, cloned.
-trait CloneWithoutLinks {
-    fn clone_without_links(&self) -> Report;
-}
-
-impl CloneWithoutLinks for Report {
-    fn clone_without_links(&self) -> Report {
-        Report {
-            schema: self.schema.clone(),
-            tool: self.tool.clone(),
-            mode: self.mode,
-            status: self.status,
-            nodes: self.nodes.clone(),
-            findings: self.findings.clone(),
-            links: Vec::new(),
-            collectives: self.collectives.clone(),
-            recommendation: self.recommendation.clone(),
-            placement: self.placement.clone(),
-            trimmed: self.trimmed.clone(),
-            measurement: self.measurement.clone(),
-            link_matrix: self.link_matrix.clone(),
-        }
+/// A node's copy of `report`: the given nodes, links and `trimmed`, everything else cloned
+/// (the whole report's nodes and links are never copied only to be replaced).
+fn copy_with(
+    report: &Report,
+    nodes: Vec<NodeEntry>,
+    links: Vec<LinkResult>,
+    trimmed: Trimmed,
+) -> Report {
+    Report {
+        schema: report.schema.clone(),
+        tool: report.tool.clone(),
+        mode: report.mode,
+        status: report.status,
+        nodes,
+        findings: report.findings.clone(),
+        links,
+        collectives: report.collectives.clone(),
+        recommendation: report.recommendation.clone(),
+        placement: report.placement.clone(),
+        trimmed: Some(trimmed),
+        measurement: report.measurement.clone(),
+        link_matrix: report.link_matrix.clone(),
     }
 }
 
@@ -72,27 +72,18 @@ pub fn shared_copy(report: &Report) -> Report {
         .link_matrix
         .as_ref()
         .map_or(report.links.len() as u64, |m| m.links_total);
+    let trimmed = Trimmed {
+        links_total,
+        links_kept: 0,
+        facts_omitted: n as u32,
+        why: format!(
+            "the cluster has {n} nodes (over {COMPACT_ABOVE}): every rank gets the verdict, every finding, the advice and the launch lines, without the other nodes' facts and the links; rank 0 prints the whole report (write it there with -o FILE, or give --full-report to every rank)"
+        ),
+    };
+    let nodes = report.nodes.iter().map(stub).collect();
     Report {
-        schema: report.schema.clone(),
-        tool: report.tool.clone(),
-        mode: report.mode,
-        status: report.status,
-        nodes: report.nodes.iter().map(stub).collect(),
-        findings: report.findings.clone(),
-        links: Vec::new(),
-        collectives: report.collectives.clone(),
-        recommendation: report.recommendation.clone(),
-        placement: report.placement.clone(),
-        trimmed: Some(Trimmed {
-            links_total,
-            links_kept: 0,
-            facts_omitted: n as u32,
-            why: format!(
-                "the cluster has {n} nodes (over {COMPACT_ABOVE}): every rank gets the verdict, every finding, the advice and the launch lines, without the other nodes' facts and the links; rank 0 prints the whole report (write it there with -o FILE, or give --full-report to every rank)"
-            ),
-        }),
-        measurement: report.measurement.clone(),
         link_matrix: None,
+        ..copy_with(report, nodes, Vec::new(), trimmed)
     }
 }
 
@@ -140,12 +131,7 @@ pub fn report_for(report: &Report, rank: u32, whole_size: usize) -> Cow<'_, Repo
             "the whole report is {whole_size} bytes of JSON, over the {WHOLE_REPORT_CAP} sent to every node: this copy keeps this node's links and facts and every finding; rank 0 prints the whole report (write it there with -o FILE)"
         ),
     };
-    Cow::Owned(Report {
-        nodes,
-        links,
-        trimmed: Some(trimmed),
-        ..report.clone_without_links()
-    })
+    Cow::Owned(copy_with(report, nodes, links, trimmed))
 }
 
 #[cfg(test)]

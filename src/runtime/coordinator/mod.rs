@@ -11,7 +11,7 @@ pub(crate) mod verdict;
 
 pub(super) use delivery::{json_size, shared_copy};
 pub(super) use gather::{Step, Wait, gather};
-pub(super) use phases::{find, send_orders};
+pub(super) use phases::{find, send_orders, sort_links};
 pub(crate) use second_pass::pick as second_pass_pick;
 
 use super::Timing;

@@ -145,6 +145,11 @@ fn link_key(l: &LinkResult) -> (u32, u32, &str) {
     (l.from, l.to, l.address.as_str())
 }
 
+/// Puts `links` in [`link_key`] order, the order [`find`] needs.
+pub(in crate::runtime) fn sort_links(links: &mut [LinkResult]) {
+    links.sort_unstable_by(|a, b| link_key(a).cmp(&link_key(b)));
+}
+
 /// Where the link (from, to, address) is in `links` (kept in [`link_key`] order).
 pub(in crate::runtime) fn find(
     links: &[LinkResult],
@@ -241,7 +246,7 @@ pub(super) fn probe_phase(members: &mut [JoinedNode], cfg: &CoordConfig) -> Vec<
     });
     // A node that lies may name one link twice: each is kept and judged (later phases update
     // one of them).
-    links.sort_unstable_by(|a, b| link_key(a).cmp(&link_key(b)));
+    sort_links(&mut links);
     links
 }
 

@@ -161,7 +161,6 @@ pub(crate) fn build_report(
         one_node: false,
     }));
     // The borrows of the facts end here: they move into the report.
-    let _ = input;
     drop(nodes);
     drop(seen);
     let mut builder = ReportBuilder::new(Mode::Cluster);
