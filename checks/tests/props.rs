@@ -518,3 +518,149 @@ proptest! {
         timed("check_node", || check_node(&facts, &CheckContext { nproc_per_node: Some(4), ..Default::default() }))?;
     }
 }
+
+// ----- fail-slow: planted slow parts named as what they are -----
+
+#[path = "support/fail_slow_model.rs"]
+mod fail_slow_model;
+use fail_slow_model::{Plant, Rng};
+use preflight_checks::fail_slow::Direction;
+
+/// The sizes the judgment is held to (the list).
+const FAIL_SLOW_SIZES: &[u32] = &[2, 3, 4, 5, 8, 16, 64, 256, 1024, 4096];
+
+/// The planted scenarios by name, for a size; None where the size cannot hold it (a cut needs
+/// two groups of two, two slow nodes and a pair need a healthy majority).
+fn planted(kind: &str, n: u32, rng: &mut Rng) -> Option<Plant> {
+    let mut p = Plant::healthy(n);
+    let mut pick = |taken: &mut Vec<u32>| {
+        let off = rng.below(u64::from(n)) as u32;
+        let r = (0..n)
+            .map(|i| (i + off) % n)
+            .find(|r| !taken.contains(r))
+            .expect("fewer taken than nodes");
+        taken.push(r);
+        r
+    };
+    let mut taken = Vec::new();
+    match kind {
+        "healthy" => {}
+        "node" | "node-sending" | "node-receiving" if n >= 3 => {
+            let d = match kind {
+                "node" => Direction::Both,
+                "node-sending" => Direction::Sending,
+                _ => Direction::Receiving,
+            };
+            p.nodes.push((pick(&mut taken), d));
+        }
+        // Pairs are planted on ring neighbours: above 8 nodes the schedule measures a pair
+        // only if it is in the ring or a random matching, and an unmeasured pair is unseen.
+        "pair" if n >= 3 => {
+            let a = pick(&mut taken);
+            p.pairs.push((a, (a + 1) % n));
+        }
+        "direction" => {
+            let a = pick(&mut taken);
+            p.directions.push((a, (a + 1) % n));
+        }
+        "cut" if n >= 5 => p.cut = (n / 3).max(2),
+        "nodes-and-pair" if n >= 8 => {
+            p.nodes.push((pick(&mut taken), Direction::Both));
+            p.nodes.push((pick(&mut taken), Direction::Both));
+            // A ring pair apart from both slow nodes.
+            let slow = taken.clone();
+            let off = pick(&mut taken);
+            let a = (0..n)
+                .map(|i| (i + off) % n)
+                .find(|a| !slow.contains(a) && !slow.contains(&((a + 1) % n)))
+                .expect("n >= 8 holds a ring pair apart from two nodes");
+            p.pairs.push((a, (a + 1) % n));
+        }
+        _ => return None,
+    }
+    Some(p)
+}
+
+const FAIL_SLOW_KINDS: &[&str] = &[
+    "healthy",
+    "node",
+    "node-sending",
+    "node-receiving",
+    "pair",
+    "direction",
+    "cut",
+    "nodes-and-pair",
+];
+
+/// Every planted fault at every size, over seeds: named as its kind, nothing else named.
+/// Seeds per case: 12 up to 256 nodes, 2 at 1024 and 4096.
+#[test]
+fn fail_slow_names_every_planted_fault_at_every_size() {
+    let started = std::time::Instant::now();
+    let mut cases = 0;
+    for &n in FAIL_SLOW_SIZES {
+        let seeds = if n <= 256 { 12 } else { 2 };
+        for kind in FAIL_SLOW_KINDS {
+            for seed in 0..seeds {
+                let mut rng = Rng(u64::from(n) * 7919 + seed * 104_729 + kind.len() as u64);
+                let Some(plant) = planted(kind, n, &mut rng) else {
+                    continue;
+                };
+                let (verdict, _) = plant.run(seed);
+                if *kind == "healthy" {
+                    assert!(verdict.clean(), "healthy n={n} seed={seed}: {verdict:#?}");
+                } else {
+                    plant.assert_named(&verdict);
+                }
+                cases += 1;
+            }
+        }
+    }
+    eprintln!(
+        "fail-slow: {cases} planted cases at sizes {FAIL_SLOW_SIZES:?} in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Random size, fault and seed: the same contract, with the retest counted and bounded.
+    #[test]
+    fn fail_slow_planted_fault_any_seed(
+        n in select(FAIL_SLOW_SIZES.iter().copied().filter(|n| *n <= 256).collect::<Vec<_>>()),
+        kind in select(FAIL_SLOW_KINDS.to_vec()),
+        seed in any::<u64>(),
+    ) {
+        let mut rng = Rng(seed | 1);
+        if let Some(plant) = planted(kind, n, &mut rng) {
+            let (verdict, retested) = plant.run(seed);
+            // At most three rounds of disjoint pairs, both directions each.
+            prop_assert!(retested <= 3 * n as usize, "{retested} retests at n={n}");
+            if kind == "healthy" {
+                prop_assert!(verdict.clean(), "{verdict:#?}");
+            } else {
+                plant.assert_named(&verdict);
+            }
+        }
+    }
+}
+
+/// Two nodes have no third partner: one slow way is a direction; both ways slow are judged
+/// against the floor (the rated speed or --min-link-gbit) and named as the link, everywhere.
+#[test]
+fn fail_slow_two_nodes() {
+    let mut p = Plant::healthy(2);
+    p.directions.push((1, 0));
+    let (v, _) = p.run(3);
+    p.assert_named(&v);
+    let mut p = Plant::healthy(2);
+    p.factor = 0.1;
+    p.pairs.push((0, 1));
+    // Without a floor, two equal slow ways are all there is: nothing to call slow.
+    assert!(p.run(3).0.clean());
+    p.floor = 5.0;
+    let (v, _) = p.run(3);
+    let e = v.everywhere.expect("slow everywhere against the floor");
+    assert!(e.max < 5.0 && e.floor == 5.0, "{e:?}");
+}
