@@ -783,12 +783,33 @@ static ENTRIES: &[Entry] = &[
         "link.slow",
         "link",
         "warn",
-        "a pair's throughput is far below its peers or its rated speed",
-        "A ring or tree all-reduce runs at the pace of its slowest link: one pair under half the \
-         median of all pairs (or under half its rated speed, up to 25 Gbit/s) slows the whole \
-         job.",
-        "Check cabling, negotiated speed and duplex, and traffic shaping on both ends: \
-         `ethtool <if>`, `tc qdisc show dev <if>`; rerun with `--thorough` to confirm.",
+        "a node (sending, receiving or both), a pair, one direction, a cut between two groups (a rack uplink) or the whole link is far below the cluster's reference throughput or its rated speed",
+        "A ring or tree all-reduce runs at the pace of its slowest link. Each pair is judged \
+         against a reference the slow part cannot move (the upper quartile of the measured \
+         pairs), half the rated speed of a NIC one TCP stream can fill (up to 25 Gbit/s) and \
+         `--min-link-gbit`; suspects are measured again against known-fast partners before \
+         they are named, and the smallest part that explains the slow pairs is named: a node \
+         slow with every healthy partner, two groups slow only between each other (a rack \
+         uplink, a spine port, a routed hop), a pair, or one direction of a path. With two \
+         nodes there is no third partner: the link is judged against the rated speed and the \
+         other networks measured.",
+        "Check the named part: a node's NIC (`ethtool <if>`, `ethtool -S <if>`, `tc qdisc show \
+         dev <if>`), a pair's path (`tracepath -n <addr>` from both ends), a cut's uplink \
+         (the switch ports between the groups, `ip route get <addr>`); rerun with `--thorough` \
+         to confirm.",
+    ),
+    entry(
+        "link.latency",
+        "link",
+        "warn",
+        "a node (or the path between two groups) whose round-trip times stand far above the cluster's",
+        "NCCL's small messages and every step's synchronisation wait on round trips: a node \
+         whose median RTT to its partners is above 2.1 times the cluster's reference (the \
+         lower quartile of the pairs' RTTs) and at least 1 ms above it holds every collective \
+         back. Its causes are the node's own: CPU power states or load, interrupt moderation, \
+         a queue in its path.",
+        "Check the node's load and CPU governor, `ethtool -c <if>` (interrupt coalescing) and \
+         `tc qdisc show dev <if>`; for a cut, trace the route between the groups.",
     ),
     // ----- collective -----
     entry(

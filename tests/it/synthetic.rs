@@ -187,6 +187,8 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
             chosen: networks::choose(&evals),
             master_port: 29500,
             refused: &[],
+            min_link_gbit: None,
+            retested: &[],
         }));
         rec = Some(advise_cluster(
             &nodes,

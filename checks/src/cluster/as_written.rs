@@ -234,6 +234,8 @@ mod tests {
             chosen,
             master_port: 29500,
             refused: &[],
+            min_link_gbit: None,
+            retested: &[],
         };
         let rec = Recommendation {
             master_addr: chosen

@@ -269,6 +269,8 @@ mod tests {
             chosen: None,
             master_port: 29500,
             refused: &[],
+            min_link_gbit: None,
+            retested: &[],
         };
         let link = LinkResult {
             from: 1,
@@ -332,6 +334,8 @@ mod tests {
             chosen: None,
             master_port: 29500,
             refused: &[],
+            min_link_gbit: None,
+            retested: &[],
         };
         let link = LinkResult {
             from: 1,

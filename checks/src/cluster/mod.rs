@@ -16,6 +16,7 @@ pub mod healthy_set;
 mod hosts;
 mod ifname_choice;
 mod joining;
+mod latency;
 mod mtu;
 mod mtu_blackhole;
 mod refused;
@@ -52,6 +53,11 @@ pub struct ClusterInput<'a> {
     pub master_port: u16,
     /// Nodes that reached the coordinator and were turned away.
     pub refused: &'a [Refusal],
+    /// `--min-link-gbit`: a pair under it is slow whatever the others measure.
+    pub min_link_gbit: Option<f64>,
+    /// Ordered pairs (from, to, the address of `to`) measured again before the judgment: the
+    /// suspects of a first judgment, against known-fast partners.
+    pub retested: &'a [(u32, u32, String)],
 }
 
 impl ClusterInput<'_> {
@@ -112,6 +118,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.push(mtu::mtu_mismatch(input));
     out.push(mtu_blackhole::mtu_blackhole(input));
     out.extend(slow::slow_links(input));
+    out.extend(latency::high_latency(input));
     out
 }
 
@@ -162,6 +169,8 @@ mod tests {
             chosen: None,
             master_port: 29500,
             refused: &[],
+            min_link_gbit: None,
+            retested: &[],
         });
         for id in IDS {
             assert!(!with_id(&empty, id).is_empty(), "{id} missing");

@@ -1,17 +1,21 @@
-//! `link.slow`: pairs whose measured TCP throughput is under half the median, or under half the rated speed of a link one stream can fill.
+//! `link.slow`: the measured throughput judged by [`crate::fail_slow`] (a reference the slow part
+//! cannot move, a rated speed, `--min-link-gbit`), each slow part named as what it is: a node
+//! and its direction, a cut between two groups, a pair, one direction, or the whole link.
 
 use super::ClusterInput;
 use super::common::links_on;
+use crate::fail_slow::{self, Cut, Direction, Sample, SlowNode, SlowPair, Verdict};
 use crate::model::{Finding, Fix, Status};
 use crate::networks::NetworkEval;
-use crate::stats::median;
-use std::collections::{BTreeMap, BTreeSet};
 
-/// A pair whose throughput is below this share of the median (or of its rated speed) is slow.
-pub const SLOW_SHARE: f64 = 0.5;
+pub use crate::fail_slow::SLOW_SHARE;
 
-/// One TCP stream rarely fills more than this (Gbit/s), so faster rated links are judged by the median only.
+/// One TCP stream rarely fills more than this (Gbit/s), so faster rated links are judged by
+/// the reference only.
 const RATED_CHECK_MAX_GBIT: f64 = 25.0;
+
+/// Characters of a group's hostlist in a summary.
+const GROUP_CHARS: usize = 48;
 
 pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
     let Some(eval) = input.chosen else {
@@ -22,20 +26,9 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
             "no network connects every node, so none is chosen to measure",
         )];
     };
-    let mut best: BTreeMap<(u32, u32), f64> = BTreeMap::new();
-    for l in links_on(input, eval) {
-        let Some(tp) = l
-            .throughput_gbit_s
-            .map(f64::from)
-            .filter(|t| t.is_finite() && *t >= 0.0)
-        else {
-            continue;
-        };
-        let e = best.entry((l.from, l.to)).or_insert(tp);
-        *e = e.max(tp);
-    }
-    let mut all: Vec<f64> = best.values().copied().collect();
-    let Some(med) = median(&mut all) else {
+    let samples = throughput_samples(input, eval);
+    let v = fail_slow::judge(&samples, fail_slow::throughput_rule);
+    let Some(reference) = v.reference else {
         return vec![
             Finding::new(
                 "link.slow",
@@ -46,116 +39,47 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
             .with("network", &eval.network.id),
         ];
     };
-    let mut out = Vec::new();
-    let slow: Vec<((u32, u32), Finding)> = best
-        .iter()
-        .filter_map(|((from, to), tp)| {
-            slow_pair(input, eval, *from, *to, *tp, med).map(|f| ((*from, *to), f))
-        })
-        .collect();
-    let slow_nodes = slow_nodes(&best, &slow);
-    for (rank, pairs, node_med) in &slow_nodes {
-        out.push(slow_node(input, eval, *rank, *pairs, *node_med, med));
+    let ctx = Ctx {
+        input,
+        eval,
+        verdict: &v,
+        reference,
+    };
+    let mut out: Vec<Finding> = Vec::new();
+    out.extend(v.nodes.iter().map(|n| ctx.node(n)));
+    out.extend(v.cuts.iter().map(|c| ctx.cut(c)));
+    out.extend(v.pairs_slow.iter().map(|p| ctx.pair(p)));
+    if v.unlisted_pairs > 0 {
+        out.push(ctx.unlisted());
     }
-    let named: BTreeSet<u32> = slow_nodes.iter().map(|(r, _, _)| *r).collect();
-    out.extend(
-        slow.into_iter()
-            .filter(|((a, b), _)| !named.contains(a) && !named.contains(b))
-            .map(|(_, f)| f),
-    );
+    if let Some(e) = &v.everywhere {
+        out.push(ctx.everywhere(e));
+    }
     if out.is_empty() {
-        let min = best.values().copied().fold(f64::INFINITY, f64::min);
-        out.push(
-            Finding::new(
-                "link.slow",
-                Status::Pass,
-                eval.network.id.clone(),
-                format!(
-                    "{} pairs on {}: median {med:.2} Gbit/s, slowest {min:.2} Gbit/s",
-                    best.len(),
-                    eval.network.id
-                ),
-            )
-            .with("network", &eval.network.id)
-            .with("median_gbit_s", med)
-            .with("min_gbit_s", min)
-            .with("pairs", best.len()),
-        );
+        out.push(ctx.pass());
     }
     out
 }
 
-/// A measured ordered pair and its throughput.
-type PairTp = ((u32, u32), f64);
-
-/// Nodes whose every measured pair (at least two) is slow: the node is slow, not its links.
-/// Returns (rank, pairs, the median of its pairs). A pair counts for both of its ends.
-fn slow_nodes(
-    best: &BTreeMap<(u32, u32), f64>,
-    slow: &[((u32, u32), Finding)],
-) -> Vec<(u32, usize, f64)> {
-    let slow_pairs: BTreeSet<(u32, u32)> = slow.iter().map(|(p, _)| *p).collect();
-    let mut per: BTreeMap<u32, Vec<PairTp>> = BTreeMap::new();
-    for (pair, tp) in best {
-        per.entry(pair.0).or_default().push((*pair, *tp));
-        per.entry(pair.1).or_default().push((*pair, *tp));
-    }
-    let mut out = Vec::new();
-    for (rank, pairs) in per {
-        let peers: BTreeSet<u32> = pairs
-            .iter()
-            .map(|((a, b), _)| if *a == rank { *b } else { *a })
-            .collect();
-        if peers.len() < 2 || !pairs.iter().all(|(p, _)| slow_pairs.contains(p)) {
-            continue;
-        }
-        let mut tps: Vec<f64> = pairs.iter().map(|(_, t)| *t).collect();
-        let m = median(&mut tps).unwrap_or(0.0);
-        out.push((rank, pairs.len(), m));
-    }
-    out
-}
-
-/// One finding for a node whose every pair is slow.
-fn slow_node(
-    input: &ClusterInput,
-    eval: &NetworkEval,
-    rank: u32,
-    pairs: usize,
-    node_med: f64,
-    med: f64,
-) -> Finding {
-    let iface = eval
-        .network
-        .members
-        .get(&rank)
-        .map(|m| m.interface.clone())
-        .unwrap_or_default();
-    Finding::new(
-        "link.slow",
-        Status::Warn,
-        format!("{rank} {iface}"),
-        format!(
-            "{} is slow with every peer on {}: its {pairs} measured pairs have a median of {node_med:.2} Gbit/s against the cluster's {med:.2} Gbit/s, so the node (its NIC, its link to the switch, or its load), not one link, is the cause",
-            input.who(rank),
-            eval.network.id
-        ),
-    )
-    .on_node(Some(rank))
-    .with("network", &eval.network.id)
-    .with("node", rank)
-    .with("pairs", pairs)
-    .with("node_median_gbit_s", node_med)
-    .with("median_gbit_s", med)
-    .fix(
-        Fix::new(format!(
-            "Check {}'s NIC: negotiated speed and duplex, errors, traffic shaping, and what else runs there",
-            input.who(rank)
-        ))
-        .command(format!("ethtool {iface}   # on {}", input.who(rank)))
-        .command(format!("ip -s link show {iface}   # on {}", input.who(rank)))
-        .command(format!("tc qdisc show dev {iface}   # on {}", input.who(rank))),
-    )
+/// The best throughput of each measured ordered pair on `eval`, with its floor: half the rated
+/// speed of a link one stream can fill, or `--min-link-gbit`, whichever is higher.
+fn throughput_samples(input: &ClusterInput, eval: &NetworkEval) -> Vec<Sample> {
+    links_on(input, eval)
+        .into_iter()
+        .filter_map(|l| {
+            let tp = l.throughput_gbit_s.map(f64::from)?;
+            let rated = rated_gbit(eval, l.from, l.to)
+                .filter(|r| *r <= RATED_CHECK_MAX_GBIT)
+                .map(|r| SLOW_SHARE * r)
+                .unwrap_or(0.0);
+            Some(Sample {
+                from: l.from,
+                to: l.to,
+                value: tp,
+                floor: rated.max(input.min_link_gbit.unwrap_or(0.0)),
+            })
+        })
+        .collect()
 }
 
 /// The lower rated speed of the two ends, in Gbit/s. A virtual interface's speed (a veth or a
@@ -168,73 +92,434 @@ fn rated_gbit(eval: &NetworkEval, from: u32, to: u32) -> Option<f64> {
             .filter(|m| !m.is_virtual)
             .and_then(|m| m.speed_mbps)
     };
-    let (a, b) = (rate(from), rate(to));
-    let mbps = match (a, b) {
+    let mbps = match (rate(from), rate(to)) {
         (Some(x), Some(y)) => x.min(y),
         (x, y) => x.or(y)?,
     };
     (mbps > 0).then_some(mbps as f64 / 1000.0)
 }
 
-fn slow_pair(
-    input: &ClusterInput,
-    eval: &NetworkEval,
-    from: u32,
-    to: u32,
-    tp: f64,
-    med: f64,
-) -> Option<Finding> {
-    let rated = rated_gbit(eval, from, to);
-    let below_median = tp < SLOW_SHARE * med;
-    let below_rated = rated.is_some_and(|r| r <= RATED_CHECK_MAX_GBIT && tp < SLOW_SHARE * r);
-    if !below_median && !below_rated {
-        return None;
+/// What every `link.slow` finding of one network is written from.
+struct Ctx<'a> {
+    input: &'a ClusterInput<'a>,
+    eval: &'a NetworkEval,
+    verdict: &'a Verdict,
+    reference: f64,
+}
+
+fn gbit(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{x:.2}"))
+}
+
+impl Ctx<'_> {
+    fn net(&self) -> &str {
+        &self.eval.network.id
     }
-    let iface_from = eval.network.members.get(&from).map(|m| m.interface.clone());
-    let iface_to = eval.network.members.get(&to).map(|m| m.interface.clone());
-    let iface = iface_to.clone().or(iface_from.clone()).unwrap_or_default();
-    let mut reasons = Vec::new();
-    if below_median {
-        reasons.push(format!(
-            "under half the median of all pairs ({med:.2} Gbit/s)"
-        ));
+
+    fn iface(&self, rank: u32) -> String {
+        self.eval
+            .network
+            .members
+            .get(&rank)
+            .map(|m| m.interface.clone())
+            .unwrap_or_default()
     }
-    if let (true, Some(r)) = (below_rated, rated) {
-        reasons.push(format!("under half the rated {r:.0} Gbit/s"));
+
+    fn address(&self, rank: u32) -> String {
+        self.eval
+            .network
+            .members
+            .get(&rank)
+            .map(|m| m.address.to_string())
+            .unwrap_or_default()
     }
-    let mut fix = Fix::new(format!(
-        "Check cabling, negotiated speed/duplex and traffic shaping on both ends ({} and {})",
-        input.who(from),
-        input.who(to)
-    ));
-    for (r, name) in [(from, &iface_from), (to, &iface_to)] {
-        if let Some(n) = name {
-            fix = fix
-                .command(format!("ethtool {n}   # on {}", input.who(r)))
-                .command(format!("tc qdisc show dev {n}   # on {}", input.who(r)));
+
+    fn subnet(&self, rank: u32) -> String {
+        self.eval
+            .network
+            .members
+            .get(&rank)
+            .map(|m| m.subnet.clone())
+            .unwrap_or_default()
+    }
+
+    /// "the upper quartile of 46 pairs, 9.41 Gbit/s".
+    fn reference_text(&self) -> String {
+        format!(
+            "the cluster's reference {:.2} Gbit/s (the upper quartile of {} measured pairs, which a slow minority cannot move)",
+            self.reference, self.verdict.pairs
+        )
+    }
+
+    /// Ordered pairs retested that touch `rank` (or any, for None).
+    fn retested(&self, rank: Option<u32>) -> usize {
+        self.input
+            .retested
+            .iter()
+            .filter(|(from, to, addr)| {
+                rank.is_none_or(|r| *from == r || *to == r) && *addr == self.address(*to)
+            })
+            .count()
+    }
+
+    fn retest_text(&self, rank: Option<u32>) -> String {
+        match self.retested(rank) {
+            0 => String::new(),
+            n => format!(
+                "; measured again against known-fast partners before naming it ({n} directions retested, the better figure kept)"
+            ),
         }
     }
-    Some(
+
+    fn base(&self, subject: String, summary: String, kind: &str) -> Finding {
+        Finding::new("link.slow", Status::Warn, subject, summary)
+            .with("kind", kind)
+            .with("network", self.net())
+            .with("reference_gbit_s", self.reference)
+            .with("pairs_measured", self.verdict.pairs)
+    }
+
+    fn nic_commands(&self, mut fix: Fix, rank: u32) -> Fix {
+        let (iface, who) = (self.iface(rank), self.input.who(rank));
+        fix = fix
+            .command(format!("ethtool {iface}   # on {who}"))
+            .command(format!(
+                "ethtool -S {iface} | grep -i -e err -e drop -e discard   # on {who}"
+            ))
+            .command(format!("tc qdisc show dev {iface}   # on {who}"));
+        fix
+    }
+
+    fn node(&self, n: &SlowNode) -> Finding {
+        let who = self.input.who(n.rank);
+        let way = match n.direction {
+            Direction::Sending => "sending",
+            Direction::Receiving => "receiving",
+            Direction::Both => "sending and receiving",
+        };
+        let worst = match n.direction {
+            Direction::Sending => n.send_median,
+            Direction::Receiving => n.recv_median,
+            Direction::Both => match (n.send_median, n.recv_median) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        }
+        .unwrap_or(0.0);
+        let share = 100.0 * worst / self.reference.max(f64::MIN_POSITIVE);
+        let summary = format!(
+            "{who} is slow {way} on {}: median {} Gbit/s sending and {} receiving with its {} healthy partners ({} of them slow with it), {share:.0}% of {}{}. Its partners are fast with everyone else, so the node (its NIC, its link to the switch, or its load), not one link, is the cause",
+            self.net(),
+            gbit(n.send_median),
+            gbit(n.recv_median),
+            n.partners,
+            n.slow_partners,
+            self.reference_text(),
+            self.retest_text(Some(n.rank)),
+        );
+        let fix = Fix::new(format!(
+            "Check {who}'s NIC on {}: negotiated speed and duplex (ethtool), error and drop counters, traffic shaping (tc), and what else runs there; then rerun preflight",
+            self.iface(n.rank)
+        ));
+        self.base(format!("{} {}", n.rank, self.iface(n.rank)), summary, "node")
+            .on_node(Some(n.rank))
+            .with("node", n.rank)
+            .with("direction", n.direction.as_str())
+            .with("send_median_gbit_s", n.send_median)
+            .with("recv_median_gbit_s", n.recv_median)
+            .with("share_of_reference", worst / self.reference.max(f64::MIN_POSITIVE))
+            .with("partners", n.partners)
+            .with("slow_partners", n.slow_partners)
+            .with("retested", self.retested(Some(n.rank)))
+            .fix(self.nic_commands(fix, n.rank))
+    }
+
+    /// A group's hosts as a hostlist, cut to fit a summary.
+    fn hosts(&self, ranks: &[u32]) -> String {
+        let names: Vec<String> = ranks
+            .iter()
+            .map(|r| self.input.host(*r).unwrap_or_else(|| format!("rank{r}")))
+            .collect();
+        crate::hostlist::compress_within(&names, GROUP_CHARS)
+    }
+
+    /// "subnet 10.200.1.0/24" when every member of the group sits in one.
+    fn group_subnet(&self, ranks: &[u32]) -> Option<String> {
+        let first = self.subnet(*ranks.first()?);
+        (!first.is_empty() && ranks.iter().all(|r| self.subnet(*r) == first)).then_some(first)
+    }
+
+    fn cut(&self, c: &Cut) -> Finding {
+        let (ha, hb) = (self.hosts(&c.a), self.hosts(&c.b));
+        let across = [c.a_to_b_median, c.b_to_a_median]
+            .into_iter()
+            .flatten()
+            .fold(f64::INFINITY, f64::min);
+        let inside = c.inside_median.unwrap_or(self.reference);
+        let cost = inside / across.max(f64::MIN_POSITIVE);
+        let path = match (self.group_subnet(&c.a), self.group_subnet(&c.b)) {
+            (Some(sa), Some(sb)) if sa != sb => format!(
+                "the routed hop between {sa} and {sb}, or the uplinks of the switches behind it"
+            ),
+            _ => "the uplink between the groups' switches (a rack uplink or a spine port)".into(),
+        };
+        let summary = format!(
+            "pairs between {ha} ({} nodes) and {hb} ({} nodes) are slow on {}: {} Gbit/s one way and {} the other across ({} directions measured), {} Gbit/s inside each group; every node is fast within its own group, so the path between the groups is the cause: {path}. An all-reduce over both groups crosses it and runs at about 1/{cost:.0} of the speed inside{}",
+            c.a.len(),
+            c.b.len(),
+            self.net(),
+            gbit(c.a_to_b_median),
+            gbit(c.b_to_a_median),
+            c.across_pairs,
+            gbit(c.inside_median),
+            self.retest_text(None),
+        );
+        let (a0, b0) = (c.a[0], c.b[0]);
+        let fix = Fix::new(format!(
+            "Check what carries traffic between the groups: {path}: its ports' speed and error counters on the switches, and the route each group takes to the other. Until it is fixed, train inside one group (preflight's healthy set) or expect the cross-group rate"
+        ))
+        .command(format!(
+            "tracepath -n {}   # on {}",
+            self.address(b0),
+            self.input.who(a0)
+        ))
+        .command(format!(
+            "ip route get {}   # on {}",
+            self.address(b0),
+            self.input.who(a0)
+        ))
+        .command(format!(
+            "tracepath -n {}   # on {}",
+            self.address(a0),
+            self.input.who(b0)
+        ));
+        self.base(format!("cut {ha} | {hb}"), summary, "cut")
+            .with("group_a", &c.a)
+            .with("group_b", &c.b)
+            .with("group_a_hosts", &ha)
+            .with("group_b_hosts", &hb)
+            .with("inside_median_gbit_s", c.inside_median)
+            .with("a_to_b_median_gbit_s", c.a_to_b_median)
+            .with("b_to_a_median_gbit_s", c.b_to_a_median)
+            .with("across_pairs", c.across_pairs)
+            .with("allreduce_slowdown", cost)
+            .fix(fix)
+    }
+
+    /// "10.0.0.1 (eno1) to 10.0.0.3 (eno1), both in 10.0.0.0/24".
+    fn path(&self, a: u32, b: u32) -> String {
+        let (sa, sb) = (self.subnet(a), self.subnet(b));
+        let hop = if !sa.is_empty() && sa == sb {
+            format!("both in {sa}")
+        } else {
+            format!("routed from {sa} to {sb}")
+        };
+        format!(
+            "{} ({}) to {} ({}), {hop}",
+            self.address(a),
+            self.iface(a),
+            self.address(b),
+            self.iface(b)
+        )
+    }
+
+    fn pair(&self, p: &SlowPair) -> Finding {
+        let (wa, wb) = (self.input.who(p.a), self.input.who(p.b));
+        let elsewhere = format!(
+            "each end is fast with its other partners ({wa}: {} Gbit/s, {wb}: {} Gbit/s median)",
+            gbit(p.a_elsewhere),
+            gbit(p.b_elsewhere)
+        );
+        let (subject, summary, kind) = if p.one_way() {
+            let (from, to, slow, back) = if p.a_to_b_slow {
+                (p.a, p.b, p.a_to_b, p.b_to_a)
+            } else {
+                (p.b, p.a, p.b_to_a, p.a_to_b)
+            };
+            let (wf, wt) = (self.input.who(from), self.input.who(to));
+            (
+                format!("{from}->{to} {}", self.iface(to)),
+                format!(
+                    "{wf} -> {wt} is slow on {}: {} Gbit/s one way, {} Gbit/s back, against {}; {elsewhere}, so one direction of the path between them is the cause ({}): a shaped or congested queue on {wf}'s way out, an asymmetric route, or a port that is slow one way{}",
+                    self.net(),
+                    gbit(slow),
+                    gbit(back),
+                    self.reference_text(),
+                    self.path(from, to),
+                    self.retest_text(Some(from)),
+                ),
+                "direction",
+            )
+        } else {
+            (
+                format!("{}<->{} {}", p.a, p.b, self.iface(p.b)),
+                format!(
+                    "{wa} <-> {wb} is slow both ways on {}: {} and {} Gbit/s, against {}; {elsewhere}, so the path between these two is the cause ({}){}",
+                    self.net(),
+                    gbit(p.a_to_b),
+                    gbit(p.b_to_a),
+                    self.reference_text(),
+                    self.path(p.a, p.b),
+                    self.retest_text(Some(p.a)),
+                ),
+                "pair",
+            )
+        };
+        let mut fix = Fix::new(format!(
+            "Check the path between {wa} and {wb}: the route each takes to the other, the switch ports and cable on it, and shaping on both ends"
+        ))
+        .command(format!("tracepath -n {}   # on {wa}", self.address(p.b)))
+        .command(format!("tracepath -n {}   # on {wb}", self.address(p.a)));
+        for r in [p.a, p.b] {
+            fix = fix.command(format!(
+                "tc qdisc show dev {}   # on {}",
+                self.iface(r),
+                self.input.who(r)
+            ));
+        }
+        self.base(subject, summary, kind)
+            .with("from", p.a)
+            .with("to", p.b)
+            .with("a_to_b_gbit_s", p.a_to_b)
+            .with("b_to_a_gbit_s", p.b_to_a)
+            .with("a_to_b_slow", p.a_to_b_slow)
+            .with("b_to_a_slow", p.b_to_a_slow)
+            .with("a_elsewhere_gbit_s", p.a_elsewhere)
+            .with("b_elsewhere_gbit_s", p.b_elsewhere)
+            .with("path", self.path(p.a, p.b))
+            .fix(fix)
+    }
+
+    fn unlisted(&self) -> Finding {
+        self.base(
+            format!("{} more pairs", self.verdict.unlisted_pairs),
+            format!(
+                "{} more pairs or directions on {} are slow against {}, each between nodes fast elsewhere (the slowest {} are named above): many unrelated slow pairs point at congestion in the fabric rather than at one part",
+                self.verdict.unlisted_pairs,
+                self.net(),
+                self.reference_text(),
+                fail_slow::MAX_LISTED_PAIRS
+            ),
+            "pairs",
+        )
+        .with("unlisted_pairs", self.verdict.unlisted_pairs)
+        .fix(
+            Fix::new("Look at the fabric's congestion and error counters on the switches, and rerun preflight with --thorough to measure each pair longer")
+                .command("preflight cluster --thorough ..."),
+        )
+    }
+
+    /// Every pair slow against its floor: with two nodes, the link between them.
+    fn everywhere(&self, e: &fail_slow::Everywhere) -> Finding {
+        let floor = if self.input.min_link_gbit.is_some_and(|m| m >= e.floor) {
+            format!("--min-link-gbit {:.2}", e.floor)
+        } else {
+            format!("half the NICs' rated speed, {:.2} Gbit/s", e.floor)
+        };
+        let others = self.other_networks();
+        let others_text = if others.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the same nodes measured {} on other networks",
+                others
+                    .iter()
+                    .map(|(id, m)| format!("{m:.2} Gbit/s on {id}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let nodes = self.eval.network.members.len();
+        let (subject, summary) = if nodes == 2 {
+            let mut r = self.eval.network.members.keys().copied();
+            let (a, b) = (r.next().unwrap_or(0), r.next().unwrap_or(1));
+            (
+                format!("{a}<->{b} {}", self.iface(b)),
+                format!(
+                    "the link between {} and {} is slow on {}: {:.2} to {:.2} Gbit/s, under {floor}{others_text}. With two nodes there is no third partner to tell which end is slow: rerun with a third node (the end that is slow with it too is the cause), or compare both ends' counters",
+                    self.input.who(a),
+                    self.input.who(b),
+                    self.net(),
+                    e.min,
+                    e.max,
+                ),
+            )
+        } else {
+            (
+                self.net().to_string(),
+                format!(
+                    "every measured pair on {} is slow: median {:.2} Gbit/s (slowest {:.2}, fastest {:.2}), under {floor}{others_text}; nothing inside the cluster is faster to compare with, so the network as a whole (the NICs' negotiated speed, the switch, shaping) is the cause",
+                    self.net(),
+                    e.median,
+                    e.min,
+                    e.max
+                ),
+            )
+        };
+        let mut fix = Fix::new(
+            "Check the NICs' negotiated speed and duplex and any shaping on every node, and the switch ports; compare with another network's figure above",
+        );
+        for r in self.eval.network.members.keys().take(2) {
+            fix = self.nic_commands(fix, *r);
+        }
+        self.base(subject, summary, "everywhere")
+            .with("median_gbit_s", e.median)
+            .with("min_gbit_s", e.min)
+            .with("max_gbit_s", e.max)
+            .with("floor_gbit_s", e.floor)
+            .with(
+                "other_networks",
+                others
+                    .iter()
+                    .map(|(id, m)| serde_json::json!({"network": id, "median_gbit_s": m}))
+                    .collect::<Vec<_>>(),
+            )
+            .fix(fix)
+    }
+
+    /// The median throughput measured on each other network (the same nodes, another path).
+    fn other_networks(&self) -> Vec<(String, f64)> {
+        self.input
+            .evals
+            .iter()
+            .filter(|e| e.network.id != self.eval.network.id)
+            .filter_map(|e| {
+                let mut v: Vec<f64> = links_on(self.input, e)
+                    .into_iter()
+                    .filter_map(|l| l.throughput_gbit_s.map(f64::from))
+                    .filter(|t| t.is_finite())
+                    .collect();
+                crate::stats::median(&mut v).map(|m| (e.network.id.clone(), m))
+            })
+            .collect()
+    }
+
+    fn pass(&self) -> Finding {
+        let v = self.verdict;
+        let min = v.min.unwrap_or(0.0);
+        let retest = match self.retested(None) {
+            0 => String::new(),
+            n => format!("; {n} directions measured again against fast partners cleared"),
+        };
         Finding::new(
             "link.slow",
-            Status::Warn,
-            format!("{from}->{to} {iface}"),
+            Status::Pass,
+            self.net().to_string(),
             format!(
-                "{} -> {} on {} measured {tp:.2} Gbit/s: {}",
-                input.who(from),
-                input.who(to),
-                eval.network.id,
-                reasons.join(" and ")
+                "{} pairs on {}: median {:.2} Gbit/s, slowest {min:.2} Gbit/s, none under half of the reference {:.2} Gbit/s{retest}",
+                v.pairs,
+                self.net(),
+                v.median.unwrap_or(0.0),
+                self.reference,
             ),
         )
-        .with("network", &eval.network.id)
-        .with("from", from)
-        .with("to", to)
-        .with("measured_gbit_s", tp)
-        .with("median_gbit_s", med)
-        .with("rated_gbit_s", rated)
-        .fix(fix),
-    )
+        .with("network", self.net())
+        .with("median_gbit_s", v.median)
+        .with("reference_gbit_s", self.reference)
+        .with("min_gbit_s", min)
+        .with("pairs", v.pairs)
+        .with("retested", self.retested(None))
+    }
 }
 
 #[cfg(test)]
@@ -243,76 +528,100 @@ mod tests {
     use crate::model::{LinkOutcome, Status};
     use serde_json::json;
 
-    #[test]
-    fn slow_pair_below_half_the_median_warns() {
-        let mut c = Cluster::healthy(3);
+    fn shape(c: &mut Cluster, f: impl Fn(u32, u32) -> Option<f32>) {
         for l in &mut c.links {
-            if l.from == 0 && l.to == 2 && l.result == LinkOutcome::Ok {
-                l.throughput_gbit_s = Some(1.0);
+            if l.result == LinkOutcome::Ok
+                && let Some(t) = f(l.from, l.to)
+            {
+                l.throughput_gbit_s = Some(t);
             }
         }
+    }
+
+    #[test]
+    fn a_slow_pair_is_the_pair_with_the_path_between_them() {
+        let mut c = Cluster::healthy(3);
+        shape(&mut c, |a, b| (a + b == 2 && a != b).then_some(1.0));
         let fs = c.findings();
         let v = with_id(&fs, "link.slow");
         assert_eq!(v.len(), 1, "{v:#?}");
         let f = v[0];
         assert_eq!(f.status, Status::Warn);
-        assert_eq!(f.subject, "0->2 eno1");
-        assert_eq!(f.evidence["measured_gbit_s"], json!(1.0));
-        assert_eq!(f.evidence["median_gbit_s"], json!(9.0));
-        assert_eq!(f.evidence["rated_gbit_s"], json!(10.0));
-        assert!(commands(f).contains(&"ethtool eno1   # on rank 2 (node03)".to_string()));
+        assert_eq!(f.subject, "0<->2 eno1");
+        assert_eq!(f.evidence["kind"], json!("pair"));
+        assert_eq!(f.evidence["a_to_b_gbit_s"], json!(1.0));
+        assert_eq!(f.evidence["a_elsewhere_gbit_s"], json!(9.0));
+        assert_eq!(
+            f.evidence["path"],
+            json!("10.0.0.1 (eno1) to 10.0.0.3 (eno1), both in 10.0.0.0/24")
+        );
+        assert!(commands(f).contains(&"tracepath -n 10.0.0.3   # on rank 0 (node01)".to_string()));
     }
 
     #[test]
-    fn a_node_slow_with_every_peer_is_named_once_as_the_node() {
+    fn a_node_slow_with_every_peer_is_named_once_as_the_node_and_a_pair_elsewhere_as_itself() {
         let mut c = Cluster::healthy(8);
-        for l in &mut c.links {
-            if (l.from == 5 || l.to == 5) && l.result == LinkOutcome::Ok {
-                l.throughput_gbit_s = Some(0.5);
-            }
-        }
-        // One more slow pair elsewhere stays a pair.
-        for l in &mut c.links {
-            if l.from == 1 && l.to == 2 && l.result == LinkOutcome::Ok {
-                l.throughput_gbit_s = Some(1.0);
-            }
-        }
+        shape(&mut c, |a, b| (a == 5 || b == 5).then_some(0.5));
+        shape(&mut c, |a, b| (a == 1 && b == 2).then_some(1.0));
         let fs = c.findings();
         let v = with_id(&fs, "link.slow");
         assert_eq!(v.len(), 2, "{v:#?}");
         let node = v.iter().find(|f| f.node == Some(5)).expect("rank 5 named");
         assert!(
-            node.summary.contains("slow with every peer"),
+            node.summary.contains("rank 5 (node06) is slow sending and receiving"),
             "{}",
             node.summary
         );
-        assert_eq!(node.evidence["pairs"], json!(14));
-        assert!(v.iter().any(|f| f.subject.starts_with("1->2")));
+        assert_eq!(node.evidence["partners"], json!(7));
+        assert_eq!(node.evidence["direction"], json!("both"));
+        let dir = v.iter().find(|f| f.subject.starts_with("1->2")).expect("1->2");
+        assert_eq!(dir.evidence["kind"], json!("direction"));
     }
 
     #[test]
-    fn slow_against_rated_speed_only_where_one_stream_can_fill_the_link() {
-        let mut c = Cluster::healthy(2);
-        for l in &mut c.links {
-            if l.result == LinkOutcome::Ok {
-                l.throughput_gbit_s = Some(2.0);
-            }
+    fn a_slow_node_among_three_is_the_node() {
+        // The case: rank 2 at 10 Mbit/s both ways, the others at 17 Gbit/s; a 25 Gbit/s
+        // NIC so the rated floor does not decide it.
+        let mut c = Cluster::healthy(3);
+        for f in &mut c.facts {
+            f.net.interfaces[0].speed_mbps = Some(25_000);
         }
-        // 2 of a rated 10 Gbit/s on every pair: all slow, though equal to the median.
+        shape(&mut c, |a, b| {
+            Some(if a == 2 || b == 2 { 0.01 } else { 17.0 })
+        });
         let fs = c.findings();
         let v = with_id(&fs, "link.slow");
-        assert_eq!(v.len(), 2);
-        assert!(v[0].summary.contains("rated 10 Gbit/s"), "{}", v[0].summary);
+        assert_eq!(v.len(), 1, "{v:#?}");
+        assert_eq!(v[0].node, Some(2));
+        assert_eq!(v[0].evidence["reference_gbit_s"], json!(17.0));
+    }
+
+    #[test]
+    fn two_nodes_under_the_rated_speed_are_the_link_with_what_would_tell_the_end() {
+        let mut c = Cluster::healthy(2);
+        shape(&mut c, |_, _| Some(2.0));
+        let fs = c.findings();
+        let v = with_id(&fs, "link.slow");
+        assert_eq!(v.len(), 1, "{v:#?}");
+        assert_eq!(v[0].evidence["kind"], json!("everywhere"));
+        assert!(
+            v[0].summary.contains("the link between rank 0 (node01) and rank 1 (node02)")
+                && v[0].summary.contains("rated speed, 5.00")
+                && v[0].summary.contains("third node"),
+            "{}",
+            v[0].summary
+        );
         // 30 of a rated 200 Gbit/s is what one TCP stream gets: not flagged.
         for f in &mut c.facts {
             f.net.interfaces[0].speed_mbps = Some(200_000);
         }
-        for l in &mut c.links {
-            if l.result == LinkOutcome::Ok {
-                l.throughput_gbit_s = Some(30.0);
-            }
-        }
+        shape(&mut c, |_, _| Some(30.0));
         assert_eq!(only(&c.findings(), "link.slow").status, Status::Pass);
+        // ... unless the user's floor says so.
+        c.min_link_gbit = Some(40.0);
+        let fs = c.findings();
+        let f = only(&fs, "link.slow");
+        assert!(f.summary.contains("--min-link-gbit 40.00"), "{}", f.summary);
     }
 
     #[test]

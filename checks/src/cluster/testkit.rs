@@ -96,16 +96,19 @@ pub(crate) struct Cluster {
     pub(crate) expected: Vec<String>,
     pub(crate) not_joined: Vec<u32>,
     pub(crate) refused: Vec<super::Refusal>,
+    pub(crate) min_link_gbit: Option<f64>,
 }
 
 impl Cluster {
-    /// `n` healthy nodes, every pair ok at 9 Gbit/s on eno1, docker0 failing.
+    /// `n` healthy nodes, every pair ok at 9 Gbit/s and 50 us on eno1, docker0 failing.
     pub(crate) fn healthy(n: u32) -> Self {
         let mut links = Vec::new();
         for from in 0..n {
             for to in (0..n).filter(|t| *t != from) {
                 let addr = format!("10.0.0.{}", to + 1);
-                links.push(link(from, to, &addr, LinkOutcome::Ok, Some(9.0)));
+                let mut ok = link(from, to, &addr, LinkOutcome::Ok, Some(9.0));
+                ok.rtt_us = Some(50.0);
+                links.push(ok);
                 links.push(link(from, to, "172.17.0.1", LinkOutcome::Error, None));
             }
         }
@@ -116,6 +119,7 @@ impl Cluster {
             expected: Vec::new(),
             not_joined: Vec::new(),
             refused: Vec::new(),
+            min_link_gbit: None,
         }
     }
 
@@ -171,6 +175,8 @@ impl Cluster {
             chosen,
             master_port: 29500,
             refused: &self.refused,
+            min_link_gbit: self.min_link_gbit,
+            retested: &[],
         })
     }
 }
@@ -205,4 +211,5 @@ pub(crate) const IDS: &[&str] = &[
     "link.mtu-blackhole",
     "link.degraded",
     "link.slow",
+    "link.latency",
 ];

@@ -125,6 +125,8 @@ mod tests {
             chosen: None,
             master_port: 29500,
             refused: &[],
+            min_link_gbit: None,
+            retested: &[],
         }
     }
 

@@ -1,0 +1,178 @@
+//! `link.latency`: a node (or a group behind a cut) whose round-trip times stand far above the
+//! others', judged by [`crate::fail_slow`] with the RTT as a speed, against the lower quartile
+//! of the pairs' RTTs (which a slow minority cannot move).
+
+use super::ClusterInput;
+use super::common::links_on;
+use crate::fail_slow::{self, Sample};
+use crate::model::{Finding, Fix, Status};
+
+/// Without throughput-scheduled pairs to judge, every link is judged up to this many.
+const ALL_LINKS_UP_TO: usize = 64 * 63;
+
+pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
+    let Some(eval) = input.chosen else {
+        return vec![Finding::new(
+            "link.latency",
+            Status::Skip,
+            "latency",
+            "no network connects every node, so none is chosen to judge",
+        )];
+    };
+    let net = &eval.network.id;
+    let on = links_on(input, eval);
+    // The pairs measured for throughput (linear in n); all links only for a small cluster.
+    let scheduled = on.iter().any(|l| l.throughput_gbit_s.is_some());
+    let samples: Vec<Sample> = on
+        .iter()
+        .filter(|l| !scheduled || l.throughput_gbit_s.is_some())
+        .filter_map(|l| {
+            let rtt = l.rtt_us.map(f64::from).filter(|r| r.is_finite() && *r > 0.0)?;
+            Some(Sample {
+                from: l.from,
+                to: l.to,
+                value: fail_slow::rtt_speed(rtt),
+                floor: 0.0,
+            })
+        })
+        .collect();
+    if samples.is_empty() || (!scheduled && samples.len() > ALL_LINKS_UP_TO) {
+        return vec![
+            Finding::new(
+                "link.latency",
+                Status::Skip,
+                net.clone(),
+                format!("no round-trip time was measured on {net}"),
+            )
+            .with("network", net),
+        ];
+    }
+    let v = fail_slow::judge(&samples, fail_slow::latency_rule);
+    let reference = fail_slow::speed_rtt(v.reference.unwrap_or(1.0));
+    let us = |speed: Option<f64>| speed.map_or("-".into(), |s| format!("{:.0}", fail_slow::speed_rtt(s)));
+    let mut out = Vec::new();
+    for n in &v.nodes {
+        let who = input.who(n.rank);
+        let iface = eval
+            .network
+            .members
+            .get(&n.rank)
+            .map(|m| m.interface.clone())
+            .unwrap_or_default();
+        out.push(
+            Finding::new(
+                "link.latency",
+                Status::Warn,
+                format!("{} {iface}", n.rank),
+                format!(
+                    "{who} answers slowly on {net}: median round trip {} us to its partners and {} us from them, against the cluster's {reference:.0} us (the lower quartile of {} pairs); {} of its {} healthy partners see it above {:.1}x that. A node's own latency comes from its CPU (power states, load, interrupts on a busy core), its NIC's interrupt moderation, or a queue in its path",
+                    us(n.send_median),
+                    us(n.recv_median),
+                    v.pairs,
+                    n.slow_partners,
+                    n.partners,
+                    fail_slow::LATENCY_FACTOR,
+                ),
+            )
+            .on_node(Some(n.rank))
+            .with("kind", "node")
+            .with("network", net)
+            .with("node", n.rank)
+            .with("direction", n.direction.as_str())
+            .with("reference_rtt_us", reference)
+            .with("send_median_rtt_us", n.send_median.map(fail_slow::speed_rtt))
+            .with("recv_median_rtt_us", n.recv_median.map(fail_slow::speed_rtt))
+            .with("partners", n.partners)
+            .with("slow_partners", n.slow_partners)
+            .fix(
+                Fix::new(format!(
+                    "Check {who}: its load and CPU power states, its NIC's interrupt moderation and queues on {iface}, then rerun preflight"
+                ))
+                .command(format!("uptime; cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor   # on {who}"))
+                .command(format!("ethtool -c {iface}   # on {who}"))
+                .command(format!("tc qdisc show dev {iface}   # on {who}")),
+            ),
+        );
+    }
+    for c in &v.cuts {
+        let hosts = |ranks: &[u32]| {
+            let names: Vec<String> = ranks
+                .iter()
+                .map(|r| input.host(*r).unwrap_or_else(|| format!("rank{r}")))
+                .collect();
+            crate::hostlist::compress_within(&names, 48)
+        };
+        let (ha, hb) = (hosts(&c.a), hosts(&c.b));
+        out.push(
+            Finding::new(
+                "link.latency",
+                Status::Warn,
+                format!("cut {ha} | {hb}"),
+                format!(
+                    "round trips between {ha} and {hb} on {net} take {} us one way and {} us the other, {} us inside each group: the path between the groups adds the delay (a longer route, a congested uplink)",
+                    us(c.a_to_b_median),
+                    us(c.b_to_a_median),
+                    us(c.inside_median),
+                ),
+            )
+            .with("kind", "cut")
+            .with("network", net)
+            .with("group_a", &c.a)
+            .with("group_b", &c.b)
+            .with("reference_rtt_us", reference)
+            .fix(Fix::new("Trace the route between the groups and check the uplink's queues")
+                .command(format!("tracepath -n {}   # on {}",
+                    eval.network.members.get(&c.b[0]).map(|m| m.address.to_string()).unwrap_or_default(),
+                    input.who(c.a[0])))),
+        );
+    }
+    if out.is_empty() {
+        out.push(
+            Finding::new(
+                "link.latency",
+                Status::Pass,
+                net.clone(),
+                format!(
+                    "{} pairs on {net}: median round trip {} us, reference {reference:.0} us; no node stands above {:.1}x it",
+                    v.pairs,
+                    us(v.median),
+                    fail_slow::LATENCY_FACTOR
+                ),
+            )
+            .with("network", net)
+            .with("reference_rtt_us", reference)
+            .with("pairs", v.pairs),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cluster::testkit::*;
+    use crate::model::{LinkOutcome, Status};
+    use serde_json::json;
+
+    #[test]
+    fn a_node_that_answers_slowly_is_named_and_noise_is_not() {
+        let mut c = Cluster::healthy(5);
+        for l in &mut c.links {
+            if l.result == LinkOutcome::Ok {
+                let slow = l.from == 3 || l.to == 3;
+                l.rtt_us = Some(if slow { 4000.0 } else { 60.0 + (l.from * 7 + l.to) as f32 });
+            }
+        }
+        let fs = c.findings();
+        let f = only(&fs, "link.latency");
+        assert_eq!(f.status, Status::Warn, "{f:#?}");
+        assert_eq!(f.node, Some(3));
+        assert_eq!(f.evidence["send_median_rtt_us"], json!(4000.0));
+        // 300 us against 60: scheduling noise, under the absolute excess.
+        for l in &mut c.links {
+            if l.rtt_us == Some(4000.0) {
+                l.rtt_us = Some(300.0);
+            }
+        }
+        assert_eq!(only(&c.findings(), "link.latency").status, Status::Pass);
+    }
+}
