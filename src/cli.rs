@@ -107,6 +107,12 @@ pub struct SimulateArgs {
     /// Nodes whose NIC runs at a fifth of the rate.
     #[arg(long, default_value_t = 0)]
     pub slow: u32,
+    /// Pairs of ring neighbours (pairs the throughput schedule always measures) whose path runs at a fifth of the rate both ways.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub slow_pairs: u32,
+    /// The last N ranks sit behind a slow uplink: their pairs with the other nodes run at a fifth of the rate (a rack uplink; 0: none).
+    #[arg(long, default_value_t = 0)]
+    pub slow_cut: u32,
     /// Ordered pairs whose connects time out.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub bad_links: u32,
@@ -175,7 +181,7 @@ pub struct LaunchArgs {
     /// With --healthy-set: compute the set again, its node count a multiple of K (the slowest nodes left idle).
     #[arg(long, alias = "nodes_multiple_of", value_name = "K", requires = "healthy_set", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub nodes_multiple_of: Option<u32>,
-    /// With --healthy-set: compute the set again, leaving out stragglers (links all slower than half the cluster median).
+    /// With --healthy-set: compute the set again, leaving out stragglers (the nodes link.slow names as slow nodes, slow with every healthy partner).
     #[arg(long, alias = "exclude_slow", requires = "healthy_set")]
     pub exclude_slow: bool,
     /// Your training script (its arguments go after `--`).
@@ -374,6 +380,9 @@ pub struct ClusterArgs {
     /// Fail when the all-reduce bus bandwidth of the largest message is under this many GB/s (as nccl-tests' NCCL_TESTS_MIN_BW).
     #[arg(long, alias = "min_busbw", value_parser = parse_positive_f64)]
     pub min_busbw: Option<f64>,
+    /// Call a pair slow when its measured throughput is under this many Gbit/s, whatever the other pairs measure (an absolute floor beside the cluster's own reference).
+    #[arg(long, alias = "min_link_gbit", value_parser = parse_positive_f64)]
+    pub min_link_gbit: Option<f64>,
     /// Also measure the all-reduce with these variables changed (KEY=VALUE[,KEY=VALUE]), e.g. NCCL_IB_DISABLE=1; the advice then prefers the faster setting.
     #[arg(long, alias = "compare_env", value_parser = parse_env_list)]
     pub compare_env: Option<EnvList>,
@@ -389,7 +398,7 @@ pub struct ClusterArgs {
     /// The healthy set's node count must be a multiple of K (data/pipeline parallel degree): it is rounded down, the nodes with the slowest links left idle.
     #[arg(long, alias = "nodes_multiple_of", value_name = "K", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub nodes_multiple_of: Option<u32>,
-    /// Also leave stragglers out of the healthy set: nodes whose links are all slower than half the cluster median.
+    /// Also leave stragglers out of the healthy set: the nodes link.slow names as slow nodes (slow with every healthy partner, against a reference they cannot move).
     #[arg(long, alias = "exclude_slow")]
     pub exclude_slow: bool,
     /// Exit 0 when the cluster fails but its healthy set meets --min-nodes and --nodes-multiple-of (for job scripts that go on with the set).

@@ -244,6 +244,11 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                 "--dead and --slow leave no node of the {} to simulate",
                 a.nodes
             );
+            anyhow::ensure!(
+                a.slow_cut == 0 || (a.slow_cut >= 2 && a.slow_cut.saturating_add(2) <= a.nodes),
+                "--slow-cut {} must leave two nodes on each side of the cut (0 for none)",
+                a.slow_cut
+            );
             Job::Simulate(SimulateJob {
                 fabric: crate::runtime::sim::Fabric {
                     nodes: a.nodes,
@@ -251,6 +256,8 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                     gbit: a.gbit,
                     dead: a.dead,
                     slow: a.slow,
+                    slow_pairs: a.slow_pairs,
+                    slow_cut: a.slow_cut,
                     bad_links: a.bad_links,
                     lossy_links: a.lossy_links,
                     seed: a.seed,
@@ -457,6 +464,7 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
             Duration::from_secs(a.timeout),
         )?,
         min_busbw: a.min_busbw,
+        min_link_gbit: a.min_link_gbit,
         shape,
         script: a.script.clone(),
         healthy: HealthyOptions {

@@ -18,6 +18,28 @@ pub struct CollectiveInput<'a> {
     pub not_run: Option<String>,
     /// The run was one node's GPUs (`check --thorough`): the fixes rerun that, not a cluster.
     pub one_node: bool,
+    /// What the pairwise test found slow, in a few words each (`link.slow`'s `part`), and the
+    /// reference its judgment used (Gbit/s): the all-reduce's finding says whether a slow link
+    /// explains it.
+    pub slow_parts: Vec<String>,
+    pub link_reference_gbit: Option<f64>,
+}
+
+impl<'a> CollectiveInput<'a> {
+    /// The input with what `link.slow` found among `findings` (its warnings' parts, its reference).
+    pub fn with_link_verdict(mut self, findings: &[Finding]) -> CollectiveInput<'a> {
+        for f in findings.iter().filter(|f| f.id == "link.slow") {
+            if f.status == Status::Warn
+                && let Some(part) = f.evidence.get("part").and_then(|p| p.as_str())
+            {
+                self.slow_parts.push(part.to_string());
+            }
+            if let Some(r) = f.evidence.get("reference_gbit_s").and_then(|r| r.as_f64()) {
+                self.link_reference_gbit = Some(r);
+            }
+        }
+        self
+    }
 }
 
 impl CollectiveInput<'_> {
@@ -268,26 +290,46 @@ fn bus_bandwidth(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
     }
     let under_min = input.min_busbw_gb_s.filter(|min| busbw < *min);
     let under_link = slowest.filter(|(_, _, gbit)| busbw < LINK_SHARE * gbit / 8.0);
+    // Under half of what the healthy pairs carry, with a slow part found: the slow part explains it.
+    let under_reference = input
+        .link_reference_gbit
+        .filter(|g| busbw < LINK_SHARE * g / 8.0 && !input.slow_parts.is_empty());
+    if !input.slow_parts.is_empty() {
+        f = f.with("slow_parts", &input.slow_parts);
+    }
+    if let Some(g) = input.link_reference_gbit {
+        f = f.with("link_reference_gbit_s", g);
+    }
+    let cause = cause_text(input);
     let size = human_bytes(row.bytes);
-    match (under_min, under_link) {
-        (Some(min), _) => {
+    match (under_min, under_link, under_reference) {
+        (Some(min), _, _) => {
             f.status = Status::Fail;
             f.summary = format!(
-                "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under --min-busbw {min} GB/s",
+                "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under --min-busbw {min} GB/s{cause}",
                 label(r)
             );
             f.fix(slow_fix(r, slowest))
         }
-        (None, Some((from, to, gbit))) => {
+        (None, Some((from, to, gbit)), _) => {
             f.status = Status::Warn;
             f.summary = format!(
-                "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under half of the slowest ring link {from}->{to} ({:.3} GB/s = {gbit:.2} Gbit/s pairwise)",
+                "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under half of the slowest ring link {from}->{to} ({:.3} GB/s = {gbit:.2} Gbit/s pairwise){cause}",
                 label(r),
                 gbit / 8.0
             );
             f.fix(slow_fix(r, slowest))
         }
-        (None, None) => {
+        (None, None, Some(g)) => {
+            f.status = Status::Warn;
+            f.summary = format!(
+                "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under half of what the healthy pairs carry ({:.3} GB/s = {g:.2} Gbit/s, link.slow's reference){cause}",
+                label(r),
+                g / 8.0
+            );
+            f.fix(slow_fix(r, slowest))
+        }
+        (None, None, None) => {
             f.summary = match slowest {
                 Some((from, to, gbit)) => format!(
                     "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s ({:.0}% of the slowest ring link {from}->{to}, {:.3} GB/s)",
@@ -301,6 +343,24 @@ fn bus_bandwidth(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
                 ),
             };
             f
+        }
+    }
+}
+
+/// Why the all-reduce is slow, as the pairwise test saw it: the slow parts it named, or that
+/// every pair was within its reference (a scale or congestion effect).
+fn cause_text(input: &CollectiveInput) -> String {
+    match (input.slow_parts.as_slice(), input.link_reference_gbit) {
+        ([], Some(_)) => ". Every measured pair was within the pairwise reference (link.slow passed), so no one link explains it: it is a scale or congestion effect of the all-reduce itself (many flows at once, CPU, the transport's settings)".into(),
+        ([], None) => String::new(),
+        (parts, _) => {
+            let shown: Vec<&str> = parts.iter().take(3).map(String::as_str).collect();
+            let more = parts.len().saturating_sub(shown.len());
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            format!(
+                ". The pairwise test found why: {}{more} (link.slow); a ring all-reduce runs at the pace of its slowest part",
+                shown.join("; ")
+            )
         }
     }
 }
@@ -458,6 +518,8 @@ mod tests {
             min_busbw_gb_s: min,
             not_run: None,
             one_node: false,
+            slow_parts: Vec::new(),
+            link_reference_gbit: None,
         }
     }
 
@@ -469,6 +531,8 @@ mod tests {
             min_busbw_gb_s: None,
             not_run: Some("--allreduce off".into()),
             one_node: false,
+            slow_parts: Vec::new(),
+            link_reference_gbit: None,
         });
         assert_eq!(fs.len(), 2);
         assert!(fs.iter().all(|f| f.status == Status::Skip));

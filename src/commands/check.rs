@@ -61,6 +61,8 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
                     min_busbw_gb_s: None,
                     not_run,
                     one_node: true,
+                    slow_parts: Vec::new(),
+                    link_reference_gbit: None,
                 },
             ));
         report.collectives = results;

@@ -17,12 +17,14 @@ pub fn simulate(mut job: SimulateJob) -> anyhow::Result<Outcome> {
         )
     });
     let heading = format!(
-        "simulated {} nodes on a modelled {} Gbit/s, {} us fabric ({} dead, {} slow, {} bad links, {} lossy links; seed {}); computed in {:.1} s{memory}",
+        "simulated {} nodes on a modelled {} Gbit/s, {} us fabric ({} dead, {} slow, {} slow pairs, {} behind a slow uplink, {} bad links, {} lossy links; seed {}); computed in {:.1} s{memory}",
         f.nodes,
         f.gbit,
         f.latency_us,
         f.dead,
         f.slow,
+        sim.faults.slow_pairs.len(),
+        sim.faults.cut.len(),
         f.bad_links,
         f.lossy_links,
         f.seed,

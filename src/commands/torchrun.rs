@@ -222,6 +222,7 @@ pub fn cluster_job(
             job.timeout,
         )?,
         min_busbw: None,
+        min_link_gbit: None,
         // The line's processes per node make the world size the scale checks judge (the
         // cluster run adds its nodes).
         shape: JobShape {

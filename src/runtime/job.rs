@@ -68,6 +68,8 @@ pub struct ClusterJob {
     pub timing: Timing,
     pub allreduce: AllreducePlan,
     pub min_busbw: Option<f64>,
+    /// `--min-link-gbit`.
+    pub min_link_gbit: Option<f64>,
     pub shape: JobShape,
     pub script: Vec<String>,
     /// The healthy set's constraints (`--min-nodes`, `--nodes-multiple-of`, `--exclude-slow`).

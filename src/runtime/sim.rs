@@ -36,6 +36,10 @@ pub struct Fabric {
     pub dead: u32,
     /// Nodes whose NIC runs at a fifth of the rate.
     pub slow: u32,
+    /// Ring neighbours whose path runs at a fifth of the rate both ways.
+    pub slow_pairs: u32,
+    /// The last `slow_cut` ranks sit behind an uplink at a fifth of the rate.
+    pub slow_cut: u32,
     /// Ordered pairs whose connects time out (a filter on one link).
     pub bad_links: u32,
     /// Ordered pairs whose first connect is reset (they work on the retry).
@@ -55,6 +59,8 @@ impl Default for Fabric {
             gbit: 100.0,
             dead: 0,
             slow: 0,
+            slow_pairs: 0,
+            slow_cut: 0,
             bad_links: 0,
             lossy_links: 0,
             seed: 1,
@@ -63,11 +69,26 @@ impl Default for Fabric {
     }
 }
 
+impl Faults {
+    /// The rate `from -> to` gets: the slower end's NIC, a fifth of it on a slow pair or across
+    /// the slow uplink.
+    fn rate(&self, from: u32, to: u32, bw: impl Fn(u32) -> f64) -> f64 {
+        let nic = bw(from).min(bw(to));
+        let pair = self.slow_pairs.contains(&(from.min(to), from.max(to)));
+        let across = self.cut.contains(&from) != self.cut.contains(&to);
+        if pair || across { nic / 5.0 } else { nic }
+    }
+}
+
 /// The faults drawn from the seed.
 #[derive(Clone, Debug, Default)]
 pub struct Faults {
     pub dead: BTreeSet<u32>,
     pub slow: BTreeSet<u32>,
+    /// Unordered (lower rank first).
+    pub slow_pairs: BTreeSet<(u32, u32)>,
+    /// The ranks behind the slow uplink.
+    pub cut: BTreeSet<u32>,
     pub bad: HashSet<(u32, u32)>,
     pub lossy: HashSet<(u32, u32)>,
 }
@@ -172,7 +193,7 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
                 if let Some(i) = crate::runtime::coordinator::find(&links, from, to, &addr)
                     && links[i].result == LinkOutcome::Ok
                 {
-                    links[i].throughput_gbit_s = Some(bw(from).min(bw(to)) as f32);
+                    links[i].throughput_gbit_s = Some(faults.rate(from, to, bw) as f32);
                 }
             }
         }
@@ -219,7 +240,8 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
             alive: true,
         })
         .collect();
-    let mut report = verdict::build_report(members, links, &cfg, recommendation, outcome, &[]);
+    let mut report =
+        verdict::build_report(members, links, &cfg, recommendation, outcome, &[], &[]);
     // Rank 0 sends one copy to every node, in parallel from one NIC: above 64 nodes the shared
     // copy without the other nodes' facts and the links.
     let json = if report.nodes.len() > crate::report_compact::COMPACT_ABOVE {
@@ -366,6 +388,20 @@ fn draw_faults(f: &Fabric) -> Faults {
         used.insert(r);
         faults.slow.insert(r);
     }
+    // The rack behind the slow uplink: the last ranks (rank 0 stays on the healthy side).
+    faults.cut = (n.saturating_sub(f.slow_cut)..n).filter(|_| f.slow_cut > 0).collect();
+    // Slow pairs on ring neighbours, apart from dead nodes, slow nodes and each other.
+    for _ in 0..f.slow_pairs.min(n / 4) {
+        for _ in 0..64 {
+            let a = (next() % n as u64) as u32;
+            let b = (a + 1) % n;
+            let busy = |r: u32| used.contains(&r) || faults.slow_pairs.iter().any(|p| p.0 == r || p.1 == r);
+            if !busy(a) && !busy(b) {
+                faults.slow_pairs.insert((a.min(b), a.max(b)));
+                break;
+            }
+        }
+    }
     let pair =
         |set: &mut HashSet<(u32, u32)>, dead: &BTreeSet<u32>, next: &mut dyn FnMut() -> u64| loop {
             let a = (next() % n as u64) as u32;
@@ -449,11 +485,17 @@ fn allreduce(
         );
     };
     let n = order.len() as f64;
-    let slowest = if faults.slow.is_empty() {
-        fabric.gbit
-    } else {
-        fabric.gbit / 5.0
-    };
+    // The ring runs at its slowest step.
+    let k = order.len();
+    let slowest = (0..k)
+        .map(|i| faults.rate(order[i], order[(i + 1) % k], |r| {
+            if faults.slow.contains(&r) {
+                fabric.gbit / 5.0
+            } else {
+                fabric.gbit
+            }
+        }))
+        .fold(fabric.gbit, f64::min);
     let mut total = 0.0;
     let rows: Vec<CollectiveRow> = plan
         .sizes
@@ -518,6 +560,7 @@ fn coord_config(n: u32, timing: Timing) -> CoordConfig {
             silence: Duration::from_secs(60),
         },
         min_busbw: None,
+        min_link_gbit: None,
         coordinator_note: None,
         events: Events::none(),
         secret_source: SecretSource::Token("simulation".into()),

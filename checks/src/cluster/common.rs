@@ -72,11 +72,16 @@ fn is_member_address(member: &Member, address: &str) -> bool {
 }
 
 /// Links that targeted a member address of `eval`'s network.
+pub(super) fn links_on<'a>(input: &'a ClusterInput, eval: &NetworkEval) -> Vec<&'a LinkResult> {
+    links_to(input.links, eval)
+}
+
+/// Links among `links` that targeted a member address of `eval`'s network.
 /// Sized for every link at once: a list of a million grown by doubling would hold half as much
 /// again for a moment.
-pub(super) fn links_on<'a>(input: &'a ClusterInput, eval: &NetworkEval) -> Vec<&'a LinkResult> {
-    let mut on = Vec::with_capacity(input.links.len());
-    on.extend(input.links.iter().filter(|l| {
+pub(crate) fn links_to<'a>(links: &'a [LinkResult], eval: &NetworkEval) -> Vec<&'a LinkResult> {
+    let mut on = Vec::with_capacity(links.len());
+    on.extend(links.iter().filter(|l| {
         l.from != l.to
             && eval
                 .network

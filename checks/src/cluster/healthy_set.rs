@@ -22,7 +22,7 @@ pub struct HealthyOptions {
     pub min_nodes: u32,
     /// The node count must be a multiple of this (`--nodes-multiple-of`, 1 when not given).
     pub multiple_of: u32,
-    /// Also leave out stragglers: nodes whose links are all slower than half the cluster median.
+    /// Also leave out stragglers: the nodes `link.slow` names as slow nodes.
     pub exclude_slow: bool,
     /// Nodes the job expects (ranks `0..nnodes`); the report's own count when absent.
     pub nnodes: Option<u32>,
@@ -169,27 +169,15 @@ fn throughput(report: &Report) -> HashMap<u32, f64> {
         .collect()
 }
 
-/// Nodes whose measured links are all slower than half the cluster median.
+/// The nodes `link.slow` named as slow nodes (sending, receiving or both): the same judgment,
+/// against a reference the slow nodes cannot move, that the report's findings give.
 fn stragglers(report: &Report) -> BTreeSet<u32> {
-    let mut all: Vec<f64> = Vec::new();
-    let mut best: HashMap<u32, f64> = HashMap::new();
-    for l in &report.links {
-        if let (LinkOutcome::Ok, Some(t)) = (l.result, l.throughput_gbit_s.map(f64::from))
-            && t.is_finite()
-        {
-            all.push(t);
-            for r in [l.from, l.to] {
-                let e = best.entry(r).or_insert(t);
-                *e = e.max(t);
-            }
-        }
-    }
-    let Some(median) = crate::stats::median(&mut all) else {
-        return BTreeSet::new();
-    };
-    best.into_iter()
-        .filter(|(_, b)| *b < median / 2.0)
-        .map(|(r, _)| r)
+    report
+        .findings
+        .iter()
+        .filter(|f| f.id == "link.slow" && f.status == Status::Warn)
+        .filter(|f| f.evidence.get("kind").and_then(|k| k.as_str()) == Some("node"))
+        .filter_map(|f| f.node)
         .collect()
 }
 
@@ -310,7 +298,7 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
                     r,
                     (
                         vec!["link.slow".into()],
-                        "every one of its links is slower than half the cluster median (--exclude-slow)".into(),
+                        "link.slow names it a slow node: slow with every healthy partner (--exclude-slow)".into(),
                     ),
                 );
             }

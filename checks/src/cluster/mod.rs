@@ -30,7 +30,7 @@ mod vertex_cover;
 pub use joining::{Dialed, MasterIsSelf, ThisNode, refused_here};
 pub use refused::{Refusal, RefusalKind};
 pub use rendezvous::{NOT_PREFLIGHT, master_unreachable};
-pub use slow::SLOW_SHARE;
+pub use slow::{SLOW_SHARE, throughput_samples};
 
 use crate::model::{Finding, LinkResult, NodeFacts};
 use crate::networks::NetworkEval;

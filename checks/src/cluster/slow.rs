@@ -3,9 +3,9 @@
 //! and its direction, a cut between two groups, a pair, one direction, or the whole link.
 
 use super::ClusterInput;
-use super::common::links_on;
+use super::common::{links_on, links_to};
 use crate::fail_slow::{self, Cut, Direction, Sample, SlowNode, SlowPair, Verdict};
-use crate::model::{Finding, Fix, Status};
+use crate::model::{Finding, Fix, LinkResult, Status};
 use crate::networks::NetworkEval;
 
 pub use crate::fail_slow::SLOW_SHARE;
@@ -26,7 +26,7 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
             "no network connects every node, so none is chosen to measure",
         )];
     };
-    let samples = throughput_samples(input, eval);
+    let samples = throughput_samples(input.links, eval, input.min_link_gbit);
     let v = fail_slow::judge(&samples, fail_slow::throughput_rule);
     let Some(reference) = v.reference else {
         return vec![
@@ -61,10 +61,15 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
     out
 }
 
-/// The best throughput of each measured ordered pair on `eval`, with its floor: half the rated
-/// speed of a link one stream can fill, or `--min-link-gbit`, whichever is higher.
-fn throughput_samples(input: &ClusterInput, eval: &NetworkEval) -> Vec<Sample> {
-    links_on(input, eval)
+/// The measured throughput of each ordered pair on `eval`, with its floor: half the rated
+/// speed of a link one stream can fill, or `--min-link-gbit`, whichever is higher. The
+/// coordinator judges its retest's suspects from the same samples.
+pub fn throughput_samples(
+    links: &[LinkResult],
+    eval: &NetworkEval,
+    min_link_gbit: Option<f64>,
+) -> Vec<Sample> {
+    links_to(links, eval)
         .into_iter()
         .filter_map(|l| {
             let tp = l.throughput_gbit_s.map(f64::from)?;
@@ -76,7 +81,7 @@ fn throughput_samples(input: &ClusterInput, eval: &NetworkEval) -> Vec<Sample> {
                 from: l.from,
                 to: l.to,
                 value: tp,
-                floor: rated.max(input.min_link_gbit.unwrap_or(0.0)),
+                floor: rated.max(min_link_gbit.unwrap_or(0.0)),
             })
         })
         .collect()
@@ -171,9 +176,11 @@ impl Ctx<'_> {
         }
     }
 
-    fn base(&self, subject: String, summary: String, kind: &str) -> Finding {
+    /// A warning; `part` names the slow part in a few words, for the all-reduce's finding.
+    fn base(&self, subject: String, summary: String, kind: &str, part: String) -> Finding {
         Finding::new("link.slow", Status::Warn, subject, summary)
             .with("kind", kind)
+            .with("part", part)
             .with("network", self.net())
             .with("reference_gbit_s", self.reference)
             .with("pairs_measured", self.verdict.pairs)
@@ -221,7 +228,12 @@ impl Ctx<'_> {
             "Check {who}'s NIC on {}: negotiated speed and duplex (ethtool), error and drop counters, traffic shaping (tc), and what else runs there; then rerun preflight",
             self.iface(n.rank)
         ));
-        self.base(format!("{} {}", n.rank, self.iface(n.rank)), summary, "node")
+        self.base(
+            format!("{} {}", n.rank, self.iface(n.rank)),
+            summary,
+            "node",
+            format!("{who}, slow {way}"),
+        )
             .on_node(Some(n.rank))
             .with("node", n.rank)
             .with("direction", n.direction.as_str())
@@ -293,7 +305,12 @@ impl Ctx<'_> {
             self.address(a0),
             self.input.who(b0)
         ));
-        self.base(format!("cut {ha} | {hb}"), summary, "cut")
+        self.base(
+            format!("cut {ha} | {hb}"),
+            summary,
+            "cut",
+            format!("the cut between {ha} and {hb}"),
+        )
             .with("group_a", &c.a)
             .with("group_b", &c.b)
             .with("group_a_hosts", &ha)
@@ -330,7 +347,7 @@ impl Ctx<'_> {
             gbit(p.a_elsewhere),
             gbit(p.b_elsewhere)
         );
-        let (subject, summary, kind) = if p.one_way() {
+        let (subject, summary, kind, part) = if p.one_way() {
             let (from, to, slow, back) = if p.a_to_b_slow {
                 (p.a, p.b, p.a_to_b, p.b_to_a)
             } else {
@@ -349,6 +366,7 @@ impl Ctx<'_> {
                     self.retest_text(Some(from)),
                 ),
                 "direction",
+                format!("the direction {wf} -> {wt}"),
             )
         } else {
             (
@@ -363,6 +381,7 @@ impl Ctx<'_> {
                     self.retest_text(Some(p.a)),
                 ),
                 "pair",
+                format!("the pair {wa} <-> {wb}"),
             )
         };
         let mut fix = Fix::new(format!(
@@ -377,7 +396,7 @@ impl Ctx<'_> {
                 self.input.who(r)
             ));
         }
-        self.base(subject, summary, kind)
+        self.base(subject, summary, kind, part)
             .with("from", p.a)
             .with("to", p.b)
             .with("a_to_b_gbit_s", p.a_to_b)
@@ -401,6 +420,7 @@ impl Ctx<'_> {
                 fail_slow::MAX_LISTED_PAIRS
             ),
             "pairs",
+            format!("{} scattered slow pairs", self.verdict.unlisted_pairs),
         )
         .with("unlisted_pairs", self.verdict.unlisted_pairs)
         .fix(
@@ -430,7 +450,7 @@ impl Ctx<'_> {
             )
         };
         let nodes = self.eval.network.members.len();
-        let (subject, summary) = if nodes == 2 {
+        let (subject, summary, part) = if nodes == 2 {
             let mut r = self.eval.network.members.keys().copied();
             let (a, b) = (r.next().unwrap_or(0), r.next().unwrap_or(1));
             (
@@ -443,6 +463,11 @@ impl Ctx<'_> {
                     e.min,
                     e.max,
                 ),
+                format!(
+                    "the link between {} and {}",
+                    self.input.who(a),
+                    self.input.who(b)
+                ),
             )
         } else {
             (
@@ -454,6 +479,7 @@ impl Ctx<'_> {
                     e.min,
                     e.max
                 ),
+                format!("every pair on {}", self.net()),
             )
         };
         let mut fix = Fix::new(
@@ -462,7 +488,7 @@ impl Ctx<'_> {
         for r in self.eval.network.members.keys().take(2) {
             fix = self.nic_commands(fix, *r);
         }
-        self.base(subject, summary, "everywhere")
+        self.base(subject, summary, "everywhere", part)
             .with("median_gbit_s", e.median)
             .with("min_gbit_s", e.min)
             .with("max_gbit_s", e.max)

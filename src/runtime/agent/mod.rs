@@ -120,6 +120,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                     script: job.script.clone(),
                     allreduce: job.allreduce.clone(),
                     min_busbw: job.min_busbw,
+                    min_link_gbit: job.min_link_gbit,
                     coordinator_note,
                     events: events.clone(),
                     secret_source: source.clone(),

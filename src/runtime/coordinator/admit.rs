@@ -652,6 +652,7 @@ mod tests {
             )
             .unwrap(),
             min_busbw: None,
+            min_link_gbit: None,
             coordinator_note: None,
             events: Events::none(),
             secret_source: SecretSource::Token("test".into()),

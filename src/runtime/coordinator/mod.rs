@@ -44,6 +44,8 @@ pub struct CoordConfig {
     pub script: Vec<String>,
     pub allreduce: AllreducePlan,
     pub min_busbw: Option<f64>,
+    /// `--min-link-gbit`.
+    pub min_link_gbit: Option<f64>,
     /// Why the coordinator listened on another port than the master port (under torchrun).
     pub coordinator_note: Option<String>,
     /// Where progress and log lines go.
@@ -141,7 +143,7 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     }
     events.step();
     events.phase("throughput");
-    let (schedule, rounds) = phases::bulk_phase(&mut members, &cfg, &mut links);
+    let bulk = phases::bulk_phase(&mut members, &cfg, &mut links);
     log_losses(&mut members, events);
     clock.lap("throughput");
     events.step();
@@ -178,8 +180,8 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
         links_total: links.len() as u64,
         links_retried: links.iter().filter(|l| l.retries > 0).count() as u64,
         connect_window: crate::runtime::agent::dial::CONNECT_WINDOW as u32,
-        throughput_schedule: schedule,
-        throughput_rounds: rounds,
+        throughput_schedule: bulk.schedule,
+        throughput_rounds: bulk.rounds,
         second_pass: second,
         phases: clock.phases,
     };
@@ -190,6 +192,7 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
         recommendation,
         outcome,
         &refused,
+        &bulk.retested,
     );
     report.measurement = Some(measurement);
     deliver(&mut members, &report, events);

@@ -265,6 +265,14 @@ pub(super) fn listener_for(m: &JoinedNode, address: &str) -> Option<Listener> {
 /// Partial networks (not every node reaches them) measured on the pairs that work, at most.
 const PARTIAL_NETWORKS_MEASURED: usize = 3;
 
+/// What the throughput phase did: the schedule's name, the rounds run, and the ordered pairs
+/// measured again (from, to, the address of `to`).
+pub(super) struct BulkDone {
+    pub schedule: String,
+    pub rounds: u32,
+    pub retested: Vec<(u32, u32, String)>,
+}
+
 /// Throughput in rounds of disjoint pairs (both directions at once): on every fully connected
 /// network, and on the pairs that work of the best few partial ones, so a faster network that
 /// some node breaks can be weighed against the one chosen.
@@ -272,7 +280,7 @@ pub(super) fn bulk_phase(
     members: &mut [JoinedNode],
     cfg: &CoordConfig,
     links: &mut [LinkResult],
-) -> (String, u32) {
+) -> BulkDone {
     let (ranks, evals) = {
         let refs = alive_facts(members);
         let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
@@ -296,6 +304,7 @@ pub(super) fn bulk_phase(
         .map(|(i, m)| (m.rank, i))
         .collect();
     let mut rounds_run = 0u32;
+    let mut retested = Vec::new();
     for net in measured {
         // A partial network is measured on the ring of the nodes it has.
         let on_net: Vec<u32> = ranks
@@ -305,14 +314,27 @@ pub(super) fn bulk_phase(
             .collect();
         let rounds = schedule::schedule(&on_net, k, cfg.nnodes as u64);
         rounds_run += run_rounds(members, cfg, links, &index, net, &rounds, false);
-        // A pair under half the network's median is measured once more, in a few rounds of
-        // disjoint pairs, and keeps its better figure: a pair slowed by a busy moment is not
-        // called slow, while a slow link or node is slow both times (ClusterKit retests its
-        // bad pairs the same way). The rounds do not grow with n.
-        let retest = slow_pairs_to_retest(links, net);
+        // The suspects of a first judgment are measured again against known-fast partners and
+        // among themselves, in at most three rounds of disjoint pairs whatever n, and each pair
+        // keeps its better figure: a pair slowed by a busy moment is not called slow, while a
+        // slow node, pair or cut is slow both times (ClusterKit retests bad pairs; DLRover
+        // pairs the slowest with the fastest).
+        let measured_pairs: HashSet<(u32, u32)> = rounds.iter().flatten().copied().collect();
+        let retest = retest_rounds(links, net, cfg.min_link_gbit, &on_net, &measured_pairs);
         rounds_run += run_rounds(members, cfg, links, &index, net, &retest, true);
+        for &(a, b) in retest.iter().flatten() {
+            for (from, to) in [(a, b), (b, a)] {
+                if let Some(m) = net.network.members.get(&to) {
+                    retested.push((from, to, m.address.to_string()));
+                }
+            }
+        }
     }
-    (schedule::describe(ranks.len(), k), rounds_run)
+    BulkDone {
+        schedule: schedule::describe(ranks.len(), k),
+        rounds: rounds_run,
+        retested,
+    }
 }
 
 /// Runs each round of pairs on `net` (those that connected); returns how many ran.
@@ -336,58 +358,19 @@ fn run_rounds(
     orders.len() as u32
 }
 
-/// Rounds of retests at most, whatever the cluster's size.
-const RETEST_ROUNDS: usize = 2;
-
-/// The measured pairs on `net` that `link.slow` would call slow (under
-/// [`preflight_checks::cluster::SLOW_SHARE`] of its median), as up to [`RETEST_ROUNDS`] rounds of
-/// disjoint (unordered) pairs; pairs that fit no round keep their first figure.
-fn slow_pairs_to_retest(links: &[LinkResult], net: &networks::NetworkEval) -> Vec<Vec<(u32, u32)>> {
-    let addresses: HashMap<u32, String> = net
-        .network
-        .members
-        .iter()
-        .map(|(r, m)| (*r, m.address.to_string()))
-        .collect();
-    let on_net = |l: &&LinkResult| addresses.get(&l.to).is_some_and(|a| *a == l.address);
-    let measured: Vec<(u32, u32, f64)> = links
-        .iter()
-        .filter(on_net)
-        .filter_map(|l| {
-            l.throughput_gbit_s
-                .map(f64::from)
-                .filter(|t| t.is_finite() && *t >= 0.0)
-                .map(|t| (l.from, l.to, t))
-        })
-        .collect();
-    let mut all: Vec<f64> = measured.iter().map(|m| m.2).collect();
-    let Some(med) = preflight_checks::stats::median(&mut all) else {
-        return Vec::new();
-    };
-    let slow: std::collections::BTreeSet<(u32, u32)> = measured
-        .iter()
-        .filter(|(_, _, t)| *t < preflight_checks::cluster::SLOW_SHARE * med)
-        .map(|(a, b, _)| (*a.min(b), *a.max(b)))
-        .collect();
-    // Each round: the nodes it already uses, and its pairs.
-    type Round = (HashSet<u32>, Vec<(u32, u32)>);
-    let mut rounds: Vec<Round> = Vec::new();
-    for (a, b) in slow {
-        let free = rounds
-            .iter()
-            .position(|(used, _)| !used.contains(&a) && !used.contains(&b));
-        match free {
-            Some(i) => {
-                rounds[i].0.extend([a, b]);
-                rounds[i].1.push((a, b));
-            }
-            None if rounds.len() < RETEST_ROUNDS => {
-                rounds.push((HashSet::from([a, b]), vec![(a, b)]));
-            }
-            None => {}
-        }
-    }
-    rounds.into_iter().map(|(_, pairs)| pairs).collect()
+/// The rounds that measure the suspects of `link.slow`'s judgment on `net` again
+/// ([`preflight_checks::fail_slow::retest_plan`]); none when nothing is slow.
+fn retest_rounds(
+    links: &[LinkResult],
+    net: &networks::NetworkEval,
+    min_link_gbit: Option<f64>,
+    ranks: &[u32],
+    measured: &HashSet<(u32, u32)>,
+) -> Vec<Vec<(u32, u32)>> {
+    use preflight_checks::fail_slow;
+    let samples = preflight_checks::cluster::throughput_samples(links, net, min_link_gbit);
+    let verdict = fail_slow::judge(&samples, fail_slow::throughput_rule);
+    fail_slow::retest_plan(&verdict, ranks, measured)
 }
 
 /// Both directions of every pair of `round` that connected on `net`, as each sender's targets.

@@ -90,6 +90,7 @@ pub(crate) fn build_report(
     recommendation: model::Recommendation,
     outcome: allreduce::Outcome,
     refused: &[Refusal],
+    retested: &[(u32, u32, String)],
 ) -> Report {
     let seen: Vec<Seen> = owned
         .iter()
@@ -134,6 +135,8 @@ pub(crate) fn build_report(
         chosen,
         master_port: cfg.master_port,
         refused,
+        min_link_gbit: cfg.min_link_gbit,
+        retested,
     };
     findings.extend(check_cluster(&input));
     let given_ips = Some(&cfg.master_addr)
@@ -153,13 +156,17 @@ pub(crate) fn build_report(
         &cfg.master_addr,
         cfg.master_port,
     ));
-    findings.extend(check_collectives(&CollectiveInput {
+    let collective = CollectiveInput {
         results: &outcome.results,
         links: &links,
         min_busbw_gb_s: cfg.min_busbw,
         not_run: outcome.not_run.clone(),
         one_node: false,
-    }));
+        slow_parts: Vec::new(),
+        link_reference_gbit: None,
+    }
+    .with_link_verdict(&findings);
+    findings.extend(check_collectives(&collective));
     // The borrows of the facts end here: they move into the report.
     drop(nodes);
     drop(seen);
