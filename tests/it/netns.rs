@@ -649,6 +649,67 @@ impl Cluster {
         }
     }
 
+    /// Shapes host `rank`'s link on `net` to `rate` both ways (`tc tbf` on its own interface
+    /// and on its switch port): a slow NIC or a port that trained at a lower speed.
+    pub fn shape_host(&self, rank: usize, net: &str, rate: &str) {
+        let k = self.net_index(net);
+        let ifname = self.ifname(rank, net).to_string();
+        self.tc_in(&self.hosts[rank].ns, &ifname, rate);
+        self.tc_in(&self.switch_ns, &format!("h{rank}n{k}"), rate);
+    }
+
+    /// Shapes only the traffic between hosts `a` and `b` on `net` to `rate`, both ways: on each
+    /// end an `htb` qdisc whose class 1:2 (at `rate`) takes the packets to the other's address,
+    /// every other packet going to class 1:1 at 40 Gbit/s (above what a veth carries here).
+    /// With `one_way`, only `a -> b`.
+    pub fn shape_pair(&self, a: usize, b: usize, net: &str, rate: &str, one_way: bool) {
+        let ends: &[(usize, usize)] = if one_way { &[(a, b)] } else { &[(a, b), (b, a)] };
+        for &(from, to) in ends {
+            let ns = &self.hosts[from].ns;
+            let dev = self.ifname(from, net).to_string();
+            let dst = format!("{}/32", self.addr(to, net));
+            // Pure ACKs (IP length under 128, no data) skip the slow class: the other way's
+            // traffic is acknowledged at once, as on a path slow one way only.
+            let steps: [Vec<&str>; 5] = [
+                vec!["qdisc", "add", "dev", &dev, "root", "handle", "1:", "htb", "default", "1"],
+                vec![
+                    "class", "add", "dev", &dev, "parent", "1:", "classid", "1:1", "htb", "rate",
+                    "40gbit",
+                ],
+                vec![
+                    "class", "add", "dev", &dev, "parent", "1:", "classid", "1:2", "htb", "rate",
+                    rate, "ceil", rate,
+                ],
+                vec![
+                    "filter", "add", "dev", &dev, "parent", "1:", "protocol", "ip", "prio", "1",
+                    "u32", "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000",
+                    "0xff80", "at", "2", "flowid", "1:1",
+                ],
+                vec![
+                    "filter", "add", "dev", &dev, "parent", "1:", "protocol", "ip", "prio", "2",
+                    "u32", "match", "ip", "dst", &dst, "flowid", "1:2",
+                ],
+            ];
+            for args in &steps {
+                let mut cmd = ip(&["netns", "exec", ns, "tc"]);
+                cmd.args(args);
+                check_ok(
+                    &bounded(cmd, SETUP_COMMAND_LIMIT),
+                    &format!("tc {} (in {ns})", args.join(" ")),
+                );
+            }
+        }
+    }
+
+    /// Shapes router `i`'s every port to `rate`: traffic between its networks (two racks
+    /// behind one uplink) crosses it at that rate both ways, traffic inside each does not.
+    pub fn shape_router(&self, i: usize, rate: &str) {
+        let ns = self.router_ns(i);
+        for j in 0..self.routers[i].len() {
+            self.tc_in(&ns, &format!("r{j}"), rate);
+        }
+    }
+
     /// Takes host `rank`'s switch port on `net` down: its interface there loses carrier, as
     /// with a dead NIC or cable.
     pub fn cut(&self, rank: usize, net: &str) {
