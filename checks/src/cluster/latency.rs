@@ -7,16 +7,21 @@ use super::common::links_on;
 use crate::fail_slow::{self, Sample};
 use crate::model::{Finding, Fix, Status};
 
+/// Latency is judged only where the reference round trip is under this (microseconds): a data
+/// centre's TCP round trip is tens of microseconds, while agents sharing a few loaded cores
+/// connect in milliseconds whatever their links, and then every node looks slow by turns.
+const JUDGED_UP_TO_US: f64 = 2000.0;
+
 /// Without throughput-scheduled pairs to judge, every link is judged up to this many.
 const ALL_LINKS_UP_TO: usize = 64 * 63;
 
 pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
-    let Some(eval) = input.chosen else {
+    let Some(eval) = super::slow::judged_network(input) else {
         return vec![Finding::new(
             "link.latency",
             Status::Skip,
             "latency",
-            "no network connects every node, so none is chosen to judge",
+            "no network connected any pair, so no round trip was measured",
         )];
     };
     let net = &eval.network.id;
@@ -49,6 +54,23 @@ pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
     }
     let v = fail_slow::judge(&samples, fail_slow::latency_rule);
     let reference = fail_slow::speed_rtt(v.reference.unwrap_or(1.0));
+    if reference > JUDGED_UP_TO_US {
+        return vec![
+            Finding::new(
+                "link.latency",
+                Status::Pass,
+                net.clone(),
+                format!(
+                    "{} pairs on {net}: the cluster's reference round trip is {reference:.0} us, so the hosts were too loaded while connecting (or the path too long) to tell one node's latency from the others': not judged",
+                    v.pairs
+                ),
+            )
+            .with("network", net)
+            .with("reference_rtt_us", reference)
+            .with("pairs", v.pairs)
+            .with("judged", false),
+        ];
+    }
     let us = |speed: Option<f64>| speed.map_or("-".into(), |s| format!("{:.0}", fail_slow::speed_rtt(s)));
     let mut out = Vec::new();
     for n in &v.nodes {

@@ -7,6 +7,7 @@ use super::common::{links_on, links_to};
 use crate::fail_slow::{self, Cut, Direction, Sample, SlowNode, SlowPair, Verdict};
 use crate::model::{Finding, Fix, LinkResult, Status};
 use crate::networks::NetworkEval;
+use std::collections::HashSet;
 
 pub use crate::fail_slow::SLOW_SHARE;
 
@@ -17,17 +18,29 @@ const RATED_CHECK_MAX_GBIT: f64 = 25.0;
 /// Characters of a group's hostlist in a summary.
 const GROUP_CHARS: usize = 48;
 
+/// The network whose measurements are judged: the chosen one, else (a failing cluster, where
+/// the healthy set needs the judgment most) the one on which the most pairs connected.
+pub(super) fn judged_network<'a>(input: &ClusterInput<'a>) -> Option<&'a NetworkEval> {
+    input
+        .chosen
+        .or_else(|| input.evals.iter().filter(|e| e.pairs_ok > 0).max_by_key(|e| e.pairs_ok))
+}
+
 pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
-    let Some(eval) = input.chosen else {
+    let Some(eval) = judged_network(input) else {
         return vec![Finding::new(
             "link.slow",
             Status::Skip,
             "throughput",
-            "no network connects every node, so none is chosen to measure",
+            "no network connected any pair, so no throughput was measured",
         )];
     };
     let samples = throughput_samples(input.links, eval, input.min_link_gbit);
-    let v = fail_slow::judge(&samples, fail_slow::throughput_rule);
+    let v = fail_slow::judge_retested(
+        &samples,
+        fail_slow::throughput_rule,
+        &retested_on(input, eval),
+    );
     let Some(reference) = v.reference else {
         return vec![
             Finding::new(
@@ -84,6 +97,21 @@ pub fn throughput_samples(
                 floor: rated.max(min_link_gbit.unwrap_or(0.0)),
             })
         })
+        .collect()
+}
+
+/// The ordered pairs measured again on `eval` (the retest before naming).
+fn retested_on(input: &ClusterInput, eval: &NetworkEval) -> HashSet<(u32, u32)> {
+    input
+        .retested
+        .iter()
+        .filter(|(_, to, addr)| {
+            eval.network
+                .members
+                .get(to)
+                .is_some_and(|m| m.address.to_string() == *addr)
+        })
+        .map(|(from, to, _)| (*from, *to))
         .collect()
 }
 
@@ -180,6 +208,7 @@ impl Ctx<'_> {
     fn base(&self, subject: String, summary: String, kind: &str, part: String) -> Finding {
         Finding::new("link.slow", Status::Warn, subject, summary)
             .with("kind", kind)
+            .with("unconfirmed", self.verdict.unconfirmed)
             .with("part", part)
             .with("network", self.net())
             .with("reference_gbit_s", self.reference)
@@ -523,9 +552,14 @@ impl Ctx<'_> {
     fn pass(&self) -> Finding {
         let v = self.verdict;
         let min = v.min.unwrap_or(0.0);
-        let retest = match self.retested(None) {
-            0 => String::new(),
-            n => format!("; {n} directions measured again against fast partners cleared"),
+        let retest = match (self.retested(None), v.unconfirmed) {
+            (0, _) => String::new(),
+            (n, 0) => format!(
+                "; {n} directions that looked slow once were measured again with few flows at once and cleared (a busy moment, not a slow part)"
+            ),
+            (n, u) => format!(
+                "; {n} directions that looked slow once were measured again with few flows at once and cleared, and {u} more parts seen slow once were beyond the retest's budget (not named: rerun with --thorough to measure longer)"
+            ),
         };
         Finding::new(
             "link.slow",
@@ -545,6 +579,7 @@ impl Ctx<'_> {
         .with("min_gbit_s", min)
         .with("pairs", v.pairs)
         .with("retested", self.retested(None))
+        .with("unconfirmed", v.unconfirmed)
     }
 }
 

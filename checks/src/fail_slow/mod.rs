@@ -24,17 +24,23 @@ mod retest;
 #[cfg(test)]
 mod tests;
 
-pub use retest::{RETEST_ROUNDS, retest_plan};
+pub use retest::{RETEST_PAIRS, RETEST_ROUNDS, retest_plan};
 
 use crate::stats::median;
 use groups::Groups;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// The share of the reference under which a pair is slow (throughput).
 pub const SLOW_SHARE: f64 = 0.5;
 
 /// Pairs and directions named one by one at most; the rest are counted.
 pub const MAX_LISTED_PAIRS: usize = 16;
+
+/// Pairs across a cut kept for the retest.
+const CUT_SAMPLE: usize = 2;
+
+/// Distinct pairs measured between two groups before they are called a cut.
+const MIN_CUT_PAIRS: usize = 2;
 
 /// One measured ordered pair. Higher `value` is better.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -75,6 +81,8 @@ pub struct SlowNode {
     /// Distinct healthy partners measured, and how many of them were slow with it.
     pub partners: usize,
     pub slow_partners: usize,
+    /// The healthy partners it was slow with (sorted): what the retest measures again.
+    pub slow_with: Vec<u32>,
 }
 
 /// Two groups whose every measured pair between them is slow, while each is fast inside.
@@ -89,6 +97,8 @@ pub struct Cut {
     pub b_to_a_median: Option<f64>,
     /// Ordered pairs measured across.
     pub across_pairs: usize,
+    /// A few of them (the slowest first): what the retest measures again.
+    pub across_sample: Vec<(u32, u32)>,
 }
 
 /// A pair (both directions slow) or one direction, whose ends are fast with everyone else.
@@ -142,6 +152,9 @@ pub struct Verdict {
     /// Pairs and directions beyond those listed.
     pub unlisted_pairs: usize,
     pub everywhere: Option<Everywhere>,
+    /// Parts seen slow once that the retest did not measure again (its budget was spent on
+    /// the slower ones): not named, only counted. See [`Verdict::confirmed`].
+    pub unconfirmed: usize,
 }
 
 impl Verdict {
@@ -152,6 +165,31 @@ impl Verdict {
             && self.pairs_slow.is_empty()
             && self.unlisted_pairs == 0
             && self.everywhere.is_none()
+    }
+
+    /// Keeps only the parts the retest measured again (`retested`: ordered pairs); a retest
+    /// keeps each pair's better figure, so a part still in this verdict was slow both times.
+    /// The others are counted in `unconfirmed`. A verdict made without a retest is unchanged.
+    pub fn confirmed(mut self, retested: &HashSet<(u32, u32)>) -> Verdict {
+        if retested.is_empty() {
+            return self;
+        }
+        let hit = |a: u32, b: u32| retested.contains(&(a, b)) || retested.contains(&(b, a));
+        let before = self.nodes.len() + self.cuts.len() + self.pairs_slow.len() + self.unlisted_pairs;
+        self.nodes
+            .retain(|n| n.slow_with.iter().any(|p| hit(n.rank, *p)));
+        self.cuts.retain(|c| {
+            let (a, b): (HashSet<u32>, HashSet<u32>) =
+                (c.a.iter().copied().collect(), c.b.iter().copied().collect());
+            retested
+                .iter()
+                .any(|(x, y)| (a.contains(x) && b.contains(y)) || (b.contains(x) && a.contains(y)))
+        });
+        self.pairs_slow.retain(|p| hit(p.a, p.b));
+        self.unlisted_pairs = 0;
+        let after = self.nodes.len() + self.cuts.len() + self.pairs_slow.len();
+        self.unconfirmed += before - after;
+        self
     }
 
     /// The nodes the verdict blames as nodes.
@@ -187,6 +225,27 @@ fn upper_quartile(values: &mut [f64]) -> Option<f64> {
 /// Judges `samples` (any order; a pair measured twice keeps its better figure). A pair is slow
 /// when `slow(value, reference)` says so, or when its value is under its own floor.
 pub fn judge(samples: &[Sample], slow: impl Fn(f64, f64) -> bool) -> Verdict {
+    judge_inner(samples, &slow, &HashSet::new())
+}
+
+/// The judgment after a retest: `retested` (ordered pairs) were measured again with few flows
+/// at once and keep their better figure in `samples`. The reference comes from the pairs
+/// measured once, under the schedule's own conditions (all of them when every pair was
+/// retested), so the retest's easier figures do not raise it; and only parts the retest
+/// measured again are named ([`Verdict::confirmed`]).
+pub fn judge_retested(
+    samples: &[Sample],
+    slow: impl Fn(f64, f64) -> bool,
+    retested: &HashSet<(u32, u32)>,
+) -> Verdict {
+    judge_inner(samples, &slow, retested).confirmed(retested)
+}
+
+fn judge_inner(
+    samples: &[Sample],
+    slow: &dyn Fn(f64, f64) -> bool,
+    retested: &HashSet<(u32, u32)>,
+) -> Verdict {
     // The best figure per ordered pair, sorted.
     let mut best: Vec<Sample> = samples
         .iter()
@@ -198,8 +257,14 @@ pub fn judge(samples: &[Sample], slow: impl Fn(f64, f64) -> bool) -> Verdict {
     if best.is_empty() {
         return Verdict::default();
     }
+    let mut once: Vec<f64> = best
+        .iter()
+        .filter(|s| !retested.contains(&(s.from, s.to)))
+        .map(|s| s.value)
+        .collect();
     let mut values: Vec<f64> = best.iter().map(|s| s.value).collect();
-    let reference = upper_quartile(&mut values).unwrap_or(0.0);
+    let reference = upper_quartile(if once.is_empty() { &mut values } else { &mut once })
+        .unwrap_or(0.0);
     let median_all = median(&mut values);
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let is_slow: Vec<bool> = best
@@ -265,7 +330,7 @@ pub fn judge(samples: &[Sample], slow: impl Fn(f64, f64) -> bool) -> Verdict {
         }
         let (mut send, mut recv) = (Vec::new(), Vec::new());
         let (mut send_slow, mut recv_slow) = (0usize, 0usize);
-        let mut slow_partners = BTreeSet::new();
+        let mut slow_partners: BTreeSet<u32> = BTreeSet::new();
         for &i in &idx {
             let s = &best[i];
             if s.from == rank {
@@ -293,6 +358,7 @@ pub fn judge(samples: &[Sample], slow: impl Fn(f64, f64) -> bool) -> Verdict {
             recv_median: median(&mut recv),
             partners: partners.len(),
             slow_partners: slow_partners.len(),
+            slow_with: slow_partners.into_iter().collect(),
         });
     }
     let slow_node: BTreeSet<u32> = verdict.slow_ranks();
@@ -302,7 +368,8 @@ pub fn judge(samples: &[Sample], slow: impl Fn(f64, f64) -> bool) -> Verdict {
         }
     }
     // Cuts: healthy groups whose pairs between them were measured (all slow, or they would be one).
-    let mut across: BTreeMap<(usize, usize), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    type Across = (Vec<f64>, Vec<f64>, Vec<(f64, u32, u32, usize)>);
+    let mut across: BTreeMap<(usize, usize), Across> = BTreeMap::new();
     for (i, s) in best.iter().enumerate() {
         if explained[i] || !healthy(s.from) || !healthy(s.to) {
             continue;
@@ -318,7 +385,20 @@ pub fn judge(samples: &[Sample], slow: impl Fn(f64, f64) -> bool) -> Verdict {
         } else {
             e.1.push(s.value);
         }
-        explained[i] = true;
+        e.2.push((s.value, s.from, s.to, i));
+    }
+    // One pair across is that pair, not a cut: a cut needs two pairs or more between the groups.
+    across.retain(|_, (_, _, sample)| {
+        let unordered: BTreeSet<(u32, u32)> = sample
+            .iter()
+            .map(|(_, f, t, _)| (*f.min(t), *f.max(t)))
+            .collect();
+        unordered.len() >= MIN_CUT_PAIRS
+    });
+    for (_, _, sample) in across.values() {
+        for (_, _, _, i) in sample {
+            explained[*i] = true;
+        }
     }
     if !across.is_empty() {
         let members = groups.members();
@@ -328,7 +408,10 @@ pub fn judge(samples: &[Sample], slow: impl Fn(f64, f64) -> bool) -> Verdict {
                 inside.entry(group_of[&s.from]).or_default().push(s.value);
             }
         }
-        for ((ga, gb), (mut ab, mut ba)) in across {
+        for ((ga, gb), (mut ab, mut ba, mut sample)) in across {
+            sample.sort_by(|x, y| x.0.total_cmp(&y.0));
+            let across_sample: Vec<(u32, u32)> =
+                sample.iter().take(CUT_SAMPLE).map(|(_, f, t, _)| (*f, *t)).collect();
             let (mut a, mut b) = (members[ga].clone(), members[gb].clone());
             let swap = b.len() > a.len() || (b.len() == a.len() && b.first() < a.first());
             if swap {
@@ -339,6 +422,7 @@ pub fn judge(samples: &[Sample], slow: impl Fn(f64, f64) -> bool) -> Verdict {
             both.extend(inside.get(&gb).cloned().unwrap_or_default());
             verdict.cuts.push(Cut {
                 across_pairs: ab.len() + ba.len(),
+                across_sample,
                 a,
                 b,
                 inside_median: median(&mut both),

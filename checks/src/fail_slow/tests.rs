@@ -138,16 +138,45 @@ fn latency_needs_a_factor_and_an_absolute_excess() {
 }
 
 #[test]
-fn the_retest_pairs_suspects_with_fast_partners_then_with_each_other() {
+fn the_retest_measures_each_slow_nodes_pairs_and_a_fresh_partner_then_confirms() {
+    let slow = [2u32, 5];
     let v = judge(
-        &all(8, |a, b| if [2, 5].contains(&a) || [2, 5].contains(&b) { 0.1 } else { 9.0 }),
+        &all(8, |a, b| if slow.contains(&a) || slow.contains(&b) { 0.1 } else { 9.0 }),
         throughput_rule,
     );
     assert_eq!(v.slow_ranks().into_iter().collect::<Vec<_>>(), vec![2, 5]);
+    assert_eq!(v.nodes[0].slow_with, vec![0, 1, 3, 4, 6, 7]);
     let ranks: Vec<u32> = (0..8).collect();
-    let plan = retest_plan(&v, &ranks, &HashSet::new());
-    assert_eq!(plan.len(), 2, "{plan:?}");
-    assert_eq!(plan[0], vec![(0, 2), (1, 5)]);
-    assert_eq!(plan[1], vec![(2, 5)]);
+    let measured: HashSet<(u32, u32)> = (0..8u32)
+        .flat_map(|a| (a + 1..8).map(move |b| (a, b)))
+        .collect();
+    let plan = retest_plan(&v, &ranks, &measured);
+    let pairs: Vec<(u32, u32)> = plan.iter().flatten().copied().collect();
+    assert_eq!(pairs.len(), 12, "{plan:?}");
+    for round in &plan {
+        assert!(round.len() <= RETEST_PAIRS);
+        let mut ends: Vec<u32> = round.iter().flat_map(|(a, b)| [*a, *b]).collect();
+        ends.sort();
+        ends.dedup();
+        assert_eq!(ends.len(), 2 * round.len(), "disjoint: {round:?}");
+    }
+    // Confirmation: a node whose pairs were measured again stays; without a retest, all stay.
+    let retested: HashSet<(u32, u32)> = [(2, 0)].into_iter().collect();
+    let c = v.clone().confirmed(&retested);
+    assert_eq!(c.slow_ranks().into_iter().collect::<Vec<_>>(), vec![2]);
+    assert_eq!(c.unconfirmed, 1);
+    assert_eq!(v.clone().confirmed(&HashSet::new()), v);
     assert!(retest_plan(&Verdict::default(), &ranks, &HashSet::new()).is_empty());
+}
+
+#[test]
+fn the_retest_budget_does_not_grow_with_the_suspects() {
+    // 40 nodes, every pair (i, i+20) slow: 20 pairs, 16 listed; the plan stays in its budget.
+    let v = judge(
+        &all(40, |a, b| if a.abs_diff(b) == 20 { 0.1 } else { 5.0 }),
+        throughput_rule,
+    );
+    let plan = retest_plan(&v, &(0..40).collect::<Vec<_>>(), &HashSet::new());
+    assert!(plan.len() <= RETEST_ROUNDS);
+    assert!(plan.iter().all(|r| r.len() <= RETEST_PAIRS));
 }

@@ -126,17 +126,18 @@ impl Plant {
         let measured: HashSet<(u32, u32)> = pairs.iter().copied().collect();
         let ranks: Vec<u32> = (0..self.n).collect();
         let plan = fail_slow::retest_plan(&first, &ranks, &measured);
-        let mut retested = 0;
+        let mut retested = HashSet::new();
         for round in &plan {
             for &(a, b) in round {
                 samples.push(self.measure(a, b, &mut rng));
                 samples.push(self.measure(b, a, &mut rng));
-                retested += 2;
+                retested.extend([(a, b), (b, a)]);
             }
         }
+        let n = retested.len();
         (
-            fail_slow::judge(&samples, fail_slow::throughput_rule),
-            retested,
+            fail_slow::judge_retested(&samples, fail_slow::throughput_rule, &retested),
+            n,
         )
     }
 

@@ -7,7 +7,7 @@ use super::super::sanitize::shown;
 use super::cluster::bw;
 use super::hosts::hostlist;
 use super::{count, paint, wrap::wrap};
-use crate::report_compact::{self, Cell, NetworkLinks};
+use crate::report_compact::{self, NetworkLinks};
 use preflight_checks::model::{LinkOutcome, Report};
 use std::fmt::Write;
 
@@ -34,15 +34,13 @@ fn pct(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
-/// Per node of the network: links from it and to it, how many failed, how many were slow.
+/// Per node of the network: links from it and to it, and how many failed.
 #[derive(Default, Clone, Copy)]
 struct Tally {
     out_total: usize,
     out_failed: usize,
     in_total: usize,
     in_failed: usize,
-    rated: usize,
-    slow: usize,
 }
 
 fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
@@ -132,12 +130,19 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         );
         out.push_str(&wrap(&line, width, "  ", "    "));
     }
-    // Per node: links from and to it, failed, slow (under half the network's median).
+    // Per node: links from and to it, failed. Slowness is link.slow's judgment, not this
+    // table's: its slow nodes, and whether it found anything slow at all.
     let mut tally = vec![Tally::default(); n];
-    let slow = |c: &Cell| {
-        c.throughput_gbit_s
-            .is_some_and(|g| median > 0.0 && f64::from(g) < median / 2.0)
-    };
+    let slow_warnings: Vec<&preflight_checks::model::Finding> = report
+        .findings
+        .iter()
+        .filter(|f| f.id == "link.slow" && f.status == preflight_checks::model::Status::Warn)
+        .collect();
+    let judged_slow: Vec<u32> = slow_warnings
+        .iter()
+        .filter(|f| f.evidence.get("kind").and_then(|k| k.as_str()) == Some("node"))
+        .filter_map(|f| f.node)
+        .collect();
     for f in 0..n {
         for t in (0..n).filter(|t| *t != f) {
             let c = net.cell(f, t);
@@ -148,14 +153,6 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
             if failed {
                 tally[f].out_failed += 1;
                 tally[t].in_failed += 1;
-            }
-            if c.throughput_gbit_s.is_some() {
-                tally[f].rated += 1;
-                tally[t].rated += 1;
-                if slow(c) {
-                    tally[f].slow += 1;
-                    tally[t].slow += 1;
-                }
             }
         }
     }
@@ -171,7 +168,7 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         .filter(|i| all_out(&tally[*i]) && !dead.contains(i))
         .collect();
     let slow_nodes: Vec<usize> = (0..n)
-        .filter(|i| tally[*i].rated >= 2 && tally[*i].slow == tally[*i].rated)
+        .filter(|i| judged_slow.contains(&net.ranks[*i]))
         .collect();
     let named: Vec<usize> = dead
         .iter()
@@ -216,7 +213,7 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
     }
     if !slow_nodes.is_empty() {
         let line = nodes_line(
-            "every measured link slow (under half the median)",
+            "slow with every healthy partner (link.slow)",
             &slow_nodes,
         )
         .replacen(
@@ -274,10 +271,11 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
             );
         }
     }
+    // The slowest links, when link.slow found something slow: the raw figures beside its parts.
     let slowest: Vec<_> = measured
         .iter()
         .filter(|(g, _, _)| median > 0.0 && f64::from(*g) < median / 2.0)
-        .take(WORST)
+        .take(if slow_warnings.is_empty() { 0 } else { WORST })
         .collect();
     if !slowest.is_empty() {
         let _ = writeln!(out, "  slowest links (under half the median):");
