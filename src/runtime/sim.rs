@@ -240,8 +240,7 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
             alive: true,
         })
         .collect();
-    let mut report =
-        verdict::build_report(members, links, &cfg, recommendation, outcome, &[], &[]);
+    let mut report = verdict::build_report(members, links, &cfg, recommendation, outcome, &[], &[]);
     // Rank 0 sends one copy to every node, in parallel from one NIC: above 64 nodes the shared
     // copy without the other nodes' facts and the links.
     let json = if report.nodes.len() > crate::report_compact::COMPACT_ABOVE {
@@ -389,13 +388,17 @@ fn draw_faults(f: &Fabric) -> Faults {
         faults.slow.insert(r);
     }
     // The rack behind the slow uplink: the last ranks (rank 0 stays on the healthy side).
-    faults.cut = (n.saturating_sub(f.slow_cut)..n).filter(|_| f.slow_cut > 0).collect();
+    faults.cut = (n.saturating_sub(f.slow_cut)..n)
+        .filter(|_| f.slow_cut > 0)
+        .collect();
     // Slow pairs on ring neighbours, apart from dead nodes, slow nodes and each other.
     for _ in 0..f.slow_pairs.min(n / 4) {
         for _ in 0..64 {
             let a = (next() % n as u64) as u32;
             let b = (a + 1) % n;
-            let busy = |r: u32| used.contains(&r) || faults.slow_pairs.iter().any(|p| p.0 == r || p.1 == r);
+            let busy = |r: u32| {
+                used.contains(&r) || faults.slow_pairs.iter().any(|p| p.0 == r || p.1 == r)
+            };
             if !busy(a) && !busy(b) {
                 faults.slow_pairs.insert((a.min(b), a.max(b)));
                 break;
@@ -488,13 +491,15 @@ fn allreduce(
     // The ring runs at its slowest step.
     let k = order.len();
     let slowest = (0..k)
-        .map(|i| faults.rate(order[i], order[(i + 1) % k], |r| {
-            if faults.slow.contains(&r) {
-                fabric.gbit / 5.0
-            } else {
-                fabric.gbit
-            }
-        }))
+        .map(|i| {
+            faults.rate(order[i], order[(i + 1) % k], |r| {
+                if faults.slow.contains(&r) {
+                    fabric.gbit / 5.0
+                } else {
+                    fabric.gbit
+                }
+            })
+        })
         .fold(fabric.gbit, f64::min);
     let mut total = 0.0;
     let rows: Vec<CollectiveRow> = plan

@@ -3,6 +3,17 @@
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+/// Held by the tests that judge measured speed and by those that load every core (dozens of
+/// agents): a judgment of throughput measured while another test's 64 agents own both cores
+/// would be a judgment of that test, not of the links.
+static MEASURED_SPEED: Mutex<()> = Mutex::new(());
+
+/// Waits for [`MEASURED_SPEED`] (a panicked holder does not poison it for the others).
+pub fn measured_speed() -> MutexGuard<'static, ()> {
+    MEASURED_SPEED.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The built `preflight`, without colour and without a token inherited from the caller.
 pub fn bin() -> Command {

@@ -663,7 +663,11 @@ impl Cluster {
     /// every other packet going to class 1:1 at 40 Gbit/s (above what a veth carries here).
     /// With `one_way`, only `a -> b`.
     pub fn shape_pair(&self, a: usize, b: usize, net: &str, rate: &str, one_way: bool) {
-        let ends: &[(usize, usize)] = if one_way { &[(a, b)] } else { &[(a, b), (b, a)] };
+        let ends: &[(usize, usize)] = if one_way {
+            &[(a, b)]
+        } else {
+            &[(a, b), (b, a)]
+        };
         for &(from, to) in ends {
             let ns = &self.hosts[from].ns;
             let dev = self.ifname(from, net).to_string();
@@ -671,7 +675,9 @@ impl Cluster {
             // Pure ACKs (IP length under 128, no data) skip the slow class: the other way's
             // traffic is acknowledged at once, as on a path slow one way only.
             let steps: [Vec<&str>; 5] = [
-                vec!["qdisc", "add", "dev", &dev, "root", "handle", "1:", "htb", "default", "1"],
+                vec![
+                    "qdisc", "add", "dev", &dev, "root", "handle", "1:", "htb", "default", "1",
+                ],
                 vec![
                     "class", "add", "dev", &dev, "parent", "1:", "classid", "1:1", "htb", "rate",
                     "40gbit",
@@ -1075,6 +1081,7 @@ impl Cluster {
             master_port: MASTER_PORT,
             timeout_s: 10,
             quick: true,
+            default_timing: false,
             extra: Vec::new(),
             script: Vec::new(),
             deadline: None,
@@ -1285,6 +1292,7 @@ pub struct PreflightRun<'a> {
     master_port: u16,
     timeout_s: u64,
     quick: bool,
+    default_timing: bool,
     extra: Vec<String>,
     script: Vec<String>,
     deadline: Option<Duration>,
@@ -1383,6 +1391,13 @@ impl<'a> PreflightRun<'a> {
         self
     }
 
+    /// Neither `--quick` nor `--thorough`: the default timing (1 s per throughput round, so a
+    /// measurement on cores other tests share is less at the mercy of one busy moment).
+    pub fn default_timing(mut self) -> Self {
+        self.default_timing = true;
+        self
+    }
+
     /// Host `host` runs its `preflight` under `words` (a wrapper that execs the rest, such as
     /// `prlimit --nofile=24:4096 --`).
     pub fn wrap_on(mut self, host: usize, words: &[&str]) -> Self {
@@ -1460,7 +1475,9 @@ impl<'a> PreflightRun<'a> {
         if self.token {
             argv.push(format!("--token={}", self.cluster.token()));
         }
-        argv.push(if self.quick { "--quick" } else { "--thorough" }.to_string());
+        if !self.default_timing {
+            argv.push(if self.quick { "--quick" } else { "--thorough" }.to_string());
+        }
         argv.extend(self.extra.iter().cloned());
         argv.extend(
             self.extra_on

@@ -168,7 +168,10 @@ fn render_scale_sixty_four_nodes_with_faults() {
     );
     // The bad link as a link; the slow node as a node.
     assert!(text.contains("3 -> 9 (gpu04 -> gpu10) refused"), "{text}");
-    assert!(text.contains("every measured link slow"), "{text}");
+    assert!(
+        text.contains("slow with every healthy partner (link.slow)"),
+        "{text}"
+    );
     assert!(text.contains("gpu51 (rank 50)"), "{text}");
     // Each finding id heads one block.
     let headings: Vec<&str> = text

@@ -42,6 +42,7 @@ fn sixty_four_healthy_agents_pass_and_the_report_fits_one_screen() {
     let Some(c) = Cluster::flat("s64", 64, "eth0").build() else {
         return;
     };
+    let _quiet = crate::common::measured_speed();
     let started = Instant::now();
     let runs = c.run_preflight_all(120, &[]);
     let wall = started.elapsed();
@@ -141,6 +142,7 @@ fn among_48_a_dead_and_a_firewalled_node_are_nodes_and_one_bad_link_is_a_link() 
             "DROP",
         ],
     );
+    let _quiet = crate::common::measured_speed();
     let started = Instant::now();
     let alive: Vec<usize> = (0..48).filter(|r| *r != dead).collect();
     let runs = c.preflight().ranks(&alive).timeout(15).run();

@@ -32,7 +32,10 @@ pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
         .iter()
         .filter(|l| !scheduled || l.throughput_gbit_s.is_some())
         .filter_map(|l| {
-            let rtt = l.rtt_us.map(f64::from).filter(|r| r.is_finite() && *r > 0.0)?;
+            let rtt = l
+                .rtt_us
+                .map(f64::from)
+                .filter(|r| r.is_finite() && *r > 0.0)?;
             Some(Sample {
                 from: l.from,
                 to: l.to,
@@ -71,7 +74,9 @@ pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
             .with("judged", false),
         ];
     }
-    let us = |speed: Option<f64>| speed.map_or("-".into(), |s| format!("{:.0}", fail_slow::speed_rtt(s)));
+    let us = |speed: Option<f64>| {
+        speed.map_or("-".into(), |s| format!("{:.0}", fail_slow::speed_rtt(s)))
+    };
     let mut out = Vec::new();
     for n in &v.nodes {
         let who = input.who(n.rank);
@@ -181,7 +186,11 @@ mod tests {
         for l in &mut c.links {
             if l.result == LinkOutcome::Ok {
                 let slow = l.from == 3 || l.to == 3;
-                l.rtt_us = Some(if slow { 4000.0 } else { 60.0 + (l.from * 7 + l.to) as f32 });
+                l.rtt_us = Some(if slow {
+                    4000.0
+                } else {
+                    60.0 + (l.from * 7 + l.to) as f32
+                });
             }
         }
         let fs = c.findings();

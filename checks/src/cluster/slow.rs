@@ -21,9 +21,13 @@ const GROUP_CHARS: usize = 48;
 /// The network whose measurements are judged: the chosen one, else (a failing cluster, where
 /// the healthy set needs the judgment most) the one on which the most pairs connected.
 pub(super) fn judged_network<'a>(input: &ClusterInput<'a>) -> Option<&'a NetworkEval> {
-    input
-        .chosen
-        .or_else(|| input.evals.iter().filter(|e| e.pairs_ok > 0).max_by_key(|e| e.pairs_ok))
+    input.chosen.or_else(|| {
+        input
+            .evals
+            .iter()
+            .filter(|e| e.pairs_ok > 0)
+            .max_by_key(|e| e.pairs_ok)
+    })
 }
 
 pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
@@ -263,16 +267,19 @@ impl Ctx<'_> {
             "node",
             format!("{who}, slow {way}"),
         )
-            .on_node(Some(n.rank))
-            .with("node", n.rank)
-            .with("direction", n.direction.as_str())
-            .with("send_median_gbit_s", n.send_median)
-            .with("recv_median_gbit_s", n.recv_median)
-            .with("share_of_reference", worst / self.reference.max(f64::MIN_POSITIVE))
-            .with("partners", n.partners)
-            .with("slow_partners", n.slow_partners)
-            .with("retested", self.retested(Some(n.rank)))
-            .fix(self.nic_commands(fix, n.rank))
+        .on_node(Some(n.rank))
+        .with("node", n.rank)
+        .with("direction", n.direction.as_str())
+        .with("send_median_gbit_s", n.send_median)
+        .with("recv_median_gbit_s", n.recv_median)
+        .with(
+            "share_of_reference",
+            worst / self.reference.max(f64::MIN_POSITIVE),
+        )
+        .with("partners", n.partners)
+        .with("slow_partners", n.slow_partners)
+        .with("retested", self.retested(Some(n.rank)))
+        .fix(self.nic_commands(fix, n.rank))
     }
 
     /// A group's hosts as a hostlist, cut to fit a summary.
@@ -340,16 +347,16 @@ impl Ctx<'_> {
             "cut",
             format!("the cut between {ha} and {hb}"),
         )
-            .with("group_a", &c.a)
-            .with("group_b", &c.b)
-            .with("group_a_hosts", &ha)
-            .with("group_b_hosts", &hb)
-            .with("inside_median_gbit_s", c.inside_median)
-            .with("a_to_b_median_gbit_s", c.a_to_b_median)
-            .with("b_to_a_median_gbit_s", c.b_to_a_median)
-            .with("across_pairs", c.across_pairs)
-            .with("allreduce_slowdown", cost)
-            .fix(fix)
+        .with("group_a", &c.a)
+        .with("group_b", &c.b)
+        .with("group_a_hosts", &ha)
+        .with("group_b_hosts", &hb)
+        .with("inside_median_gbit_s", c.inside_median)
+        .with("a_to_b_median_gbit_s", c.a_to_b_median)
+        .with("b_to_a_median_gbit_s", c.b_to_a_median)
+        .with("across_pairs", c.across_pairs)
+        .with("allreduce_slowdown", cost)
+        .fix(fix)
     }
 
     /// "10.0.0.1 (eno1) to 10.0.0.3 (eno1), both in 10.0.0.0/24".
@@ -629,13 +636,17 @@ mod tests {
         assert_eq!(v.len(), 2, "{v:#?}");
         let node = v.iter().find(|f| f.node == Some(5)).expect("rank 5 named");
         assert!(
-            node.summary.contains("rank 5 (node06) is slow sending and receiving"),
+            node.summary
+                .contains("rank 5 (node06) is slow sending and receiving"),
             "{}",
             node.summary
         );
         assert_eq!(node.evidence["partners"], json!(7));
         assert_eq!(node.evidence["direction"], json!("both"));
-        let dir = v.iter().find(|f| f.subject.starts_with("1->2")).expect("1->2");
+        let dir = v
+            .iter()
+            .find(|f| f.subject.starts_with("1->2"))
+            .expect("1->2");
         assert_eq!(dir.evidence["kind"], json!("direction"));
     }
 
@@ -666,7 +677,8 @@ mod tests {
         assert_eq!(v.len(), 1, "{v:#?}");
         assert_eq!(v[0].evidence["kind"], json!("everywhere"));
         assert!(
-            v[0].summary.contains("the link between rank 0 (node01) and rank 1 (node02)")
+            v[0].summary
+                .contains("the link between rank 0 (node01) and rank 1 (node02)")
                 && v[0].summary.contains("rated speed, 5.00")
                 && v[0].summary.contains("third node"),
             "{}",

@@ -175,7 +175,8 @@ impl Verdict {
             return self;
         }
         let hit = |a: u32, b: u32| retested.contains(&(a, b)) || retested.contains(&(b, a));
-        let before = self.nodes.len() + self.cuts.len() + self.pairs_slow.len() + self.unlisted_pairs;
+        let before =
+            self.nodes.len() + self.cuts.len() + self.pairs_slow.len() + self.unlisted_pairs;
         self.nodes
             .retain(|n| n.slow_with.iter().any(|p| hit(n.rank, *p)));
         self.cuts.retain(|c| {
@@ -252,7 +253,11 @@ fn judge_inner(
         .filter(|s| s.value.is_finite() && s.value >= 0.0 && s.from != s.to)
         .copied()
         .collect();
-    best.sort_by(|x, y| (x.from, x.to).cmp(&(y.from, y.to)).then(y.value.total_cmp(&x.value)));
+    best.sort_by(|x, y| {
+        (x.from, x.to)
+            .cmp(&(y.from, y.to))
+            .then(y.value.total_cmp(&x.value))
+    });
     best.dedup_by_key(|s| (s.from, s.to));
     if best.is_empty() {
         return Verdict::default();
@@ -263,8 +268,12 @@ fn judge_inner(
         .map(|s| s.value)
         .collect();
     let mut values: Vec<f64> = best.iter().map(|s| s.value).collect();
-    let reference = upper_quartile(if once.is_empty() { &mut values } else { &mut once })
-        .unwrap_or(0.0);
+    let reference = upper_quartile(if once.is_empty() {
+        &mut values
+    } else {
+        &mut once
+    })
+    .unwrap_or(0.0);
     let median_all = median(&mut values);
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let is_slow: Vec<bool> = best
@@ -323,7 +332,13 @@ fn judge_inner(
     for (rank, idx) in lone {
         let partners: BTreeSet<u32> = idx
             .iter()
-            .map(|i| if best[*i].from == rank { best[*i].to } else { best[*i].from })
+            .map(|i| {
+                if best[*i].from == rank {
+                    best[*i].to
+                } else {
+                    best[*i].from
+                }
+            })
             .collect();
         if partners.len() < 2 {
             continue;
@@ -410,8 +425,11 @@ fn judge_inner(
         }
         for ((ga, gb), (mut ab, mut ba, mut sample)) in across {
             sample.sort_by(|x, y| x.0.total_cmp(&y.0));
-            let across_sample: Vec<(u32, u32)> =
-                sample.iter().take(CUT_SAMPLE).map(|(_, f, t, _)| (*f, *t)).collect();
+            let across_sample: Vec<(u32, u32)> = sample
+                .iter()
+                .take(CUT_SAMPLE)
+                .map(|(_, f, t, _)| (*f, *t))
+                .collect();
             let (mut a, mut b) = (members[ga].clone(), members[gb].clone());
             let swap = b.len() > a.len() || (b.len() == a.len() && b.first() < a.first());
             if swap {
@@ -430,7 +448,9 @@ fn judge_inner(
                 b_to_a_median: median(&mut ba),
             });
         }
-        verdict.cuts.sort_by_key(|c| std::cmp::Reverse(c.across_pairs));
+        verdict
+            .cuts
+            .sort_by_key(|c| std::cmp::Reverse(c.across_pairs));
     }
     // What is left: pairs and directions.
     let elsewhere = elsewhere_medians(&best, &is_slow);
@@ -463,7 +483,11 @@ fn judge_inner(
             .flatten()
             .fold(f64::INFINITY, f64::min)
     };
-    listed.sort_by(|x, y| worst(x).total_cmp(&worst(y)).then((x.a, x.b).cmp(&(y.a, y.b))));
+    listed.sort_by(|x, y| {
+        worst(x)
+            .total_cmp(&worst(y))
+            .then((x.a, x.b).cmp(&(y.a, y.b)))
+    });
     verdict.unlisted_pairs = listed.len().saturating_sub(MAX_LISTED_PAIRS);
     listed.truncate(MAX_LISTED_PAIRS);
     verdict.pairs_slow = listed;

@@ -44,12 +44,21 @@ pub fn retest_plan(
     for n in &verdict.nodes {
         wanted.extend(n.slow_with.iter().map(|p| key(n.rank, *p)));
     }
-    wanted.extend(verdict.nodes.iter().enumerate().filter_map(|(i, n)| fresh(i, n.rank)));
+    wanted.extend(
+        verdict
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| fresh(i, n.rank)),
+    );
     wanted.extend(verdict.pairs_slow.iter().map(|p| key(p.a, p.b)));
     // Each end of a pair against a fresh partner: an end slow with it too is a slow node whose
     // other partners were too few to tell.
     let ends = verdict.pairs_slow.iter().flat_map(|p| [p.a, p.b]);
-    wanted.extend(ends.enumerate().filter_map(|(i, r)| fresh(i + verdict.nodes.len(), r)));
+    wanted.extend(
+        ends.enumerate()
+            .filter_map(|(i, r)| fresh(i + verdict.nodes.len(), r)),
+    );
     for c in &verdict.cuts {
         wanted.extend(c.across_sample.iter().map(|(a, b)| key(*a, *b)));
     }

@@ -131,7 +131,9 @@ fn latency_needs_a_factor_and_an_absolute_excess() {
     // 1.5 ms against 1 ms: over the excess, under the factor.
     assert!(!latency_rule(rtt_speed(2500.0), rtt_speed(1500.0)));
     let v = judge(
-        &all(5, |a, b| rtt_speed(if a == 4 || b == 4 { 5000.0 } else { 80.0 })),
+        &all(5, |a, b| {
+            rtt_speed(if a == 4 || b == 4 { 5000.0 } else { 80.0 })
+        }),
         latency_rule,
     );
     assert_eq!(v.slow_ranks().into_iter().collect::<Vec<_>>(), vec![4]);
@@ -141,7 +143,13 @@ fn latency_needs_a_factor_and_an_absolute_excess() {
 fn the_retest_measures_each_slow_nodes_pairs_and_a_fresh_partner_then_confirms() {
     let slow = [2u32, 5];
     let v = judge(
-        &all(8, |a, b| if slow.contains(&a) || slow.contains(&b) { 0.1 } else { 9.0 }),
+        &all(8, |a, b| {
+            if slow.contains(&a) || slow.contains(&b) {
+                0.1
+            } else {
+                9.0
+            }
+        }),
         throughput_rule,
     );
     assert_eq!(v.slow_ranks().into_iter().collect::<Vec<_>>(), vec![2, 5]);

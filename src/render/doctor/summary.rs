@@ -212,11 +212,7 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         ));
     }
     if !slow_nodes.is_empty() {
-        let line = nodes_line(
-            "slow with every healthy partner (link.slow)",
-            &slow_nodes,
-        )
-        .replacen(
+        let line = nodes_line("slow with every healthy partner (link.slow)", &slow_nodes).replacen(
             &paint::mark(preflight_checks::model::Status::Fail, style),
             &paint::mark(preflight_checks::model::Status::Warn, style),
             1,
