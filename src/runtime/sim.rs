@@ -391,7 +391,7 @@ fn draw_faults(f: &Fabric) -> Faults {
     faults.cut = (n.saturating_sub(f.slow_cut)..n)
         .filter(|_| f.slow_cut > 0)
         .collect();
-    // Slow pairs on ring neighbours, apart from dead nodes, slow nodes and each other.
+    // Slow pairs on ring neighbours, apart from dead nodes, slow nodes, each other and the cut.
     for _ in 0..f.slow_pairs.min(n / 4) {
         for _ in 0..64 {
             let a = (next() % n as u64) as u32;
@@ -399,7 +399,8 @@ fn draw_faults(f: &Fabric) -> Faults {
             let busy = |r: u32| {
                 used.contains(&r) || faults.slow_pairs.iter().any(|p| p.0 == r || p.1 == r)
             };
-            if !busy(a) && !busy(b) {
+            // On one side of the slow uplink: a pair across it is the uplink's.
+            if !busy(a) && !busy(b) && faults.cut.contains(&a) == faults.cut.contains(&b) {
                 faults.slow_pairs.insert((a.min(b), a.max(b)));
                 break;
             }
@@ -655,5 +656,67 @@ mod tests {
         assert_eq!(unreachable.len(), 1, "{unreachable:#?}");
         // The all-reduce still ran, over a ring around the bad link.
         assert_eq!(s.report.collectives.len(), 1);
+    }
+
+    /// Slow nodes, slow pairs and a rack behind a slow uplink at 1024 nodes: each named as its
+    /// kind by the real judgment, no other node or pair, and the all-reduce told why.
+    #[test]
+    fn slow_nodes_pairs_and_a_slow_uplink_are_named_as_what_they_are_at_1024() {
+        let s = simulate(
+            &Fabric {
+                nodes: 1024,
+                slow: 2,
+                slow_pairs: 3,
+                slow_cut: 32,
+                seed: 11,
+                ..Default::default()
+            },
+            quick(),
+        );
+        let slow: Vec<_> = s
+            .report
+            .findings
+            .iter()
+            .filter(|f| f.id == "link.slow" && f.status == preflight_checks::model::Status::Warn)
+            .collect();
+        let kind = |f: &&preflight_checks::model::Finding| {
+            f.evidence["kind"].as_str().unwrap_or_default().to_string()
+        };
+        let nodes: BTreeSet<u32> = slow
+            .iter()
+            .filter(|f| kind(f) == "node")
+            .filter_map(|f| f.node)
+            .collect();
+        assert_eq!(nodes, s.faults.slow, "{slow:#?}");
+        let pairs: BTreeSet<(u32, u32)> = slow
+            .iter()
+            .filter(|f| kind(f) == "pair")
+            .map(|f| {
+                let n = |k: &str| f.evidence[k].as_u64().unwrap_or(u64::MAX) as u32;
+                (n("from"), n("to"))
+            })
+            .collect();
+        assert_eq!(pairs, s.faults.slow_pairs, "{slow:#?}");
+        let cuts: Vec<_> = slow.iter().filter(|f| kind(f) == "cut").collect();
+        assert_eq!(cuts.len(), 1, "{slow:#?}");
+        let b: BTreeSet<u32> = cuts[0].evidence["group_b"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_u64().map(|r| r as u32))
+            .collect();
+        assert_eq!(b, s.faults.cut, "the rack behind the uplink");
+        assert_eq!(slow.len(), nodes.len() + pairs.len() + 1, "{slow:#?}");
+        let busbw = s
+            .report
+            .findings
+            .iter()
+            .find(|f| f.id == "collective.busbw")
+            .expect("busbw judged");
+        assert!(
+            busbw.summary.contains("The pairwise test found why"),
+            "{}",
+            busbw.summary
+        );
     }
 }
