@@ -189,11 +189,25 @@ pub struct LaunchArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ExplainArgs {
     /// The finding id, as a report shows it (`port.in-use`).
-    #[arg(required_unless_present = "list", conflicts_with = "list")]
+    #[arg(required_unless_present_any = ["list", "log"], conflicts_with_all = ["list", "log"])]
     pub id: Option<String>,
     /// List every finding id with its one-line meaning.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "log")]
     pub list: bool,
+    /// Explain the errors in a failed job's output (`-` reads standard input): NCCL, torchrun,
+    /// gloo and srun lines, several ranks interleaved, any size.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// With --log: `table` for people, `json` (preflight.explain.v1) for scripts.
+    #[arg(long, value_enum, default_value_t = ExplainFormat::Table, requires = "log")]
+    pub format: ExplainFormat,
+}
+
+/// How `explain --log` prints its answer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExplainFormat {
+    Table,
+    Json,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

@@ -84,7 +84,11 @@ pub fn explain(scan: &Scan) -> Answer {
             let hit = f
                 .hits
                 .iter()
-                .find(|h| h.values.get("addr").is_some_and(|a| signatures::is_loopback(a)))
+                .find(|h| {
+                    h.values
+                        .get("addr")
+                        .is_some_and(|a| signatures::is_loopback(a))
+                })
                 .or(f.hits.first())?;
             Some(explain_one(
                 sig,
@@ -218,7 +222,10 @@ fn node_for(
         Scope::Reporter => reporter(hit),
         Scope::Cluster => "every node".into(),
         Scope::Target => {
-            let addr = hit.values.get("addr").filter(|a| !signatures::is_loopback(a));
+            let addr = hit
+                .values
+                .get("addr")
+                .filter(|a| !signatures::is_loopback(a));
             match addr {
                 Some(a) => a.clone(),
                 // The loopback address was advertised by the master: its name is the job's.
@@ -252,7 +259,10 @@ fn master_port(sig: &Signature, hit: &Hit, job: &JobSeen) -> u16 {
 /// The preflight command that confirms a cause, with the job's flags where the log shows them.
 fn confirm(scope: Scope, id: &str, sig: &Signature, hit: &Hit, job: &JobSeen) -> String {
     let port = master_port(sig, hit, job);
-    let nproc = job.nproc_per_node.as_deref().filter(|n| n.parse::<u32>().is_ok());
+    let nproc = job
+        .nproc_per_node
+        .as_deref()
+        .filter(|n| n.parse::<u32>().is_ok());
     let gpu = id.starts_with("gpu.") || id == "cluster.duplicate-host";
     match scope {
         Scope::Reporter | Scope::Target if id != "cluster.duplicate-host" => {
@@ -276,9 +286,13 @@ fn confirm(scope: Scope, id: &str, sig: &Signature, hit: &Hit, job: &JobSeen) ->
                 .filter(|a| !signatures::is_loopback(a) && sig.id.starts_with("c10d."));
             match (&job.master_addr, target, &job.rdzv_endpoint) {
                 (Some(a), _, _) => c.push_str(&format!(" --master-addr {a} --master-port {port}")),
-                (None, Some(a), _) => c.push_str(&format!(" --master-addr {a} --master-port {port}")),
+                (None, Some(a), _) => {
+                    c.push_str(&format!(" --master-addr {a} --master-port {port}"))
+                }
                 (None, None, Some(e)) => c.push_str(&format!(" --rdzv-endpoint {e}")),
-                _ => c.push_str(&format!(" --master-addr <rank 0's address> --master-port {port}")),
+                _ => c.push_str(&format!(
+                    " --master-addr <rank 0's address> --master-port {port}"
+                )),
             }
             if let Some(n) = nproc {
                 c.push_str(&format!(" --nproc-per-node {n}"));
@@ -286,4 +300,48 @@ fn confirm(scope: Scope, id: &str, sig: &Signature, hit: &Hit, job: &JobSeen) ->
             c
         }
     }
+}
+
+/// The `preflight explain --log --format json` document.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Explanation {
+    /// "preflight.explain.v1"
+    pub schema: &'static str,
+    /// The file read, or "-" for standard input.
+    pub log: String,
+    #[serde(flatten)]
+    pub answer: Answer,
+    /// What NCCL's INFO lines say about the network it chose; None when the log has none.
+    pub nccl: Option<NcclEvidence>,
+}
+
+/// The JSON `schema` of [`Explanation`].
+pub const EXPLAIN_SCHEMA: &str = "preflight.explain.v1";
+
+/// The interfaces and transports NCCL chose, from its `NCCL_DEBUG=INFO` lines, and how they
+/// compare with what preflight would advise.
+#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct NcclEvidence {
+    pub version: Option<String>,
+    /// "IB", "Socket", or a plugin's name; empty when the log names none.
+    pub transport: String,
+    /// IB ports or socket interfaces NCCL said it uses.
+    pub devices: Vec<String>,
+    pub oob_interface: Option<String>,
+    /// How channels connected ranks: "NET/IB", "NET/Socket", "P2P/IPC", "SHM".
+    pub paths: Vec<String>,
+    /// GPUDirect RDMA was used on a channel (`via NET/IB/0/GDRDMA`).
+    pub gdrdma: bool,
+    pub ib_no_device: bool,
+    /// "NET/Socket eth0", "NET/IB mlx5_0:1".
+    pub summary: String,
+    /// Where NCCL's choice differs from preflight's advice, each with the finding id to check.
+    pub notes: Vec<NcclNote>,
+}
+
+/// One difference between NCCL's choice and the advice.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct NcclNote {
+    pub id: &'static str,
+    pub text: String,
 }

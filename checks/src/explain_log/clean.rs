@@ -125,7 +125,9 @@ fn slurm_label(s: &str) -> Option<(u32, usize)> {
 /// torchrun's `[rank3]:` / `[default3]:` (and `[rank3]: ` with a space).
 fn torchrun_prefix(s: &str) -> Option<(u32, usize)> {
     let rest = s.strip_prefix('[')?;
-    let word = ["rank", "default"].into_iter().find(|w| rest.starts_with(w))?;
+    let word = ["rank", "default"]
+        .into_iter()
+        .find(|w| rest.starts_with(w))?;
     let rest = &rest[word.len()..];
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 || !rest[digits..].starts_with("]:") {
@@ -196,12 +198,20 @@ mod tests {
         assert_eq!(c.rank, Some(3));
         assert_eq!(c.msg(), "[E1218 20:27:21 socket.cpp:1011] boom");
         let c = clean("[default1]:node2:11:12 [1] NCCL INFO x");
-        assert_eq!((c.rank, c.host.as_deref(), c.device), (Some(1), Some("node2"), Some(1)));
+        assert_eq!(
+            (c.rank, c.host.as_deref(), c.device),
+            (Some(1), Some("node2"), Some(1))
+        );
     }
 
     #[test]
     fn plain_text_is_left_alone() {
-        for s in ["Traceback (most recent call last):", "a:b:c [x] y", "12:30 lunch", ""] {
+        for s in [
+            "Traceback (most recent call last):",
+            "a:b:c [x] y",
+            "12:30 lunch",
+            "",
+        ] {
             let c = clean(s);
             assert_eq!(c.msg(), s);
             assert_eq!(c.host, None);

@@ -123,12 +123,20 @@ impl Scan {
             .map(|h| {
                 h.line.len()
                     + h.host.as_ref().map_or(0, String::len)
-                    + h.values.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+                    + h.values
+                        .iter()
+                        .map(|(k, v)| k.len() + v.len())
+                        .sum::<usize>()
             })
             .sum();
         let un: usize = self.unmatched.iter().map(|u| u.line.len()).sum();
         let job: usize = self.job.command.as_ref().map_or(0, String::len)
-            + self.job.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+            + self
+                .job
+                .env
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>();
         hits + un + job
     }
 }
@@ -350,7 +358,10 @@ impl Scanner {
             .enumerate()
             .filter(|(i, _)| sigs & (1 << i) != 0)
             .map(|(_, s)| s)
-            .find(|s| s.requires.iter().all(|r| msg.contains(r)) && s.needles.iter().any(|n| msg.contains(n)));
+            .find(|s| {
+                s.requires.iter().all(|r| msg.contains(r))
+                    && s.needles.iter().any(|n| msg.contains(n))
+            });
         match chosen {
             Some(sig) => self.hit(sig, &c),
             None if error_like => {
@@ -415,7 +426,10 @@ impl Scanner {
             let name = name.split_whitespace().last().unwrap_or("");
             if name.starts_with("NCCL_") && self.job.env.len() < 32 {
                 let value = value.trim().trim_end_matches('.');
-                self.job.env.entry(cut(name, 64)).or_insert_with(|| cut(value, 200));
+                self.job
+                    .env
+                    .entry(cut(name, 64))
+                    .or_insert_with(|| cut(value, 200));
             }
             return;
         }
@@ -432,9 +446,13 @@ impl Scanner {
                 return;
             }
         }
-        let launcher = ["torchrun", "torch.distributed.run", "torch.distributed.launch"]
-            .iter()
-            .find_map(|w| msg.find(w));
+        let launcher = [
+            "torchrun",
+            "torch.distributed.run",
+            "torch.distributed.launch",
+        ]
+        .iter()
+        .find_map(|w| msg.find(w));
         let Some(at) = launcher else { return };
         let words: Vec<&str> = msg[at..].split_whitespace().collect();
         if !words.iter().any(|w| w.starts_with("--")) || self.job.command.is_some() {
@@ -449,7 +467,9 @@ impl Scanner {
                 None => (w, None),
             };
             let flag = flag.trim_start_matches('-').replace('_', "-");
-            let value = inline.map(str::to_string).or_else(|| words.get(i + 1).map(|s| s.to_string()));
+            let value = inline
+                .map(str::to_string)
+                .or_else(|| words.get(i + 1).map(|s| s.to_string()));
             let value = value.map(|v| v.trim_matches(['"', '\'']).to_string());
             match flag.as_str() {
                 "master-addr" => self.job.master_addr = value.map(|v| cut(&v, 200)),
@@ -478,7 +498,10 @@ impl Scanner {
 /// `[Rank 3]` or `rank 3` in a message.
 fn rank_in(m: &str) -> Option<u32> {
     let i = m.find("[Rank ")?;
-    let d: String = m[i + 6..].chars().take_while(char::is_ascii_digit).collect();
+    let d: String = m[i + 6..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     d.parse().ok()
 }
 

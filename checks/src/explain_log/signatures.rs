@@ -113,8 +113,16 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "NCCL_SOCKET_IFNAME names an interface this node lacks (bond0 on one node, eno1 on another)",
         tier: Tier::Cause,
         causes: &[
-            cause("env.socket-ifname", Reporter, "NCCL_SOCKET_IFNAME (or NCCL_OOB_NET_IFNAME) matches no interface on the node that printed it"),
-            cause("net.no-interface", Reporter, "no interface is up with a non-loopback address on that node"),
+            cause(
+                "env.socket-ifname",
+                Reporter,
+                "NCCL_SOCKET_IFNAME (or NCCL_OOB_NET_IFNAME) matches no interface on the node that printed it",
+            ),
+            cause(
+                "net.no-interface",
+                Reporter,
+                "no interface is up with a non-loopback address on that node",
+            ),
         ],
         extract: |_, _| {},
     },
@@ -127,9 +135,21 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "CUDA_VISIBLE_DEVICES or the rank-to-GPU mapping gives two processes one device, more processes than GPUs, or two hosts share one NCCL identity",
         tier: Tier::Cause,
         causes: &[
-            cause("gpu.visible-devices", Reporter, "both ranks saw the same device: CUDA_VISIBLE_DEVICES or torch.cuda.set_device(local_rank) is wrong"),
-            cause("gpu.count", Reporter, "fewer GPUs than processes on that node (--nproc-per-node too high)"),
-            cause("cluster.duplicate-host", Cluster, "two machines with one NCCL identity (hostname + boot_id, or NCCL_HOSTID) look like one host"),
+            cause(
+                "gpu.visible-devices",
+                Reporter,
+                "both ranks saw the same device: CUDA_VISIBLE_DEVICES or torch.cuda.set_device(local_rank) is wrong",
+            ),
+            cause(
+                "gpu.count",
+                Reporter,
+                "fewer GPUs than processes on that node (--nproc-per-node too high)",
+            ),
+            cause(
+                "cluster.duplicate-host",
+                Cluster,
+                "two machines with one NCCL identity (hostname + boot_id, or NCCL_HOSTID) look like one host",
+            ),
         ],
         extract: |m, v| {
             if let Some(r) = after(m, "Duplicate GPU detected : rank ") {
@@ -143,7 +163,11 @@ pub static SIGNATURES: &[Signature] = &[
     },
     Signature {
         id: "nccl.shm-full",
-        needles: &["Call to posix_fallocate failed", "Error: failed to extend /dev/shm", "failed to extend /dev/shm"],
+        needles: &[
+            "Call to posix_fallocate failed",
+            "Error: failed to extend /dev/shm",
+            "failed to extend /dev/shm",
+        ],
         requires: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/misc/shmutils.cc:87 WARN(\"Error: failed to extend %s to %ld bytes, error: %s (%d)\"); \
                  v2.11.4-1 src/include/shm.h:28 SYSCHECK(shm_allocate(..), \"posix_fallocate\") with src/include/checks.h \
@@ -152,8 +176,16 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "/dev/shm is too small (a container's 64 MiB default) or filled by segments of dead runs",
         tier: Tier::Cause,
         causes: &[
-            cause("sys.shm", Reporter, "the shared-memory file system is too small for NCCL's segments"),
-            cause("sys.stale-nccl", Reporter, "nccl-* segments left by killed runs fill /dev/shm"),
+            cause(
+                "sys.shm",
+                Reporter,
+                "the shared-memory file system is too small for NCCL's segments",
+            ),
+            cause(
+                "sys.stale-nccl",
+                Reporter,
+                "nccl-* segments left by killed runs fill /dev/shm",
+            ),
         ],
         extract: |m, v| {
             put(v, "path", after(m, "extend ").map(first_word));
@@ -169,8 +201,16 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "the fabric manager or the NVSwitches are not in a working state",
         tier: Tier::Cause,
         causes: &[
-            cause("gpu.fabric-manager", Reporter, "NVLS needs a running fabric manager with the NVSwitches configured"),
-            cause("gpu.nvlink", Reporter, "an NVLink down on one GPU breaks the multicast group"),
+            cause(
+                "gpu.fabric-manager",
+                Reporter,
+                "NVLS needs a running fabric manager with the NVSwitches configured",
+            ),
+            cause(
+                "gpu.nvlink",
+                Reporter,
+                "an NVLink down on one GPU breaks the multicast group",
+            ),
         ],
         extract: |m, v| {
             put(v, "cuda_error", after(m, "CUDA error ").and_then(number));
@@ -185,7 +225,11 @@ pub static SIGNATURES: &[Signature] = &[
         proves: "the CUDA driver reports the system not ready on this node",
         suggests: "an NVSwitch system whose fabric manager is stopped or failed",
         tier: Tier::Cause,
-        causes: &[cause("gpu.fabric-manager", Reporter, "CUDA returns error 802 until nvidia-fabricmanager has configured the NVSwitches")],
+        causes: &[cause(
+            "gpu.fabric-manager",
+            Reporter,
+            "CUDA returns error 802 until nvidia-fabricmanager has configured the NVSwitches",
+        )],
         extract: |_, _| {},
     },
     Signature {
@@ -197,8 +241,16 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "more processes per node than visible GPUs, or CUDA_VISIBLE_DEVICES narrower than the job assumes",
         tier: Tier::Cause,
         causes: &[
-            cause("gpu.count", Reporter, "fewer visible GPUs than --nproc-per-node"),
-            cause("gpu.visible-devices", Reporter, "CUDA_VISIBLE_DEVICES hides the GPU the rank asked for"),
+            cause(
+                "gpu.count",
+                Reporter,
+                "fewer visible GPUs than --nproc-per-node",
+            ),
+            cause(
+                "gpu.visible-devices",
+                Reporter,
+                "CUDA_VISIBLE_DEVICES hides the GPU the rank asked for",
+            ),
         ],
         extract: |_, _| {},
     },
@@ -212,18 +264,34 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "the ranks chose different interfaces: one resolved or picked an IPv6 address, another IPv4",
         tier: Tier::Cause,
         causes: &[
-            cause("env.socket-ifname", Cluster, "GLOO_SOCKET_IFNAME unset or naming different interfaces lets each rank pick its own address family"),
-            cause("cluster.master-resolution", Cluster, "the master's name resolves to IPv6 on some nodes and IPv4 on others"),
+            cause(
+                "env.socket-ifname",
+                Cluster,
+                "GLOO_SOCKET_IFNAME unset or naming different interfaces lets each rank pick its own address family",
+            ),
+            cause(
+                "cluster.master-resolution",
+                Cluster,
+                "the master's name resolves to IPv6 on some nodes and IPv4 on others",
+            ),
         ],
         extract: |m, v| {
             if let Some(r) = after(m, "ss1.ss_family == ss2.ss_family. ") {
-                put(v, "family", Some(r.trim().to_string()).filter(|s| !s.is_empty()));
+                put(
+                    v,
+                    "family",
+                    Some(r.trim().to_string()).filter(|s| !s.is_empty()),
+                );
             }
         },
     },
     Signature {
         id: "c10d.address-in-use",
-        needles: &["Address already in use", "address already in use", "EADDRINUSE"],
+        needles: &[
+            "Address already in use",
+            "address already in use",
+            "EADDRINUSE",
+        ],
         requires: &[],
         source: "pytorch/pytorch 056b6f38 torch/csrc/distributed/c10d/socket.cpp SocketListenOp: \"The server socket has failed to listen on any local \
                  network address.\" + \"The server socket has failed to bind to {} {}.\" (errno text from getSocketError); NVIDIA/nccl v2.28.9-1 \
@@ -231,9 +299,17 @@ pub static SIGNATURES: &[Signature] = &[
         proves: "a process could not listen on a port of this node because another socket holds it (errno 98)",
         suggests: "a crashed or still-running job keeps the master port (or two jobs share one port on a node)",
         tier: Tier::Cause,
-        causes: &[cause("port.in-use", Reporter, "the port is held on the node that printed it; the finding names the pid and command")],
+        causes: &[cause(
+            "port.in-use",
+            Reporter,
+            "the port is held on the node that printed it; the finding names the pid and command",
+        )],
         extract: |m, v| {
-            put(v, "port", port_after_colon(m).or_else(|| after(m, "port: ").and_then(number)));
+            put(
+                v,
+                "port",
+                port_after_colon(m).or_else(|| after(m, "port: ").and_then(number)),
+            );
         },
     },
     Signature {
@@ -246,9 +322,21 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "a master address or interface that belongs to another node (the hostname or MASTER_ADDR resolves to someone else's address here)",
         tier: Tier::Cause,
         causes: &[
-            cause("env.socket-ifname", Reporter, "the interface NCCL or Gloo was told to use has no such address on this node"),
-            cause("net.hostname-loopback", Reporter, "this node's hostname resolves to an address it does not own"),
-            cause("cluster.master-resolution", Cluster, "the master's name resolves differently on different nodes"),
+            cause(
+                "env.socket-ifname",
+                Reporter,
+                "the interface NCCL or Gloo was told to use has no such address on this node",
+            ),
+            cause(
+                "net.hostname-loopback",
+                Reporter,
+                "this node's hostname resolves to an address it does not own",
+            ),
+            cause(
+                "cluster.master-resolution",
+                Cluster,
+                "the master's name resolves differently on different nodes",
+            ),
         ],
         extract: |m, v| {
             put(v, "port", port_after_colon(m));
@@ -263,7 +351,11 @@ pub static SIGNATURES: &[Signature] = &[
         proves: "a process reached its open-file limit (sockets count as files)",
         suggests: "RLIMIT_NOFILE too low for the job's size: NCCL opens sockets per peer and channel",
         tier: Tier::Cause,
-        causes: &[cause("sys.nofile", Reporter, "the soft open-file limit is below what the job's world size needs")],
+        causes: &[cause(
+            "sys.nofile",
+            Reporter,
+            "the soft open-file limit is below what the job's world size needs",
+        )],
         extract: |_, _| {},
     },
     Signature {
@@ -274,7 +366,11 @@ pub static SIGNATURES: &[Signature] = &[
         proves: "the HCA refused to register (pin) memory on this node",
         suggests: "the memlock limit is too low for RDMA (ENOMEM / Cannot allocate memory)",
         tier: Tier::Cause,
-        causes: &[cause("sys.memlock", Reporter, "RDMA pins buffers; a finite RLIMIT_MEMLOCK refuses the registration")],
+        causes: &[cause(
+            "sys.memlock",
+            Reporter,
+            "RDMA pins buffers; a finite RLIMIT_MEMLOCK refuses the registration",
+        )],
         extract: |_, _| {},
     },
     Signature {
@@ -287,10 +383,22 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "a port down or flapping on either end, a RoCE GID or VLAN that does not route, or InfiniBand usable on some nodes only",
         tier: Tier::Cause,
         causes: &[
-            cause("ib.port-down", Reporter, "a port of this node's HCA is not ACTIVE (or the peer's: check both ends)"),
-            cause("ib.gid-index", Reporter, "on RoCE, a GID index that is link-local or RoCE v1 does not route between nodes"),
+            cause(
+                "ib.port-down",
+                Reporter,
+                "a port of this node's HCA is not ACTIVE (or the peer's: check both ends)",
+            ),
+            cause(
+                "ib.gid-index",
+                Reporter,
+                "on RoCE, a GID index that is link-local or RoCE v1 does not route between nodes",
+            ),
             cause("ib.partial", Cluster, "InfiniBand works on some nodes only"),
-            cause("link.unreachable", Cluster, "the pair cannot reach each other on the fabric"),
+            cause(
+                "link.unreachable",
+                Cluster,
+                "the pair cannot reach each other on the fabric",
+            ),
         ],
         extract: |m, v| {
             if let Some(r) = after(m, "Got completion from peer ") {
@@ -320,12 +428,20 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "a RoCE GID index or address family that does not route, a port down, or InfiniBand on some nodes only",
         tier: Tier::Cause,
         causes: &[
-            cause("ib.gid-index", Reporter, "the GID NCCL uses is not routable between the nodes (RoCE)"),
+            cause(
+                "ib.gid-index",
+                Reporter,
+                "the GID NCCL uses is not routable between the nodes (RoCE)",
+            ),
             cause("ib.port-down", Reporter, "a port is not ACTIVE on one end"),
             cause("ib.partial", Cluster, "InfiniBand works on some nodes only"),
         ],
         extract: |m, v| {
-            put(v, "errno", after(m, "ibv_modify_qp failed with ").and_then(number));
+            put(
+                v,
+                "errno",
+                after(m, "ibv_modify_qp failed with ").and_then(number),
+            );
         },
     },
     Signature {
@@ -338,10 +454,28 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "a firewall dropping the master port, a master that never started or crashed first, or a master address the workers cannot reach",
         tier: Tier::Connection,
         causes: &[
-            cause_if("net.hostname-loopback", Target, When::Loopback, "the address is loopback: the worker was told to reach the master on itself"),
-            cause_if("firewall.rules", Target, When::NotLoopback, "a filter on the master drops the port (a timeout, not a refusal, means dropped)"),
-            cause("link.unreachable", Cluster, "the worker cannot reach the master's address at all on that network"),
-            cause("cluster.rendezvous", Cluster, "the master (rank 0) never started listening or died before the others joined"),
+            cause_if(
+                "net.hostname-loopback",
+                Target,
+                When::Loopback,
+                "the address is loopback: the worker was told to reach the master on itself",
+            ),
+            cause_if(
+                "firewall.rules",
+                Target,
+                When::NotLoopback,
+                "a filter on the master drops the port (a timeout, not a refusal, means dropped)",
+            ),
+            cause(
+                "link.unreachable",
+                Cluster,
+                "the worker cannot reach the master's address at all on that network",
+            ),
+            cause(
+                "cluster.rendezvous",
+                Cluster,
+                "the master (rank 0) never started listening or died before the others joined",
+            ),
         ],
         extract: |m, v| {
             put(v, "timeout", after(m, "timed out after ").map(first_word));
@@ -358,10 +492,28 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "refused: no process listens there (wrong master address, loopback, master not started) or a REJECT rule",
         tier: Tier::Connection,
         causes: &[
-            cause_if("net.hostname-loopback", Target, When::Loopback, "the address is loopback: the master advertised 127.0.1.1 or localhost"),
-            cause("cluster.rendezvous", Cluster, "the master is not listening on that port (not started, or died first)"),
-            cause_if("firewall.rules", Target, When::NotLoopback, "a REJECT rule on the master answers with a refusal"),
-            cause("cluster.master-resolution", Cluster, "the master's name resolves to an address where it does not listen"),
+            cause_if(
+                "net.hostname-loopback",
+                Target,
+                When::Loopback,
+                "the address is loopback: the master advertised 127.0.1.1 or localhost",
+            ),
+            cause(
+                "cluster.rendezvous",
+                Cluster,
+                "the master is not listening on that port (not started, or died first)",
+            ),
+            cause_if(
+                "firewall.rules",
+                Target,
+                When::NotLoopback,
+                "a REJECT rule on the master answers with a refusal",
+            ),
+            cause(
+                "cluster.master-resolution",
+                Cluster,
+                "the master's name resolves to an address where it does not listen",
+            ),
         ],
         extract: |m, v| {
             host_port_paren(m, "network address of (", v);
@@ -385,11 +537,23 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "the port is held by another process, or the address does not belong to this node",
         tier: Tier::Cause,
         causes: &[
-            cause("port.in-use", Reporter, "another process holds the master port on this node"),
-            cause("net.hostname-loopback", Reporter, "the master address does not belong to this node"),
+            cause(
+                "port.in-use",
+                Reporter,
+                "another process holds the master port on this node",
+            ),
+            cause(
+                "net.hostname-loopback",
+                Reporter,
+                "the master address does not belong to this node",
+            ),
         ],
         extract: |m, v| {
-            put(v, "port", port_after_colon(m).or_else(|| after(m, "port: ").and_then(number)));
+            put(
+                v,
+                "port",
+                port_after_colon(m).or_else(|| after(m, "port: ").and_then(number)),
+            );
         },
     },
     Signature {
@@ -403,9 +567,23 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "a rank advertised an address the others cannot reach (loopback from /etc/hosts, a virtual interface) or a filter",
         tier: Tier::Connection,
         causes: &[
-            cause_if("net.hostname-loopback", Target, When::Loopback, "a rank advertised a loopback address (its hostname resolves to 127.x)"),
-            cause("env.socket-ifname", Cluster, "GLOO_SOCKET_IFNAME unset or wrong: gloo used an interface the others cannot reach"),
-            cause_if("firewall.rules", Target, When::NotLoopback, "a filter drops gloo's ports between the nodes"),
+            cause_if(
+                "net.hostname-loopback",
+                Target,
+                When::Loopback,
+                "a rank advertised a loopback address (its hostname resolves to 127.x)",
+            ),
+            cause(
+                "env.socket-ifname",
+                Cluster,
+                "GLOO_SOCKET_IFNAME unset or wrong: gloo used an interface the others cannot reach",
+            ),
+            cause_if(
+                "firewall.rules",
+                Target,
+                When::NotLoopback,
+                "a filter drops gloo's ports between the nodes",
+            ),
         ],
         extract: |m, v| {
             if let Some(r) = after(m, "remote=[") {
@@ -416,7 +594,11 @@ pub static SIGNATURES: &[Signature] = &[
     },
     Signature {
         id: "gloo.peer-closed",
-        needles: &["Connection closed by peer [", "Read timeout [", "timed out connecting: "],
+        needles: &[
+            "Connection closed by peer [",
+            "Read timeout [",
+            "timed out connecting: ",
+        ],
         requires: &[],
         source: "facebookincubator/gloo cc441984 gloo/transport/tcp/pair.cc:544 GLOO_ERROR_MSG(\"Connection closed by peer \", peer_.str()), \
                  :520 \"Read timeout \", gloo/transport/tcp/helpers.h:208 \"timed out connecting: \"",
@@ -424,8 +606,16 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "the peer process died (look for its own first error) or the path between them drops packets",
         tier: Tier::Connection,
         causes: &[
-            cause("cluster.rendezvous", Cluster, "the peer rank died or never joined; its own log holds the first error"),
-            cause("firewall.rules", Target, "a filter between the nodes drops gloo's connections"),
+            cause(
+                "cluster.rendezvous",
+                Cluster,
+                "the peer rank died or never joined; its own log holds the first error",
+            ),
+            cause(
+                "firewall.rules",
+                Target,
+                "a filter between the nodes drops gloo's connections",
+            ),
         ],
         extract: |m, v| {
             if let Some(r) = after(m, "[") {
@@ -437,7 +627,12 @@ pub static SIGNATURES: &[Signature] = &[
     },
     Signature {
         id: "nccl.connect-failed",
-        needles: &["exceeded error retry count", "socketStartConnect: Connect to", "socketPollConnect to", "exceeded timeouts ("],
+        needles: &[
+            "exceeded error retry count",
+            "socketStartConnect: Connect to",
+            "socketPollConnect to",
+            "exceeded timeouts (",
+        ],
         requires: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/misc/socket.cc:582 WARN(\"%s: connect to %s returned %s, exceeded error retry count after %d attempts\"), \
                  :596 \"%s: connect to %s failed : %s\", :622 \"socketPollConnect to %s failed with error %s\"; v2.21.5-1 :476/:484 \
@@ -446,9 +641,21 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "timed out: a filter drops the high ports or the address is not reachable; refused: nothing listens (the peer died)",
         tier: Tier::Connection,
         causes: &[
-            cause("firewall.rules", Target, "a filter allows the master port but drops NCCL's random high ports"),
-            cause("link.unreachable", Cluster, "the pair cannot reach each other on the interface NCCL chose"),
-            cause("env.socket-ifname", Cluster, "NCCL_SOCKET_IFNAME lets NCCL pick an interface the peer cannot reach (docker0, a management NIC)"),
+            cause(
+                "firewall.rules",
+                Target,
+                "a filter allows the master port but drops NCCL's random high ports",
+            ),
+            cause(
+                "link.unreachable",
+                Cluster,
+                "the pair cannot reach each other on the interface NCCL chose",
+            ),
+            cause(
+                "env.socket-ifname",
+                Cluster,
+                "NCCL_SOCKET_IFNAME lets NCCL pick an interface the peer cannot reach (docker0, a management NIC)",
+            ),
         ],
         extract: |m, v| {
             if let Some(r) = after(m, "onnect to ") {
@@ -467,8 +674,16 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "look for the peer's own first error; a peer killed by the OOM killer or a failing rank shows up like this everywhere else",
         tier: Tier::Connection,
         causes: &[
-            cause("cluster.rendezvous", Cluster, "the peer at that address died or left; its own log holds the first error"),
-            cause("link.unreachable", Cluster, "a path that drops connections between the two nodes"),
+            cause(
+                "cluster.rendezvous",
+                Cluster,
+                "the peer at that address died or left; its own log holds the first error",
+            ),
+            cause(
+                "link.unreachable",
+                Cluster,
+                "a path that drops connections between the two nodes",
+            ),
         ],
         extract: |m, v| {
             if let Some(r) = after(m, "closed by remote peer ") {
@@ -481,7 +696,10 @@ pub static SIGNATURES: &[Signature] = &[
     },
     Signature {
         id: "elastic.rendezvous-connection",
-        needles: &["The connection to the C10d store has failed", "RendezvousConnectionError"],
+        needles: &[
+            "The connection to the C10d store has failed",
+            "RendezvousConnectionError",
+        ],
         requires: &[],
         source: "pytorch/pytorch torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py raise RendezvousConnectionError(\"The connection \
                  to the C10d store has failed. See inner exception for details.\") (read in copies found by code search)",
@@ -489,8 +707,16 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "the inner exception (usually a client socket timeout or refusal) names the address",
         tier: Tier::Consequence,
         causes: &[
-            cause("firewall.rules", Target, "a filter drops the rendezvous endpoint's port"),
-            cause("cluster.rendezvous", Cluster, "the node hosting the endpoint is not up or not listening"),
+            cause(
+                "firewall.rules",
+                Target,
+                "a filter drops the rendezvous endpoint's port",
+            ),
+            cause(
+                "cluster.rendezvous",
+                Cluster,
+                "the node hosting the endpoint is not up or not listening",
+            ),
         ],
         extract: |_, _| {},
     },
@@ -504,19 +730,42 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "a peer died or hangs, or NCCL's data connections between nodes are filtered; the first error of another rank usually says which",
         tier: Tier::Consequence,
         causes: &[
-            cause("firewall.rules", Cluster, "a filter allows the master port but drops NCCL's high ports: init passes, collectives hang"),
-            cause("link.unreachable", Cluster, "a pair of nodes cannot reach each other on the interface NCCL uses"),
-            cause("cluster.rendezvous", Cluster, "a rank died or stalled and the others wait for it"),
+            cause(
+                "firewall.rules",
+                Cluster,
+                "a filter allows the master port but drops NCCL's high ports: init passes, collectives hang",
+            ),
+            cause(
+                "link.unreachable",
+                Cluster,
+                "a pair of nodes cannot reach each other on the interface NCCL uses",
+            ),
+            cause(
+                "cluster.rendezvous",
+                Cluster,
+                "a rank died or stalled and the others wait for it",
+            ),
         ],
         extract: |m, v| {
             put(v, "rank", after(m, "[Rank ").and_then(number));
-            put(v, "op", after(m, "OpType=").map(|r| r.split([',', ')']).next().unwrap_or("").to_string()));
+            put(
+                v,
+                "op",
+                after(m, "OpType=").map(|r| r.split([',', ')']).next().unwrap_or("").to_string()),
+            );
             put(v, "timeout_ms", after(m, "Timeout(ms)=").and_then(number));
         },
     },
     Signature {
         id: "c10d.nccl-error",
-        needles: &["NCCL error in:", "DistBackendError", "ncclSystemError", "ncclRemoteError", "unhandled system error", "remote process exited or there was a network error"],
+        needles: &[
+            "NCCL error in:",
+            "DistBackendError",
+            "ncclSystemError",
+            "ncclRemoteError",
+            "unhandled system error",
+            "remote process exited or there was a network error",
+        ],
         requires: &[],
         source: "pytorch/pytorch torch/csrc/distributed/c10d/NCCLUtils.hpp C10D_NCCL_CHECK: \"NCCL error in: \", __FILE__, \":\", __LINE__, \", \", \
                  ncclGetErrorWithVersion(..) and NVIDIA/nccl v2.28.9-1 src/misc/argcheck.cc / ncclGetErrorString (\"unhandled system error\", \
@@ -525,11 +774,21 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "set NCCL_DEBUG=WARN (or INFO) to see the cause if no NCCL WARN line is in the log",
         tier: Tier::Consequence,
         causes: &[
-            cause("link.unreachable", Cluster, "a network error between nodes is the most common reason"),
+            cause(
+                "link.unreachable",
+                Cluster,
+                "a network error between nodes is the most common reason",
+            ),
             cause("firewall.rules", Cluster, "a filter on NCCL's high ports"),
         ],
         extract: |m, v| {
-            for e in ["ncclSystemError", "ncclRemoteError", "ncclInternalError", "ncclInvalidUsage", "ncclUnhandledCudaError"] {
+            for e in [
+                "ncclSystemError",
+                "ncclRemoteError",
+                "ncclInternalError",
+                "ncclInvalidUsage",
+                "ncclUnhandledCudaError",
+            ] {
                 if m.contains(e) {
                     put(v, "nccl_result", Some(e.to_string()));
                     break;
@@ -546,7 +805,11 @@ pub static SIGNATURES: &[Signature] = &[
         proves: "torchrun's rendezvous did not gather --nnodes nodes within its timeout",
         suggests: "a node never started or cannot reach the endpoint",
         tier: Tier::Consequence,
-        causes: &[cause("cluster.rendezvous", Cluster, "ranks that never joined, by rank and host")],
+        causes: &[cause(
+            "cluster.rendezvous",
+            Cluster,
+            "ranks that never joined, by rank and host",
+        )],
         extract: |_, _| {},
     },
     Signature {
@@ -558,11 +821,24 @@ pub static SIGNATURES: &[Signature] = &[
         proves: "a task of the job exited with an error on that node",
         suggests: "it is usually the first rank to fail; its own output (above) holds the cause",
         tier: Tier::Consequence,
-        causes: &[cause("cluster.rendezvous", Cluster, "the others then wait for (or lose) that rank")],
+        causes: &[cause(
+            "cluster.rendezvous",
+            Cluster,
+            "the others then wait for (or lose) that rank",
+        )],
         extract: |m, v| {
             if let Some(r) = after(m, "srun: error: ") {
-                put(v, "host", Some(r.split(':').next().unwrap_or("").trim().to_string()).filter(|s| !s.is_empty()));
-                put(v, "task", after(r, "task ").map(|t| t.split(':').next().unwrap_or("").trim().to_string()));
+                put(
+                    v,
+                    "host",
+                    Some(r.split(':').next().unwrap_or("").trim().to_string())
+                        .filter(|s| !s.is_empty()),
+                );
+                put(
+                    v,
+                    "task",
+                    after(r, "task ").map(|t| t.split(':').next().unwrap_or("").trim().to_string()),
+                );
             }
             put(v, "exit_code", after(m, "exit code ").and_then(number));
         },
@@ -587,7 +863,11 @@ fn after<'a>(s: &'a str, marker: &str) -> Option<&'a str> {
 
 /// Leading decimal digits.
 fn number(s: &str) -> Option<String> {
-    let d: String = s.trim_start().chars().take_while(char::is_ascii_digit).collect();
+    let d: String = s
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     (!d.is_empty()).then_some(d)
 }
 
@@ -642,7 +922,10 @@ fn port_after_colon(m: &str) -> Option<String> {
 /// True when an address names this machine's loopback.
 pub fn is_loopback(addr: &str) -> bool {
     let a = addr.trim().trim_start_matches('[').trim_end_matches(']');
-    a.starts_with("127.") || a == "::1" || a.eq_ignore_ascii_case("localhost") || a == "::ffff:127.0.0.1"
+    a.starts_with("127.")
+        || a == "::1"
+        || a.eq_ignore_ascii_case("localhost")
+        || a == "::ffff:127.0.0.1"
 }
 
 /// errno from `errno: 98 -` or from strerror's text.
@@ -689,7 +972,12 @@ mod tests {
                 s.id
             );
             for c in s.causes {
-                assert!(catalog::get(c.id).is_some(), "{}: {} is not in the catalog", s.id, c.id);
+                assert!(
+                    catalog::get(c.id).is_some(),
+                    "{}: {} is not in the catalog",
+                    s.id,
+                    c.id
+                );
             }
         }
     }
@@ -709,20 +997,60 @@ mod tests {
         assert_eq!(v["addr"], "10.0.0.1");
         assert_eq!(v["port"], "29500");
         assert_eq!(v["timeout"], "900000ms");
-        let v = values("nccl.duplicate-gpu", "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 1000");
-        assert_eq!((v["rank"].as_str(), v["peer_rank"].as_str(), v["device"].as_str()), ("0", "1", "1000"));
+        let v = values(
+            "nccl.duplicate-gpu",
+            "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 1000",
+        );
+        assert_eq!(
+            (
+                v["rank"].as_str(),
+                v["peer_rank"].as_str(),
+                v["device"].as_str()
+            ),
+            ("0", "1", "1000")
+        );
         let v = values(
             "nccl.ib-completion-error",
             "NET/IB: Got completion from peer 10.0.0.2<44321> with status=transport retry counter exceeded(12) opcode=RDMA_WRITE(1) hca mlx5_0",
         );
-        assert_eq!((v["addr"].as_str(), v["port"].as_str(), v["status"].as_str(), v["hca"].as_str()), ("10.0.0.2", "44321", "12", "mlx5_0"));
-        let v = values("c10d.address-in-use", "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).");
+        assert_eq!(
+            (
+                v["addr"].as_str(),
+                v["port"].as_str(),
+                v["status"].as_str(),
+                v["hca"].as_str()
+            ),
+            ("10.0.0.2", "44321", "12", "mlx5_0")
+        );
+        let v = values(
+            "c10d.address-in-use",
+            "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
+        );
         assert_eq!(v["port"], "29500");
-        let v = values("gloo.connect-full-mesh", "Gloo connectFullMesh failed with [pair.cc:144] Connection refused, remote=[127.0.1.1]:17308");
-        assert_eq!((v["addr"].as_str(), v["port"].as_str()), ("127.0.1.1", "17308"));
-        let v = values("slurm.task-exit", "srun: error: node7: task 3: Exited with exit code 1");
-        assert_eq!((v["host"].as_str(), v["task"].as_str(), v["exit_code"].as_str()), ("node7", "3", "1"));
-        assert_eq!(errno_of("(errno: 98 - Address already in use)"), Some((98, "Address already in use")));
+        let v = values(
+            "gloo.connect-full-mesh",
+            "Gloo connectFullMesh failed with [pair.cc:144] Connection refused, remote=[127.0.1.1]:17308",
+        );
+        assert_eq!(
+            (v["addr"].as_str(), v["port"].as_str()),
+            ("127.0.1.1", "17308")
+        );
+        let v = values(
+            "slurm.task-exit",
+            "srun: error: node7: task 3: Exited with exit code 1",
+        );
+        assert_eq!(
+            (
+                v["host"].as_str(),
+                v["task"].as_str(),
+                v["exit_code"].as_str()
+            ),
+            ("node7", "3", "1")
+        );
+        assert_eq!(
+            errno_of("(errno: 98 - Address already in use)"),
+            Some((98, "Address already in use"))
+        );
         assert!(is_loopback("127.0.1.1") && is_loopback("[::1]") && !is_loopback("10.0.0.1"));
     }
 }

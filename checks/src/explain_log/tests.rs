@@ -20,7 +20,10 @@ fn scan_text(s: &str) -> Scan {
 
 #[test]
 fn every_signature_has_a_fixture_that_it_matches() {
-    assert!(SIGNATURES.len() <= 64, "the scanner's bit set holds 64 signatures");
+    assert!(
+        SIGNATURES.len() <= 64,
+        "the scanner's bit set holds 64 signatures"
+    );
     for s in SIGNATURES {
         let name = format!("{}.log", s.id.replacen('.', "-", 1));
         let scan = scan_fixture(&name);
@@ -65,7 +68,10 @@ fn a_connect_timeout_points_at_the_master_with_the_jobs_flags() {
     assert_eq!(e.count, 3);
     assert_eq!(e.values["addr"], "10.0.0.1");
     let ids: Vec<&str> = e.causes.iter().map(|c| c.id).collect();
-    assert_eq!(ids, ["firewall.rules", "link.unreachable", "cluster.rendezvous"]);
+    assert_eq!(
+        ids,
+        ["firewall.rules", "link.unreachable", "cluster.rendezvous"]
+    );
     assert_eq!(e.causes[0].node, "10.0.0.1");
     assert_eq!(e.causes[0].confirm, "preflight check --master-port 29500");
     assert_eq!(
@@ -73,7 +79,11 @@ fn a_connect_timeout_points_at_the_master_with_the_jobs_flags() {
         "preflight cluster --nnodes 4 --master-addr 10.0.0.1 --master-port 29500 --nproc-per-node 8"
     );
     assert!(e.causes[0].fix.contains("firewall") || !e.causes[0].fix.is_empty());
-    let slurm = a.errors.iter().find(|e| e.signature == "slurm.task-exit").unwrap();
+    let slurm = a
+        .errors
+        .iter()
+        .find(|e| e.signature == "slurm.task-exit")
+        .unwrap();
     assert_eq!(slurm.host.as_deref(), Some("node3"));
     assert_eq!(slurm.also[0].host.as_deref(), Some("node4"));
 }
@@ -89,7 +99,10 @@ fn a_loopback_address_blames_the_hostname_first() {
     let a = explain(&scan_fixture("gloo-connect-full-mesh.log"));
     // torchrun's agent printed the master: that is the node whose name resolves to loopback.
     assert_eq!(a.errors[0].causes[0].node, "oem96");
-    assert_eq!(a.errors[0].causes[0].confirm, "preflight check --master-port 17300");
+    assert_eq!(
+        a.errors[0].causes[0].confirm,
+        "preflight check --master-port 17300"
+    );
 }
 
 #[test]
@@ -144,11 +157,43 @@ impl Read for Generated {
             self.line += 1;
             let n = self.line;
             let text = match n % 5000 {
-                0 => format!("{}: [rank{}]:[E302 socket.cpp:1011] [c10d] The client socket has timed out after 900000ms while trying to connect to (10.0.0.1, 29500).\n", n % 8, n % 8),
-                1234 => format!("gpu-{}:{}:{} [{}] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer gpu-2<53112>\n", n % 16, 1000 + n % 7, 2000 + n % 13, n % 8),
-                _ if n % 3 == 0 => format!("gpu-{}:{}:{} [{}] NCCL INFO Channel {:02}/0 : {}[{}] -> {}[{}] via NET/Socket/{}\n", n % 16, 1000 + n % 7, 2000 + n % 13, n % 8, n % 32, n % 64, n % 8, (n + 8) % 64, n % 8, n % 4),
-                _ if n % 3 == 1 => format!("\u{1b}[32m[rank{}]: step {} | loss {:.3} | lr 3e-4 | tokens/s 181234\u{1b}[0m\n", n % 8, n, 10.0 / (n as f64)),
-                _ => format!("{}: Epoch 3 iter {}: grad-norm 0.9{} throughput ok\n", n % 8, n, n % 100),
+                0 => format!(
+                    "{}: [rank{}]:[E302 socket.cpp:1011] [c10d] The client socket has timed out after 900000ms while trying to connect to (10.0.0.1, 29500).\n",
+                    n % 8,
+                    n % 8
+                ),
+                1234 => format!(
+                    "gpu-{}:{}:{} [{}] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer gpu-2<53112>\n",
+                    n % 16,
+                    1000 + n % 7,
+                    2000 + n % 13,
+                    n % 8
+                ),
+                _ if n % 3 == 0 => format!(
+                    "gpu-{}:{}:{} [{}] NCCL INFO Channel {:02}/0 : {}[{}] -> {}[{}] via NET/Socket/{}\n",
+                    n % 16,
+                    1000 + n % 7,
+                    2000 + n % 13,
+                    n % 8,
+                    n % 32,
+                    n % 64,
+                    n % 8,
+                    (n + 8) % 64,
+                    n % 8,
+                    n % 4
+                ),
+                _ if n % 3 == 1 => format!(
+                    "\u{1b}[32m[rank{}]: step {} | loss {:.3} | lr 3e-4 | tokens/s 181234\u{1b}[0m\n",
+                    n % 8,
+                    n,
+                    10.0 / (n as f64)
+                ),
+                _ => format!(
+                    "{}: Epoch 3 iter {}: grad-norm 0.9{} throughput ok\n",
+                    n % 8,
+                    n,
+                    n % 100
+                ),
             };
             self.pending = text.into_bytes();
             self.at = 0;
@@ -187,11 +232,18 @@ fn a_200_mb_log_streams_in_bounded_memory_and_time() {
     let took = started.elapsed();
     assert!(lines.bytes >= total, "read {} bytes", lines.bytes);
     assert!(scan.lines_read > 2_000_000);
-    let timeouts = scan.found.iter().find(|f| f.signature == "c10d.connect-timeout").unwrap();
+    let timeouts = scan
+        .found
+        .iter()
+        .find(|f| f.signature == "c10d.connect-timeout")
+        .unwrap();
     assert!(timeouts.count > 400, "{}", timeouts.count);
     assert_eq!(timeouts.hits.len(), limits.per_signature);
     // Memory: the line buffer never grows past a line, the state past its bounds.
-    assert!(max_buffer <= 4 * limits.max_line, "line buffer {max_buffer} bytes");
+    assert!(
+        max_buffer <= 4 * limits.max_line,
+        "line buffer {max_buffer} bytes"
+    );
     let kept = scan.retained_bytes();
     assert!(kept < 64 << 10, "scan state {kept} bytes");
     eprintln!(
