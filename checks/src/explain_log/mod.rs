@@ -177,6 +177,7 @@ const JOB_MARKS: &[&str] = &[
     "torch.distributed.launch",
     "master_addr=",
     "master_port=",
+    "group_world_size=",
     "set by environment to",
 ];
 
@@ -433,7 +434,11 @@ impl Scanner {
             }
             return;
         }
-        for (key, slot) in [("master_addr=", 0), ("master_port=", 1)] {
+        for (key, slot) in [
+            ("master_addr=", 0),
+            ("master_port=", 1),
+            ("group_world_size=", 2),
+        ] {
             if let Some(r) = msg.strip_prefix(key) {
                 let v = r.split([' ', ',']).next().unwrap_or("").trim();
                 match slot {
@@ -441,6 +446,9 @@ impl Scanner {
                         self.job.master_addr = Some(cut(v, 200))
                     }
                     1 if self.job.master_port.is_none() => self.job.master_port = v.parse().ok(),
+                    2 if self.job.nnodes.is_none() && v.parse::<u32>().is_ok() => {
+                        self.job.nnodes = Some(v.to_string())
+                    }
                     _ => {}
                 }
                 return;

@@ -907,6 +907,14 @@ fn port_after_colon(m: &str) -> Option<String> {
         if !(prev == b']' || prev.is_ascii_digit() || prev.is_ascii_alphabetic()) {
             continue;
         }
+        // `socket.cpp:436` is a source line, not a port.
+        let word = m[..i].rsplit([' ', '(', '[', '/']).next().unwrap_or("");
+        if [".cpp", ".cc", ".c", ".h", ".hpp", ".py", ".rs"]
+            .iter()
+            .any(|x| word.ends_with(x))
+        {
+            continue;
+        }
         let digits = number(&m[i + 1..])?;
         if digits.len() >= 2 && digits.len() <= 5 && !m[i + 1..].starts_with(' ') {
             if let Ok(p) = digits.parse::<u32>() {
