@@ -138,6 +138,11 @@ fn show(outcome: Outcome, events: &Events, started: Started) -> anyhow::Result<u
         }
         Outcome::Explain(entry) => output::stdout(&render::explain::render(entry))?,
         Outcome::ExplainList => output::stdout(&render::explain::render_list())?,
+        Outcome::ExplainLog(e, json) => output::stdout(&if json {
+            render::explain_log::json(&e)
+        } else {
+            render::explain_log::render(&e, Style::detect(false))
+        })?,
         Outcome::Schema => output::stdout(&preflight_checks::schema::report_schema_text())?,
         Outcome::Simulated {
             report,

@@ -30,7 +30,7 @@ The terminal report shows problems with their fixes; -v also shows what passed o
 --format junit prints one JUnit testcase per finding (fail/error: failure, skip: skipped,
 warn: passed with the summary in system-out). --format html prints one self-contained page
 (`preflight render --format html REPORT.json` from a saved report). `preflight explain ID`
-explains a finding id.
+explains a finding id; `preflight explain --log FILE` explains the errors of a failed job.
 
 Flags take torchrun's spellings; --master-port and --master_port are the same flag.";
 
@@ -41,6 +41,11 @@ Exit codes:
   130, 143  interrupted by SIGINT (Ctrl-C) or SIGTERM
 
 Flags take torchrun's spellings; --master-port and --master_port are the same flag.";
+
+const EXPLAIN_HELP: &str = "\
+Exit codes:
+  0  the entry, the list, or the log's explanation was printed (found or not)
+  2  unknown finding id, or the --log file cannot be read";
 
 const LAUNCH_HELP: &str = "\
 Exit codes:
@@ -85,7 +90,9 @@ pub enum Command {
     /// Render a saved JSON report (from `preflight cluster` or `preflight check`) as a table, JSON, JUnit or one HTML page; exits as `check` would.
     #[command(after_help = AFTER_HELP)]
     Render(RenderArgs),
-    /// Explain a finding id: when it fires, what it means, why it matters, how to fix it (`--list`: every id).
+    /// Explain a finding id: when it fires, what it means, why it matters, how to fix it (`--list`: every id);
+    /// or, with `--log FILE`, the errors in a failed job's output and the commands that confirm their causes.
+    #[command(after_help = EXPLAIN_HELP)]
     Explain(ExplainArgs),
     /// Print the JSON Schema of the report (preflight.report.v1).
     Schema,
@@ -195,11 +202,25 @@ pub struct LaunchArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ExplainArgs {
     /// The finding id, as a report shows it (`port.in-use`).
-    #[arg(required_unless_present = "list", conflicts_with = "list")]
+    #[arg(required_unless_present_any = ["list", "log"], conflicts_with_all = ["list", "log"])]
     pub id: Option<String>,
     /// List every finding id with its one-line meaning.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "log")]
     pub list: bool,
+    /// Explain the errors in a failed job's output (`-` reads standard input): NCCL, torchrun,
+    /// gloo and srun lines, several ranks interleaved, any size.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// With --log: `table` for people, `json` (preflight.explain.v1) for scripts.
+    #[arg(long, value_enum, default_value_t = ExplainFormat::Table, requires = "log")]
+    pub format: ExplainFormat,
+}
+
+/// How `explain --log` prints its answer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExplainFormat {
+    Table,
+    Json,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

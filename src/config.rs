@@ -127,6 +127,11 @@ pub struct RenderJob {
 pub enum ExplainJob {
     One(String),
     List,
+    /// `--log FILE` (`-`: standard input).
+    Log {
+        path: std::path::PathBuf,
+        format: crate::cli::ExplainFormat,
+    },
 }
 
 /// A command, validated.
@@ -225,7 +230,12 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                 proceed_with_healthy_set: false,
             },
         }),
-        Command::Explain(a) => Job::Explain(if a.list {
+        Command::Explain(a) => Job::Explain(if let Some(path) = a.log {
+            ExplainJob::Log {
+                path,
+                format: a.format,
+            }
+        } else if a.list {
             ExplainJob::List
         } else {
             ExplainJob::One(a.id.unwrap_or_default().trim().to_string())

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod collective;
 pub mod env;
+pub mod explain_log;
 pub mod fail_slow;
 pub mod firewall;
 pub mod gpu;

@@ -32,6 +32,11 @@ pub enum Outcome {
     },
     Explain(&'static Entry),
     ExplainList,
+    /// `explain --log`: the answer, as JSON when true.
+    ExplainLog(
+        Box<preflight_checks::explain_log::answer::Explanation>,
+        bool,
+    ),
     /// The recommended launch from `source`.
     Launch {
         plan: Box<LaunchPlan>,

@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod common;
 mod egress;
+mod explain_log;
 mod fabrics;
 mod fail_slow;
 mod faults;

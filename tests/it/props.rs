@@ -1,7 +1,7 @@
 //! Property tests: arbitrary input to every decoder of the binary crate must not panic and must
 //! return in bounded time (each input under [`LIMIT`], inputs up to 64 KiB). Wire frames, facts
 //! and report JSON (and the checks and advice on every facts value that decodes), torchrun
-//! command lines, NCCL logs, hostlists, endpoints and `--sizes`. The checks crate's decoders
+//! command lines, NCCL logs, job logs (`explain --log`), hostlists, endpoints and `--sizes`. The checks crate's decoders
 //! (firewall rulesets, procfs/sysfs values, `CUDA_VISIBLE_DEVICES`) are in
 //! `checks/tests/props.rs` and beside the private parsers in `checks/src/probe/`.
 //!
@@ -599,6 +599,62 @@ proptest! {
     fn nccl_log_near_lines(text in line_soup(NCCL_LOGS.concat(), 80)) {
         judge_nccl_log(&text)?;
     }
+}
+
+// ----- job logs (`preflight explain --log`) -----
+
+/// Every explain-log fixture, for lines near the real ones.
+fn explain_logs() -> String {
+    let dir = crate::common::fixture("explain-logs");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn explain_log_arbitrary_bytes(b in bytes()) {
+        judge_explain_log(&b)?;
+    }
+
+    #[test]
+    fn explain_log_near_lines(text in line_soup(explain_logs(), 80)) {
+        judge_explain_log(text.as_bytes())?;
+    }
+}
+
+fn judge_explain_log(b: &[u8]) -> Result<(), TestCaseError> {
+    let e = timed("explain --log", || {
+        preflight::commands::explain::explain_reader(b, "-").unwrap()
+    })?;
+    let lines = b.iter().filter(|&&c| c == b'\n').count() as u64;
+    prop_assert!(e.answer.lines_read <= lines + 1);
+    prop_assert!(e.answer.errors.iter().filter(|x| x.decisive).count() <= 1);
+    for err in &e.answer.errors {
+        prop_assert!(!err.causes.is_empty());
+        prop_assert!(err.line.chars().count() <= 401);
+    }
+    timed("render explain --log", || {
+        let _ = preflight::render::explain_log::render(
+            &e,
+            preflight::render::Style {
+                color: false,
+                width: 80,
+                unicode: true,
+                verbose: false,
+            },
+        );
+        let _ = preflight::render::explain_log::json(&e);
+    })?;
+    Ok(())
 }
 
 fn judge_nccl_log(text: &str) -> Result<(), TestCaseError> {

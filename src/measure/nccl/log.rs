@@ -72,8 +72,10 @@ pub fn parse(text: &str) -> NetUsed {
     p.finish()
 }
 
+/// Reads a log line by line (`preflight explain --log` streams one through it); [`parse`] is
+/// this over a whole text.
 #[derive(Default)]
-struct Parser {
+pub struct Parser {
     chosen: Option<String>,
     ib: Option<(Vec<String>, Option<String>)>,
     socket: Option<Vec<String>>,
@@ -83,7 +85,7 @@ struct Parser {
 }
 
 impl Parser {
-    fn line(&mut self, line: &str) {
+    pub fn line(&mut self, line: &str) {
         if let Some(v) = after(line, "NCCL version ") {
             if self.used.version.is_none() {
                 self.used.version = v.split_whitespace().next().map(str::to_string);
@@ -136,7 +138,7 @@ impl Parser {
         }
     }
 
-    fn finish(mut self) -> NetUsed {
+    pub fn finish(mut self) -> NetUsed {
         // The network NCCL picked: its own statement, else what channels ran over, else what initialised.
         let transport = self
             .chosen

@@ -9,7 +9,7 @@ mod areas;
 mod cluster;
 mod healthy;
 mod hosts;
-mod paint;
+pub mod paint;
 mod problems;
 mod summary;
 pub mod wrap;
