@@ -311,25 +311,28 @@ fn bus_bandwidth(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
             );
             f.fix(slow_fix(r, slowest))
         }
-        (None, Some((from, to, gbit)), _) => {
+        (None, link, reference) if link.is_some() || reference.is_some() => {
+            let under = match (link, reference) {
+                (Some((from, to, gbit)), _) => format!(
+                    "the slowest ring link {from}->{to} ({:.3} GB/s = {gbit:.2} Gbit/s pairwise)",
+                    gbit / 8.0
+                ),
+                (None, g) => {
+                    let g = g.unwrap_or_default();
+                    format!(
+                        "what the healthy pairs carry ({:.3} GB/s = {g:.2} Gbit/s, link.slow's reference)",
+                        g / 8.0
+                    )
+                }
+            };
             f.status = Status::Warn;
             f.summary = format!(
-                "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under half of the slowest ring link {from}->{to} ({:.3} GB/s = {gbit:.2} Gbit/s pairwise){cause}",
-                label(r),
-                gbit / 8.0
+                "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under half of {under}{cause}",
+                label(r)
             );
             f.fix(slow_fix(r, slowest))
         }
-        (None, None, Some(g)) => {
-            f.status = Status::Warn;
-            f.summary = format!(
-                "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under half of what the healthy pairs carry ({:.3} GB/s = {g:.2} Gbit/s, link.slow's reference){cause}",
-                label(r),
-                g / 8.0
-            );
-            f.fix(slow_fix(r, slowest))
-        }
-        (None, None, None) => {
+        _ => {
             f.summary = match slowest {
                 Some((from, to, gbit)) => format!(
                     "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s ({:.0}% of the slowest ring link {from}->{to}, {:.3} GB/s)",

@@ -21,6 +21,20 @@ fn kinds(found: &[&Value]) -> Vec<String> {
         .collect()
 }
 
+/// With `PREFLIGHT_SAVE_REPORTS=DIR`, rank 0's report goes to `DIR/<what>.json` (the README's
+/// samples are rendered from these with `preflight render`).
+fn save(r0: &NodeRun, what: &str) {
+    if let Some(dir) = std::env::var_os("PREFLIGHT_SAVE_REPORTS") {
+        let name: String = what
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let path = std::path::Path::new(&dir).join(format!("{name}.json"));
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(path, serde_json::to_vec(r0.report()).unwrap_or_default());
+    }
+}
+
 /// Runs every node of `c` and returns rank 0's run, printing what it said. The default timing
 /// (1 s per throughput round; the all-reduce kept small) rather than `--quick`: these tests
 /// share the machine's cores with the others, and a 0.2 s measurement is at the mercy of one
@@ -37,6 +51,7 @@ fn run(c: &Cluster, timeout: u64, what: &str) -> NodeRun {
     let wall = started.elapsed();
     let i = runs.iter().position(|r| r.rank == 0).expect("rank 0 ran");
     let r0 = runs.swap_remove(i);
+    save(&r0, what);
     for f in slow(&r0) {
         println!("{what}: {} {}\n  {}", f["id"], f["subject"], f["summary"]);
     }
@@ -168,6 +183,7 @@ fn a_slow_node_among_48_is_the_node_and_no_one_else() {
     let started = Instant::now();
     let runs = c.run_preflight_all(60, &[]);
     let r0 = node(&runs, 0);
+    save(r0, "48 nodes one slow");
     let found = slow(r0);
     for f in &found {
         println!("48 nodes: {} {}\n  {}", f["id"], f["subject"], f["summary"]);

@@ -153,34 +153,29 @@ impl Ctx<'_> {
         &self.eval.network.id
     }
 
+    fn member(&self, rank: u32) -> Option<&crate::networks::Member> {
+        self.eval.network.members.get(&rank)
+    }
+
     fn iface(&self, rank: u32) -> String {
-        self.eval
-            .network
-            .members
-            .get(&rank)
+        self.member(rank)
             .map(|m| m.interface.clone())
             .unwrap_or_default()
     }
 
     fn address(&self, rank: u32) -> String {
-        self.eval
-            .network
-            .members
-            .get(&rank)
+        self.member(rank)
             .map(|m| m.address.to_string())
             .unwrap_or_default()
     }
 
     fn subnet(&self, rank: u32) -> String {
-        self.eval
-            .network
-            .members
-            .get(&rank)
+        self.member(rank)
             .map(|m| m.subnet.clone())
             .unwrap_or_default()
     }
 
-    /// "the upper quartile of 46 pairs, 9.41 Gbit/s".
+    /// "the cluster's reference 9.41 Gbit/s (the upper quartile of 46 measured pairs, ...)".
     fn reference_text(&self) -> String {
         format!(
             "the cluster's reference {:.2} Gbit/s (the upper quartile of {} measured pairs, which a slow minority cannot move)",

@@ -307,17 +307,16 @@ fn judge_inner(
     let group_of: HashMap<u32, usize> = groups.labels();
     let size = groups.sizes();
     let healthy = |r: u32| group_of.get(&r).is_some_and(|g| size[*g] >= 2);
-    if !best.iter().any(|s| healthy(s.from)) {
-        if is_slow.iter().all(|s| *s) {
-            let mut v: Vec<f64> = best.iter().map(|s| s.value).collect();
-            verdict.everywhere = Some(Everywhere {
-                median: median(&mut v).unwrap_or(0.0),
-                min,
-                max: v.iter().copied().fold(0.0, f64::max),
-                floor: best.iter().map(|s| s.floor).fold(0.0, f64::max),
-            });
-            return verdict;
-        }
+    // No healthy group and every pair slow: nothing inside the cluster to compare with.
+    if !best.iter().any(|s| healthy(s.from)) && is_slow.iter().all(|s| *s) {
+        let mut v: Vec<f64> = best.iter().map(|s| s.value).collect();
+        verdict.everywhere = Some(Everywhere {
+            median: median(&mut v).unwrap_or(0.0),
+            min,
+            max: v.iter().copied().fold(0.0, f64::max),
+            floor: best.iter().map(|s| s.floor).fold(0.0, f64::max),
+        });
+        return verdict;
     }
     // Lone nodes with at least two healthy partners are slow nodes.
     let mut explained = vec![false; best.len()];

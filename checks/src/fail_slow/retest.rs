@@ -65,7 +65,9 @@ pub fn retest_plan(
     let mut seen = HashSet::new();
     wanted.retain(|p| seen.insert(*p));
     // First fit into rounds of disjoint pairs, each under the cap.
-    let mut rounds: Vec<(HashSet<u32>, Vec<(u32, u32)>)> = Vec::new();
+    // Each round: the nodes it already uses, and its pairs.
+    type Round = (HashSet<u32>, Vec<(u32, u32)>);
+    let mut rounds: Vec<Round> = Vec::new();
     for (a, b) in wanted {
         let fit = rounds.iter().position(|(used, pairs)| {
             pairs.len() < RETEST_PAIRS && !used.contains(&a) && !used.contains(&b)
