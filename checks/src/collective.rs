@@ -309,7 +309,7 @@ fn bus_bandwidth(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
                 "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under --min-busbw {min} GB/s{cause}",
                 label(r)
             );
-            f.fix(slow_fix(r, slowest))
+            f.fix(slow_fix(r, slowest, &input.slow_parts))
         }
         (None, link, reference) if link.is_some() || reference.is_some() => {
             let under = match (link, reference) {
@@ -330,7 +330,7 @@ fn bus_bandwidth(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
                 "{} all-reduce bus bandwidth at {size} is {busbw:.3} GB/s, under half of {under}{cause}",
                 label(r)
             );
-            f.fix(slow_fix(r, slowest))
+            f.fix(slow_fix(r, slowest, &input.slow_parts))
         }
         _ => {
             f.summary = match slowest {
@@ -368,7 +368,26 @@ fn cause_text(input: &CollectiveInput) -> String {
     }
 }
 
-fn slow_fix(r: &CollectiveResult, slowest: Option<(u32, u32, f64)>) -> Fix {
+fn slow_fix(r: &CollectiveResult, slowest: Option<(u32, u32, f64)>, parts: &[String]) -> Fix {
+    let fix = slow_fix_by_transport(r, slowest);
+    match parts.first() {
+        None => fix,
+        Some(first) => Fix {
+            hint: format!(
+                "Fix what link.slow names first ({first}{}): the ring runs at its pace. Then: {}",
+                if parts.len() > 1 {
+                    " and the others"
+                } else {
+                    ""
+                },
+                fix.hint
+            ),
+            ..fix
+        },
+    }
+}
+
+fn slow_fix_by_transport(r: &CollectiveResult, slowest: Option<(u32, u32, f64)>) -> Fix {
     let link = slowest
         .map(|(a, b, g)| format!(" (slowest ring link {a}->{b}: {g:.2} Gbit/s)"))
         .unwrap_or_default();
@@ -575,6 +594,51 @@ mod tests {
         }
         let fs = check_collectives(&input(&r, &links, None));
         assert_eq!(find(&fs, "collective.busbw").status, Status::Pass);
+    }
+
+    #[test]
+    fn busbw_names_the_slow_part_link_slow_found_or_says_no_link_explains_it() {
+        // busbw ~0.168 GB/s; every ring link 1 Gbit/s (0.125 GB/s): passes against the links.
+        let r = [tcp_result(4, vec![row(64 << 20, 600_000.0, 4, 0)])];
+        let links = full_links(4, 1.0);
+        // The healthy pairs carry 10 Gbit/s and a slow node was found: warn, naming it.
+        let mut with_part = input(&r, &links, None);
+        with_part.slow_parts = vec!["rank 2 (node03), slow sending and receiving".into()];
+        with_part.link_reference_gbit = Some(10.0);
+        let fs = check_collectives(&with_part);
+        let f = find(&fs, "collective.busbw");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(
+            f.summary.contains(
+                "The pairwise test found why: rank 2 (node03), slow sending and receiving"
+            ),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.fix
+                .as_ref()
+                .unwrap()
+                .hint
+                .starts_with("Fix what link.slow names first"),
+            "{:?}",
+            f.fix
+        );
+        // Every pair fine, the ring slow against its links: a scale or congestion effect.
+        let mut links = full_links(4, 10.0);
+        for l in &mut links {
+            l.throughput_gbit_s = Some(10.0);
+        }
+        let mut clean = input(&r, &links, None);
+        clean.link_reference_gbit = Some(10.0);
+        let fs = check_collectives(&clean);
+        let f = find(&fs, "collective.busbw");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(
+            f.summary.contains("scale or congestion effect"),
+            "{}",
+            f.summary
+        );
     }
 
     #[test]

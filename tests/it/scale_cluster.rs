@@ -68,6 +68,15 @@ fn sixty_four_healthy_agents_pass_and_the_report_fits_one_screen() {
         report["collectives"][0]["ranks"], 64,
         "the all-reduce ran on all"
     );
+    // Noise is no finding: on these shared cores a pair measured slow once is measured again
+    // with few flows at once before it is named, and no node or group is accused.
+    let accused: Vec<&Value> = r0
+        .findings("link.slow")
+        .into_iter()
+        .filter(|f| f["status"] == "warn")
+        .filter(|f| f["evidence"]["kind"] == "node" || f["evidence"]["kind"] == "cut")
+        .collect();
+    assert!(accused.is_empty(), "{accused:#?}");
     let lines = table_lines(r0);
     // Here 64 agents share 2 cores, so a few pairs or the ring measure slower than the links
     // allow whatever the links (a real cluster has cores per agent): the lines the speed

@@ -198,7 +198,7 @@ impl Ctx<'_> {
         match self.retested(rank) {
             0 => String::new(),
             n => format!(
-                "; measured again against known-fast partners before naming it ({n} directions retested, the better figure kept)"
+                "; measured again with few flows at once before naming it ({n} directions retested, the better figure kept)"
             ),
         }
     }
@@ -319,7 +319,7 @@ impl Ctx<'_> {
         );
         let (a0, b0) = (c.a[0], c.b[0]);
         let fix = Fix::new(format!(
-            "Check what carries traffic between the groups: {path}: its ports' speed and error counters on the switches, and the route each group takes to the other. Until it is fixed, train inside one group (preflight's healthy set) or expect the cross-group rate"
+            "Check what carries traffic between the groups: {path}: its ports' speed and error counters on the switches, and the route each group takes to the other. Until it is fixed, train inside one group or expect the cross-group rate"
         ))
         .command(format!(
             "tracepath -n {}   # on {}",

@@ -138,6 +138,14 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         .iter()
         .filter(|f| f.id == "link.slow" && f.status == preflight_checks::model::Status::Warn)
         .collect();
+    let named_pairs: Vec<(u32, u32)> = slow_warnings
+        .iter()
+        .filter_map(|f| {
+            let end = |k: &str| f.evidence.get(k).and_then(|v| v.as_u64()).map(|v| v as u32);
+            let (a, b) = (end("from")?, end("to")?);
+            Some((a.min(b), a.max(b)))
+        })
+        .collect();
     let judged_slow: Vec<u32> = slow_warnings
         .iter()
         .filter(|f| f.evidence.get("kind").and_then(|k| k.as_str()) == Some("node"))
@@ -267,14 +275,17 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
             );
         }
     }
-    // The slowest links, when link.slow found something slow: the raw figures beside its parts.
+    // The pairs and directions link.slow named, with their figures, slowest first.
     let slowest: Vec<_> = measured
         .iter()
-        .filter(|(g, _, _)| median > 0.0 && f64::from(*g) < median / 2.0)
-        .take(if slow_warnings.is_empty() { 0 } else { WORST })
+        .filter(|(_, f, t)| {
+            let (a, b) = (net.ranks[*f], net.ranks[*t]);
+            named_pairs.contains(&(a.min(b), a.max(b)))
+        })
+        .take(WORST)
         .collect();
     if !slowest.is_empty() {
-        let _ = writeln!(out, "  slowest links (under half the median):");
+        let _ = writeln!(out, "  slow pairs (link.slow):");
         for (g, f, t) in slowest {
             let _ = writeln!(out, "    {} {} Gbit/s", link(*f, *t), bw(f64::from(*g)));
         }
