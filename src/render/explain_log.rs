@@ -135,17 +135,7 @@ fn full(s: &mut String, err: &Explained, style: Style, width: usize) {
     } else {
         "the decisive error"
     };
-    s.push_str(&format!(
-        "{} {}  ({})  [{tag}]\n",
-        paint::mark(Status::Fail, style),
-        paint::bold(err.signature, style),
-        place(err)
-    ));
-    s.push_str(&format!(
-        "    {}\n",
-        sanitize::shown(&sanitize::cut(&err.line, width * 2))
-    ));
-    s.push_str(&wrap(err.proves, width, "  Proves: ", "    "));
+    heading(s, err, Status::Fail, &format!("  [{tag}]"), style, width);
     s.push_str(&wrap(err.suggests, width, "  Suggests: ", "    "));
     if !err.also.is_empty() {
         let also: Vec<String> = err
@@ -186,12 +176,11 @@ fn full(s: &mut String, err: &Explained, style: Style, width: usize) {
     s.push_str(&wrap(err.source, width, "  Read from: ", "    "));
 }
 
-/// Another error: its line and its causes, one line each with the command.
-fn short(s: &mut String, err: &Explained, style: Style, width: usize) {
-    let tag = if err.first { "  [the first error]" } else { "" };
+/// An error's first lines: its mark, signature, place and tag; the line as read; what it proves.
+fn heading(s: &mut String, err: &Explained, mark: Status, tag: &str, style: Style, width: usize) {
     s.push_str(&format!(
         "{} {}  ({}){tag}\n",
-        paint::mark(Status::Warn, style),
+        paint::mark(mark, style),
         paint::bold(err.signature, style),
         place(err)
     ));
@@ -200,6 +189,12 @@ fn short(s: &mut String, err: &Explained, style: Style, width: usize) {
         sanitize::shown(&sanitize::cut(&err.line, width * 2))
     ));
     s.push_str(&wrap(err.proves, width, "  Proves: ", "    "));
+}
+
+/// Another error: its line and its causes, one line each with the command.
+fn short(s: &mut String, err: &Explained, style: Style, width: usize) {
+    let tag = if err.first { "  [the first error]" } else { "" };
+    heading(s, err, Status::Warn, tag, style, width);
     for c in &err.causes {
         s.push_str(&wrap(
             &format!(
