@@ -625,10 +625,7 @@ mod tests {
             f.fix
         );
         // Every pair fine, the ring slow against its links: a scale or congestion effect.
-        let mut links = full_links(4, 10.0);
-        for l in &mut links {
-            l.throughput_gbit_s = Some(10.0);
-        }
+        let links = full_links(4, 10.0);
         let mut clean = input(&r, &links, None);
         clean.link_reference_gbit = Some(10.0);
         let fs = check_collectives(&clean);

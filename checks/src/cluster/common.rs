@@ -7,6 +7,9 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+/// Characters of a group's hostlist in a summary.
+pub(crate) const GROUP_CHARS: usize = 48;
+
 /// Names listed in a summary before "and N more".
 pub(crate) const LIST_CAP: usize = 12;
 

@@ -122,13 +122,7 @@ pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
         );
     }
     for c in &v.cuts {
-        let hosts = |ranks: &[u32]| {
-            let names: Vec<String> = ranks
-                .iter()
-                .map(|r| input.host(*r).unwrap_or_else(|| format!("rank{r}")))
-                .collect();
-            crate::hostlist::compress_within(&names, 48)
-        };
+        let hosts = |ranks: &[u32]| input.hosts_within(ranks, super::common::GROUP_CHARS);
         let (ha, hb) = (hosts(&c.a), hosts(&c.b));
         out.push(
             Finding::new(

@@ -92,6 +92,16 @@ impl ClusterInput<'_> {
         }
     }
 
+    /// The hosts of `ranks` as a hostlist of about `max_chars` ("node[01-03]"); a rank whose
+    /// host is unknown reads `rank<N>`.
+    pub(crate) fn hosts_within(&self, ranks: &[u32], max_chars: usize) -> String {
+        let names: Vec<String> = ranks
+            .iter()
+            .map(|r| self.host(*r).unwrap_or_else(|| format!("rank{r}")))
+            .collect();
+        crate::hostlist::compress_within(&names, max_chars)
+    }
+
     /// What the other nodes dial to reach the coordinator, as best known here.
     pub(crate) fn master_label(&self) -> String {
         self.expected_host(0)

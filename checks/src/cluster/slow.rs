@@ -3,7 +3,7 @@
 //! and its direction, a cut between two groups, a pair, one direction, or the whole link.
 
 use super::ClusterInput;
-use super::common::{links_on, links_to};
+use super::common::{GROUP_CHARS, links_on, links_to};
 use crate::fail_slow::{self, Cut, Direction, Sample, SlowNode, SlowPair, Verdict};
 use crate::model::{Finding, Fix, LinkResult, Status};
 use crate::networks::NetworkEval;
@@ -14,9 +14,6 @@ pub use crate::fail_slow::SLOW_SHARE;
 /// One TCP stream rarely fills more than this (Gbit/s), so faster rated links are judged by
 /// the reference only.
 const RATED_CHECK_MAX_GBIT: f64 = 25.0;
-
-/// Characters of a group's hostlist in a summary.
-const GROUP_CHARS: usize = 48;
 
 /// The network whose measurements are judged: the chosen one, else (a failing cluster, where
 /// the healthy set needs the judgment most) the one on which the most pairs connected.
@@ -40,11 +37,8 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
         )];
     };
     let samples = throughput_samples(input.links, eval, input.min_link_gbit);
-    let v = fail_slow::judge_retested(
-        &samples,
-        fail_slow::throughput_rule,
-        &retested_on(input, eval),
-    );
+    let retested = retested_on(input, eval);
+    let v = fail_slow::judge_retested(&samples, fail_slow::throughput_rule, &retested);
     let Some(reference) = v.reference else {
         return vec![
             Finding::new(
@@ -61,6 +55,7 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
         eval,
         verdict: &v,
         reference,
+        retested,
     };
     let mut out: Vec<Finding> = Vec::new();
     out.extend(v.nodes.iter().map(|n| ctx.node(n)));
@@ -142,6 +137,8 @@ struct Ctx<'a> {
     eval: &'a NetworkEval,
     verdict: &'a Verdict,
     reference: f64,
+    /// The ordered pairs measured again on this network.
+    retested: HashSet<(u32, u32)>,
 }
 
 fn gbit(v: Option<f64>) -> String {
@@ -185,12 +182,9 @@ impl Ctx<'_> {
 
     /// Ordered pairs retested that touch `rank` (or any, for None).
     fn retested(&self, rank: Option<u32>) -> usize {
-        self.input
-            .retested
+        self.retested
             .iter()
-            .filter(|(from, to, addr)| {
-                rank.is_none_or(|r| *from == r || *to == r) && *addr == self.address(*to)
-            })
+            .filter(|(from, to)| rank.is_none_or(|r| *from == r || *to == r))
             .count()
     }
 
@@ -279,11 +273,7 @@ impl Ctx<'_> {
 
     /// A group's hosts as a hostlist, cut to fit a summary.
     fn hosts(&self, ranks: &[u32]) -> String {
-        let names: Vec<String> = ranks
-            .iter()
-            .map(|r| self.input.host(*r).unwrap_or_else(|| format!("rank{r}")))
-            .collect();
-        crate::hostlist::compress_within(&names, GROUP_CHARS)
+        self.input.hosts_within(ranks, GROUP_CHARS)
     }
 
     /// "subnet 10.200.1.0/24" when every member of the group sits in one.
