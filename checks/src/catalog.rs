@@ -82,6 +82,21 @@ static ENTRIES: &[Entry] = &[
          `ip rule add from <addr> table <n>` and `ip route add <subnet> dev <if> src <addr> table <n>`; \
          or put the NICs in different subnets.",
     ),
+    entry(
+        "net.nccl-auto-pick",
+        "net",
+        "warn",
+        "NCCL_SOCKET_IFNAME is unset and NCCL would pick, besides the right NIC, one the peers cannot reach or use (link-local, shared address, no route, wireless, BMC)",
+        "Without NCCL_SOCKET_IFNAME NCCL takes every `ib*` interface, else every interface but \
+         `docker*`, `lo*` and `virbr*`, and uses all of them: its first pick carries the \
+         bootstrap, the others carry socket traffic too. A link-local address that every node \
+         holds (a BMC's USB NIC at 169.254.0.2, a cloud's metadata link), a second port with no \
+         route, a wireless or management NIC hangs `ncclCommInitRank` or the first collective \
+         (aws-samples/aws-do-eks #54, uccl-project/uccl #1034).",
+        "Set NCCL_SOCKET_IFNAME to the interface the report advises on every node (the launch \
+         commands carry it): `export NCCL_SOCKET_IFNAME=<if>`; or exclude the bad one while \
+         keeping NCCL's own exclusions: `export NCCL_SOCKET_IFNAME=^docker,lo,virbr,<bad-if>`.",
+    ),
     // ----- ib -----
     entry(
         "ib.port-down",

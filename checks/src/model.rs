@@ -588,6 +588,9 @@ pub struct ScaleFacts {
     pub gids: Vec<GidEntry>,
     /// `arp_ignore` per interface, plus "all".
     pub arp_ignore: BTreeMap<String, u64>,
+    /// `rp_filter` per interface, plus "all" (1 strict, 2 loose; the kernel uses the larger of
+    /// "all" and the interface's own).
+    pub rp_filter: BTreeMap<String, u64>,
     /// `ip rule show` lines; None when not read (fixture roots, no `ip`).
     pub ip_rules: Option<Vec<String>>,
     /// Why a value could not be read, keyed by its name.

@@ -716,6 +716,41 @@ impl Cluster {
         }
     }
 
+    /// Gives host `rank` a second NIC `ifname` on `net`'s switch with the address `cidr` (inside
+    /// 10.200.0.0/16): two NICs in one subnet, as a node with two ports on one fabric has.
+    pub fn second_nic(&self, rank: usize, net: &str, ifname: &str, cidr: &str) {
+        assert!(
+            cidr.starts_with("10.200."),
+            "{cidr} is outside the test range"
+        );
+        let k = self.net_index(net);
+        let port = format!("h{rank}x{k}");
+        let ns = &self.hosts[rank].ns;
+        self.ip_in(
+            ns,
+            &[
+                "link",
+                "add",
+                "name",
+                ifname,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &port,
+                "netns",
+                &self.switch_ns,
+            ],
+        );
+        self.ip_in(
+            &self.switch_ns,
+            &["link", "set", "dev", &port, "master", &format!("br{k}")],
+        );
+        self.ip_in(&self.switch_ns, &["link", "set", "dev", &port, "up"]);
+        self.add_addr(ns, false, cidr, ifname);
+        self.ip_in(ns, &["link", "set", "dev", ifname, "up"]);
+    }
+
     /// Takes host `rank`'s switch port on `net` down: its interface there loses carrier, as
     /// with a dead NIC or cable.
     pub fn cut(&self, rank: usize, net: &str) {

@@ -19,6 +19,7 @@ mod joining;
 mod latency;
 mod mtu;
 mod mtu_blackhole;
+pub mod nccl_auto_pick;
 mod refused;
 mod rendezvous;
 mod resolution;

@@ -292,7 +292,13 @@ fn isolated_node(
     let nic = facts.and_then(|f| f.net.interfaces.iter().find(|i| &i.name == iface));
     let nic_down = nic.is_some_and(|i| !i.up);
     let dirs = isolated_directions(input, x, direction, &inbound, &outbound);
-    let (cause, reason, fix) = if nic_down {
+    let dropped_here = (direction != "outbound")
+        .then(|| local_drop(input, x, member, dominant))
+        .flatten()
+        .zip(local_drop_fix(input, x));
+    let (cause, reason, fix) = if let Some((reason, fix)) = dropped_here {
+        ("rp-filter", reason, fix)
+    } else if nic_down {
         let state = nic.map(|i| i.oper_state.clone()).unwrap_or_default();
         (
             "interface",
@@ -701,6 +707,11 @@ fn unreachable_destination(
             Blame::Undecided(_) => undecided_fix(input, failed[0], &addr),
             Blame::Receiver(_) => destination_fix(input, eval, to, &failed, &addr, dominant),
         });
+        if local_drop(input, to, member, dominant).is_some()
+            && let Some(own) = local_drop_fix(input, to)
+        {
+            f = f.fix(own);
+        }
     }
     Some(f)
 }
@@ -774,6 +785,7 @@ fn destination_summary(
             )
         }
     });
+    let cause = local_drop(input, to, member, dominant).unwrap_or(cause);
     if let [one] = failed {
         let back_ok = eval
             .network
@@ -861,6 +873,45 @@ fn destination_fix(
             .command(format!("nc -vz {addr} {port}"))
         }
     }
+}
+
+/// The fix for [`local_drop`]: `net.arp-flux`'s, run on the node that drops.
+fn local_drop_fix(input: &ClusterInput, node: u32) -> Option<Fix> {
+    let own = crate::scale::arp_flux::check(input.facts(node)?).fix?;
+    Some(Fix {
+        hint: format!(
+            "On {}: {}{}",
+            input.who(node),
+            own.hint.get(..1).unwrap_or_default().to_lowercase(),
+            own.hint.get(1..).unwrap_or_default()
+        ),
+        commands: own.commands,
+    })
+}
+
+/// A drop on the receiving node that no firewall rule makes: strict rp_filter on the dialled NIC
+/// while another NIC shares its subnet (`net.arp-flux` on that node). The kernel discards the
+/// SYN (a timeout) or already the ARP request (no answer: "no route to host").
+fn local_drop(
+    input: &ClusterInput,
+    to: u32,
+    member: &Member,
+    dominant: LinkOutcome,
+) -> Option<String> {
+    let how = match dominant {
+        LinkOutcome::Timeout => "connections time out",
+        LinkOutcome::Unreachable => "connections find no route (ARP gets no answer)",
+        _ => return None,
+    };
+    let (subnet, others) =
+        crate::scale::arp_flux::strict_shared_nic(input.facts(to)?, &member.interface)?;
+    Some(format!(
+        "{how} because {} drops them itself: its {} shares {subnet} with {} and has rp_filter 1 (strict), so a packet or ARP request arriving on {} whose route back leaves by another NIC is discarded (see net.arp-flux on that node; no firewall is involved)",
+        input.who(to),
+        member.interface,
+        others.join(", "),
+        member.interface
+    ))
 }
 
 #[cfg(test)]
@@ -1112,5 +1163,53 @@ mod tests {
             .expect("absent finding");
         assert_eq!(absent.evidence["absent"], json!([2]));
         assert!(absent.summary.contains("rank 2 (node03)"));
+    }
+
+    #[test]
+    fn strict_rp_filter_on_the_receiver_is_the_cause_and_its_fix() {
+        let mut c = Cluster::healthy(3);
+        // node03's eno1 shares 10.0.0.0/24 with a second NIC, and rp_filter is strict.
+        let f = &mut c.facts[2];
+        f.net.interfaces.push(iface(
+            "eno2",
+            "10.0.0.103",
+            1500,
+            Some(10_000),
+            crate::model::IfKind::Physical,
+        ));
+        f.scale.rp_filter.insert("all".into(), 1);
+        f.scale.ip_rules = Some(Vec::new());
+        for from in [0, 1] {
+            c.set(from, 2, LinkOutcome::Timeout);
+        }
+        let fs = c.findings();
+        let f = with_id(&fs, "link.unreachable")
+            .into_iter()
+            .find(|f| f.status == Status::Fail)
+            .expect("a failing link.unreachable");
+        assert!(
+            f.summary.contains("because rank 2 (node03) drops them itself: its eno1 shares 10.0.0.0/24 with eno2 and has rp_filter 1 (strict)"),
+            "{}",
+            f.summary
+        );
+        assert!(!f.summary.contains("firewall between"), "{}", f.summary);
+        let fix = f.fix.as_ref().unwrap();
+        assert!(
+            fix.hint.starts_with("On rank 2 (node03): make each NIC answer ARP only for its own address, accept what arrives on it (rp_filter=2, loose)"),
+            "{}",
+            fix.hint
+        );
+        assert!(
+            fix.commands
+                .contains(&"sysctl -w net.ipv4.conf.all.rp_filter=2".to_string())
+        );
+        // Loose rp_filter: no such cause.
+        c.facts[2].scale.rp_filter.insert("all".into(), 2);
+        let fs = c.findings();
+        assert!(
+            with_id(&fs, "link.unreachable")
+                .iter()
+                .all(|f| !f.summary.contains("drops them itself"))
+        );
     }
 }

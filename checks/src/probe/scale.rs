@@ -114,7 +114,8 @@ pub fn probe(root: &Root) -> ScaleFacts {
             f.errors.insert("pids".into(), e);
         }
     }
-    f.arp_ignore = arp_ignore(root);
+    f.arp_ignore = conf_values(root, "arp_ignore");
+    f.rp_filter = conf_values(root, "rp_filter");
     f.ip_rules = ip_rules(root);
     f.nccl_shm = super::nccl_shm::probe(root);
     f.gids = super::gid::probe(root);
@@ -242,14 +243,15 @@ fn cgroup_path(text: &str) -> Option<(&'static str, &'static str, String)> {
     unified
 }
 
-/// `arp_ignore` of "all" and of every interface under /proc/sys/net/ipv4/conf.
-fn arp_ignore(root: &Root) -> std::collections::BTreeMap<String, u64> {
+/// The IPv4 setting `key` (`arp_ignore`, `rp_filter`) of "all" and of every interface under
+/// /proc/sys/net/ipv4/conf.
+fn conf_values(root: &Root, key: &str) -> std::collections::BTreeMap<String, u64> {
     root.list("/proc/sys/net/ipv4/conf")
         .into_iter()
         .filter(|n| n != "default")
         .take(MAX_IFACES)
         .filter_map(|n| {
-            let v = root.attr_num::<u64>(format!("/proc/sys/net/ipv4/conf/{n}/arp_ignore"))?;
+            let v = root.attr_num::<u64>(format!("/proc/sys/net/ipv4/conf/{n}/{key}"))?;
             Some((n, v))
         })
         .collect()
@@ -335,5 +337,6 @@ mod tests {
         assert_eq!(f.nofile_soft, as_opt(rl.rlim_cur));
         assert_eq!(f.nofile_hard, as_opt(rl.rlim_max));
         assert!(f.arp_ignore.contains_key("all"));
+        assert!(f.rp_filter.contains_key("all"));
     }
 }

@@ -151,6 +151,10 @@ pub(crate) fn build_report(
         }),
         &recommendation,
     ));
+    findings.push(preflight_checks::cluster::nccl_auto_pick::nccl_auto_pick(
+        &input,
+        &recommendation,
+    ));
     findings.push(crate::runtime::agent::auth_finding(
         &cfg.secret_source,
         &cfg.master_addr,
