@@ -17,6 +17,8 @@ mod hosts;
 mod ifname_choice;
 mod joining;
 mod latency;
+mod launcher_master;
+mod master_name;
 mod mtu;
 mod mtu_blackhole;
 mod refused;
@@ -28,6 +30,7 @@ mod versions;
 mod vertex_cover;
 
 pub use joining::{Dialed, MasterIsSelf, ThisNode, refused_here};
+pub use master_name::master_never_resolved;
 pub use refused::{Refusal, RefusalKind};
 pub use rendezvous::{NOT_PREFLIGHT, master_unreachable};
 pub use slow::{SLOW_SHARE, throughput_samples};
@@ -116,6 +119,9 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.extend(refused::refused(input));
     out.push(resolution::master_resolution(input));
     out.push(fqdn::fqdn(input));
+    out.push(master_name::master_late(input));
+    out.push(launcher_master::launcher_master(input));
+    out.extend(master_name::master_elsewhere(input));
     out.extend(hosts::duplicate_hosts(input));
     out.extend(versions::versions(input));
     out.push(crate::gpu::check_cluster_gpus(input));
