@@ -202,9 +202,9 @@ fn slurm_variables_with_master_addr_on_the_second_node_or_empty_are_named() {
     println!("{}", serde_json::to_string_pretty(f).unwrap());
     assert_eq!(f["status"], "fail", "{f:#}");
     assert!(
-        summary(f).contains(&format!(
+        summary(f).contains(
             "MASTER_ADDR=node1 (on ranks 0, 1) is node1, the node with SLURM_NODEID=1, not node0, the node with SLURM_NODEID=0"
-        )),
+        ),
         "{}",
         summary(f)
     );
