@@ -382,6 +382,11 @@ fn a_stale_reverse_entry_for_rank_0s_address_is_the_fqdn_torchrun_publishes() {
         .run();
     let r0 = runs.iter().find(|r| r.rank == 0).expect("node0's run");
     assert_ran(r0);
+    if let Some(dir) = std::env::var_os("PREFLIGHT_SAVE_REPORTS") {
+        let _ = std::fs::create_dir_all(&dir);
+        let path = std::path::Path::new(&dir).join("c10d-stale-reverse-rank0.json");
+        let _ = std::fs::write(path, serde_json::to_vec(r0.report()).unwrap_or_default());
+    }
     let f = r0.report()["findings"]
         .as_array()
         .unwrap()

@@ -11,6 +11,16 @@ use std::time::Duration;
 
 const TIMEOUT: u64 = 15;
 
+/// With `PREFLIGHT_SAVE_REPORTS=DIR`, a node's report goes to `DIR/<what>.json` (the notes'
+/// samples are rendered from these with `preflight render`).
+fn save(run: &NodeRun, what: &str) {
+    if let Some(dir) = std::env::var_os("PREFLIGHT_SAVE_REPORTS") {
+        let path = std::path::Path::new(&dir).join(format!("{what}.json"));
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(path, serde_json::to_vec(run.report()).unwrap_or_default());
+    }
+}
+
 fn findings<'a>(run: &'a NodeRun, id: &str) -> Vec<&'a Value> {
     run.findings(id)
 }
@@ -72,6 +82,8 @@ fn a_short_name_leading_to_a_rejecting_network_is_named_with_both_addresses() {
     let runs = c.preflight().master_host("node0").timeout(TIMEOUT).run();
     let r0 = node(&runs, 0);
     assert!(!r0.timed_out, "{}", r0.describe());
+    save(r0, "elsewhere-rank0");
+    save(node(&runs, 1), "elsewhere-rank1");
     let f = one(r0, "cluster.master-elsewhere");
     println!("{}", serde_json::to_string_pretty(f).unwrap());
     assert_eq!(f["status"], "fail", "{f:#}");
@@ -117,6 +129,7 @@ fn a_master_name_that_appears_late_or_never_is_timed_or_named() {
     });
     let r0 = node(&runs, 0);
     assert!(!r0.timed_out, "{}", r0.describe());
+    save(r0, "late-rank0");
     let f = one(r0, "cluster.master-late");
     println!("{}", serde_json::to_string_pretty(f).unwrap());
     assert_eq!(f["status"], "warn", "{f:#}");
@@ -153,6 +166,7 @@ fn a_master_name_that_appears_late_or_never_is_timed_or_named() {
         .run();
     let r1 = node(&runs, 1);
     assert_eq!(r1.exit_code, Some(1), "{}", r1.describe());
+    save(r1, "never-rank1");
     let f = one(r1, "cluster.master-late");
     println!("{}", serde_json::to_string_pretty(f).unwrap());
     assert_eq!(f["status"], "fail", "{f:#}");
@@ -197,6 +211,7 @@ fn slurm_variables_with_master_addr_on_the_second_node_or_empty_are_named() {
     };
     let runs = run(c.hostname(1));
     let r0 = node(&runs, 0);
+    save(r0, "slurm-second-rank0");
     assert!(!r0.timed_out, "{}", r0.describe());
     let f = one(r0, "cluster.launcher-master");
     println!("{}", serde_json::to_string_pretty(f).unwrap());
@@ -213,6 +228,7 @@ fn slurm_variables_with_master_addr_on_the_second_node_or_empty_are_named() {
 
     let runs = run("");
     let r0 = node(&runs, 0);
+    save(r0, "slurm-empty-rank0");
     let f = one(r0, "cluster.launcher-master");
     println!("{}", serde_json::to_string_pretty(f).unwrap());
     assert_eq!(f["status"], "fail", "{f:#}");
