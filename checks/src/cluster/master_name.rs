@@ -67,6 +67,7 @@ pub(super) fn master_late(input: &ClusterInput) -> Finding {
         .iter()
         .filter_map(|(r, m)| {
             m.resolved_after_s
+                .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(|s| (*r, s, m.resolve_error.as_deref().unwrap_or("no answer")))
         })
         .collect();

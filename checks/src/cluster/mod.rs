@@ -32,7 +32,7 @@ mod vertex_cover;
 pub use joining::{Dialed, MasterIsSelf, ThisNode, refused_here};
 pub use master_name::master_never_resolved;
 pub use refused::{Refusal, RefusalKind};
-pub use rendezvous::{NOT_PREFLIGHT, master_unreachable};
+pub use rendezvous::{NOT_PREFLIGHT, master_unreachable, with_reverse_name};
 pub use slow::{SLOW_SHARE, throughput_samples};
 
 use crate::model::{Finding, LinkResult, NodeFacts};
@@ -109,6 +109,15 @@ impl ClusterInput<'_> {
     pub(crate) fn master_label(&self) -> String {
         self.expected_host(0)
             .or_else(|| self.host(0))
+            .or_else(|| {
+                // The master address as the nodes that joined were given it.
+                self.nodes.iter().find_map(|(_, f)| {
+                    f.master_resolution
+                        .as_ref()
+                        .map(|m| m.name.trim().to_string())
+                        .filter(|n| !n.is_empty())
+                })
+            })
             .unwrap_or_else(|| "MASTER".to_string())
     }
 }

@@ -80,6 +80,27 @@ fn fqdn_with_system(hostname: &str) -> Option<String> {
     pick_fqdn(&names).filter(|c| c.len() <= 255)
 }
 
+/// The name the reverse entry of the IP address `ip` gives here (what torchrun's c10d prints
+/// for an address in its connect errors, pytorch#85300), within [`RESOLVE_TIMEOUT`]; None for a
+/// name, or when there is no entry.
+pub fn reverse_name(ip: &str) -> Option<String> {
+    let bare = ip.trim().trim_matches(|c| c == '[' || c == ']');
+    bare.parse::<IpAddr>().ok()?;
+    let c = std::ffi::CString::new(bare).ok()?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("reverse-name".into())
+        .spawn(move || {
+            let _ = tx.send(reverse_names(&c));
+        })
+        .ok()?;
+    let names = rx.recv_timeout(RESOLVE_TIMEOUT).ok().flatten()?;
+    names
+        .into_iter()
+        .next()
+        .filter(|n| !n.is_empty() && n.len() <= 255 && n != bare)
+}
+
 /// CPython's choice among the reverse entry's names (`[h_name] + h_aliases`): the first with a
 /// dot, else the first.
 pub fn pick_fqdn(names: &[String]) -> Option<String> {

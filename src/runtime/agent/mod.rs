@@ -259,14 +259,18 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                     .with("waited_s", MASTER_IS_SELF_GRACE.as_secs_f64())
                     .with("error", &failed.error),
                 (None, None) => c10d_unreachable(
-                    master_unreachable(
-                        placement.rank,
+                    preflight_checks::cluster::with_reverse_name(
+                        master_unreachable(
+                            placement.rank,
+                            &placement.master_addr,
+                            placement.master_port,
+                            failed.outcome,
+                            job.timeout.as_secs_f64(),
+                            &failed.error,
+                            &failed.dialed,
+                        ),
                         &placement.master_addr,
-                        placement.master_port,
-                        failed.outcome,
-                        job.timeout.as_secs_f64(),
-                        &failed.error,
-                        &failed.dialed,
+                        probe::sys::reverse_name(&placement.master_addr).as_deref(),
                     ),
                     &placement,
                 ),
