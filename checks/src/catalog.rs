@@ -659,6 +659,56 @@ static ENTRIES: &[Entry] = &[
          or /etc/hosts).",
     ),
     entry(
+        "cluster.master-elsewhere",
+        "cluster",
+        "fail",
+        "on a node the master's name leads to an address of rank 0's host that refuses, times \
+         out or has no route, while another address of that host works (a short name resolving \
+         through /etc/hosts or a search domain to an admin network)",
+        "torchrun, gloo and NCCL dial the first address getaddrinfo gives for MASTER_ADDR. When \
+         a short name resolves on a node to another network of the master (an admin or IPMI \
+         network where the port is rejected or filtered), that node's workers fail with \
+         `Connection refused` or time out after 900 s, although rank 0 is up and reachable at \
+         its data address (hpc-docs#2, accelerate#1489). The finding names both addresses and \
+         what each gave.",
+        "Give every node a master address that leads to the working address: the IP, or the \
+         FQDN that resolves to it (`export MASTER_ADDR=<address>`); under torchrun's c10d \
+         rendezvous start rank 0 with `--local-addr=<address>`; or fix the node's /etc/hosts \
+         or DNS so the short name resolves to the data address (`getent hosts NAME`).",
+    ),
+    entry(
+        "cluster.master-late",
+        "cluster",
+        "warn / fail",
+        "the master's name resolved on a node only after a while (warn, with how long), or \
+         never within the join timeout (fail)",
+        "A Kubernetes headless Service publishes the master pod's DNS record only once the pod \
+         is ready (pytorch-operator#125, jobset#504): workers that start first get `Name or \
+         service not known` and, depending on the launcher, fail at once or retry until the \
+         rendezvous timeout. preflight retries resolution within its join timeout and says how \
+         long the name took to appear, or that it never did.",
+        "Make the name resolvable before the job starts: `publishNotReadyAddresses: true` on the \
+         headless Service, a master pod that becomes ready sooner (its readiness probe), or the \
+         master's IP address instead of the name.",
+    ),
+    entry(
+        "cluster.launcher-master",
+        "cluster",
+        "fail",
+        "the launcher's MASTER_ADDR is set but empty, or under Slurm names a node other than \
+         the one with SLURM_NODEID=0",
+        "Batch scripts fill MASTER_ADDR with a command, e.g. `$(scontrol show hostnames \
+         \"$SLURM_JOB_NODELIST\" | head -n1)`: in a container without scontrol it is empty and \
+         torchrun has no master to dial (mmcv#700, DeepSpeed#2612). A MASTER_ADDR that is not \
+         the node with SLURM_NODEID=0, while torchrun gets `--node-rank=$SLURM_NODEID`, makes \
+         one node host the store and every node dial another, until the rendezvous times out \
+         (Primus#721). The finding names the variables and the values seen.",
+        "Set MASTER_ADDR to the first host of the job's node list on every node: \
+         `export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)`, run \
+         where scontrol exists (outside the container, before srun), and check that it is not \
+         empty.",
+    ),
+    entry(
         "cluster.auth",
         "cluster",
         "warn",

@@ -471,13 +471,36 @@ fn master_addr(facts: &NodeFacts, value: &str) -> Finding {
         Finding::new(ID, status, "MASTER_ADDR", summary).with("value", value)
     };
     if trimmed.is_empty() {
+        // Only rank 0 may be pointed at its own address; any other node needs rank 0's.
+        let rank = env_node_rank(facts);
+        let slurm = facts.env.contains_key("SLURM_JOB_NODELIST");
+        let fix = if rank.is_some_and(|(r, _)| r == 0) {
+            fix_to_best(
+                "Set MASTER_ADDR to this node's (rank 0's) address on the cluster network, the same on every node",
+            )
+        } else {
+            let who = match rank {
+                Some((r, var)) => format!("this node is rank {r} ({var}), so not its own address"),
+                None => "not this node's own address unless it is rank 0".to_string(),
+            };
+            let mut fix = Fix::new(format!(
+                "Set MASTER_ADDR to rank 0's address on the cluster network, the same on every node ({who}); where a command fills it, run that command where it exists and check it prints a host"
+            ));
+            if slurm {
+                fix = fix.command(
+                    "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)",
+                );
+            }
+            fix.command("hostname -I   # on rank 0: its address")
+        };
         return f(
             Status::Warn,
-            format!("MASTER_ADDR={shown_v} is empty; torchrun cannot reach a master"),
+            format!(
+                "MASTER_ADDR is set but empty (MASTER_ADDR={shown_v}): the command meant to fill it printed nothing (e.g. `scontrol show hostnames` missing in a container); torchrun cannot reach a master"
+            ),
         )
-        .fix(fix_to_best(
-            "Set MASTER_ADDR to rank 0's address on the cluster network",
-        ));
+        .with("cause", "empty")
+        .fix(fix);
     }
     if trimmed != value || trimmed.chars().any(char::is_whitespace) {
         return f(
@@ -967,6 +990,50 @@ mod tests {
             let a = find(&f, "env.master", "MASTER_ADDR");
             assert_eq!(a.status, Status::Pass, "{env:?}: {a:#?}");
         }
+    }
+
+    #[test]
+    fn an_empty_master_addr_says_empty_and_only_rank_0_is_pointed_at_itself() {
+        // Rank 1 (a torchrun worker's GROUP_RANK): never its own address.
+        let f = check(
+            &fixture_facts(
+                "plain-vm",
+                &[
+                    ("MASTER_ADDR", ""),
+                    ("GROUP_RANK", "1"),
+                    ("SLURM_JOB_NODELIST", "node[0-1]"),
+                ],
+            ),
+            &ctx(),
+        );
+        let a = find(&f, "env.master", "MASTER_ADDR");
+        assert_eq!(a.status, Status::Warn);
+        assert!(
+            a.summary.contains("MASTER_ADDR is set but empty"),
+            "{}",
+            a.summary
+        );
+        let cmds = a.fix.clone().unwrap_or_default().commands;
+        assert!(!cmds.iter().any(|c| c.contains("10.0.2.15")), "{cmds:?}");
+        assert!(cmds[0].contains("scontrol show hostnames"), "{cmds:?}");
+        assert!(
+            a.fix
+                .clone()
+                .unwrap_or_default()
+                .hint
+                .contains("rank 1 (GROUP_RANK), so not its own address"),
+            "{a:#?}"
+        );
+        // Rank 0 may use its own address.
+        let f = check(
+            &fixture_facts("plain-vm", &[("MASTER_ADDR", ""), ("NODE_RANK", "0")]),
+            &ctx(),
+        );
+        let a = find(&f, "env.master", "MASTER_ADDR");
+        assert_eq!(
+            a.fix.clone().unwrap_or_default().commands,
+            ["export MASTER_ADDR=10.0.2.15"]
+        );
     }
 
     #[test]

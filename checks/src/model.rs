@@ -152,7 +152,7 @@ pub struct NodeFacts {
 }
 
 /// What the master address resolved to on one node, and the address it joined through.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(default)]
 pub struct MasterResolution {
     /// The master address as given (`--master-addr`, `MASTER_ADDR`, the endpoint's host).
@@ -161,6 +161,32 @@ pub struct MasterResolution {
     pub addrs: Vec<String>,
     /// The address (`host:port`) the join went through.
     pub joined_via: Option<String>,
+    /// Seconds the name took to resolve on this node when it did not resolve at first (a
+    /// Kubernetes headless Service publishes a pod's record only once it is ready); absent
+    /// when it resolved at the first try.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved_after_s: Option<f64>,
+    /// What the resolver said while the name did not resolve.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolve_error: Option<String>,
+    /// The addresses the name led to that failed while another address of rank 0 worked, with
+    /// what each gave; empty when the name's own addresses worked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<AddressTry>,
+    /// The other name of rank 0's host that led to the address that worked (`node0.data`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worked_name: Option<String>,
+}
+
+/// One address a node dialled to reach rank 0, and what it gave.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct AddressTry {
+    pub address: String,
+    /// `refused`, `timeout`, `unreachable` or `error`.
+    pub result: String,
+    /// The error in words.
+    pub error: String,
 }
 
 /// Network interfaces, sorted by index.

@@ -69,6 +69,18 @@ pub(super) const SLURM_NODELISTS: &[&str] = &[
     "SLURM_NODELIST",
 ];
 
+/// Slurm's node list when it is set, valid and as long as `nnodes`: the expected host per rank
+/// when the flags gave everything else. Empty otherwise (the flags win; nothing fails here).
+pub(super) fn slurm_hosts(env: &Env, nnodes: Option<u32>) -> Vec<String> {
+    let Some((_, list)) = env.first(SLURM_NODELISTS) else {
+        return Vec::new();
+    };
+    match expand_hostlist(list) {
+        Ok(hosts) if nnodes.is_some_and(|n| hosts.len() == n as usize) => hosts,
+        _ => Vec::new(),
+    }
+}
+
 pub(super) fn slurm_layer(
     env: &Env,
     need: Need,

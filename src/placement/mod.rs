@@ -31,6 +31,7 @@ mod endpoint;
 mod hostlist;
 mod layers;
 pub mod local_tasks;
+mod other_names;
 mod resolve;
 mod values;
 
@@ -38,6 +39,7 @@ use endpoint::parse_endpoint;
 pub use endpoint::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, split_endpoint};
 pub use hostlist::expand_hostlist;
 use layers::*;
+pub use other_names::{other_names, other_names_in};
 pub use resolve::{Resolved, resolve_host};
 use values::*;
 
@@ -207,6 +209,10 @@ pub enum LauncherError {
         "the master address is unknown: give --master-addr HOST (rank 0's address) or --rdzv-endpoint HOST:PORT, or set MASTER_ADDR"
     )]
     MissingMaster,
+    #[error(
+        "the master address is empty: {name} is set but empty ({name}=''), so the command meant to fill it printed nothing (e.g. `$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)` in a container without scontrol); set {name} to rank 0's address on every node (run that command where it exists and check it prints a host), or give --master-addr HOST"
+    )]
+    EmptyMaster { name: String },
     #[error("{name}={value:?} is not {expected}: {fix}")]
     BadValue {
         name: String,
@@ -478,7 +484,11 @@ pub fn resolve(
     let layer = if let Some(list) = args.hosts.as_deref() {
         hosts_layer(list, need, me)?
     } else if !need.nnodes && !need.rank && !need.master {
-        Layer::default()
+        // The flags say it all; Slurm's node list still tells rank 0's host, for the report.
+        Layer {
+            hosts: slurm_hosts(&env, flag_nnodes.as_ref().map(|n| n.value)),
+            ..Layer::default()
+        }
     } else if let Some(l) = slurm_layer(&env, need, me)? {
         l
     } else {
@@ -507,7 +517,12 @@ pub fn resolve(
         Some(r) => r,
         None if nnodes.value == 1 => sourced(0, "the default for one node"),
         None if c10d_backend => {
-            let join = c10d_join(flag_master.as_ref().or(layer.master.as_ref()), me)?;
+            let join = c10d_join(
+                flag_master.as_ref().or(layer.master.as_ref()),
+                me,
+                args,
+                &env,
+            )?;
             let rank = if join.owner { 0 } else { RANK_AT_JOIN };
             c10d = Some(join);
             sourced(rank, "--rdzv-backend=c10d (assigned at join)")
@@ -531,7 +546,7 @@ pub fn resolve(
     let master_addr = match flag_master.or(layer.master) {
         Some(m) => m.value,
         None if nnodes.value == 1 => "127.0.0.1".to_string(),
-        None => return Err(LauncherError::MissingMaster),
+        None => return Err(missing_master(args, &env)),
     };
     let master_port = master_port(args, endpoint.as_ref(), &env)?;
     let (coordinator_port, coordinator_note) =
@@ -559,9 +574,11 @@ pub fn resolve(
 fn c10d_join(
     master: Option<&Sourced<String>>,
     me: &LocalIdentity,
+    args: &PlacementFlags,
+    env: &Env,
 ) -> Result<C10dJoin, LauncherError> {
     let Some(master) = master else {
-        return Err(LauncherError::MissingMaster);
+        return Err(missing_master(args, env));
     };
     let endpoint = master.value.clone();
     let endpoint_addrs = resolve_host(&endpoint).addrs;
@@ -570,6 +587,28 @@ fn c10d_join(
         endpoint,
         endpoint_addrs,
     })
+}
+
+/// Why no master address was found: `--master-addr` or a master variable set but empty (the
+/// command meant to fill it printed nothing), else simply none given.
+fn missing_master(args: &PlacementFlags, env: &Env) -> LauncherError {
+    if args
+        .master_addr
+        .as_deref()
+        .is_some_and(|a| a.trim().is_empty())
+    {
+        return LauncherError::EmptyMaster {
+            name: "--master-addr".into(),
+        };
+    }
+    ["PET_MASTER_ADDR", "MASTER_ADDR"]
+        .iter()
+        .find(|k| env.0.get(**k).is_some_and(|v| v.trim().is_empty()))
+        .map_or(LauncherError::MissingMaster, |k| {
+            LauncherError::EmptyMaster {
+                name: k.to_string(),
+            }
+        })
 }
 
 /// The coordinator's port and, when it is not the master port, why (see the module doc for the rule).

@@ -772,13 +772,53 @@ fn garbage_env_numbers_name_the_variable() {
     assert!(matches!(e, LauncherError::TooManyNodes { .. }), "{e}");
     let e = err(&["--nnodes=1"], &[("MASTER_PORT", "http")], &nobody());
     assert!(e.to_string().contains("MASTER_PORT=\"http\""), "{e}");
-    // Empty values count as unset.
+    // An empty master variable is said empty (the command meant to fill it printed nothing).
     let e = err(
         &["--nnodes=2", "--node-rank=1"],
         &[("MASTER_ADDR", " ")],
         &nobody(),
     );
+    assert_eq!(
+        e,
+        LauncherError::EmptyMaster {
+            name: "MASTER_ADDR".into()
+        }
+    );
+    assert!(
+        e.to_string()
+            .contains("MASTER_ADDR is set but empty (MASTER_ADDR='')"),
+        "{e}"
+    );
+    let e = err(
+        &["--nnodes=2", "--node-rank=1", "--master-addr="],
+        &[],
+        &nobody(),
+    );
+    assert!(
+        e.to_string().contains("--master-addr is set but empty"),
+        "{e}"
+    );
+    // Nothing at all is still unknown.
+    let e = err(&["--nnodes=2", "--node-rank=1"], &[], &nobody());
     assert_eq!(e, LauncherError::MissingMaster);
+}
+
+#[test]
+fn with_every_flag_given_slurms_node_list_still_names_the_hosts() {
+    let flags = ["--nnodes=2", "--node-rank=1", "--master-addr=node1"];
+    let p = ok(
+        &flags,
+        &[("SLURM_JOB_NODELIST", "node[0-1]"), ("SLURM_NODEID", "1")],
+        &nobody(),
+    );
+    assert_eq!(p.expected_hosts, ["node0", "node1"]);
+    assert_eq!(p.source, "flags");
+    assert_eq!(p.master_addr, "node1");
+    // A list of another length (or a bad one) is left out; nothing fails.
+    let p = ok(&flags, &[("SLURM_JOB_NODELIST", "node[0-2]")], &nobody());
+    assert!(p.expected_hosts.is_empty());
+    let p = ok(&flags, &[("SLURM_JOB_NODELIST", "node[")], &nobody());
+    assert!(p.expected_hosts.is_empty());
 }
 
 // ----- c10d: ranks assigned at join -----

@@ -358,3 +358,51 @@ fn rank_0s_fqdn_that_one_node_cannot_resolve_is_named_with_the_fix() {
     assert_eq!(f["status"], "pass", "{f:#}");
     assert_eq!(f["evidence"]["nodes_checked"], 2, "{f:#}");
 }
+
+/// Python's `socket.getfqdn()` takes the reverse entry of the hostname's address, not the
+/// hostname's own line: on node0 a stale first line for its address (`old-master.lab.example`)
+/// is what torchrun publishes for its TCPStore (checked against python3 itself), and that name
+/// resolves nowhere else. `cluster.fqdn` names it with `--local-addr` as the fix.
+#[test]
+fn a_stale_reverse_entry_for_rank_0s_address_is_the_fqdn_torchrun_publishes() {
+    let Some(c) = Cluster::flat("c10drev", 3, "eth0").build() else {
+        return;
+    };
+    let addr0 = c.addr(0, "data");
+    let stale = "old-master.lab.example";
+    c.prepend_host(0, &addr0, &[stale]);
+    let py = c.exec(
+        0,
+        &["python3", "-c", "import socket; print(socket.getfqdn())"],
+    );
+    assert!(py.status.success(), "python3 on node0: {py:?}");
+    assert_eq!(String::from_utf8_lossy(&py.stdout).trim(), stale, "{py:?}");
+    let runs = c10d_cluster(&c, HEALTHY_TIMEOUT, &[&format!("--rdzv-id={RDZV_ID}")])
+        .deadline(Duration::from_secs(2 * HEALTHY_TIMEOUT + 30))
+        .run();
+    let r0 = runs.iter().find(|r| r.rank == 0).expect("node0's run");
+    assert_ran(r0);
+    if let Some(dir) = std::env::var_os("PREFLIGHT_SAVE_REPORTS") {
+        let _ = std::fs::create_dir_all(&dir);
+        let path = std::path::Path::new(&dir).join("c10d-stale-reverse-rank0.json");
+        let _ = std::fs::write(path, serde_json::to_vec(r0.report()).unwrap_or_default());
+    }
+    let f = r0.report()["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "cluster.fqdn")
+        .cloned()
+        .expect("cluster.fqdn");
+    println!("{}", serde_json::to_string_pretty(&f).unwrap());
+    assert_eq!(f["status"], "warn", "{f:#}");
+    assert_eq!(f["evidence"]["fqdn"], stale, "{f:#}");
+    assert_eq!(f["evidence"]["nodes_failing"], 2, "{f:#}");
+    assert!(
+        f["fix"]["commands"][0]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&format!("torchrun --local-addr={addr0} ")),
+        "{f:#}"
+    );
+}

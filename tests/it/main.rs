@@ -22,6 +22,7 @@ mod join_causes;
 mod launchers;
 mod layers;
 mod local_tasks;
+mod master_names;
 mod mtu_blackhole;
 mod nccl;
 mod nccl_auto_pick;

@@ -903,6 +903,38 @@ impl Cluster {
         }
     }
 
+    /// Drops every line naming `name` from host `rank`'s `/etc/hosts` (the name no longer
+    /// resolves there through the file).
+    pub fn unname_host(&self, rank: usize, name: &str) {
+        let path = self.netns_etc(rank).join("hosts");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let kept: String = text
+            .lines()
+            .filter(|l| !l.split_whitespace().skip(1).any(|w| w == name))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        if let Err(e) = std::fs::write(&path, kept) {
+            panic!("cannot write {}: {e}", path.display());
+        }
+    }
+
+    /// Puts `addr names...` first in host `rank`'s `/etc/hosts`: the reverse entry of `addr`
+    /// there (what `gethostbyaddr` and Python's `socket.getfqdn()` read first).
+    pub fn prepend_host(&self, rank: usize, addr: &str, names: &[&str]) {
+        assert!(
+            addr.starts_with("10.200."),
+            "{addr} is outside {TEST_RANGE}"
+        );
+        let path = self.netns_etc(rank).join("hosts");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let text = format!("{addr}\t{}\n{text}", names.join(" "));
+        if let Err(e) = std::fs::write(&path, text) {
+            panic!("cannot write {}: {e}", path.display());
+        }
+    }
+
     /// Maps `name` to `addr` in host `rank`'s `/etc/hosts` only (a stale or wrong entry on one
     /// node), replacing the lines for `name` there. Later commands in that host see it.
     pub fn map_host(&self, rank: usize, name: &str, addr: &str) {

@@ -17,6 +17,8 @@ mod hosts;
 mod ifname_choice;
 mod joining;
 mod latency;
+mod launcher_master;
+mod master_name;
 mod mtu;
 mod mtu_blackhole;
 pub mod nccl_auto_pick;
@@ -29,8 +31,9 @@ mod versions;
 mod vertex_cover;
 
 pub use joining::{Dialed, MasterIsSelf, ThisNode, refused_here};
+pub use master_name::master_never_resolved;
 pub use refused::{Refusal, RefusalKind};
-pub use rendezvous::{NOT_PREFLIGHT, master_unreachable};
+pub use rendezvous::{NOT_PREFLIGHT, master_unreachable, with_reverse_name};
 pub use slow::{SLOW_SHARE, throughput_samples};
 
 use crate::model::{Finding, LinkResult, NodeFacts};
@@ -107,6 +110,15 @@ impl ClusterInput<'_> {
     pub(crate) fn master_label(&self) -> String {
         self.expected_host(0)
             .or_else(|| self.host(0))
+            .or_else(|| {
+                // The master address as the nodes that joined were given it.
+                self.nodes.iter().find_map(|(_, f)| {
+                    f.master_resolution
+                        .as_ref()
+                        .map(|m| m.name.trim().to_string())
+                        .filter(|n| !n.is_empty())
+                })
+            })
             .unwrap_or_else(|| "MASTER".to_string())
     }
 }
@@ -117,6 +129,9 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.extend(refused::refused(input));
     out.push(resolution::master_resolution(input));
     out.push(fqdn::fqdn(input));
+    out.push(master_name::master_late(input));
+    out.push(launcher_master::launcher_master(input));
+    out.extend(master_name::master_elsewhere(input));
     out.extend(hosts::duplicate_hosts(input));
     out.extend(versions::versions(input));
     out.push(crate::gpu::check_cluster_gpus(input));

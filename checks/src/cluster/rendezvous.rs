@@ -107,6 +107,20 @@ pub(super) fn rendezvous(input: &ClusterInput) -> Finding {
     })
 }
 
+/// Says, on a node's failed-join finding for an IP master address, the name torchrun's own
+/// errors will show for it: c10d prints the reverse entry of the address (pytorch#85300), which
+/// reads like another host. Unchanged for a name, or an address without a reverse entry.
+pub fn with_reverse_name(mut f: Finding, master: &str, reverse: Option<&str>) -> Finding {
+    let Some(name) = reverse.filter(|n| !is_name(master) && !n.eq_ignore_ascii_case(master)) else {
+        return f;
+    };
+    f.summary = format!(
+        "{}; torchrun's own errors will name {master} as {name} (the reverse entry of the address here, pytorch#85300): the same address, not another host",
+        f.summary
+    );
+    f.with("reverse_name", name)
+}
+
 /// The finding a node reports about itself when it could not reach the coordinator.
 pub fn master_unreachable(
     rank: u32,
@@ -210,6 +224,30 @@ mod tests {
 
     fn none() -> Dialed {
         Dialed::default()
+    }
+
+    #[test]
+    fn an_ip_masters_reverse_name_is_said_as_torchrun_will_print_it() {
+        let f = master_unreachable(
+            1,
+            "10.0.0.9",
+            29500,
+            LinkOutcome::Unreachable,
+            5.0,
+            "No route to host (os error 113)",
+            &none(),
+        );
+        let named = with_reverse_name(f.clone(), "10.0.0.9", Some("fake-host"));
+        assert!(
+            named.summary.ends_with(
+                "torchrun's own errors will name 10.0.0.9 as fake-host (the reverse entry of the address here, pytorch#85300): the same address, not another host"
+            ),
+            "{}",
+            named.summary
+        );
+        assert_eq!(named.evidence["reverse_name"], "fake-host");
+        assert_eq!(with_reverse_name(f.clone(), "10.0.0.9", None), f);
+        assert_eq!(with_reverse_name(f.clone(), "node0", Some("x")), f);
     }
 
     #[test]

@@ -136,6 +136,7 @@ mod tests {
             name: name.into(),
             addrs: addrs.iter().map(|s| s.to_string()).collect(),
             joined_via: addrs.first().map(|a| format!("{a}:29500")),
+            ..Default::default()
         });
     }
 

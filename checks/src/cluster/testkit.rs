@@ -66,6 +66,7 @@ pub(crate) fn node(rank: u32) -> NodeFacts {
         name: "node01".into(),
         addrs: vec!["10.0.0.1".into()],
         joined_via: Some("10.0.0.1:29500".into()),
+        ..Default::default()
     });
     f
 }

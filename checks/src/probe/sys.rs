@@ -36,7 +36,7 @@ pub fn probe(root: &Root, hostname: &str) -> SysFacts {
     } else {
         root.read("/etc/hosts")
             .ok()
-            .and_then(|h| canonical_in_hosts(&h, hostname))
+            .and_then(|h| fqdn_in_hosts(&h, hostname))
     }
     .or_else(|| (!hostname.is_empty()).then(|| hostname.to_string()));
     facts
@@ -59,8 +59,11 @@ pub fn lookup(name: &str) -> crate::model::NameLookup {
     out
 }
 
-/// `socket.getfqdn()`'s answer for this host: the canonical name the resolver gives the
-/// hostname (the first name of its /etc/hosts line, or DNS's), within [`RESOLVE_TIMEOUT`].
+/// `socket.getfqdn()`'s answer for this host, as CPython computes it: `gethostbyaddr(name)`,
+/// which takes the first address getaddrinfo gives the hostname and asks for that address's
+/// name (the reverse entry: the first /etc/hosts line with the address, or DNS's PTR record),
+/// then the first of that name and its aliases containing a dot, else that name; the hostname
+/// itself when a step fails. Bounded by [`RESOLVE_TIMEOUT`].
 fn fqdn_with_system(hostname: &str) -> Option<String> {
     let name = std::ffi::CString::new(hostname).ok()?;
     if hostname.is_empty() {
@@ -70,46 +73,151 @@ fn fqdn_with_system(hostname: &str) -> Option<String> {
     std::thread::Builder::new()
         .name("resolve-fqdn".into())
         .spawn(move || {
-            // SAFETY: hints is zeroed plain data with the flag set; getaddrinfo allocates the
-            // list we free below, and the canonical name is copied out before the free.
-            let canon = unsafe {
-                let mut hints: libc::addrinfo = std::mem::zeroed();
-                hints.ai_flags = libc::AI_CANONNAME;
-                hints.ai_socktype = libc::SOCK_STREAM;
-                let mut res: *mut libc::addrinfo = std::ptr::null_mut();
-                if libc::getaddrinfo(name.as_ptr(), std::ptr::null(), &hints, &mut res) != 0
-                    || res.is_null()
-                {
-                    None
-                } else {
-                    let c = (*res).ai_canonname;
-                    let got = (!c.is_null())
-                        .then(|| std::ffi::CStr::from_ptr(c).to_string_lossy().into_owned());
-                    libc::freeaddrinfo(res);
-                    got
-                }
-            };
-            let _ = tx.send(canon);
+            let _ = tx.send(reverse_names(&name));
         })
         .ok()?;
-    rx.recv_timeout(RESOLVE_TIMEOUT)
-        .ok()
-        .flatten()
-        .filter(|c| !c.is_empty() && c.len() <= 255)
+    let names = rx.recv_timeout(RESOLVE_TIMEOUT).ok().flatten()?;
+    pick_fqdn(&names).filter(|c| c.len() <= 255)
 }
 
-/// The canonical name /etc/hosts gives `hostname`: the first name of the first line naming it.
-pub fn canonical_in_hosts(hosts: &str, hostname: &str) -> Option<String> {
-    hosts.lines().find_map(|line| {
-        let line = line.split('#').next().unwrap_or("");
-        let mut fields = line.split_whitespace();
-        fields.next()?.parse::<IpAddr>().ok()?;
-        let names: Vec<&str> = fields.collect();
-        names
-            .iter()
-            .any(|n| n.eq_ignore_ascii_case(hostname))
-            .then(|| names[0].to_string())
-    })
+/// The name the reverse entry of the IP address `ip` gives here (what torchrun's c10d prints
+/// for an address in its connect errors, pytorch#85300), within [`RESOLVE_TIMEOUT`]; None for a
+/// name, or when there is no entry.
+pub fn reverse_name(ip: &str) -> Option<String> {
+    let bare = ip.trim().trim_matches(|c| c == '[' || c == ']');
+    bare.parse::<IpAddr>().ok()?;
+    let c = std::ffi::CString::new(bare).ok()?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("reverse-name".into())
+        .spawn(move || {
+            let _ = tx.send(reverse_names(&c));
+        })
+        .ok()?;
+    let names = rx.recv_timeout(RESOLVE_TIMEOUT).ok().flatten()?;
+    names
+        .into_iter()
+        .next()
+        .filter(|n| !n.is_empty() && n.len() <= 255 && n != bare)
+}
+
+/// CPython's choice among the reverse entry's names (`[h_name] + h_aliases`): the first with a
+/// dot, else the first.
+pub fn pick_fqdn(names: &[String]) -> Option<String> {
+    names
+        .iter()
+        .find(|n| n.contains('.'))
+        .or_else(|| names.first())
+        .filter(|n| !n.is_empty())
+        .cloned()
+}
+
+unsafe extern "C" {
+    /// glibc's reentrant reverse lookup (not in the libc crate).
+    fn gethostbyaddr_r(
+        addr: *const libc::c_void,
+        len: libc::socklen_t,
+        family: libc::c_int,
+        ret: *mut libc::hostent,
+        buf: *mut libc::c_char,
+        buflen: libc::size_t,
+        result: *mut *mut libc::hostent,
+        h_errnop: *mut libc::c_int,
+    ) -> libc::c_int;
+}
+
+/// The reverse entry of the first address getaddrinfo gives `name`: its name, then its aliases.
+fn reverse_names(name: &std::ffi::CStr) -> Option<Vec<String>> {
+    // SAFETY: hints is zeroed plain data; getaddrinfo allocates the list freed below, and the
+    // first address is copied out before the free.
+    let (family, bytes): (libc::c_int, Vec<u8>) = unsafe {
+        let mut hints: libc::addrinfo = std::mem::zeroed();
+        hints.ai_family = libc::AF_UNSPEC;
+        let mut res: *mut libc::addrinfo = std::ptr::null_mut();
+        if libc::getaddrinfo(name.as_ptr(), std::ptr::null(), &hints, &mut res) != 0
+            || res.is_null()
+        {
+            return None;
+        }
+        let ai = &*res;
+        let got = match ai.ai_family {
+            libc::AF_INET if !ai.ai_addr.is_null() => {
+                let sa = &*(ai.ai_addr as *const libc::sockaddr_in);
+                Some((libc::AF_INET, sa.sin_addr.s_addr.to_ne_bytes().to_vec()))
+            }
+            libc::AF_INET6 if !ai.ai_addr.is_null() => {
+                let sa = &*(ai.ai_addr as *const libc::sockaddr_in6);
+                Some((libc::AF_INET6, sa.sin6_addr.s6_addr.to_vec()))
+            }
+            _ => None,
+        };
+        libc::freeaddrinfo(res);
+        got?
+    };
+    let mut buf = vec![0u8; 8192];
+    loop {
+        // SAFETY: every pointer is to a live local or to `buf` with its true length; the names
+        // are copied out of `buf` before it is dropped.
+        let (rc, names) = unsafe {
+            let mut ent: libc::hostent = std::mem::zeroed();
+            let mut result: *mut libc::hostent = std::ptr::null_mut();
+            let mut herr: libc::c_int = 0;
+            let rc = gethostbyaddr_r(
+                bytes.as_ptr().cast(),
+                bytes.len() as libc::socklen_t,
+                family,
+                &mut ent,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut result,
+                &mut herr,
+            );
+            let mut names = Vec::new();
+            if rc == 0 && !result.is_null() {
+                let h = &*result;
+                if !h.h_name.is_null() {
+                    names.push(
+                        std::ffi::CStr::from_ptr(h.h_name)
+                            .to_string_lossy()
+                            .into_owned(),
+                    );
+                }
+                let mut p = h.h_aliases;
+                while !p.is_null() && !(*p).is_null() && names.len() < 64 {
+                    names.push(std::ffi::CStr::from_ptr(*p).to_string_lossy().into_owned());
+                    p = p.add(1);
+                }
+            }
+            (rc, names)
+        };
+        if rc == libc::ERANGE && buf.len() < 1 << 16 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        return (!names.is_empty()).then_some(names);
+    }
+}
+
+/// `socket.getfqdn()` over an /etc/hosts file alone: the first line naming `hostname` gives its
+/// address; the first line with that address gives the reverse entry (its first name, then its
+/// aliases), of which the first with a dot wins, else its first name.
+pub fn fqdn_in_hosts(hosts: &str, hostname: &str) -> Option<String> {
+    let lines: Vec<(IpAddr, Vec<&str>)> = hosts
+        .lines()
+        .filter_map(|line| {
+            let line = line.split('#').next().unwrap_or("");
+            let mut fields = line.split_whitespace();
+            let addr = fields.next()?.parse::<IpAddr>().ok()?;
+            let names: Vec<&str> = fields.collect();
+            (!names.is_empty()).then_some((addr, names))
+        })
+        .collect();
+    let addr = lines
+        .iter()
+        .find(|(_, names)| names.iter().any(|n| n.eq_ignore_ascii_case(hostname)))?
+        .0;
+    let reverse = &lines.iter().find(|(a, _)| *a == addr)?.1;
+    pick_fqdn(&reverse.iter().map(|n| n.to_string()).collect::<Vec<_>>())
 }
 
 // ----- /dev/shm -----
@@ -304,14 +412,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_canonical_name_is_the_first_name_of_the_hosts_line() {
+    fn getfqdn_takes_the_reverse_entry_of_the_hostnames_address() {
         let hosts = "127.0.0.1 localhost\n# 10.0.0.9 gpu01\n10.0.0.1\tgpu01.cluster.local gpu01 # rack 1\n10.0.0.2 gpu02\n";
         assert_eq!(
-            canonical_in_hosts(hosts, "gpu01").as_deref(),
+            fqdn_in_hosts(hosts, "gpu01").as_deref(),
             Some("gpu01.cluster.local")
         );
-        assert_eq!(canonical_in_hosts(hosts, "GPU02").as_deref(), Some("gpu02"));
-        assert_eq!(canonical_in_hosts(hosts, "gpu03"), None);
+        assert_eq!(fqdn_in_hosts(hosts, "GPU02").as_deref(), Some("gpu02"));
+        assert_eq!(fqdn_in_hosts(hosts, "gpu03"), None);
+        // A stale line for the same address comes first: its name is what getfqdn() gives,
+        // though the hostname's own line names another FQDN.
+        let stale = "10.0.0.1 old-master.lab.example\n10.0.0.1 gpu01.cluster.local gpu01\n";
+        assert_eq!(
+            fqdn_in_hosts(stale, "gpu01").as_deref(),
+            Some("old-master.lab.example")
+        );
+        // No name with a dot: the reverse entry's first name, not the hostname.
+        let short = "10.0.0.1 m0 gpu01\n";
+        assert_eq!(fqdn_in_hosts(short, "gpu01").as_deref(), Some("m0"));
+        // The first alias with a dot wins over a dotless first name.
+        let alias = "10.0.0.1 gpu01 gpu01.c.example\n";
+        assert_eq!(
+            fqdn_in_hosts(alias, "gpu01").as_deref(),
+            Some("gpu01.c.example")
+        );
+        assert_eq!(pick_fqdn(&[]), None);
     }
 
     fn fixture(name: &str) -> Root {

@@ -101,10 +101,36 @@ pub(super) fn endpoint(
             )
             .with("this_node_addresses", &local_addrs)
     };
+    // Only rank 0 may be pointed at its own address: any other node needs rank 0's.
     let use_addr = ctx
         .this_addr
         .clone()
+        .filter(|_| rank == 0)
         .unwrap_or_else(|| "<rank 0's address>".into());
+    if host.trim().is_empty() {
+        let given = flag(
+            p,
+            if plan.endpoint_from == "--rdzv-endpoint" {
+                "rdzv-endpoint"
+            } else {
+                "master-addr"
+            },
+        );
+        let f = base(
+            Status::Fail,
+            format!(
+                "the master address is empty ({given}= on rank {rank}'s line): the command or variable meant to fill it gave nothing (e.g. `$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)` in a container without scontrol), so torchrun has no master to dial"
+            ),
+        )
+        .with("cause", "empty")
+        .fix(
+            Fix::new(format!(
+                "Give {given} rank 0's address, the same on every node; where a command fills it, run that command where it exists and check it prints a host"
+            ))
+            .command("hostname -I   # on rank 0: its address"),
+        );
+        return (f, None);
+    }
     if let Some(err) = &resolved.error {
         let f = base(
             Status::Fail,
@@ -122,7 +148,16 @@ pub(super) fn endpoint(
     if plan.is_multi_node() && all_loopback {
         let f = base(
             Status::Fail,
-            format!("{subject} is loopback ({}) in a {}-node job: the other nodes connect to themselves and wait until the rendezvous times out", resolved.addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "), plan.max_nodes()),
+            format!(
+                "{subject} is loopback ({}) in a {}-node job: the other nodes connect to themselves and wait until the rendezvous times out{}",
+                resolved.addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "),
+                plan.max_nodes(),
+                if ctx.facts.env.get("MASTER_ADDR").is_some_and(|v| v.trim().is_empty()) {
+                    " (MASTER_ADDR is set but empty here: the command meant to fill it printed nothing, and torchrun falls back to its default 127.0.0.1)"
+                } else {
+                    ""
+                }
+            ),
         )
         .fix(Fix::new(format!("use rank 0's address reachable by every node instead of {host}, e.g. {}", host_port(&use_addr, port))));
         return (f, None);

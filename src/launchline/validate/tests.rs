@@ -255,6 +255,41 @@ fn loopback_endpoint_in_a_multi_node_job_and_a_foreign_master_on_rank_0() {
 }
 
 #[test]
+fn rank_1_with_a_loopback_or_empty_master_is_never_pointed_at_its_own_address() {
+    let mut facts = ib_node();
+    facts.env.insert("MASTER_ADDR".into(), String::new());
+    let all = judge(
+        "torchrun --nnodes=2 --node-rank=1 --master-addr=127.0.0.1 t.py",
+        &facts,
+        &["127.0.0.1"],
+    );
+    let (f, _) = get(&all, "launch.endpoint");
+    assert_eq!(f.status, Status::Fail);
+    let hint = &f.fix.as_ref().unwrap().hint;
+    assert!(!hint.contains("192.168.100.11"), "{hint}");
+    assert!(hint.contains("<rank 0's address>"), "{hint}");
+    assert!(
+        f.summary.contains("MASTER_ADDR is set but empty here"),
+        "{}",
+        f.summary
+    );
+    let empty = judge(
+        "torchrun --nnodes=2 --node-rank=1 --master-addr= --master-port=29500 t.py",
+        &facts,
+        &[],
+    );
+    let (f, _) = get(&empty, "launch.endpoint");
+    assert_eq!(f.status, Status::Fail, "{f:#?}");
+    assert!(
+        f.summary
+            .contains("the master address is empty (--master-addr= on rank 1's line)"),
+        "{}",
+        f.summary
+    );
+    assert_eq!(f.evidence["cause"], "empty");
+}
+
+#[test]
 fn a_nonzero_rank_given_its_own_address_as_the_master_fails() {
     let own = judge(
         "torchrun --nnodes=2 --node-rank=1 --master-addr=192.168.100.11 --master-port=29500 t.py",

@@ -1,6 +1,9 @@
-//! Joining the coordinator on the master port: resolve the master address, connect to each
-//! address it resolved to in turn and authenticate, retrying until the deadline; tells timeout,
-//! refused and unreachable apart, and keeps what was resolved and tried for the report.
+//! Joining the coordinator on the master port: resolve the master address (again and again
+//! while it does not resolve, timing how long it took to appear), connect to each address it
+//! resolved to in turn and authenticate, retrying until the deadline; tells timeout, refused and
+//! unreachable apart. When every address of the name fails, the host's other names this node
+//! knows are tried: an address of rank 0 that works there is joined through and reported with
+//! the ones that failed (the name leads elsewhere).
 
 use crate::measure::tcp;
 use crate::placement::{Placement, resolve_host};
@@ -8,7 +11,7 @@ use crate::runtime::Timing;
 use crate::transport::auth::{self, AuthError, Secret};
 use crate::transport::events::Events;
 use preflight_checks::cluster::{Dialed, RefusalKind};
-use preflight_checks::model::LinkOutcome;
+use preflight_checks::model::{AddressTry, LinkOutcome};
 use preflight_checks::net::host_port;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -18,6 +21,13 @@ pub(super) struct Joined {
     pub stream: TcpStream,
     pub via: SocketAddr,
     pub dialed: Dialed,
+    /// Seconds the name took to resolve and what the resolver said until then, when it did not
+    /// resolve at the first try.
+    pub late: Option<(f64, String)>,
+    /// The name's addresses that failed while another address of rank 0 worked.
+    pub failed: Vec<AddressTry>,
+    /// The other name that led to the address joined through.
+    pub worked_name: Option<String>,
 }
 
 /// A join that did not: the outcome of the last attempt, in words, and how the master was dialed.
@@ -27,6 +37,8 @@ pub(super) struct JoinFailed {
     /// Rank 0 answered and turned this node away during the handshake: why.
     pub refusal: Option<(Option<RefusalKind>, String)>,
     pub dialed: Dialed,
+    /// The name never resolved: for how long it was retried.
+    pub never_resolved_s: Option<f64>,
 }
 
 /// The order addresses are tried in: IPv4 first (as before), each family in the resolver's order.
@@ -45,20 +57,32 @@ fn dial_order(addrs: &[IpAddr]) -> Vec<IpAddr> {
 }
 
 /// Connects to the coordinator, retrying until `deadline` and trying every address the master
-/// resolves to; tells timeout, refused and unreachable apart.
+/// resolves to, then the addresses of `other_names` (the host's other names); tells timeout,
+/// refused and unreachable apart.
 pub(super) fn join(
     p: &Placement,
     secret: &Secret,
     deadline: Instant,
     timing: Timing,
     events: &Events,
+    other_names: &[String],
 ) -> Result<Joined, Box<JoinFailed>> {
+    let started = Instant::now();
     let mut last = (LinkOutcome::Timeout, "no attempt finished".to_string());
     let mut dialed = Dialed::default();
     let mut attempts = 0u32;
+    let mut unresolved: Option<String> = None;
+    let mut late: Option<(f64, String)> = None;
     while Instant::now() < deadline {
         let resolved = resolve_host(&p.master_addr);
         if let Some(e) = &resolved.error {
+            if unresolved.is_none() {
+                events.log(format!(
+                    "{} does not resolve yet ({e}); trying again until the join timeout",
+                    p.master_addr
+                ));
+            }
+            unresolved = Some(e.clone());
             last = (
                 LinkOutcome::Unreachable,
                 format!("cannot resolve {}: {e}", p.master_addr),
@@ -68,6 +92,14 @@ pub(super) fn join(
                 Duration::from_millis(500).min(deadline.saturating_duration_since(Instant::now())),
             );
             continue;
+        }
+        if let Some(e) = unresolved.take() {
+            let after = started.elapsed().as_secs_f64();
+            events.log(format!(
+                "{} resolved after {after:.1} s (until then: {e})",
+                p.master_addr
+            ));
+            late = Some((after, e));
         }
         dialed.resolve_error = None;
         let order = dial_order(&resolved.addrs);
@@ -80,7 +112,8 @@ pub(super) fn join(
             break;
         }
         let mut all_timed_out = true;
-        for ip in order {
+        let mut failed: Vec<AddressTry> = Vec::new();
+        for ip in order.iter().copied() {
             let addr = SocketAddr::new(ip, p.master_port);
             let left = deadline.saturating_duration_since(Instant::now());
             let attempt_timeout = timing.connect_timeout.max(Duration::from_secs(2)).min(left);
@@ -93,52 +126,77 @@ pub(super) fn join(
                 dialed.tried.push(shown);
             }
             match tcp::connect_control(addr, attempt_timeout) {
-                Ok(mut s) => match auth::connect(&mut s, secret, p.rank, p.nnodes, Some(0)) {
-                    Ok(_) => {
+                Ok(s) => match authenticate(s, p, secret) {
+                    Ok(stream) => {
                         return Ok(Joined {
-                            stream: s,
+                            stream,
                             via: addr,
                             dialed,
+                            late,
+                            failed: Vec::new(),
+                            worked_name: None,
                         });
                     }
-                    Err(
-                        e @ (AuthError::NotPreflight(_)
-                        | AuthError::BadProof
-                        | AuthError::Version { .. }
-                        | AuthError::Rejected(..)),
-                    ) => {
-                        let refusal = match &e {
-                            AuthError::Rejected(reason, kind) => Some((*kind, reason.clone())),
-                            AuthError::Version { .. } => {
-                                Some((Some(RefusalKind::Version), e.to_string()))
-                            }
-                            _ => None,
-                        };
-                        let what = match e {
-                            AuthError::NotPreflight(_) => format!(
-                                "{}:{} answered but is not preflight ({e}); something else holds the master port there, e.g. a leftover torchrun",
-                                p.master_addr, p.master_port
-                            ),
-                            _ => e.to_string(),
-                        };
-                        return Err(Box::new(JoinFailed {
-                            outcome: LinkOutcome::Error,
-                            error: what,
-                            refusal,
-                            dialed,
-                        }));
+                    Err(Attempt::Fatal(f)) => {
+                        return Err(Box::new(JoinFailed { dialed, ..*f }));
                     }
-                    Err(e) => {
+                    Err(Attempt::Again(e)) => {
                         all_timed_out = false;
-                        last = (LinkOutcome::Error, e.to_string());
+                        last = (LinkOutcome::Error, e);
                     }
                 },
                 Err((outcome, msg)) => {
                     all_timed_out &= outcome == LinkOutcome::Timeout;
+                    failed.push(AddressTry {
+                        address: ip.to_string(),
+                        result: outcome.as_str().to_string(),
+                        error: msg.clone(),
+                    });
                     last = (
                         outcome,
                         format!("{}: {msg}", host_port(&ip.to_string(), p.master_port)),
                     );
+                }
+            }
+        }
+        // Every address of the name failed to connect: does another name of the host lead to
+        // rank 0? Then the name leads elsewhere (unless rank 0 just came up: dial the name again).
+        if failed.len() == order.len() && !other_names.is_empty() {
+            if let Some((stream, via, name)) =
+                join_elsewhere(p, deadline, timing, other_names, &order)
+            {
+                let again = order.iter().any(|ip| {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let t = timing.connect_timeout.max(Duration::from_secs(2)).min(left);
+                    !t.is_zero()
+                        && tcp::connect_control(SocketAddr::new(*ip, p.master_port), t).is_ok()
+                });
+                if !again {
+                    match authenticate(stream, p, secret) {
+                        Ok(stream) => {
+                            events.log(format!(
+                                "{} led to {} that failed; joined rank 0 at {via} ({name})",
+                                p.master_addr,
+                                order
+                                    .iter()
+                                    .map(IpAddr::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ));
+                            return Ok(Joined {
+                                stream,
+                                via,
+                                dialed,
+                                late,
+                                failed,
+                                worked_name: Some(name),
+                            });
+                        }
+                        Err(Attempt::Fatal(f)) => {
+                            return Err(Box::new(JoinFailed { dialed, ..*f }));
+                        }
+                        Err(Attempt::Again(e)) => last = (LinkOutcome::Error, e),
+                    }
                 }
             }
         }
@@ -153,12 +211,88 @@ pub(super) fn join(
         "could not join {}:{} after {attempts} attempts: {}",
         p.master_addr, p.master_port, last.1
     ));
+    let never_resolved_s = unresolved.map(|_| started.elapsed().as_secs_f64());
     Err(Box::new(JoinFailed {
         outcome: last.0,
         error: last.1,
         refusal: None,
         dialed,
+        never_resolved_s,
     }))
+}
+
+/// Why an authentication did not work: try again, or give up with this failure.
+enum Attempt {
+    Again(String),
+    Fatal(Box<JoinFailed>),
+}
+
+/// The handshake on a connected stream; an answer that is not preflight, another secret or
+/// version, or a refusal ends the join.
+fn authenticate(mut s: TcpStream, p: &Placement, secret: &Secret) -> Result<TcpStream, Attempt> {
+    match auth::connect(&mut s, secret, p.rank, p.nnodes, Some(0)) {
+        Ok(_) => Ok(s),
+        Err(
+            e @ (AuthError::NotPreflight(_)
+            | AuthError::BadProof
+            | AuthError::Version { .. }
+            | AuthError::Rejected(..)),
+        ) => {
+            let refusal = match &e {
+                AuthError::Rejected(reason, kind) => Some((*kind, reason.clone())),
+                AuthError::Version { .. } => Some((Some(RefusalKind::Version), e.to_string())),
+                _ => None,
+            };
+            let what = match e {
+                AuthError::NotPreflight(_) => format!(
+                    "{}:{} answered but is not preflight ({e}); something else holds the master port there, e.g. a leftover torchrun",
+                    p.master_addr, p.master_port
+                ),
+                _ => e.to_string(),
+            };
+            Err(Attempt::Fatal(Box::new(JoinFailed {
+                outcome: LinkOutcome::Error,
+                error: what,
+                refusal,
+                dialed: Dialed::default(),
+                never_resolved_s: None,
+            })))
+        }
+        Err(e) => Err(Attempt::Again(e.to_string())),
+    }
+}
+
+/// The first address of the host's other names (not among `skip`) that accepts a connection
+/// on the master port, with the name that led to it.
+fn join_elsewhere(
+    p: &Placement,
+    deadline: Instant,
+    timing: Timing,
+    other_names: &[String],
+    skip: &[IpAddr],
+) -> Option<(TcpStream, SocketAddr, String)> {
+    let mut seen: Vec<IpAddr> = skip.to_vec();
+    for name in other_names {
+        if Instant::now() >= deadline {
+            return None;
+        }
+        for ip in dial_order(&resolve_host(name).addrs) {
+            if seen.contains(&ip) {
+                continue;
+            }
+            seen.push(ip);
+            let left = deadline.saturating_duration_since(Instant::now());
+            let t = timing.connect_timeout.max(Duration::from_secs(2)).min(left);
+            if t.is_zero() {
+                return None;
+            }
+            let addr = SocketAddr::new(ip, p.master_port);
+            if let Ok(s) = tcp::connect_control(addr, t) {
+                return Some((s, addr, name.clone()));
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -177,12 +177,33 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
     };
     let secret_from = secret_from(&source, &placement);
     let mut resolution = None;
-    let joined = match join::join(&placement, &secret, join_deadline, job.timing, events) {
+    // A master address that is this node itself is its own cause: no other name is tried then.
+    let other_names = if master_is_self.is_some() {
+        Vec::new()
+    } else {
+        placement::other_names(
+            &root,
+            &placement.master_addr,
+            placement.expected_hosts.first().map(String::as_str),
+        )
+    };
+    let joined = match join::join(
+        &placement,
+        &secret,
+        join_deadline,
+        job.timing,
+        events,
+        &other_names,
+    ) {
         Ok(joined) => {
             resolution = Some(MasterResolution {
                 name: placement.master_addr.clone(),
                 addrs: joined.dialed.resolved.clone(),
                 joined_via: Some(joined.via.to_string()),
+                resolved_after_s: joined.late.as_ref().map(|(s, _)| *s),
+                resolve_error: joined.late.map(|(_, e)| e),
+                failed: joined.failed,
+                worked_name: joined.worked_name,
             });
             let mut stream = joined.stream;
             if placement.rank_pending() {
@@ -213,6 +234,19 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 secret_from: &secret_from,
             };
             let f = match (failed.refusal, master_is_self) {
+                (None, None) if failed.never_resolved_s.is_some() => {
+                    preflight_checks::cluster::master_never_resolved(
+                        placement.rank,
+                        &placement.master_addr,
+                        placement.master_port,
+                        failed.never_resolved_s.unwrap_or_default(),
+                        failed
+                            .dialed
+                            .resolve_error
+                            .as_deref()
+                            .unwrap_or("no answer"),
+                    )
+                }
                 (Some((kind, reason)), _) => refused_here(
                     &this_node,
                     &placement.master_addr,
@@ -225,14 +259,18 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                     .with("waited_s", MASTER_IS_SELF_GRACE.as_secs_f64())
                     .with("error", &failed.error),
                 (None, None) => c10d_unreachable(
-                    master_unreachable(
-                        placement.rank,
+                    preflight_checks::cluster::with_reverse_name(
+                        master_unreachable(
+                            placement.rank,
+                            &placement.master_addr,
+                            placement.master_port,
+                            failed.outcome,
+                            job.timeout.as_secs_f64(),
+                            &failed.error,
+                            &failed.dialed,
+                        ),
                         &placement.master_addr,
-                        placement.master_port,
-                        failed.outcome,
-                        job.timeout.as_secs_f64(),
-                        &failed.error,
-                        &failed.dialed,
+                        probe::sys::reverse_name(&placement.master_addr).as_deref(),
                     ),
                     &placement,
                 ),
