@@ -332,6 +332,37 @@ pub struct C10dAdvice {
     pub rdzv_id: Option<String>,
 }
 
+/// When `addr` (rank 0's address on the chosen network) failed on the master port from some
+/// node while every node joined through one other address of rank 0: that address, and the
+/// nodes it failed from ("rank 1").
+fn master_port_refused(nodes: &[(u32, &NodeFacts)], addr: &str) -> Option<(String, String)> {
+    let failed: Vec<u32> = nodes
+        .iter()
+        .filter(|(_, f)| {
+            f.master_resolution
+                .as_ref()
+                .is_some_and(|m| m.failed.iter().any(|t| t.address == addr))
+        })
+        .map(|(r, _)| *r)
+        .collect();
+    if failed.is_empty() {
+        return None;
+    }
+    let mut via = nodes.iter().filter(|(r, _)| *r != 0).map(|(_, f)| {
+        f.master_resolution
+            .as_ref()
+            .and_then(|m| m.joined_via.as_deref())
+            .and_then(|v| v.parse::<std::net::SocketAddr>().ok())
+            .map(|s| s.ip().to_string())
+    });
+    let first = via.next()??;
+    if first == addr || !via.all(|v| v.as_deref() == Some(first.as_str())) {
+        return None;
+    }
+    let ranks: Vec<String> = failed.iter().map(|r| format!("rank {r}")).collect();
+    Some((first, ranks.join(", ")))
+}
+
 /// Advice for the whole cluster from every node's facts and the evaluated networks (best first).
 pub fn advise_cluster(
     nodes: &[(u32, &NodeFacts)],
@@ -451,6 +482,15 @@ pub fn advise_cluster(
             "ranks were assigned at join as torchrun's c10d rendezvous does: rank 0 owns the endpoint {} ({host0}: one of its addresses is one the endpoint's host resolves to), the others are numbered in the order they joined; the launch commands keep --rdzv-backend=c10d and no --node-rank, so torchrun assigns ranks the same way",
             c.endpoint
         ));
+    }
+    if let Some(given) = master_addr.clone()
+        && let Some((joined, failed_on)) = master_port_refused(nodes, &given)
+    {
+        reasons.push(format!(
+            "master_addr {joined}: rank 0's {given} on the chosen network failed on the master port {} from {failed_on} (cluster.master-elsewhere), while every node joined through {joined}; NCCL still uses the chosen network",
+            input.master_port
+        ));
+        master_addr = Some(joined);
     }
     if master_addr.is_none() {
         let (addr, reason) = fallback_master(nodes, evals, input);

@@ -118,11 +118,14 @@ impl HealthySet {
     }
 }
 
-/// A node-level failure judged by the pairs instead (the graph), or by the version groups.
+/// A node-level failure judged by the pairs instead (the graph), or by the version groups; or
+/// one the healthy set's own launch avoids (`cluster.master-elsewhere`: a master name that led
+/// the node astray, where the launch names rank 0 by an address every node joined through).
 fn judged_elsewhere(id: &str, subject: &str) -> bool {
     (id.starts_with("link.") && !subject.contains("<->*"))
         || id == "cluster.versions"
         || id == "cluster.gpus"
+        || id == "cluster.master-elsewhere"
         || id == ID
 }
 
