@@ -70,13 +70,10 @@ for arch in "${arches[@]}"; do
     triple="$arch-unknown-linux-gnu"
     echo "==> maturin build --release --zig --target $triple --compatibility manylinux2014" >&2
     start=$SECONDS
-    before=$(mktemp)
-    ls dist >"$before"
     maturin build --release --locked --zig --target "$triple" \
         --compatibility manylinux2014 --out dist
     echo "    built in $((SECONDS - start)) s" >&2
     wheel=$(ls -t dist/*-manylinux*_"$arch".whl 2>/dev/null | head -n 1)
-    rm -f "$before"
     [ -n "$wheel" ] || die "maturin left no manylinux $arch wheel in dist/"
 
     # The packed binary: glibc 2.17 at most, like the tarball's.
