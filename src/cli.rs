@@ -4,7 +4,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
-/// Exit codes, as documented in the README and `--help`.
+/// Exit codes, as documented in `--help` and the guide (docs/src/reading-a-report.md).
 pub mod exit {
     /// Nothing failed (with `--strict`: nothing warned either).
     pub const OK: u8 = 0;
@@ -325,7 +325,7 @@ pub struct CheckArgs {
     pub script: Vec<String>,
 }
 
-/// `preflight check` as a Slurm hook on one node (README: Slurm).
+/// `preflight check` as a Slurm hook on one node (the guide: docs/src/schedulers.md).
 #[derive(Args, Debug, Clone, Default)]
 pub struct SlurmHookArgs {
     /// Run as Slurm's HealthCheckProgram: exit 0 healthy, 1 a fail finding (Slurm only logs it, so --drain drains the node itself and resumes a node preflight drained once it passes again).

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-/// Quotes one word for a POSIX shell when it needs it.
+/// Quotes one word for a POSIX shell when it needs it. A newline stays as it is inside the
+/// single quotes: a script (`bash -c '...'`) reads as written; the terminal report shows it
+/// as `\n`.
 pub fn quote(word: &str) -> String {
     let safe = !word.is_empty()
         && word
@@ -15,11 +17,10 @@ pub fn quote(word: &str) -> String {
     }
 }
 
-/// True for a character no printed command or terminal line may carry as it is: a control
-/// character (C0, DEL, C1) or a Unicode bidi override or isolate (U+202A..U+202E,
-/// U+2066..U+2069), which can make text read differently from what runs.
+/// True for a character no printed command or terminal line may carry as it is: see
+/// [`preflight_checks::shellword::is_control`].
 pub fn is_control(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    preflight_checks::shellword::is_control(c)
 }
 
 /// `KEY=value KEY2=value2` in a stable order (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_DISABLE, then the rest).

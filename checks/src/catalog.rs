@@ -1155,7 +1155,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// README's finding-id table: header and one `| \`id\` | fires | meaning |` row per entry.
+/// The finding-id table of README and the guide (docs/src/findings.md): header and one `| \`id\` | fires | meaning |` row per entry.
 pub fn markdown_table() -> String {
     let mut s = String::from("| id | fires as | meaning |\n| --- | --- | --- |\n");
     for e in ENTRIES {

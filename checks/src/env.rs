@@ -20,13 +20,14 @@ pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
     out
 }
 
-/// A value as quoted in a summary: Rust-escaped and cut to a sane length.
+/// A value as quoted in a summary (`"eth0"`, or `$'eth0\n'` as a shell user writes a control
+/// character) and cut to a sane length.
 fn shown(v: &str) -> String {
     if v.chars().count() > SHOWN_MAX {
         let head: String = v.chars().take(SHOWN_MAX).collect();
-        format!("{head:?}…")
+        format!("{}…", crate::shellword::quoted(&head))
     } else {
-        format!("{v:?}")
+        crate::shellword::quoted(v)
     }
 }
 

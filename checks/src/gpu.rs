@@ -156,7 +156,7 @@ pub fn check_count(facts: &NodeFacts, ctx: &CheckContext) -> Finding {
             format!(
                 "only {count} GPU(s) visible ({found} found{}) but the job needs {n}",
                 match cuda_visible_devices(facts) {
-                    Some(v) => format!(", CUDA_VISIBLE_DEVICES={v:?}"),
+                    Some(v) => format!(", CUDA_VISIBLE_DEVICES={}", crate::shellword::quoted(v)),
                     None => String::new(),
                 }
             ),
@@ -202,6 +202,7 @@ pub fn check_visible_devices(facts: &NodeFacts) -> Finding {
     if !nvml_ok(facts) {
         return syntax_only(facts, value);
     }
+    let shown_value = crate::shellword::quoted(value);
     let found = facts.gpu.gpus.len();
     let vis = visible(facts);
     let base = |status, summary: String| {
@@ -219,7 +220,7 @@ pub fn check_visible_devices(facts: &NodeFacts) -> Finding {
         return base(
             Status::Fail,
             format!(
-                "CUDA_VISIBLE_DEVICES={value:?}: {}; CUDA will see {} GPU(s)",
+                "CUDA_VISIBLE_DEVICES={shown_value}: {}; CUDA will see {} GPU(s)",
                 described.join("; "),
                 vis.count()
             ),
@@ -230,14 +231,14 @@ pub fn check_visible_devices(facts: &NodeFacts) -> Finding {
     if vis.count() == 0 && found > 0 {
         return base(
             Status::Warn,
-            format!("CUDA_VISIBLE_DEVICES={value:?} hides all {found} GPU(s) on this node"),
+            format!("CUDA_VISIBLE_DEVICES={shown_value} hides all {found} GPU(s) on this node"),
         )
         .fix(visible_fix(&facts.gpu.gpus));
     }
     base(
         Status::Pass,
         format!(
-            "CUDA_VISIBLE_DEVICES={value:?} shows {} of {found} GPU(s)",
+            "CUDA_VISIBLE_DEVICES={shown_value} shows {} of {found} GPU(s)",
             vis.count()
         ),
     )
@@ -246,6 +247,7 @@ pub fn check_visible_devices(facts: &NodeFacts) -> Finding {
 /// Without NVML: judge only what needs no GPU list (garbage, stops, repeated indices).
 fn syntax_only(facts: &NodeFacts, value: &str) -> Finding {
     let id = "gpu.visible-devices";
+    let shown_value = crate::shellword::quoted(value);
     // Pretend every index exists so only form problems remain.
     let many: Vec<Gpu> = (0..1024)
         .map(|i| Gpu {
@@ -272,7 +274,7 @@ fn syntax_only(facts: &NodeFacts, value: &str) -> Finding {
             id,
             Status::Skip,
             "CUDA_VISIBLE_DEVICES",
-            format!("CUDA_VISIBLE_DEVICES={value:?} looks well formed; cannot match it against GPUs (NVML unavailable)"),
+            format!("CUDA_VISIBLE_DEVICES={shown_value} looks well formed; cannot match it against GPUs (NVML unavailable)"),
         )
         .with("value", value)
         .with("nvml_error", reason);
@@ -282,7 +284,10 @@ fn syntax_only(facts: &NodeFacts, value: &str) -> Finding {
         id,
         Status::Fail,
         "CUDA_VISIBLE_DEVICES",
-        format!("CUDA_VISIBLE_DEVICES={value:?}: {}", described.join("; ")),
+        format!(
+            "CUDA_VISIBLE_DEVICES={shown_value}: {}",
+            described.join("; ")
+        ),
     )
     .with("value", value)
     .with("problems", form_problems)

@@ -44,7 +44,8 @@ impl IfnameSpec {
         if raw.len() <= 1 {
             spec.ignored = true;
             spec.warnings.push(format!(
-                "value {raw:?} is {} byte(s) long; NCCL ignores values of 1 byte or less and auto-selects",
+                "value {} is {} byte(s) long; NCCL ignores values of 1 byte or less and auto-selects",
+                crate::shellword::quoted(raw),
                 raw.len()
             ));
             return spec;
@@ -61,8 +62,9 @@ impl IfnameSpec {
         // parseStringList skips one more leading '^' or '=' silently.
         if let Some(r) = rest.strip_prefix(['^', '=']) {
             spec.warnings.push(format!(
-                "NCCL silently drops the second leading {:?} in {raw:?}",
-                &rest[..1]
+                "NCCL silently drops the second leading {:?} in {}",
+                &rest[..1],
+                crate::shellword::quoted(raw)
             ));
             rest = r;
         }
@@ -99,12 +101,14 @@ impl IfnameSpec {
             }
             if part.trim() != part {
                 spec.warnings.push(format!(
-                    "entry {part:?} has surrounding whitespace; Gloo uses it verbatim"
+                    "entry {} has surrounding whitespace; Gloo uses it verbatim",
+                    crate::shellword::quoted(part)
                 ));
             }
             if part.starts_with(['^', '=']) {
                 spec.warnings.push(format!(
-                    "entry {part:?}: GLOO_SOCKET_IFNAME takes plain names; '^' and '=' are NCCL syntax"
+                    "entry {}: GLOO_SOCKET_IFNAME takes plain names; '^' and '=' are NCCL syntax",
+                    crate::shellword::quoted(part)
                 ));
             }
             spec.entries.push(part.to_string());
@@ -157,7 +161,8 @@ fn split_entries(list: &str, warnings: &mut Vec<String>) -> Vec<String> {
         let name = match part.split_once(':') {
             Some((name, port)) => {
                 warnings.push(format!(
-                    "entry {part:?}: the \":{port}\" suffix is ignored when choosing interfaces"
+                    "entry {}: the \":{port}\" suffix is ignored when choosing interfaces",
+                    crate::shellword::quoted(part)
                 ));
                 name
             }
@@ -169,12 +174,14 @@ fn split_entries(list: &str, warnings: &mut Vec<String>) -> Vec<String> {
         }
         if name.chars().any(char::is_whitespace) {
             warnings.push(format!(
-                "entry {name:?} contains whitespace; NCCL compares it verbatim, so it matches no interface"
+                "entry {} contains whitespace; NCCL compares it verbatim, so it matches no interface",
+                crate::shellword::quoted(name)
             ));
         }
         if name.len() > IFNAME_MAX {
             warnings.push(format!(
-                "entry {name:?} is longer than any Linux interface name ({IFNAME_MAX} bytes)"
+                "entry {} is longer than any Linux interface name ({IFNAME_MAX} bytes)",
+                crate::shellword::quoted(name)
             ));
         }
         out.push(name.to_string());

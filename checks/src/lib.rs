@@ -26,6 +26,7 @@ pub mod probe;
 pub mod root;
 pub mod scale;
 pub mod schema;
+pub mod shellword;
 pub mod stats;
 pub mod sys;
 pub mod visible_devices;

@@ -54,7 +54,11 @@ pub struct Problem {
 impl Problem {
     /// One sentence for a human.
     pub fn describe(&self) -> String {
-        let head = format!("entry {} {:?}", self.position + 1, self.entry);
+        let head = format!(
+            "entry {} {}",
+            self.position + 1,
+            crate::shellword::quoted(&self.entry)
+        );
         let what = match &self.kind {
             ProblemKind::Garbage => "is not a GPU index, a GPU-<uuid> or a MIG-<uuid>".to_string(),
             ProblemKind::TrailingGarbage { read_as } => {

@@ -99,13 +99,15 @@ fn evidence(
         notes.push(answer::NcclNote {
             id: "ib.port-down",
             text: format!(
-                "NCCL fell back to NET/Socket ({}) after InfiniBand failed: {:?}; preflight \
+                "NCCL fell back to NET/Socket ({}) after InfiniBand failed: {}; preflight \
                  advises NCCL_IB_DISABLE=0 only where every node has an ACTIVE port",
                 used.devices.join(","),
-                used.warnings
-                    .iter()
-                    .find(|w| w.contains("IB"))
-                    .map_or("", |w| w.as_str())
+                preflight_checks::shellword::quoted(
+                    used.warnings
+                        .iter()
+                        .find(|w| w.contains("IB"))
+                        .map_or("", |w| w.as_str())
+                )
             ),
         });
     }
@@ -140,7 +142,10 @@ pub fn unknown_id_message(id: &str) -> String {
     } else {
         format!("; did you mean {}?", near.join(", "))
     };
-    format!("unknown finding id {id:?}{hint} (`preflight explain --list` lists every id)")
+    format!(
+        "unknown finding id {}{hint} (`preflight explain --list` lists every id)",
+        preflight_checks::shellword::quoted(id)
+    )
 }
 
 #[cfg(test)]

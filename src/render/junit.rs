@@ -200,8 +200,9 @@ fn escape_with(s: &str, attribute: bool) -> String {
             '\n' if attribute => out.push_str("&#10;"),
             '\t' if attribute => out.push_str("&#9;"),
             '\n' | '\t' => out.push(c),
+            // Written as a shell user writes it inside `$'...'` (`\e`, `\x00`, `\uffff`).
             c if super::sanitize::needs_escape(c) || c == '\u{FFFE}' || c == '\u{FFFF}' => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+                preflight_checks::shellword::escaped_char(c, &mut out);
             }
             c => out.push(c),
         }
@@ -219,14 +220,14 @@ mod tests {
             escape("<a href=\"x\">'&'</a>"),
             "&lt;a href=&quot;x&quot;&gt;&apos;&amp;&apos;&lt;/a&gt;"
         );
-        assert_eq!(escape("a\u{1b}[31mb\u{0}"), "a\\u{1b}[31mb\\u{0}");
+        assert_eq!(escape("a\u{1b}[31mb\u{0}"), r"a\e[31mb\x00");
         assert_eq!(escape("l1\nl2\tx"), "l1&#10;l2&#9;x");
         assert_eq!(escape_text("l1\nl2\tx<\"'"), "l1\nl2\tx&lt;\"'");
         assert_eq!(escape_text("]]>"), "]]&gt;");
-        assert_eq!(escape("\u{FFFF}é"), "\\u{ffff}é");
+        assert_eq!(escape("\u{FFFF}é"), r"\uffffé");
         assert_eq!(
             escape_text("a\u{7f}\u{9b}31m\u{202e}b\nc"),
-            "a\\u{7f}\\u{9b}31m\\u{202e}b\nc"
+            "a\\x7f\\u009b31m\\u202eb\nc"
         );
     }
 

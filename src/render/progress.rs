@@ -92,7 +92,7 @@ mod tests {
         let line = log_text(msg);
         assert!(!line.chars().any(crate::shell::is_control), "{line:?}");
         assert!(
-            line.ends_with("unknown variant `\\u{1b}]0;pwned\\u{7}\\u{202e}x`"),
+            line.ends_with(r"unknown variant `\e]0;pwned\x07\u202ex`"),
             "{line}"
         );
         assert!(log_text(&"x".repeat(1 << 20)).len() < 17 * 1024);

@@ -7,18 +7,17 @@
 //! renderer adds its own newlines, tabs, borders and colours.
 //!
 //! - **Escaping** ([`escape`]). A control character (C0, tab and newline included; DEL; C1) or a
-//!   Unicode bidi override or isolate (U+202A..U+202E, U+2066..U+2069) is written the way Rust
-//!   writes a char escape: `\u{` lowercase hex `}`. ESC is `\u{1b}`, a newline `\u{a}`, U+202E
-//!   `\u{202e}`. Nothing else changes (a backslash stays a backslash), so ordinary text reads
-//!   exactly as before. JUnit uses the same form; the JSON output is serde's, which escapes
-//!   C0 itself and carries the exact value.
+//!   Unicode bidi override or isolate (U+202A..U+202E, U+2066..U+2069) is written the way a
+//!   shell user writes it inside bash's `$'...'`: a newline `\n`, a tab `\t`, ESC `\e`, DEL
+//!   `\x7f`, U+202E `\u202e` ([`preflight_checks::shellword`]). Nothing else changes (a
+//!   backslash stays a backslash), so ordinary text reads exactly as before. JUnit uses the
+//!   same form; the JSON output is serde's, which escapes C0 itself and carries the exact value.
 //! - **Bounding** ([`cut`]). A field shows at most [`MAX_SHOWN`] bytes and a line
 //!   [`MAX_LINE`], then `… (N bytes, shown M)`; the JSON report keeps the whole value. This is
 //!   what keeps the table linear: comfy-table wraps an unbroken word by copying its remainder
 //!   once per output line, quadratic in the word's length (a 1 MiB hostname took minutes).
 
 use std::borrow::Cow;
-use std::fmt::Write;
 
 /// Bytes of one field (a hostname, a finding's summary, an interface name) shown before it is cut.
 pub const MAX_SHOWN: usize = 2048;
@@ -32,20 +31,12 @@ pub fn needs_escape(c: char) -> bool {
     crate::shell::is_control(c)
 }
 
-/// `s` with every [`needs_escape`] character written as `\u{hex}`; borrowed when clean.
+/// `s` with every [`needs_escape`] character written as inside `$'...'` (`\n`, `\e`, `\u202e`); borrowed when clean.
 pub fn escape(s: &str) -> Cow<'_, str> {
     if !s.chars().any(needs_escape) {
         return Cow::Borrowed(s);
     }
-    let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        if needs_escape(c) {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
+    Cow::Owned(preflight_checks::shellword::escape_controls(s))
 }
 
 /// At most `max` bytes of `s` (on a char boundary), then `… (N bytes, shown M)` when cut.
@@ -84,16 +75,15 @@ mod tests {
     fn escapes_controls_and_bidi_and_leaves_the_rest() {
         assert_eq!(escape("gpu01.cluster-local_2"), "gpu01.cluster-local_2");
         assert!(matches!(escape("plain é µs ·"), Cow::Borrowed(_)));
-        assert_eq!(escape("a\u{1b}[31mb"), "a\\u{1b}[31mb");
-        assert_eq!(escape("l1\nl2\tx\r"), "l1\\u{a}l2\\u{9}x\\u{d}");
-        assert_eq!(
-            escape("\u{0}\u{7f}\u{85}\u{9b}"),
-            "\\u{0}\\u{7f}\\u{85}\\u{9b}"
-        );
+        assert_eq!(escape("a\u{1b}[31mb"), r"a\e[31mb");
+        assert_eq!(escape("l1\nl2\tx\r"), r"l1\nl2\tx\r");
+        assert_eq!(escape("\u{0}\u{7f}\u{85}\u{9b}"), r"\x00\x7f\u0085\u009b");
         assert_eq!(
             escape("\u{202a}\u{202e}\u{2066}\u{2069}"),
-            "\\u{202a}\\u{202e}\\u{2066}\\u{2069}"
+            r"\u202a\u202e\u2066\u2069"
         );
+        // Never a language's debug escape.
+        assert!(!escape("python3 -c \nimport socket").contains("\\u{"));
         // Neighbours of the bidi ranges are ordinary text.
         assert_eq!(escape("\u{2029}\u{202f}\u{2065}\u{206a}").len(), 12);
         assert_eq!(escape("back\\slash"), "back\\slash");
@@ -115,7 +105,7 @@ mod tests {
         assert_eq!(cut("short", 10), "short");
         // Escaping happens after cutting, so an escape is never split.
         let s = "\u{1b}".repeat(MAX_SHOWN + 1);
-        assert!(shown(&s).contains("\\u{1b}… ("));
+        assert!(shown(&s).contains("\\e… ("));
         assert!(!line(&"\u{1b}".repeat(10)).contains('\u{1b}'));
     }
 }

@@ -21,7 +21,7 @@ fn kinds(found: &[&Value]) -> Vec<String> {
         .collect()
 }
 
-/// With `PREFLIGHT_SAVE_REPORTS=DIR`, rank 0's report goes to `DIR/<what>.json` (the README's
+/// With `PREFLIGHT_SAVE_REPORTS=DIR`, rank 0's report goes to `DIR/<what>.json` (the guide's
 /// samples are rendered from these with `preflight render`).
 fn save(r0: &NodeRun, what: &str) {
     if let Some(dir) = std::env::var_os("PREFLIGHT_SAVE_REPORTS") {

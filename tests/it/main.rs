@@ -6,6 +6,7 @@ mod c10d;
 mod cli;
 mod cluster;
 mod common;
+mod demo;
 mod egress;
 mod explain_log;
 mod fabrics;

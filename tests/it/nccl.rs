@@ -128,7 +128,7 @@ fn parent_reports_the_real_workers_libcuda_error() {
 
 /// `check --thorough` runs the NCCL all-reduce over the node's GPUs through the worker child
 /// and judges it as the cluster's is (here two fake GPUs and the fake worker speaking the
-/// protocol; the real one ran on an H100, README: GPU node health).
+/// protocol; the real one ran on an H100, the guide: docs/src/node-check.md, GPU node health).
 #[test]
 fn check_thorough_runs_the_one_node_allreduce_and_judges_it() {
     let fake =

@@ -247,6 +247,18 @@ impl ClusterBuilder {
     }
 }
 
+/// True when namespaces can be made here with `tools` installed; else prints why and returns
+/// false (a test failure with `PREFLIGHT_REQUIRE_NETNS=1`). For tests that make their own.
+pub fn usable(tools: &[&str]) -> bool {
+    match namespaces_usable(tools) {
+        Ok(()) => true,
+        Err(reason) => {
+            skip_or_fail(&reason);
+            false
+        }
+    }
+}
+
 /// Why namespaces cannot be used here, if they cannot.
 fn namespaces_usable(tools: &[&str]) -> Result<(), String> {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -44,11 +44,13 @@ fn failing() -> Faults {
 pub(crate) fn fits(text: &str, width: usize) {
     for l in text.lines() {
         let t = l.trim_start();
-        // A fix's command (indented 8) and a launch line are printed whole, to be pasted.
+        // A fix's command (indented 8), a launch line and the healthy set's re-check are
+        // printed whole, to be pasted.
         let command = l.starts_with("        ")
             || (l.starts_with("    ")
                 && (t.contains("torchrun --")
                     || t.starts_with("pdsh ")
+                    || t.starts_with("preflight cluster --hosts ")
                     || t.starts_with("# or: ")));
         assert!(
             l.chars().count() <= width || command,
@@ -381,5 +383,104 @@ fn render_scale_sixty_four_nodes_with_the_old_listen_backlog_are_one_entry() {
         text.lines().count() <= 80,
         "{} lines:\n{text}",
         text.lines().count()
+    );
+}
+
+/// One fault among `n` nodes: a pair broken both ways, a dead node, a node that filters input.
+fn single_faults() -> [(&'static str, Faults); 3] {
+    [
+        (
+            "broken_pair",
+            Faults {
+                broken_pair: Some((3, 9)),
+                ..Default::default()
+            },
+        ),
+        (
+            "dead_node",
+            Faults {
+                dead: Some(17),
+                ..Default::default()
+            },
+        ),
+        (
+            "filtered_node",
+            Faults {
+                firewalled: Some(40),
+                ..Default::default()
+            },
+        ),
+    ]
+}
+
+/// A screen: what one fault among 96 nodes may take at 80 columns.
+const SCREEN: usize = 60;
+
+#[test]
+fn render_scale_one_fault_among_96_fits_a_screen_and_does_not_grow_with_n() {
+    for (what, faults) in single_faults() {
+        let at_48 = render(&cluster(48, &faults), 0, 80);
+        let text = render(&cluster(96, &faults), 0, 80);
+        insta::assert_snapshot!(format!("scale_96_{what}_rank0_80cols"), text);
+        fits(&text, 80);
+        let lines = text.lines().count();
+        assert!(lines <= SCREEN, "{what}: {lines} lines\n{text}");
+        assert_eq!(
+            lines,
+            at_48.lines().count(),
+            "{what}: the report grows with n\n{at_48}\n{text}"
+        );
+        assert!(
+            text.contains("✗ do not launch: 1 problem on rank "),
+            "{what}: one fault is one problem\n{text}"
+        );
+    }
+    // The broken pair: one entry naming both directions, one fix, no "likewise".
+    let text = render(&cluster(96, &single_faults()[0].1), 0, 80);
+    let entries = text.lines().filter(|l| l.starts_with("✗ FAIL ")).count();
+    assert_eq!(entries, 1, "{text}");
+    assert!(
+        text.contains("✗ FAIL link.unreachable · rank 3 (gpu04) · 3<->9 ib0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cannot connect to each other on ib0")
+            && text.contains("(timeout both ways;"),
+        "{text}"
+    );
+    assert!(!text.contains("likewise"), "{text}");
+    assert!(
+        text.contains("✗ do not launch: 1 problem on rank 3"),
+        "{text}"
+    );
+    // The fix is given once: in the entry, not again in the list of what to fix first.
+    let listen = text.lines().filter(|l| l.contains("nc -l -k")).count();
+    assert_eq!(listen, 1, "{text}");
+    assert!(
+        text.contains("link.unreachable on rank 3 (gpu04) (above)"),
+        "{text}"
+    );
+    // The JSON keeps both directions.
+    let r = cluster(96, &single_faults()[0].1);
+    let ids: Vec<&str> = r
+        .findings
+        .iter()
+        .filter(|f| f.id == "link.unreachable")
+        .map(|f| f.subject.as_str())
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+}
+
+#[test]
+fn render_scale_one_bad_link_among_1024_fits_a_screen() {
+    let big = crate::synthetic::cluster_1024();
+    let text = render(big, 0, 80);
+    insta::assert_snapshot!("scale_1024_bad_link_rank0_80cols", text);
+    fits(&text, 80);
+    let lines = text.lines().count();
+    assert!(lines <= SCREEN, "{lines} lines\n{text}");
+    assert!(
+        text.contains("3 -> 9 (gpu0004 -> gpu0010) refused"),
+        "{text}"
     );
 }

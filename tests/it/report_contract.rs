@@ -220,28 +220,43 @@ fn every_emitted_finding_id_is_in_the_catalog() {
     );
 }
 
+/// The files that carry the finding-id table generated from the catalog: the README (the
+/// project lists every id there) and the guide's chapter on finding ids.
+const FINDING_TABLES: [&str; 2] = ["README.md", "docs/src/findings.md"];
+
 #[test]
 fn readme_finding_table_is_the_catalog() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let start = readme
-        .find("| id | fires as | meaning |")
-        .expect("README has the finding-id table");
-    let table: String = readme[start..]
-        .lines()
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| format!("{l}\n"))
-        .collect();
     let expected = catalog::markdown_table();
-    if table != expected && std::env::var_os("PREFLIGHT_UPDATE_README").is_some_and(|v| v == "1") {
-        let updated = readme.replacen(&table, &expected, 1);
-        std::fs::write(root().join("README.md"), updated).unwrap();
-        return;
+    let update = std::env::var_os("PREFLIGHT_UPDATE_README").is_some_and(|v| v == "1");
+    for file in FINDING_TABLES {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        let start = text
+            .find("| id | fires as | meaning |")
+            .unwrap_or_else(|| panic!("{file} has the finding-id table"));
+        let table: String = text[start..]
+            .lines()
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        if table != expected && update {
+            let updated = text.replacen(&table, &expected, 1);
+            std::fs::write(root().join(file), updated).unwrap();
+            continue;
+        }
+        assert!(
+            table == expected,
+            "{file}'s finding-id table differs from checks/src/catalog.rs; run \
+             `PREFLIGHT_UPDATE_README=1 cargo test --test it readme_finding_table` or replace it with:\n\n{expected}"
+        );
+        // One line per id: every id of the catalog is listed, by its own row.
+        for entry in catalog::all() {
+            assert!(
+                table.contains(&format!("| `{}` |", entry.id)),
+                "{file} does not list {}",
+                entry.id
+            );
+        }
     }
-    assert!(
-        table == expected,
-        "README.md's finding-id table differs from checks/src/catalog.rs; run \
-         `PREFLIGHT_UPDATE_README=1 cargo test --test it readme_finding_table` or replace it with:\n\n{expected}"
-    );
 }
 
 // ------------------------------------------------------------------ JSON Schema

@@ -204,8 +204,67 @@ fn among_48_a_dead_and_a_firewalled_node_are_nodes_and_one_bad_link_is_a_link() 
         unreach.len() <= 3,
         "one finding per cause, not per link: {unreach:#?}"
     );
+    // Three faults among 48 (a node that never joined, a filtered node, one link) take at most
+    // a screen and a half (87 lines when written), the speed warnings the shared cores cause
+    // apart (see the 64-agent test); one fault among 96 takes one screen (the test below).
+    let lines = table_lines(r0);
+    let slow = speed_lines(&lines);
+    println!(
+        "{} lines at 80 columns, {slow} of them speed warnings from the shared cores",
+        lines.len()
+    );
+    assert!(
+        lines.len() - slow <= 90,
+        "{} lines at 80 columns ({slow} speed warnings):\n{}",
+        lines.len(),
+        lines.join("\n")
+    );
+    crate::render_scale::fits(&lines.join("\n"), 80);
 }
 
 fn text(v: &Value) -> String {
     format!("{} {} {}", v["subject"], v["summary"], v["evidence"])
+}
+
+#[test]
+fn among_96_one_filtered_node_is_one_finding_and_the_report_fits_one_screen() {
+    let Some(c) = Cluster::flat("s96", 96, "eth0")
+        .needs(&["iptables"])
+        .build()
+    else {
+        return;
+    };
+    let walled = 61usize;
+    c.block_high_ports(walled, MASTER_PORT, Verdict::Drop);
+    let _quiet = crate::common::measured_speed();
+    let started = Instant::now();
+    let runs = c.run_preflight_all(30, &[]);
+    let wall = started.elapsed();
+    let r0 = node(&runs, 0);
+    let report = r0.report();
+    println!(
+        "96 agents, one filtered: {wall:.1?}; {}",
+        report["measurement"]
+    );
+    let unreach: Vec<&Value> = fails(report)
+        .into_iter()
+        .filter(|x| x["id"] == "link.unreachable")
+        .collect();
+    assert_eq!(unreach.len(), 1, "one finding for the node: {unreach:#?}");
+    assert_eq!(unreach[0]["node"], walled as u64, "{:#}", unreach[0]);
+    // One fault among 96: one screen at 80 columns (issue 37), but the speed warnings the
+    // shared cores cause, as in the 64-agent test.
+    let lines = table_lines(r0);
+    let slow = speed_lines(&lines);
+    println!(
+        "{} lines at 80 columns, {slow} of them speed warnings from the shared cores",
+        lines.len()
+    );
+    assert!(
+        lines.len() - slow <= 60,
+        "{} lines at 80 columns ({slow} speed warnings):\n{}",
+        lines.len(),
+        lines.join("\n")
+    );
+    crate::render_scale::fits(&lines.join("\n"), 80);
 }

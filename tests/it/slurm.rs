@@ -325,7 +325,7 @@ fn ns_prefix(dir: &Path) -> String {
 
 // ---------------------------------------------------------------- HealthCheckProgram
 
-/// examples/slurm/preflight-health.sh as README documents it, with the SLURM_CONF this
+/// examples/slurm/preflight-health.sh as the guide documents it (docs/src/schedulers.md), with the SLURM_CONF this
 /// cluster needs (slurmd runs HealthCheckProgram with an empty environment; a real node has
 /// /etc/slurm/slurm.conf), and its time taken logged.
 const HEALTH: &str = "#!/bin/sh\n\

@@ -23,6 +23,9 @@ pub struct Faults {
     pub firewalled: Option<u32>,
     /// One pair refused (from, to) on eno1.
     pub bad_link: Option<(u32, u32)>,
+    /// One pair broken both ways on every network (a cable, a switch port): every connection
+    /// between the two times out, in each direction.
+    pub broken_pair: Option<(u32, u32)>,
     /// Every pair measured from or to it runs at a tenth of the others' speed.
     pub slow: Option<u32>,
     /// Measured links of the large sizes only: the cluster checks and the advice are skipped
@@ -126,6 +129,9 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
                     .unwrap_or_default();
                 let failed = if faults.dead.is_some_and(|d| d == from || d == to)
                     || faults.firewalled == Some(to)
+                    || faults
+                        .broken_pair
+                        .is_some_and(|(a, b)| (a, b) == (from, to) || (b, a) == (from, to))
                 {
                     Some(LinkOutcome::Timeout)
                 } else if net == 0 && faults.bad_link == Some((from, to)) {

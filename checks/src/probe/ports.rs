@@ -239,14 +239,13 @@ fn socket_inode(link: &str) -> Option<u64> {
         .ok()
 }
 
-/// The command line (NUL-separated args joined with spaces), else `comm`.
+/// The command line as a shell user would type it (each NUL-separated argument quoted when it
+/// needs it, `$'...'` for a newline or another control character), else `comm`.
 fn command_of(root: &Root, pid: u32) -> Option<String> {
-    let cmdline = root.read(format!("/proc/{pid}/cmdline")).ok().map(|raw| {
-        raw.split('\0')
-            .filter(|a| !a.is_empty())
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
+    let cmdline = root
+        .read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .map(|raw| crate::shellword::command_line(raw.split('\0').filter(|a| !a.is_empty())));
     match cmdline {
         Some(c) if !c.is_empty() => Some(c),
         _ => root.attr(format!("/proc/{pid}/comm")),
@@ -360,6 +359,14 @@ mod tests {
     fn falls_back_to_comm_when_cmdline_is_empty() {
         assert_eq!(command_of(&held(), 777).as_deref(), Some("kworker/0:1"));
         assert_eq!(command_of(&held(), 999_999), None);
+    }
+
+    #[test]
+    fn a_command_line_reads_as_a_shell_user_types_it() {
+        // /proc/5151/cmdline: python3 -c "<newline>import socket; ..." (issue 37).
+        let c = command_of(&held(), 5151).unwrap();
+        assert_eq!(c, r"python3 -c $'\nimport socket; s = socket.socket()'");
+        assert!(!c.contains('\n') && !c.contains("\\u{"), "{c}");
     }
 
     #[test]

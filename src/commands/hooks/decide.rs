@@ -66,7 +66,8 @@ pub fn decide(node: &str, state: &NodeState, unfit: Option<&str>) -> Action {
     match (unfit, reason) {
         (Some(_), Some(r)) if !ours => Action::Leave {
             why: format!(
-                "{node} already has a reason preflight did not set ({r:?}, state {}): preflight does not replace it",
+                "{node} already has a reason preflight did not set ({}, state {}): preflight does not replace it",
+                preflight_checks::shellword::quoted(r),
                 state.state
             ),
         },
@@ -79,7 +80,8 @@ pub fn decide(node: &str, state: &NodeState, unfit: Option<&str>) -> Action {
         (None, Some(r)) if ours && state.is_drain() => Action::Resume { was: r.to_string() },
         (None, Some(r)) if state.is_drain() => Action::Leave {
             why: format!(
-                "{node} passes but was drained by someone else ({r:?}): preflight resumes only nodes it drained"
+                "{node} passes but was drained by someone else ({}): preflight resumes only nodes it drained",
+                preflight_checks::shellword::quoted(r)
             ),
         },
         (None, _) => Action::Leave {

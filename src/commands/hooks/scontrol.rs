@@ -30,7 +30,10 @@ impl Slurm for Clients {
     fn node(&self, name: &str) -> Result<NodeState, String> {
         let out = run("sinfo", &["-h", "-N", "-n", name, "-o", "%T|%E"])?;
         parse_sinfo(&out).ok_or_else(|| {
-            format!("sinfo does not know node {name:?} (check the NodeName in slurm.conf, or give --slurm-node)")
+            format!(
+                "sinfo does not know node {} (check the NodeName in slurm.conf, or give --slurm-node)",
+                preflight_checks::shellword::quoted(name)
+            )
         })
     }
 

@@ -104,14 +104,20 @@ impl CommandShape {
 pub fn parse_nnodes(v: &str) -> Result<(u32, u32), String> {
     let parts: Vec<&str> = v.split(':').collect();
     let num = |s: &str| {
-        s.trim()
-            .parse::<u32>()
-            .map_err(|_| format!("{s:?} is not a whole number"))
+        s.trim().parse::<u32>().map_err(|_| {
+            format!(
+                "{} is not a whole number",
+                preflight_checks::shellword::quoted(s)
+            )
+        })
     };
     match parts.as_slice() {
         [n] => num(n).map(|n| (n, n)),
         [a, b] => Ok((num(a)?, num(b)?)),
-        _ => Err(format!("{v:?} is not N or MIN:MAX")),
+        _ => Err(format!(
+            "{} is not N or MIN:MAX",
+            preflight_checks::shellword::quoted(v)
+        )),
     }
 }
 

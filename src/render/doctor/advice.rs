@@ -70,6 +70,11 @@ pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
                 )
             };
             out.push_str(&wrap(&text, width, "  ", "    "));
+            // A fix printed above is not printed again: a rank that shows only its own
+            // problems gets the first command of the others'.
+            if shown_here {
+                continue;
+            }
             if let Some(cmd) = f.fix.as_ref().and_then(|x| x.commands.first()) {
                 let _ = writeln!(out, "{COMMAND}{}", line(cmd));
             }
@@ -400,7 +405,18 @@ mod tests {
             finding("port.in-use", "fail", 0, &["kill 4242"]),
             finding("cluster.versions", "error", 2, &[]),
         ]);
-        let text = advice(&report, plain(100), 0, true);
+        // The whole report has each fix above: the list names them without repeating one.
+        let whole = advice(&report, plain(100), 0, true);
+        assert!(
+            whole.contains("link.unreachable on rank 1 (above)"),
+            "{whole}"
+        );
+        assert!(
+            !whole.contains("iptables") && !whole.contains("kill"),
+            "{whole}"
+        );
+        // Rank 3 prints its own problems only: the list gives each other's first command.
+        let text = advice(&report, plain(100), 3, false);
         let unreachable = text.find("link.unreachable").expect(&text);
         let output_fix = text
             .find("    iptables -I OUTPUT -d 10.0.0.0/24 -j ACCEPT")
@@ -431,15 +447,22 @@ mod tests {
                 "fix": {"hint": "h", "commands": ["kill 4242"]}}),
             ))
             .collect();
-        let text = advice(&report_of(findings), plain(80), 0, true);
+        let report = report_of(findings);
+        let whole = advice(&report, plain(80), 0, true);
+        assert!(
+            whole.contains("link.unreachable on ranks 0-199 (200 findings, above)"),
+            "{whole}"
+        );
+        assert!(!whole.contains("nc -l"), "the fixes are above: {whole}");
+        let text = advice(&report, plain(80), 200, false);
         assert!(text.lines().count() <= 10, "{text}");
         assert!(
-            text.contains("link.unreachable on ranks 0-199 (200 findings, above)"),
+            text.contains("link.unreachable on ranks 0-199 (200 findings, in rank 0's report)"),
             "{text}"
         );
         assert!(text.contains("    nc -l -k 40000\n"), "{text}");
         assert!(
-            text.contains("# then the fix of each of the other 199 (above)"),
+            text.contains("# then the fix of each of the other 199 (in rank 0's report)"),
             "{text}"
         );
         assert!(text.contains("    kill 4242"), "{text}");

@@ -42,7 +42,22 @@ pub fn lines(report: &Report, findings: &[&Finding], style: Style) -> String {
         .max()
         .unwrap_or(0);
     let mut out = String::new();
-    for a in &areas {
+    // Above the matrix size a failing report names its failing areas only: the areas where
+    // nothing is wrong are one line, so the report does not grow with what passed.
+    let wrong = |a: &str| {
+        findings.iter().any(|f| {
+            area(&f.id) == a && matches!(f.status, Status::Warn | Status::Fail | Status::Error)
+        })
+    };
+    let fold = !style.verbose
+        && report.nodes.len() > super::cluster::MATRIX_MAX
+        && areas.iter().any(|a| wrong(a));
+    let quiet_areas: Vec<&str> = if fold {
+        areas.iter().copied().filter(|a| !wrong(a)).collect()
+    } else {
+        Vec::new()
+    };
+    for a in areas.iter().filter(|a| !quiet_areas.contains(a)) {
         let of: Vec<&Finding> = findings
             .iter()
             .copied()
@@ -81,6 +96,19 @@ pub fn lines(report: &Report, findings: &[&Finding], style: Style) -> String {
         .iter()
         .filter(|f| matches!(f.status, Status::Pass | Status::Skip))
         .count();
+    if !quiet_areas.is_empty() {
+        let names: Vec<String> = quiet_areas.iter().map(|a| shown(a).into_owned()).collect();
+        out.push_str(&wrap(
+            &format!(
+                "{} nothing wrong in {}",
+                paint::mark(Status::Pass, style),
+                names.join(", ")
+            ),
+            usize::from(style.width),
+            "  ",
+            "    ",
+        ));
+    }
     if !style.verbose && quiet > 0 {
         let _ = writeln!(
             out,

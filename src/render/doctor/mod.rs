@@ -10,6 +10,7 @@ mod cluster;
 mod healthy;
 mod hosts;
 pub mod paint;
+mod pairs;
 mod problems;
 mod summary;
 pub mod wrap;
@@ -36,6 +37,9 @@ pub fn render_for_rank(report: &Report, style: Style, rank: u32) -> String {
 /// problems, its own command, where the whole report is, and the cluster's verdict.
 pub fn render_view(report: &Report, style: Style, rank: u32, full: bool) -> String {
     let whole = rank == 0 || report.mode == Mode::Node || full;
+    // The whole report reads a pair broken both ways as one problem (pairs.rs).
+    let folded = if whole { pairs::folded(report) } else { None };
+    let report = folded.as_ref().unwrap_or(report);
     let own: Vec<&Finding> = report
         .findings
         .iter()

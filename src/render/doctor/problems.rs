@@ -68,8 +68,59 @@ pub fn blocks(report: &Report, findings: &[&Finding], style: Style) -> String {
     );
     for g in &groups {
         out.push('\n');
-        out.push_str(&block(report, g, style));
+        match same_firewall(findings, g) {
+            Some(culprit) => out.push_str(&same_firewall_block(report, g, culprit, style)),
+            None => out.push_str(&block(report, g, style)),
+        }
     }
+    out
+}
+
+/// The `link.unreachable` failure that already names each node of a `firewall.rules` warning
+/// group as the node whose own firewall drops incoming connections: the same fault seen from
+/// the links, whose fix (accept the nodes' network) covers the warning's. `None` otherwise.
+fn same_firewall<'a>(findings: &[&'a Finding], g: &[&Finding]) -> Option<&'a Finding> {
+    if g[0].id != "firewall.rules" || g[0].status != Status::Warn {
+        return None;
+    }
+    let blames = |f: &Finding, node: u32| {
+        f.id == "link.unreachable"
+            && f.status >= Status::Fail
+            && f.evidence.get("cause_node").and_then(Value::as_u64) == Some(u64::from(node))
+            && f.evidence.get("cause_direction").and_then(Value::as_str) == Some("incoming")
+            && f.fix.as_ref().is_some_and(|x| !x.commands.is_empty())
+    };
+    let mut culprit = None;
+    for w in g {
+        let node = w.node?;
+        culprit = Some(*findings.iter().find(|f| blames(f, node))?);
+    }
+    culprit
+}
+
+/// A `firewall.rules` warning about the firewall a failure above already names: its heading
+/// and one line pointing at that failure's fix, so one fault is not two fixes.
+fn same_firewall_block(report: &Report, g: &[&Finding], culprit: &Finding, style: Style) -> String {
+    let width = usize::from(style.width);
+    let first = g[0];
+    let heading = format!(
+        "{} {} {} {} {}",
+        paint::mark(first.status, style),
+        paint::color(first.status, paint::word(first.status), style),
+        paint::bold(&shown(&first.id), style),
+        paint::dot(style),
+        where_many(report, g),
+    );
+    let mut out = wrap(&heading, width, "", TEXT);
+    out.push_str(&wrap(
+        &format!(
+            "the firewall {} blames above: its fix covers this warning",
+            shown(&culprit.id)
+        ),
+        width,
+        TEXT,
+        TEXT,
+    ));
     out
 }
 
@@ -262,6 +313,53 @@ fn evidence_words(f: &Finding, unicode: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_firewall_warning_on_the_node_a_failure_blames_points_at_that_fix() {
+        let fail = Finding::new("link.unreachable", Status::Fail, "61<->* eth0", "drops")
+            .on_node(Some(61))
+            .with("cause_node", 61)
+            .with("cause_direction", "incoming")
+            .fix(preflight_checks::model::Fix::new("accept").command("nft insert rule x"));
+        let warn = Finding::new(
+            "firewall.rules",
+            Status::Warn,
+            "29500",
+            "not plainly allowed",
+        )
+        .on_node(Some(61));
+        let other = Finding::new(
+            "firewall.rules",
+            Status::Warn,
+            "29500",
+            "not plainly allowed",
+        )
+        .on_node(Some(7));
+        let all = [&fail, &warn, &other];
+        assert!(same_firewall(&all, &[&warn]).is_some());
+        assert!(same_firewall(&all, &[&warn, &other]).is_none());
+        assert!(same_firewall(&all, &[&fail]).is_none());
+        let report = crate::report::ReportBuilder::new(Mode::Cluster).build();
+        let text = blocks(
+            &report,
+            &all[..2],
+            Style {
+                width: 80,
+                ..Style::plain()
+            },
+        );
+        assert!(
+            text.contains("! warning firewall.rules · rank 61"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    the firewall link.unreachable blames above: its fix covers this warning\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.matches("nft insert rule x").count(), 1, "{text}");
+    }
 
     #[test]
     fn evidence_is_a_few_words() {

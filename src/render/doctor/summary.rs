@@ -258,20 +258,53 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         )
     };
     if !failed.is_empty() {
-        let _ = writeln!(
-            out,
+        let mut heading = format!(
             "  {} {} failed:",
             paint::mark(preflight_checks::model::Status::Fail, style),
             count(failed.len(), "other link")
         );
-        for (r, f, t) in failed.iter().take(WORST) {
-            let _ = writeln!(out, "    {} {}", link(*f, *t), r.as_str());
+        // A pair failed both ways with one outcome is one line: one cable, one switch port.
+        let mut rows: Vec<String> = Vec::new();
+        let mut folded: Vec<(usize, usize)> = Vec::new();
+        for (r, f, t) in &failed {
+            if folded.contains(&(*f, *t)) {
+                continue;
+            }
+            if f < t
+                && failed
+                    .iter()
+                    .any(|(r2, f2, t2)| (f2, t2) == (t, f) && r2 == r)
+            {
+                folded.push((*t, *f));
+                rows.push(format!(
+                    "{} <-> {} ({} <-> {}) {} both ways",
+                    net.ranks[*f],
+                    net.ranks[*t],
+                    hostlist(report, &[net.ranks[*f]], 24),
+                    hostlist(report, &[net.ranks[*t]], 24),
+                    r.as_str()
+                ));
+            } else {
+                rows.push(format!("{} {}", link(*f, *t), r.as_str()));
+            }
         }
-        if failed.len() > WORST {
+        // One row fits on the heading's line when the terminal is wide enough.
+        if let [row] = rows.as_slice() {
+            let one = format!("{}: {row}", heading.trim_end_matches(':'));
+            if one.chars().count() <= width {
+                rows.clear();
+                heading = one;
+            }
+        }
+        let _ = writeln!(out, "{heading}");
+        for row in rows.iter().take(WORST) {
+            let _ = writeln!(out, "    {row}");
+        }
+        if rows.len() > WORST {
             let _ = writeln!(
                 out,
                 "    and {} more (--format json has each)",
-                failed.len() - WORST
+                rows.len() - WORST
             );
         }
     }
