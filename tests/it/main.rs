@@ -24,6 +24,7 @@ mod layers;
 mod local_tasks;
 mod mtu_blackhole;
 mod nccl;
+mod net_causes;
 mod netns;
 mod props;
 mod render_cluster;

@@ -67,6 +67,7 @@ pub(crate) fn node(rank: u32) -> NodeFacts {
         addrs: vec!["10.0.0.1".into()],
         joined_via: Some("10.0.0.1:29500".into()),
     });
+    f.joined_from = Some(format!("10.0.0.{}", rank + 1));
     f
 }
 
@@ -212,4 +213,6 @@ pub(crate) const IDS: &[&str] = &[
     "link.degraded",
     "link.slow",
     "link.latency",
+    "cluster.nat",
+    "link.intercepted",
 ];
