@@ -63,6 +63,7 @@ fn a_node_behind_nat_is_named_with_both_addresses() {
             .any(|e| e["node"] == 1 && e["reasons"].to_string().contains("cluster.nat")),
         "{set:#}"
     );
+    crate::fail_slow::save(r0, "nat");
     println!("SAMPLE cluster.nat: {text}");
 }
 
@@ -111,13 +112,16 @@ fn an_output_redirect_to_a_local_sink_is_named_with_its_rule() {
     assert!(!text.contains("firewall between"), "{text}");
     let cmds = f["fix"]["commands"].to_string();
     assert!(cmds.contains("iptables -t nat -D OUTPUT"), "{cmds}");
+    // The symptom names the cause, and no longer blames a firewall between the nodes.
     for s in failing(r0, "link.unreachable") {
         assert!(
             summary(s).contains("(see link.intercepted)"),
             "{}",
             summary(s)
         );
+        assert!(!summary(s).contains("firewall between"), "{}", summary(s));
     }
+    crate::fail_slow::save(r0, "intercepted");
     println!("SAMPLE link.intercepted: {text}");
 }
 

@@ -339,9 +339,17 @@ pub(super) fn point_symptoms(findings: &mut [Finding]) {
             }) || node.is_some_and(|n| s.contains(&n) || d.contains(&n))
         });
         if hit {
-            f.summary.push_str(&format!(
-                "; the cause: the connections are intercepted (see {ID})"
-            ));
+            // The symptom's own guess (a firewall, a route) gives way to the cause.
+            let head = f
+                .summary
+                .split_once(": ")
+                .map_or(f.summary.clone(), |(h, _)| h.to_string());
+            f.summary = format!(
+                "{head}: the connections were accepted and then intercepted, not filtered (see {ID})"
+            );
+            f.fix = Some(Fix::new(format!(
+                "The cause is {ID} (its finding names the rule or the path): fix that, then rerun"
+            )));
             let mut causes: Vec<serde_json::Value> = f
                 .evidence
                 .get("caused_by")
@@ -510,6 +518,56 @@ mod tests {
                 "{}",
                 found[0].summary
             );
+        }
+    }
+
+    /// At 2, 3 and 4096 nodes (every node but rank 0 behind one rule, one link each into rank
+    /// 0): one finding per node with the rule, none longer with n.
+    #[test]
+    fn the_judgment_alone_at_2_3_and_4096_nodes() {
+        for n in [2u32, 3, 4096] {
+            let rule = "-A ISTIO_REDIRECT -p tcp -j REDIRECT --to-ports 15001";
+            let facts: Vec<crate::model::NodeFacts> = (0..n)
+                .map(|r| {
+                    let mut f = node(r % 200);
+                    f.hostname = format!("node{:04}", r + 1);
+                    if r > 0 {
+                        f.firewall.nat = vec![redirect("output", rule, None)];
+                    }
+                    f
+                })
+                .collect();
+            let links: Vec<LinkResult> = (1..n)
+                .map(|r| {
+                    let mut l = link(r, 0, "10.0.0.1", LinkOutcome::Timeout, None);
+                    l.handshake = Some(HandshakeFailure::Silent);
+                    l
+                })
+                .collect();
+            let nodes: Vec<(u32, &crate::model::NodeFacts)> = facts
+                .iter()
+                .enumerate()
+                .map(|(r, f)| (r as u32, f))
+                .collect();
+            let fs = intercepted(&ClusterInput {
+                nodes: &nodes,
+                nnodes: n,
+                expected_hosts: &[],
+                links: &links,
+                evals: &[],
+                chosen: None,
+                master_port: 29500,
+                refused: &[],
+                min_link_gbit: None,
+                retested: &[],
+            });
+            assert_eq!(fs.len(), n as usize - 1);
+            assert!(
+                fs.iter()
+                    .all(|f| f.status == Status::Fail && f.node.is_some())
+            );
+            let longest = fs.iter().map(|f| f.summary.len()).max().unwrap_or(0);
+            assert!(longest < 600, "{}", fs[0].summary);
         }
     }
 

@@ -209,8 +209,15 @@ pub(super) fn point_symptoms(input: &ClusterInput, findings: &mut [Finding]) {
                 input.hosts_within(&mine, GROUP_CHARS)
             )
         };
-        f.summary
-            .push_str(&format!("; the cause: {who} sits behind NAT (see {ID})"));
+        // The symptom's own guess (a route, a firewall) gives way to the cause.
+        let head = f
+            .summary
+            .split_once(": ")
+            .map_or(f.summary.clone(), |(h, _)| h.to_string());
+        f.summary = format!("{head}: the cause: {who} sits behind NAT (see {ID})");
+        f.fix = Some(Fix::new(format!(
+            "The cause is {ID}: run {who} with the host's network (or an address the others reach directly), then rerun"
+        )));
         f.evidence.insert("caused_by".into(), json!([ID]));
     }
 }
