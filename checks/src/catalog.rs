@@ -615,6 +615,23 @@ static ENTRIES: &[Entry] = &[
          differs.",
     ),
     entry(
+        "cluster.nat",
+        "cluster",
+        "fail",
+        "a node's join reached rank 0 from an address none of its interfaces hold: it sits \
+         behind NAT (a container on a bridge network, a VM with a private address of another \
+         VPC), so the address NCCL and gloo advertise for it cannot be reached",
+        "Outgoing connections from a node behind NAT work (rendezvous included), so every node \
+         joins; then NCCL and gloo advertise the node's own, private address and its peers \
+         cannot connect to it: `Connection timed out` / `No route to host` in the bootstrap, \
+         gloo's `Timed out waiting ... for recv`, a watchdog timeout. Publishing only the \
+         master port (`-p 29500:29500`) is not enough: NCCL and gloo listen on random ports.",
+        "Run the job in the host's network namespace: Docker `--network=host`, Kubernetes \
+         `hostNetwork: true` (with `dnsPolicy: ClusterFirstWithHostNet`), or give the node an \
+         address the other nodes reach directly (same VPC, peering without NAT). The finding \
+         names the address rank 0 saw and the addresses the node holds (`ip -br addr`).",
+    ),
+    entry(
         "cluster.healthy-set",
         "cluster",
         "fail",
@@ -789,6 +806,25 @@ static ENTRIES: &[Entry] = &[
          `nc` commands that tell the sender, the receiver and a firewall between them apart; \
          for no route, check `ip route get <addr>`. The finding names the node and the exact \
          command.",
+    ),
+    entry(
+        "link.intercepted",
+        "link",
+        "fail",
+        "connections were accepted but never authenticated as the peer they dialled: a nat \
+         REDIRECT/DNAT rule of a node (named), or something between the nodes, answers in the \
+         peer's place (a service-mesh sidecar, a transparent proxy)",
+        "A sidecar or transparent proxy that takes the job's TCP connections lets the connect \
+         succeed and then cannot carry NCCL's or gloo's protocol: the bootstrap hangs or \
+         fails (`Connection reset by peer`, `Socket Timeout`, gloo's `Connection closed by \
+         peer`) although no firewall drops anything. Told apart from a slow peer: the same \
+         listener completed the other nodes' handshakes in time, or what answered is not \
+         preflight.",
+        "Exclude the job's traffic from the mesh: Istio's pod annotations \
+         `traffic.sidecar.istio.io/excludeOutboundIPRanges: <cluster subnet>` (or \
+         `excludeOutboundPorts` / `excludeInboundPorts`), or no sidecar for the job's pods \
+         (`sidecar.istio.io/inject: \"false\"`); or delete the node's rule the finding names \
+         (`iptables -t nat -D ...`, `iptables-save -t nat` to see them).",
     ),
     entry(
         "launch.as-written",

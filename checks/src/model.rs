@@ -149,6 +149,10 @@ pub struct NodeFacts {
     /// only; absent in `preflight facts` and in reports of older releases).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub master_resolution: Option<MasterResolution>,
+    /// The address rank 0 saw this node's join come from (the peer address of its connection,
+    /// an IPv4-mapped IPv6 written as IPv4); filled by rank 0, absent outside cluster runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub joined_from: Option<String>,
 }
 
 /// What the master address resolved to on one node, and the address it joined through.
@@ -491,6 +495,26 @@ pub struct FirewallFacts {
     /// ufw's default outgoing policy (`DEFAULT_OUTPUT_POLICY` in /etc/default/ufw:
     /// "accept", "drop", "reject") when ufw is installed.
     pub ufw_outgoing: Option<String>,
+    /// The nat table's REDIRECT and DNAT rules on the output and prerouting hooks, in order:
+    /// what sends this node's own connections (output) or the connections arriving at it
+    /// (prerouting) somewhere other than where they were addressed (a mesh sidecar, a
+    /// transparent proxy). Empty when none, or when not read (`read_error`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nat: Vec<NatRule>,
+}
+
+/// One REDIRECT or DNAT rule of the nat table.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct NatRule {
+    /// "output" (connections this node opens) or "prerouting" (connections arriving).
+    pub hook: String,
+    /// "REDIRECT" (to a port of this node) or "DNAT" (to another address).
+    pub target: String,
+    /// The rule's matches (protocol, ports, addresses, conditions); its action is `other`.
+    pub matches: FwRule,
+    /// Where it sends the connection (`--to-ports 15001`, `--to-destination 10.0.0.9:80`), when shown.
+    pub to: Option<String>,
 }
 
 /// A simplified view of the input path: the policy and the rules that can decide a TCP packet.
@@ -740,6 +764,34 @@ pub struct LinkResult {
     /// with backoff; a link is called failed only after a retry).
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub retries: u32,
+    /// The TCP connection was accepted, then the preflight handshake failed: how (absent when
+    /// the connect itself failed, or the handshake passed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handshake: Option<HandshakeFailure>,
+}
+
+/// How a handshake failed on a connection that was accepted.
+#[derive(
+    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum HandshakeFailure {
+    /// Nothing was sent back within the handshake's time.
+    Silent,
+    /// The connection was closed or reset before the handshake ended.
+    Closed,
+    /// An answer came that is not the dialled peer's preflight (other bytes, or another rank).
+    Stranger,
+}
+
+impl HandshakeFailure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandshakeFailure::Silent => "silent",
+            HandshakeFailure::Closed => "closed",
+            HandshakeFailure::Stranger => "stranger",
+        }
+    }
 }
 
 /// A JSON number (or null) as an f32: out of range is infinite, never an error.

@@ -23,7 +23,7 @@ fn kinds(found: &[&Value]) -> Vec<String> {
 
 /// With `PREFLIGHT_SAVE_REPORTS=DIR`, rank 0's report goes to `DIR/<what>.json` (the guide's
 /// samples are rendered from these with `preflight render`).
-fn save(r0: &NodeRun, what: &str) {
+pub(crate) fn save(r0: &NodeRun, what: &str) {
     if let Some(dir) = std::env::var_os("PREFLIGHT_SAVE_REPORTS") {
         let name: String = what
             .chars()

@@ -27,6 +27,7 @@ mod master_names;
 mod mtu_blackhole;
 mod nccl;
 mod nccl_auto_pick;
+mod net_causes;
 mod netns;
 mod props;
 mod render_cluster;

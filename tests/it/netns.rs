@@ -1119,6 +1119,78 @@ impl Cluster {
         self.iptables(rank, &rule);
     }
 
+    /// Puts host `rank`'s runs behind NAT, as a container on a bridge network with one published
+    /// port: an inner namespace on 10.200.`subnet`.0/24 (the host's side .1, the inner .2) whose
+    /// connections out leave MASQUERADEd as the host's own address, and only `port` forwarded
+    /// in (DNAT). Returns the inner namespace: run there with `wrap_on(rank, &["ip", "netns",
+    /// "exec", inner])`. Deleted with the cluster.
+    pub fn behind_nat(&self, rank: usize, subnet: u8, port: u16) -> String {
+        let host = self.ns(rank).to_string();
+        let inner = format!("{host}-in");
+        self.add_namespace(&inner);
+        let outer_if = format!("nat{rank}");
+        self.ip_in(
+            &host,
+            &[
+                "link", "add", "name", &outer_if, "type", "veth", "peer", "name", "eth0", "netns",
+                &inner,
+            ],
+        );
+        let net = format!("10.200.{subnet}");
+        self.ip_in(
+            &host,
+            &["addr", "add", &format!("{net}.1/24"), "dev", &outer_if],
+        );
+        self.ip_in(&host, &["link", "set", "dev", &outer_if, "up"]);
+        self.ip_in(
+            &inner,
+            &["addr", "add", &format!("{net}.2/24"), "dev", "eth0"],
+        );
+        self.ip_in(&inner, &["link", "set", "dev", "eth0", "up"]);
+        self.ip_in(
+            &inner,
+            &["route", "add", "default", "via", &format!("{net}.1")],
+        );
+        self.sysctl_in(&host, "net.ipv4.ip_forward=1");
+        let src = format!("{net}.0/24");
+        self.iptables(
+            rank,
+            &[
+                "-t",
+                "nat",
+                "-A",
+                "POSTROUTING",
+                "-s",
+                &src,
+                "-j",
+                "MASQUERADE",
+            ],
+        );
+        let to = format!("{net}.2:{port}");
+        let port = port.to_string();
+        self.iptables(
+            rank,
+            &[
+                "-t",
+                "nat",
+                "-A",
+                "PREROUTING",
+                "!",
+                "-i",
+                &outer_if,
+                "-p",
+                "tcp",
+                "--dport",
+                &port,
+                "-j",
+                "DNAT",
+                "--to-destination",
+                &to,
+            ],
+        );
+        inner
+    }
+
     /// Starts a python3 process in host `rank` listening on 0.0.0.0:`port` (accepting nothing)
     /// and returns its pid once it listens. It is killed on drop.
     pub fn hold_port(&self, rank: usize, port: u16) -> u32 {

@@ -374,6 +374,7 @@ fn full_cluster_report() -> Report {
             error: Some("timed out".into()),
             retries: 0,
             stalled: false,
+            handshake: Some(preflight_checks::model::HandshakeFailure::Silent),
         }],
         collectives: vec![CollectiveResult {
             op: "allreduce".into(),

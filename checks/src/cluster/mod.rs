@@ -15,12 +15,14 @@ mod gpu_health;
 pub mod healthy_set;
 mod hosts;
 mod ifname_choice;
+mod intercepted;
 mod joining;
 mod latency;
 mod launcher_master;
 mod master_name;
 mod mtu;
 mod mtu_blackhole;
+mod nat;
 pub mod nccl_auto_pick;
 mod refused;
 mod rendezvous;
@@ -145,6 +147,10 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.push(mtu_blackhole::mtu_blackhole(input));
     out.extend(slow::slow_links(input));
     out.extend(latency::high_latency(input));
+    out.extend(nat::nat(input));
+    out.extend(intercepted::intercepted(input));
+    nat::point_symptoms(input, &mut out);
+    intercepted::point_symptoms(&mut out);
     out
 }
 

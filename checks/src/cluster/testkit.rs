@@ -68,6 +68,7 @@ pub(crate) fn node(rank: u32) -> NodeFacts {
         joined_via: Some("10.0.0.1:29500".into()),
         ..Default::default()
     });
+    f.joined_from = Some(format!("10.0.0.{}", rank + 1));
     f
 }
 
@@ -213,4 +214,6 @@ pub(crate) const IDS: &[&str] = &[
     "link.degraded",
     "link.slow",
     "link.latency",
+    "cluster.nat",
+    "link.intercepted",
 ];

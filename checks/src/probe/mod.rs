@@ -73,5 +73,6 @@ pub fn collect(root: &Root, opts: &ProbeOptions) -> NodeFacts {
         firewall: firewall::probe(root),
         env: env::relevant(&opts.env),
         master_resolution: None,
+        joined_from: None,
     }
 }

@@ -6,7 +6,7 @@
 use crate::measure::tcp;
 use crate::transport::auth::{self, AuthError, Secret};
 use crate::transport::wire::{Listener, WireError};
-use preflight_checks::model::LinkOutcome;
+use preflight_checks::model::{HandshakeFailure, LinkOutcome};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -152,6 +152,8 @@ pub struct Failed {
     retry: Retry,
     /// The peer accepted but was too slow to hold its side of the handshake: a sign of load.
     busy: bool,
+    /// The connection was accepted and the handshake failed: how.
+    pub handshake: Option<HandshakeFailure>,
 }
 
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -188,6 +190,7 @@ pub fn open_once(
         error,
         retry: Retry::Never,
         busy: false,
+        handshake: None,
     };
     let ip: IpAddr = l
         .address
@@ -204,6 +207,7 @@ pub fn open_once(
             error: e,
             retry,
             busy: false,
+            handshake: None,
         }
     })?;
     match auth::connect(&mut s, secret, my_rank, nnodes, Some(rank)) {
@@ -215,6 +219,16 @@ pub fn open_once(
                 l.address
             ),
         )),
+        Err(AuthError::WrongPeer { got, .. }) => Err(Failed {
+            outcome: LinkOutcome::Error,
+            error: format!(
+                "the connection to {} was answered by rank {got}, not rank {rank}: something sends it elsewhere",
+                l.address
+            ),
+            retry: Retry::Never,
+            busy: false,
+            handshake: Some(HandshakeFailure::Stranger),
+        }),
         Err(e) => Err(classify_handshake(e)),
     }
 }
@@ -231,24 +245,36 @@ fn classify_handshake(e: AuthError) -> Failed {
             ),
             retry: Retry::Once,
             busy: true,
+            handshake: Some(HandshakeFailure::Silent),
         },
         AuthError::Wire(WireError::Closed) | AuthError::Wire(WireError::Io(_)) => Failed {
             outcome: LinkOutcome::Refused,
             error: format!("{e} during the handshake (a listener at its limit, or restarting)"),
             retry: Retry::Soon,
             busy: true,
+            handshake: Some(HandshakeFailure::Closed),
         },
         AuthError::Wire(WireError::Timeout) => Failed {
             outcome: LinkOutcome::Timeout,
             error: format!("{e} during the handshake"),
             retry: Retry::Once,
             busy: true,
+            handshake: Some(HandshakeFailure::Silent),
         },
+        AuthError::NotPreflight(why) => Failed {
+            outcome: LinkOutcome::Error,
+            error: format!("the connection was accepted but what answered is not preflight: {why}"),
+            retry: Retry::Never,
+            busy: false,
+            handshake: Some(HandshakeFailure::Stranger),
+        },
+        // Another secret, another version, a refusal: the peer is preflight, not a stranger.
         other => Failed {
             outcome: LinkOutcome::Error,
             error: other.to_string(),
             retry: Retry::Never,
             busy: false,
+            handshake: None,
         },
     }
 }

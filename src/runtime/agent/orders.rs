@@ -241,6 +241,7 @@ fn probe_peers(
             },
             Err(f) => {
                 link.result = f.outcome;
+                link.handshake = f.handshake;
                 link.error = Some(f.error.into());
             }
         }
@@ -306,6 +307,7 @@ fn bulk_targets(
             },
             Err(f) => {
                 link.result = f.outcome;
+                link.handshake = f.handshake;
                 link.error = Some(f.error.into());
             }
         }

@@ -252,7 +252,7 @@ struct Gates<'a> {
 
 /// The first node with a rank keeps it; a second claimant is refused, naming both.
 fn take_place(
-    j: Joined,
+    mut j: Joined,
     joined: &mut BTreeMap<u32, JoinedNode>,
     refused: &mut Vec<Refusal>,
     cfg: &CoordConfig,
@@ -323,6 +323,8 @@ fn take_place(
         return;
     }
     with_book(book, |b| b.take(j.rank));
+    // What the node's own facts cannot say: the address its connection arrived from.
+    j.facts.joined_from = Some(canonical(j.peer.ip()).to_string());
     cfg.events.log(format!(
         "coordinator: rank {}{} joined ({})",
         j.rank,

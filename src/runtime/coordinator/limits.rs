@@ -594,6 +594,7 @@ mod tests {
             error: None,
             retries: 0,
             stalled: false,
+            handshake: None,
         };
         let lies = [
             LinkResult {

@@ -49,7 +49,7 @@ pub fn parse_iptables_save_chain(text: &str, base: &str) -> Option<InputChain> {
 }
 
 /// Splits an iptables-save line into words, honouring "quoted strings" with \" escapes.
-fn split_words(line: &str) -> Vec<String> {
+pub(super) fn split_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_quotes = false;
@@ -85,7 +85,7 @@ fn split_words(line: &str) -> Vec<String> {
 }
 
 /// Parses `-A CHAIN <matches> -j TARGET [target options]`.
-fn parse_iptables_rule(line: &str) -> Option<(String, ParsedRule)> {
+pub(super) fn parse_iptables_rule(line: &str) -> Option<(String, ParsedRule)> {
     let words = split_words(line);
     let mut chain = None;
     let mut m = FwRule {

@@ -12,11 +12,13 @@
 //! `runner`, the ufw/firewalld state in `ufw_firewalld`.
 
 mod iptables_save;
+mod nat;
 mod nft;
 pub(crate) mod runner;
 mod ufw_firewalld;
 
 pub use iptables_save::{parse_iptables_save, parse_iptables_save_chain};
+pub use nat::{parse_iptables_save_nat, parse_nft_nat};
 pub use nft::{parse_nft_json, parse_nft_json_family, parse_nft_json_hook};
 
 use crate::model::{FirewallFacts, FwAction, FwRule, InputChain};
@@ -55,7 +57,26 @@ pub fn probe(root: &Root) -> FirewallFacts {
         }
         Err(why) => facts.read_error = Some(why),
     }
+    facts.nat = read_nat_rules();
     facts
+}
+
+/// The nat table's REDIRECT and DNAT rules: `iptables-save -t nat` (it prints iptables-nft's
+/// rules with their target options), else nftables' nat chains; none when neither tool runs.
+fn read_nat_rules() -> Vec<crate::model::NatRule> {
+    let from_iptables = find_tool("iptables-save")
+        .and_then(|t| run_with_timeout(&t, &["-t", "nat"]).ok())
+        .filter(|o| o.success)
+        .map(|o| parse_iptables_save_nat(&o.stdout))
+        .unwrap_or_default();
+    if !from_iptables.is_empty() {
+        return from_iptables;
+    }
+    find_tool("nft")
+        .and_then(|t| run_with_timeout(&t, &["-j", "list", "ruleset"]).ok())
+        .filter(|o| o.success)
+        .map(|o| parse_nft_nat(&o.stdout))
+        .unwrap_or_default()
 }
 
 /// The input and output paths as one tool showed them.

@@ -5,7 +5,7 @@ use crate::model::{FwAction, FwRule, InputChain};
 use serde_json::Value;
 use std::collections::HashMap;
 
-type ChainKey = (String, String, String);
+pub(super) type ChainKey = (String, String, String);
 
 #[derive(Debug)]
 struct NftBaseChain {
@@ -69,7 +69,7 @@ pub fn parse_nft_json_family(text: &str, hook: &str, v6: bool) -> Result<InputCh
     Ok(first)
 }
 
-fn str_field(v: &Value, key: &str) -> Option<String> {
+pub(super) fn str_field(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
@@ -77,6 +77,11 @@ fn nft_base_chain(chain: &Value, hook: &str, v6: bool) -> Option<NftBaseChain> {
     let family = str_field(chain, "family")?;
     let own = if v6 { "ip6" } else { "ip" };
     if str_field(chain, "hook")? != hook || !(family == own || family == "inet") {
+        return None;
+    }
+    // Only filter chains decide whether a connection passes; a nat chain on the same hook
+    // (`type nat hook output`) rewrites where it goes, and is read as such (see `nat`).
+    if str_field(chain, "type").is_some_and(|t| t != "filter") {
         return None;
     }
     let prio = match chain.get("prio") {
@@ -127,7 +132,7 @@ fn flatten_nft_base(
 }
 
 /// Named sets of ports (`set cluster_ports { type inet_service; ... }`), by (family, table, name).
-fn nft_port_sets(items: &[Value]) -> HashMap<ChainKey, Vec<(u16, u16)>> {
+pub(super) fn nft_port_sets(items: &[Value]) -> HashMap<ChainKey, Vec<(u16, u16)>> {
     items
         .iter()
         .filter_map(|i| i.get("set"))
@@ -228,7 +233,7 @@ fn nft_left_text(left: &Value) -> String {
     }
 }
 
-fn parse_nft_rule(
+pub(super) fn parse_nft_rule(
     exprs: &[Value],
     sets: &HashMap<ChainKey, Vec<(u16, u16)>>,
     scope: &(String, String),
