@@ -1,0 +1,13 @@
+//! InfiniBand/RoCE rails (issue 34): GPU r with its closest HCA r, judged per node from sysfs,
+//! across nodes, and per (node, rail, pair) from NCCL pair tests.
+
+pub mod across;
+pub mod counters;
+pub mod grew;
+pub mod mapping;
+pub mod node;
+
+#[cfg(test)]
+mod fixtures_test;
+
+pub use mapping::{PathKind, Rail, map_rails};
