@@ -235,6 +235,21 @@ static ENTRIES: &[Entry] = &[
          update the boot loader and reboot; `cat /sys/bus/pci/devices/*/iommu_group/type` shows \
          the mode.",
     ),
+    entry(
+        "ib.rail-fault",
+        "ib",
+        "warn / fail",
+        "a per-rail NCCL pair test failed or ran slow: the (node, rail HCA, GPU), node, rail switch or pair that explains it",
+        "Each matched pair of nodes runs one 2-rank NCCL send/recv per rail (GPU r with its closest \
+         HCA, NCCL_IB_HCA pinned, NCCL_NET=IB so it fails instead of falling back to TCP). A rail \
+         bad with two or more partners that pass elsewhere is that node's rail; most rails of a \
+         node bad is the node; the same rail bad on three or more nodes is that rail's switch; a \
+         pair bad while both ends pass elsewhere is the path between them. Suspects are retested \
+         against known-good partners (fail when confirmed, warn when not yet retested).",
+        "Reseat or replace the cable or transceiver on the named port (`ibstat`, `mlxlink -d <pci> \
+         -p <port> -m -c -e`, `ibportstate`), check the rail's switch (`ibdiagnet`), and leave \
+         the bad rail out for now with the `NCCL_IB_HCA` the finding gives.",
+    ),
     // ----- gpu -----
     entry(
         "gpu.nvml",

@@ -574,3 +574,93 @@ fn the_roce_gid_nccl_picks_must_be_of_one_kind() {
         serde_json::json!(["mlx5_0/1: index 3 RoCE v2 IPv4-mapped"])
     );
 }
+
+fn input_of<'a>(pairs: &'a [(u32, &'a NodeFacts)]) -> crate::cluster::ClusterInput<'a> {
+    crate::cluster::ClusterInput {
+        nodes: pairs,
+        nnodes: pairs.len() as u32,
+        expected_hosts: &[],
+        links: &[],
+        evals: &[],
+        chosen: None,
+        master_port: 29500,
+        refused: &[],
+        min_link_gbit: None,
+        retested: &[],
+    }
+}
+
+#[test]
+fn a_fixture_cluster_with_one_bad_rail_names_node_hca_and_gpu() {
+    use super::localise::{RailResult, localise, retest_plan};
+    let trees: Vec<(Sysfs, Vec<Gpu>)> = (0..4)
+        .map(|_| {
+            let (s, g, _) = eight_rail_node(&[NDR; 8], &[ACTIVE; 8], &[&[]; 8]);
+            (s, g)
+        })
+        .collect();
+    let nodes: Vec<NodeFacts> = trees
+        .iter()
+        .enumerate()
+        .map(|(i, (s, g))| named(s.facts(g), &format!("gpu{:02}", i + 1)))
+        .collect();
+    let pairs: Vec<(u32, &NodeFacts)> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (i as u32, f))
+        .collect();
+    let input = input_of(&pairs);
+    let mut results = Vec::new();
+    for (a, b) in [(0, 1), (1, 2), (2, 3), (0, 3), (0, 2), (1, 3)] {
+        for rail in 0..8 {
+            let bad = rail == 5 && (a == 2 || b == 2);
+            results.push(RailResult {
+                a,
+                b,
+                rail,
+                gbps: if bad { None } else { Some(370.0 + rail as f64) },
+                error: bad.then(|| format!("NET/IB : Got completion from peer 10.0.0.{} with status=12 opcode=0 len=0 vendor err 129 (Send)", if a == 2 { b + 1 } else { a + 1 })),
+                round: 0,
+            });
+        }
+    }
+    let plan = retest_plan(&results, &localise(&results));
+    for (a, b, rail) in plan {
+        let bad = rail == 5 && (a == 2 || b == 2);
+        results.push(RailResult {
+            a,
+            b,
+            rail,
+            gbps: (!bad).then_some(371.0),
+            error: bad.then(|| "NCCL watchdog: no progress in 30 s".into()),
+            round: 1,
+        });
+    }
+    let out = fault::check(&input, &results);
+    assert_eq!(out.len(), 1, "{out:#?}");
+    let f = &out[0];
+    assert_eq!((f.status, f.node), (Status::Fail, Some(2)));
+    // GPU 5's HCA is mlx5_7 on this PCIe layout.
+    assert_eq!(f.subject, "gpu03 rail 5 (mlx5_7/1, GPU 5)");
+    assert!(
+        f.summary.starts_with(
+            "rail 5 (mlx5_7/1, GPU 5) of rank 2 (gpu03): NCCL send/recv fails with gpu[01-02,04]"
+        ),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("confirmed by a retest"), "{}", f.summary);
+    let cmds = &f.fix.as_ref().unwrap().commands;
+    assert!(
+        cmds.iter()
+            .any(|c| c.starts_with("ssh gpu03 mlxlink -d 0000:44:01.0 -p 1")),
+        "{cmds:?}"
+    );
+    assert!(
+        cmds.iter().any(|c| c.starts_with(
+            "export NCCL_IB_HCA==mlx5_4:1,mlx5_5:1,mlx5_0:1,mlx5_1:1,mlx5_6:1,mlx5_2:1,mlx5_3:1"
+        )),
+        "{cmds:?}"
+    );
+    assert_eq!(fault::check(&input, &[])[0].status, Status::Skip);
+}

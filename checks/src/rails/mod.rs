@@ -3,11 +3,15 @@
 
 pub mod across;
 pub mod counters;
+pub mod fault;
 pub mod grew;
+pub mod localise;
 pub mod mapping;
 pub mod node;
 
 #[cfg(test)]
 mod fixtures_test;
+#[cfg(test)]
+mod localise_tests;
 
 pub use mapping::{PathKind, Rail, map_rails};
