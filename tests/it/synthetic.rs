@@ -202,6 +202,7 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
                 coordinator_note: None,
                 given_master: None,
                 c10d: None,
+                rail_verdict: None,
             },
         ));
     }

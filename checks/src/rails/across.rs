@@ -290,7 +290,7 @@ fn firmware(input: &ClusterInput, with: &[(u32, &NodeFacts, Vec<Rail>)]) -> Find
 
 /// What NCCL picks on a RoCE port by default (RoCE v2, IPv4): the IPv4-mapped v2 GID, else a
 /// global v2 one; described with its kind for the comparison.
-fn nccl_gid(port: &[&GidEntry]) -> (Option<u32>, &'static str) {
+pub(crate) fn nccl_gid(port: &[&GidEntry]) -> (Option<u32>, &'static str) {
     let v2: Vec<&GidEntry> = port
         .iter()
         .copied()

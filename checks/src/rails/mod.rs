@@ -2,6 +2,7 @@
 //! across nodes, and per (node, rail, pair) from NCCL pair tests.
 
 pub mod across;
+pub mod advice;
 pub mod counters;
 pub mod fault;
 pub mod grew;
@@ -10,7 +11,7 @@ pub mod mapping;
 pub mod node;
 
 #[cfg(test)]
-mod fixtures_test;
+pub(crate) mod fixtures_test;
 #[cfg(test)]
 mod localise_tests;
 
