@@ -8,6 +8,7 @@ pub mod fault;
 pub mod grew;
 pub mod localise;
 pub mod mapping;
+pub mod nccl_log;
 pub mod node;
 
 #[cfg(test)]
