@@ -174,7 +174,71 @@ pub fn run_round_here(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use preflight_checks::cluster::ClusterInput;
+    use preflight_checks::model::{
+        Finding, GpuPciPath, IbDevice, IbPort, NodeFacts, RdmaPci, Status,
+    };
     use preflight_checks::rails::localise::{Blame, localise, retest_plan, rounds};
+
+    /// A node whose GPU r and HCA `child.hca` share a PCIe switch, as the fake rails say.
+    fn node_facts(n: u32, children: &[RailChild]) -> NodeFacts {
+        let mut f = NodeFacts {
+            hostname: format!("gpu{:02}", n + 1),
+            ..Default::default()
+        };
+        for c in children {
+            let sw = format!("0000:{:02x}:00.0", 0x10 * (c.rail + 1));
+            f.ib.devices.push(IbDevice {
+                name: c.hca.clone(),
+                ports: vec![IbPort {
+                    port: c.port,
+                    state: "ACTIVE".into(),
+                    link_layer: "InfiniBand".into(),
+                    rate: Some("400 Gb/sec (4X NDR)".into()),
+                    rate_gbps: Some(400.0),
+                    ..Default::default()
+                }],
+                pci: Some(RdmaPci {
+                    bdf: format!("0000:{:02x}:01.0", 0x10 * (c.rail + 1) + 1),
+                    path: vec![
+                        sw.clone(),
+                        format!("0000:{:02x}:01.0", 0x10 * (c.rail + 1) + 1),
+                    ],
+                    root: Some("pci0000:00".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            f.ib.gpu_pci_paths.push(GpuPciPath {
+                gpu: c.gpu,
+                bdf: format!("0000:{:02x}:00.0", 0x10 * (c.rail + 1) + 1),
+                path: vec![sw, format!("0000:{:02x}:00.0", 0x10 * (c.rail + 1) + 1)],
+                root: Some("pci0000:00".into()),
+                ..Default::default()
+            });
+        }
+        f
+    }
+
+    /// A cluster report holding the rail findings, for `preflight render` (the notes' sample).
+    fn save_report(path: &str, nodes: &[(u32, &NodeFacts)], findings: &[Finding]) {
+        let report = serde_json::json!({
+            "schema": preflight_checks::model::SCHEMA,
+            "tool": {"name": "preflight", "version": env!("CARGO_PKG_VERSION")},
+            "mode": "cluster",
+            "status": findings.iter().map(|f| f.status).max(),
+            "nodes": nodes.iter().map(|(r, f)| serde_json::json!({"rank": r, "hostname": f.hostname, "facts": f})).collect::<Vec<_>>(),
+            "findings": findings,
+            "links": [],
+            "collectives": [],
+            "recommendation": null,
+        });
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&report).unwrap_or_default(),
+        )
+        .unwrap_or_default();
+    }
 
     fn fake() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nccl-worker/fake-worker.sh")
@@ -272,6 +336,39 @@ mod tests {
             ),
             "{v:?}"
         );
+        // The finding names the node, the rail's HCA and GPU, and the fix.
+        let facts: Vec<NodeFacts> = (0..3).map(|n| node_facts(n, &rails[&n])).collect();
+        let nodes: Vec<(u32, &NodeFacts)> = facts
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i as u32, f))
+            .collect();
+        let input = ClusterInput {
+            nodes: &nodes,
+            nnodes: 3,
+            expected_hosts: &[],
+            links: &[],
+            evals: &[],
+            chosen: None,
+            master_port: 29500,
+            refused: &[],
+            min_link_gbit: None,
+            retested: &[],
+        };
+        let findings = preflight_checks::rails::fault::findings(&input, &v);
+        assert_eq!(findings.len(), 1);
+        let f = &findings[0];
+        assert_eq!((f.status, f.node), (Status::Fail, Some(2)));
+        assert_eq!(f.subject, "gpu03 rail 1 (mlx5_0/1, GPU 1)");
+        assert!(
+            f.summary
+                .contains("NET/IB completion error from peer 10.200.0.1<43210>"),
+            "{}",
+            f.summary
+        );
+        if let Ok(path) = std::env::var("PREFLIGHT_SAVE_RAILS_REPORT") {
+            save_report(&path, &nodes, &findings);
+        }
         // Without the fault the same flow passes everywhere, proven NET/IB with GPUDirect.
         run.extra_env.clear();
         let healthy: Vec<RailResult> = rail_rounds(&rails, 2, 7)

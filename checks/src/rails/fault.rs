@@ -113,12 +113,15 @@ pub fn findings(input: &ClusterInput, v: &RailVerdict) -> Vec<Finding> {
                     status,
                     format!("{host} {}", rail_label(&rails, *node, *index)),
                     format!(
-                        "{} of {}: NCCL send/recv {} with {} while those partners pass on rail {index} with others (median {}, reference {reference}; {retest_note}){}",
+                        "{} of {}: NCCL send/recv {} with {} while those partners pass on rail {index} with others ({}, reference {reference}; {retest_note}){}",
                         rail_label(&rails, *node, *index),
                         input.who(*node),
                         if median_gbps.is_some_and(|m| m > 0.0) && errors.is_empty() { "is slow" } else { "fails" },
                         input.hosts_within(bad_with, 60),
-                        gbps(*median_gbps),
+                        match median_gbps {
+                            Some(m) => format!("median {m:.0} Gb/s"),
+                            None => "no run passed".to_string(),
+                        },
                         errors.first().map(|e| format!(": {e}")).unwrap_or_default()
                     ),
                 )

@@ -664,3 +664,33 @@ fn a_fixture_cluster_with_one_bad_rail_names_node_hca_and_gpu() {
     );
     assert_eq!(fault::check(&input, &[])[0].status, Status::Skip);
 }
+
+#[test]
+fn a_node_with_a_slow_rail_bad_counters_and_an_hca_missing_in_the_container() {
+    let mut rates = [NDR; 8];
+    rates[6] = HDR;
+    let mut counters: [&[(&str, u64)]; 8] = [&[]; 8];
+    counters[1] = &[("symbol_error", 65535), ("link_downed", 3)];
+    let (s, gpus, _) = eight_rail_node(&rates, &[ACTIVE; 8], &counters);
+    s.remove("/dev/infiniband/uverbs5");
+    let f = s.facts(&gpus);
+    let out = node::check(&f);
+    let warned: Vec<(&str, &str)> = out
+        .iter()
+        .filter(|f| f.status == Status::Warn)
+        .map(|f| (f.id.as_str(), f.subject.as_str()))
+        .collect();
+    assert_eq!(
+        warned,
+        [
+            (node::RATE, "mlx5_6/1"),
+            (node::COUNTERS, "mlx5_1/1"),
+            (node::CONTAINER, "/dev/infiniband"),
+        ]
+    );
+    // `preflight check --facts` on this node gives the notes' node sample.
+    if let Ok(path) = std::env::var("PREFLIGHT_SAVE_RAILS_FACTS") {
+        std::fs::write(path, serde_json::to_string_pretty(&f).unwrap_or_default())
+            .unwrap_or_default();
+    }
+}
