@@ -25,6 +25,9 @@ pub const HW_COUNTERS: &[&str] = &[
 pub fn hca_pci(root: &Root, hca: &str) -> Option<RdmaPci> {
     let dev = format!("/sys/class/infiniband/{hca}/device");
     let (root_complex, path) = pci_path(root, &dev)?;
+    if path.is_empty() {
+        return None;
+    }
     let driver = root.link_name(format!("{dev}/driver"));
     let driver_version = driver
         .as_ref()
@@ -76,6 +79,9 @@ pub fn gpu_paths(root: &Root, gpus: &[Gpu]) -> Vec<GpuPciPath> {
             let bdf = super::gpu_node::sysfs_bdf(&g.pci_bus_id)?;
             let dev = format!("/sys/bus/pci/devices/{bdf}");
             let (root_complex, path) = pci_path(root, &dev)?;
+            if path.is_empty() {
+                return None;
+            }
             Some(GpuPciPath {
                 gpu: g.index,
                 iommu: root.attr(format!("{dev}/iommu_group/type")),
