@@ -18,7 +18,7 @@ fn rails_by_rank(input: &ClusterInput) -> BTreeMap<u32, Vec<Rail>> {
         .collect()
 }
 
-fn rail<'a>(rails: &'a BTreeMap<u32, Vec<Rail>>, rank: u32, index: u32) -> Option<&'a Rail> {
+fn rail(rails: &BTreeMap<u32, Vec<Rail>>, rank: u32, index: u32) -> Option<&Rail> {
     rails.get(&rank)?.iter().find(|r| r.index == index)
 }
 

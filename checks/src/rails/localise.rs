@@ -321,7 +321,8 @@ pub fn retest_plan(results: &[RailResult], verdict: &RailVerdict) -> Vec<(u32, u
 /// Splits pairs into rounds in which no (node, rail) appears twice (one child per node and
 /// rail at a time).
 pub fn rounds(plan: &[(u32, u32, u32)]) -> Vec<Vec<(u32, u32, u32)>> {
-    let mut out: Vec<(BTreeSet<(u32, u32)>, Vec<(u32, u32, u32)>)> = Vec::new();
+    type Round = (BTreeSet<(u32, u32)>, Vec<(u32, u32, u32)>);
+    let mut out: Vec<Round> = Vec::new();
     for p in plan {
         let (a, b, rail) = *p;
         let slot = out

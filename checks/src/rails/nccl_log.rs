@@ -86,7 +86,7 @@ pub fn parse_ib_error(msg: &str) -> Option<IbError> {
     let peer = rest.split(" with ").next()?.trim().to_string();
     let gid = |k: &str| {
         let rest = &rest[rest.find(k)? + k.len()..];
-        let w = rest.trim_start().split_whitespace().next()?;
+        let w = rest.split_whitespace().next()?;
         Some(w.to_string())
     };
     Some(IbError {

@@ -341,10 +341,12 @@ fn iommu(ib: &IbFacts) -> Finding {
                 .then(|| format!("{} ({})", d.name, p.iommu.as_deref().unwrap_or("")))
         })
         .collect();
-    translated_devs.extend(ib.gpu_pci_paths.iter().filter_map(|g| {
-        translated(&g.iommu)
-            .then(|| format!("GPU {} ({})", g.gpu, g.iommu.as_deref().unwrap_or("")))
-    }));
+    translated_devs.extend(
+        ib.gpu_pci_paths
+            .iter()
+            .filter(|g| translated(&g.iommu))
+            .map(|g| format!("GPU {} ({})", g.gpu, g.iommu.as_deref().unwrap_or(""))),
+    );
     let known = ib
         .devices
         .iter()
