@@ -43,8 +43,8 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     crate::stats::median(&mut v)
 }
 
-/// ACTIVE ports slower than the same rail's median across nodes, where the node's own rails
-/// all run alike (a port slower than its own node's rails is the node check's finding).
+/// ACTIVE ports slower than the same rail's median across three or more nodes, where the node's
+/// own rails all run alike (a port slower than its own node's rails is the node check's finding).
 fn rate_across(input: &ClusterInput, with: &[(u32, &NodeFacts, Vec<Rail>)]) -> Vec<Finding> {
     let mut by_rail: BTreeMap<u32, Vec<(u32, f64)>> = BTreeMap::new();
     for (rank, f, rails) in with {
@@ -76,7 +76,8 @@ fn rate_across(input: &ClusterInput, with: &[(u32, &NodeFacts, Vec<Rail>)]) -> V
                 continue;
             }
             let others = by_rail.get(&rail.index).cloned().unwrap_or_default();
-            if others.len() < 2 {
+            // Two nodes that disagree cannot tell which one is slow: three or more can.
+            if others.len() < 3 {
                 continue;
             }
             let Some(reference) = median(others.iter().map(|(_, r)| *r).collect()) else {
