@@ -321,6 +321,9 @@ pub struct ClusterAdviceInput {
     pub given_master: Option<(String, Vec<std::net::IpAddr>)>,
     /// Set when ranks were assigned at join (torchrun's c10d rendezvous): the launch keeps c10d.
     pub c10d: Option<C10dAdvice>,
+    /// The per-rail NCCL pair tests as localised, when they ran: rails they blame leave
+    /// `NCCL_IB_HCA`.
+    pub rail_verdict: Option<preflight_checks::rails::localise::RailVerdict>,
 }
 
 /// The c10d rendezvous the ranks came from, for the launch commands and the reasons.
@@ -451,6 +454,25 @@ pub fn advise_cluster(
         env.insert("NCCL_IB_HCA".into(), h);
     }
     reasons.push(ib_reason);
+    if ib_on {
+        let rails = preflight_checks::rails::advice::advise(nodes, input.rail_verdict.as_ref());
+        if let Some(h) = rails.hca {
+            env.insert("NCCL_IB_HCA".into(), h);
+        }
+        if let Some(g) = rails.gid_index {
+            env.insert("NCCL_IB_GID_INDEX".into(), g);
+        }
+        for (rank, g) in rails.gid_index_per_rank {
+            per_rank
+                .entry(rank)
+                .or_default()
+                .insert("NCCL_IB_GID_INDEX".into(), g);
+        }
+        if let Some(q) = rails.qps_per_connection {
+            env.insert("NCCL_IB_QPS_PER_CONNECTION".into(), q);
+        }
+        reasons.extend(rails.reasons);
+    }
     if let Some(r) = ib_on
         .then(|| preflight_checks::gpu_health::gpudirect_reason(&facts))
         .flatten()

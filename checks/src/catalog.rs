@@ -150,6 +150,121 @@ static ENTRIES: &[Entry] = &[
          `export NCCL_IB_GID_INDEX=<index>` as the finding suggests (`show_gids` lists the \
          table), or `unset NCCL_IB_GID_INDEX` and let NCCL choose.",
     ),
+    entry(
+        "ib.rate",
+        "ib",
+        "warn",
+        "an RDMA port runs slower than the node's other rails or than the same rail on other nodes",
+        "NCCL spreads its channels over every rail and waits for the slowest: one port that \
+         trained at 200 instead of 400 Gb/s (fewer lanes, a lower speed: a bad cable or \
+         transceiver) slows every collective of the job, and shows up elsewhere only as a low \
+         collective.busbw. Read from /sys/class/infiniband/<hca>/ports/<n>/rate; the rail is the \
+         GPU closest to the HCA on PCIe, as NCCL maps it.",
+        "Reseat or replace the cable or transceiver on that port and check the switch port's \
+         speed: `ibstat <hca> <port>`, `mlxlink -d <pci> -p <port> -m -c -e` (`ethtool <netdev>` \
+         on RoCE). Until it is fixed, leave the rail out with `NCCL_IB_HCA`.",
+    ),
+    entry(
+        "ib.rails",
+        "ib",
+        "warn",
+        "a node has fewer working rails (ACTIVE HCA ports) than its peers",
+        "NCCL builds as many channels as the rails allow on each node; a node with a rail missing \
+         (port down, HCA absent) carries its share over fewer links, and every collective waits \
+         for it.",
+        "Bring the missing rail up (`ibstat`, cable, switch port, subnet manager) or replace the \
+         HCA; until then run with `NCCL_IB_HCA` listing the rails every node has (the \
+         recommendation gives it).",
+    ),
+    entry(
+        "ib.firmware",
+        "ib",
+        "warn",
+        "HCA firmware (per model) or the RDMA driver stack differs across nodes",
+        "Mixed firmware or drivers (MLNX_OFED/DOCA against inbox) change link training, adaptive \
+         routing and RDMA features between the two ends of a rail; health checkers (ClusterMAX, \
+         sichek) require one version everywhere.",
+        "Bring every node to one firmware per HCA model and one driver: `mlxfwmanager --query`, \
+         `ibv_devinfo | grep fw_ver`, `modinfo mlx5_core`.",
+    ),
+    entry(
+        "ib.roce-gid",
+        "ib",
+        "warn",
+        "the RoCE GID NCCL would pick (v2, IPv4-mapped) is not of one kind on every node",
+        "NCCL picks a RoCE v2 IPv4-mapped GID by default; a node whose netdev has no IPv4 address \
+         offers only a link-local or IPv6 GID, and the two ends of a queue pair disagree: \
+         `NET/IB : Got completion with error 12` or a hang at init.",
+        "Give every RoCE netdev its IPv4 address so the IPv4-mapped RoCE v2 GID exists, check with \
+         `show_gids`, and set `NCCL_IB_GID_INDEX` only when the index is the same on every node.",
+    ),
+    entry(
+        "ib.counters",
+        "ib",
+        "warn",
+        "RDMA port error counters over the health checkers' thresholds, or saturated",
+        "symbol_error, link_error_recovery, link_downed, port_rcv_errors, \
+         excessive_buffer_overrun_errors and local_link_integrity_errors count a link that \
+         corrupts, retrains or drops; NVIDIA NVSentinel treats any link_downed, buffer overrun or \
+         local link integrity error as fatal and symbol errors over the IBTA budget (120 an hour) \
+         as degradation. These counters are 16, 8 or 4 bits wide and stop at their maximum: a \
+         saturated one is reported as such, its true count unknown.",
+        "Check the cable and transceiver (`mlxlink -d <pci> -p <port> -m -c -e` shows the \
+         bit-error rate), reseat or replace it, clear the counters (`perfquery -x -R -C <hca> -P \
+         <port>`) and rerun preflight to see whether they grow again.",
+    ),
+    entry(
+        "ib.counters-grew",
+        "ib",
+        "warn / fail",
+        "RDMA error counters grew while preflight measured (a link flap, bit errors, RDMA retries)",
+        "Two snapshots of the port counters around the measurement: link_downed, buffer overruns, \
+         local link integrity errors or RDMA transport retries exhausted growing during the run \
+         (fail) mean a job on that rail fails or stalls the same way; symbol or receive errors \
+         growing (warn) mean a link that degrades under load. A counter that saturated is \
+         reported as saturated, not differenced.",
+        "Reseat or replace the cable or transceiver on that port, check the switch port's log, and \
+         leave the rail out with `NCCL_IB_HCA` until it holds.",
+    ),
+    entry(
+        "ib.container",
+        "ib",
+        "warn",
+        "HCAs listed in sysfs have no verbs device in /dev/infiniband (a container started without them)",
+        "NCCL opens the HCAs through /dev/infiniband/uverbsN; a container that sees the HCAs in \
+         /sys but lacks their device nodes makes NCCL leave them out, or fall back to TCP sockets \
+         without an error (`NET/Socket` in NCCL_DEBUG=INFO).",
+        "Start the container with the RDMA devices: docker `--device=/dev/infiniband \
+         --cap-add=IPC_LOCK`, Kubernetes the RDMA shared device plugin's resource; check with \
+         `ls -l /dev/infiniband` and `ibv_devices`.",
+    ),
+    entry(
+        "ib.iommu",
+        "ib",
+        "warn",
+        "the IOMMU translates DMA for the HCAs or GPUs (not passthrough) where GPUDirect RDMA runs",
+        "GPUDirect RDMA moves data between the HCA and GPU memory peer to peer; with the IOMMU \
+         translating (iommu_group type DMA or DMA-FQ) those transfers fail or run far below the \
+         link rate. NVIDIA asks for `iommu=pt` on GPU nodes.",
+        "Add `iommu=pt` (with `intel_iommu=on` or `amd_iommu=on`) to the kernel command line, \
+         update the boot loader and reboot; `cat /sys/bus/pci/devices/*/iommu_group/type` shows \
+         the mode.",
+    ),
+    entry(
+        "ib.rail-fault",
+        "ib",
+        "warn / fail",
+        "a per-rail NCCL pair test failed or ran slow: the (node, rail HCA, GPU), node, rail switch or pair that explains it",
+        "Each matched pair of nodes runs one 2-rank NCCL send/recv per rail (GPU r with its closest \
+         HCA, NCCL_IB_HCA pinned, NCCL_NET=IB so it fails instead of falling back to TCP). A rail \
+         bad with two or more partners that pass elsewhere is that node's rail; most rails of a \
+         node bad is the node; the same rail bad on three or more nodes is that rail's switch; a \
+         pair bad while both ends pass elsewhere is the path between them. Suspects are retested \
+         against known-good partners (fail when confirmed, warn when not yet retested).",
+        "Reseat or replace the cable or transceiver on the named port (`ibstat`, `mlxlink -d <pci> \
+         -p <port> -m -c -e`, `ibportstate`), check the rail's switch (`ibdiagnet`), and leave \
+         the bad rail out for now with the `NCCL_IB_HCA` the finding gives.",
+    ),
     // ----- gpu -----
     entry(
         "gpu.nvml",

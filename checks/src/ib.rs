@@ -318,6 +318,7 @@ mod tests {
             rate_gbps: Some(200.0),
             link_layer: ll.into(),
             netdev: netdev.map(String::from),
+            ..Default::default()
         }
     }
 
@@ -326,7 +327,7 @@ mod tests {
             ib: IbFacts {
                 devices,
                 verbs_library: verbs.map(String::from),
-                error: None,
+                ..Default::default()
             },
             ..Default::default()
         }

@@ -23,6 +23,7 @@ pub mod net;
 pub mod networks;
 pub mod ports;
 pub mod probe;
+pub mod rails;
 pub mod root;
 pub mod scale;
 pub mod schema;
@@ -72,6 +73,7 @@ pub fn check_node(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
     let mut out = Vec::new();
     out.extend(net::check(facts, ctx));
     out.extend(ib::check(facts, ctx));
+    out.extend(rails::node::check(facts));
     out.extend(gpu::check(facts, ctx));
     out.extend(nccl::check(facts, ctx));
     out.extend(ports::check(facts, ctx));

@@ -11,8 +11,10 @@ use std::net::IpAddr;
 
 mod gpu_health;
 mod label;
+mod rdma;
 pub use gpu_health::*;
 pub use label::{Label, Labels};
+pub use rdma::*;
 
 /// Schema name written into every report.
 pub const SCHEMA: &str = "preflight.report.v1";
@@ -303,6 +305,12 @@ pub struct IbFacts {
     /// Path of libibverbs when installed.
     pub verbs_library: Option<String>,
     pub error: Option<String>,
+    /// The PCIe path of each GPU, for the rail mapping (read only when RDMA devices exist).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_pci_paths: Vec<GpuPciPath>,
+    /// `/dev/infiniband` as this process sees it (a container may lack it); None when not looked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev_infiniband: Option<Vec<String>>,
 }
 
 impl IbFacts {
@@ -327,6 +335,12 @@ pub struct IbDevice {
     pub hca_type: Option<String>,
     pub fw_ver: Option<String>,
     pub ports: Vec<IbPort>,
+    /// Where the HCA sits on PCIe, for the rail mapping and the driver stack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pci: Option<RdmaPci>,
+    /// The verbs character device (`uverbs0`) sysfs names for this HCA, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uverbs: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
@@ -343,6 +357,12 @@ pub struct IbPort {
     pub link_layer: String,
     /// The net device this port maps to (ib0, ens1f0np0), if any.
     pub netdev: Option<String>,
+    /// `counters/<name>` (IB PortCounters: some 4, 8 or 16 bits wide, saturating).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, u64>,
+    /// `hw_counters/<name>` the rail checks read (RoCE retransmissions and timeouts).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub hw_counters: BTreeMap<String, u64>,
 }
 
 impl IbPort {

@@ -11,6 +11,7 @@ pub mod job;
 pub mod local_group;
 pub mod nccl_node;
 pub mod node;
+pub mod rail_pairs;
 pub mod schedule;
 pub mod sim;
 

@@ -208,6 +208,7 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
                 coordinator_note: None,
                 given_master: None,
                 c10d: None,
+                rail_verdict: None,
             },
         ));
     }

@@ -139,6 +139,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.push(crate::gpu::check_cluster_gpus(input));
     out.extend(gpu_health::gpu_health(input));
     out.push(crate::ib::check_partial(input));
+    out.extend(crate::rails::across::check_cluster(input));
     out.extend(crate::scale::gid_across::check_cluster(input));
     out.extend(unreachable::unreachable_links(input));
     out.extend(degraded::degraded_networks(input));

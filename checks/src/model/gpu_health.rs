@@ -100,6 +100,10 @@ pub struct GpuNodeHealth {
     pub fabric_manager_running: Option<bool>,
     /// The GPUDirect RDMA module loaded: "nvidia_peermem" or "nv_peer_mem"; None when neither.
     pub peermem_module: Option<String>,
+    /// The NVIDIA kernel module is the open one (`/proc/driver/nvidia/version` says "Open Kernel
+    /// Module"), which with Linux 5.12+ lets NCCL use DMA-BUF for GPUDirect RDMA; None when unread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvidia_open_module: Option<bool>,
     /// Running under a hypervisor (the `hypervisor` CPU flag): ACS is the host's business.
     pub virtualized: Option<bool>,
     /// ACS state of the PCIe bridges above the GPUs and RDMA NICs.

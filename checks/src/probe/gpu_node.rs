@@ -17,6 +17,10 @@ pub fn probe(root: &Root, gpus: &[Gpu], ib: &IbFacts) -> GpuNodeHealth {
         nvswitches,
         fabric_manager_running: (nvswitches > 0).then(|| fabric_manager_running(root)),
         peermem_module: peermem_module(root),
+        nvidia_open_module: root
+            .read("/proc/driver/nvidia/version")
+            .ok()
+            .map(|v| v.contains("Open Kernel Module")),
         virtualized: virtualized(root),
         acs: acs(root, &targets(root, gpus, ib)),
         bandwidth: Vec::new(),

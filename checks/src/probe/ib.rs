@@ -38,6 +38,9 @@ pub fn probe(root: &Root) -> IbFacts {
         .into_iter()
         .map(|name| read_device(root, &name))
         .collect();
+    if !facts.devices.is_empty() {
+        facts.dev_infiniband = Some(super::rdma::dev_infiniband(root));
+    }
     facts
 }
 
@@ -57,6 +60,8 @@ fn read_device(root: &Root, name: &str) -> IbDevice {
             .into_iter()
             .map(|n| read_port(root, &dir, n))
             .collect(),
+        pci: super::rdma::hca_pci(root, name),
+        uverbs: super::rdma::hca_uverbs(root, name),
     }
 }
 
@@ -77,6 +82,12 @@ fn read_port(root: &Root, dev_dir: &str, port: u32) -> IbPort {
         rate,
         link_layer: root.attr(format!("{pdir}/link_layer")).unwrap_or_default(),
         netdev: port_netdev(root, dev_dir, port),
+        counters: super::rdma::counters(root, &format!("{pdir}/counters"), None),
+        hw_counters: super::rdma::counters(
+            root,
+            &format!("{pdir}/hw_counters"),
+            Some(super::rdma::HW_COUNTERS),
+        ),
     }
 }
 

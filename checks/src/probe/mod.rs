@@ -13,6 +13,7 @@ pub mod nccl;
 pub mod nccl_shm;
 pub mod net;
 pub mod ports;
+pub mod rdma;
 pub mod scale;
 pub mod sys;
 
@@ -53,7 +54,10 @@ pub fn collect(root: &Root, opts: &ProbeOptions) -> NodeFacts {
     } else {
         gpu::probe_at(root)
     };
-    let ib = ib::probe(root);
+    let mut ib = ib::probe(root);
+    if !ib.devices.is_empty() {
+        ib.gpu_pci_paths = rdma::gpu_paths(root, &gpu.gpus);
+    }
     let mut gpu = gpu;
     if gpu.nvml_error.is_none() && gpu.gpus.iter().any(|g| g.health.is_some()) {
         gpu.node_health = Some(gpu_node::probe(root, &gpu.gpus, &ib));

@@ -17,6 +17,7 @@
 pub mod libdir;
 pub mod log;
 pub mod protocol;
+pub mod rail;
 pub mod worker;
 
 pub use log::{NetUsed, differs_from_advice};

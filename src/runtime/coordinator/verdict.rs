@@ -77,6 +77,7 @@ pub(crate) fn advise(
                 .filter(|m| !m.is_empty())
                 .map(|m| (m.clone(), crate::placement::resolve_host(m).addrs)),
             c10d: cfg.c10d.clone(),
+            rail_verdict: None,
         },
     )
 }

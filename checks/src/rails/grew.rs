@@ -1,0 +1,123 @@
+//! `ib.counters-grew`: error counters that grew between two snapshots of one node taken around
+//! a measurement (a link that flapped or corrupted packets while preflight measured). Saturated
+//! counters are reported as saturated, never differenced.
+
+use super::counters::{Growth, port_growth, spec};
+use super::mapping::map_rails;
+use super::node::{link_commands, port_label};
+use crate::model::{Finding, Fix, IbFacts, Status};
+
+pub const ID: &str = "ib.counters-grew";
+
+/// Counters that flag a failed link when they grow at all.
+const FATAL: &[&str] = &[
+    "link_downed",
+    "excessive_buffer_overrun_errors",
+    "local_link_integrity_errors",
+    "rnr_nak_retry_err",
+    "req_transport_retries_exceeded",
+];
+
+fn describe(name: &str, g: &Growth) -> Option<String> {
+    Some(match g {
+        Growth::Grew { by, before, after } => format!("{name} +{by} ({before} -> {after})"),
+        Growth::SaturatedDuring { before, max } => {
+            format!(
+                "{name} saturated during the run ({before} -> {max}, the true growth is unknown)"
+            )
+        }
+        Growth::SaturatedBefore { max } => {
+            format!(
+                "{name} saturated at {max} before the run (growth cannot be seen until it is cleared)"
+            )
+        }
+        Growth::Cleared { .. } => return None,
+    })
+}
+
+pub fn check(before: &IbFacts, after: &IbFacts) -> Vec<Finding> {
+    if after.devices.is_empty() {
+        return vec![Finding::new(
+            ID,
+            Status::Skip,
+            "infiniband",
+            "no InfiniBand/RoCE devices: no counters to compare",
+        )];
+    }
+    let rails = map_rails(after);
+    let mut out = Vec::new();
+    for d in &after.devices {
+        let Some(bd) = before.devices.iter().find(|b| b.name == d.name) else {
+            continue;
+        };
+        for p in &d.ports {
+            let Some(bp) = bd.ports.iter().find(|b| b.port == p.port) else {
+                continue;
+            };
+            let grown = port_growth(
+                (&bp.counters, &bp.hw_counters),
+                (&p.counters, &p.hw_counters),
+            );
+            let lines: Vec<String> = grown
+                .iter()
+                .filter(|(_, g)| !matches!(g, Growth::SaturatedBefore { .. }))
+                .filter_map(|(n, g)| describe(n, g))
+                .collect();
+            if lines.is_empty() {
+                continue;
+            }
+            let fatal = grown.iter().any(|(n, g)| {
+                FATAL.contains(&n.as_str())
+                    && matches!(g, Growth::Grew { .. } | Growth::SaturatedDuring { .. })
+            });
+            let mut evidence = serde_json::Map::new();
+            for (n, g) in &grown {
+                let v = match g {
+                    Growth::Grew { by, .. } => serde_json::json!({"grew_by": by}),
+                    Growth::SaturatedDuring { max, .. } | Growth::SaturatedBefore { max } => {
+                        serde_json::json!({"saturated": max, "bits": spec(n).map(|s| s.bits)})
+                    }
+                    Growth::Cleared { before, after } => {
+                        serde_json::json!({"cleared": {"before": before, "after": after}})
+                    }
+                };
+                evidence.insert(n.clone(), v);
+            }
+            let mut f = Finding::new(
+                ID,
+                if fatal { Status::Fail } else { Status::Warn },
+                format!("{}/{}", d.name, p.port),
+                format!(
+                    "{} error counters grew while preflight measured: {}{}",
+                    port_label(&rails, d, p),
+                    lines.join("; "),
+                    if fatal {
+                        ": the link went down or lost RDMA traffic during the run, and a job on it fails or stalls the same way"
+                    } else {
+                        ": the link corrupts or retries traffic under load"
+                    }
+                ),
+            )
+            .with("device", &d.name)
+            .with("port", p.port)
+            .fix(Fix {
+                hint: format!(
+                    "Reseat or replace the cable or transceiver on {}/{}, check the switch port's log, and leave the rail out with NCCL_IB_HCA until it holds.",
+                    d.name, p.port
+                ),
+                commands: link_commands(d, p),
+            });
+            f.evidence.insert("counters".into(), evidence.into());
+            out.push(f);
+        }
+    }
+    if out.is_empty() {
+        out.push(Finding::new(
+            ID,
+            Status::Pass,
+            "infiniband",
+            "no RDMA error counter grew during the run",
+        ));
+    }
+    out
+}
