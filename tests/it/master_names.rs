@@ -110,8 +110,14 @@ fn a_short_name_leading_to_a_rejecting_network_is_named_with_both_addresses() {
     let rec = r0.recommendation();
     assert_eq!(rec["master_addr"], data0.as_str(), "{rec:#}");
     let launch = rec["launch"].to_string();
-    assert!(launch.contains(&format!("--master-addr={data0}")), "{launch}");
-    assert!(!launch.contains(&format!("--master-addr={admin0}")), "{launch}");
+    assert!(
+        launch.contains(&format!("--master-addr={data0}")),
+        "{launch}"
+    );
+    assert!(
+        !launch.contains(&format!("--master-addr={admin0}")),
+        "{launch}"
+    );
     let excluded = rec["healthy_set"]["excluded"].to_string();
     assert!(!excluded.contains("cluster.master-elsewhere"), "{rec:#}");
 }
