@@ -343,18 +343,7 @@ mod tests {
             .enumerate()
             .map(|(i, f)| (i as u32, f))
             .collect();
-        let input = ClusterInput {
-            nodes: &nodes,
-            nnodes: 3,
-            expected_hosts: &[],
-            links: &[],
-            evals: &[],
-            chosen: None,
-            master_port: 29500,
-            refused: &[],
-            min_link_gbit: None,
-            retested: &[],
-        };
+        let input = ClusterInput::of_nodes(&nodes, 3);
         let findings = preflight_checks::rails::fault::findings(&input, &v);
         assert_eq!(findings.len(), 1);
         let f = &findings[0];

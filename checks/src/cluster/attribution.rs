@@ -260,18 +260,7 @@ mod tests {
             .enumerate()
             .map(|(i, f)| (i as u32, f))
             .collect();
-        let input = ClusterInput {
-            nodes: &nodes,
-            nnodes: 2,
-            expected_hosts: &[],
-            links: &[],
-            evals: &[],
-            chosen: None,
-            master_port: 29500,
-            refused: &[],
-            min_link_gbit: None,
-            retested: &[],
-        };
+        let input = ClusterInput::of_nodes(&nodes, 2);
         let link = LinkResult {
             from: 1,
             to: 0,
@@ -325,18 +314,7 @@ mod tests {
             .enumerate()
             .map(|(i, f)| (i as u32, f))
             .collect();
-        let input = ClusterInput {
-            nodes: &nodes,
-            nnodes: 2,
-            expected_hosts: &[],
-            links: &[],
-            evals: &[],
-            chosen: None,
-            master_port: 29500,
-            refused: &[],
-            min_link_gbit: None,
-            retested: &[],
-        };
+        let input = ClusterInput::of_nodes(&nodes, 2);
         let link = LinkResult {
             from: 1,
             to: 0,

@@ -550,16 +550,8 @@ mod tests {
                 .map(|(r, f)| (r as u32, f))
                 .collect();
             let fs = intercepted(&ClusterInput {
-                nodes: &nodes,
-                nnodes: n,
-                expected_hosts: &[],
                 links: &links,
-                evals: &[],
-                chosen: None,
-                master_port: 29500,
-                refused: &[],
-                min_link_gbit: None,
-                retested: &[],
+                ..ClusterInput::of_nodes(&nodes, n)
             });
             assert_eq!(fs.len(), n as usize - 1);
             assert!(

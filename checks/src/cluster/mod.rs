@@ -66,7 +66,24 @@ pub struct ClusterInput<'a> {
     pub retested: &'a [(u32, u32, String)],
 }
 
-impl ClusterInput<'_> {
+impl<'a> ClusterInput<'a> {
+    /// The nodes' facts alone: no links, networks, refusals or retests (judgments of the facts,
+    /// and their tests).
+    pub fn of_nodes(nodes: &'a [(u32, &'a NodeFacts)], nnodes: u32) -> Self {
+        ClusterInput {
+            nodes,
+            nnodes,
+            expected_hosts: &[],
+            links: &[],
+            evals: &[],
+            chosen: None,
+            master_port: 29500,
+            refused: &[],
+            min_link_gbit: None,
+            retested: &[],
+        }
+    }
+
     pub(crate) fn facts(&self, rank: u32) -> Option<&NodeFacts> {
         self.nodes.iter().find(|(r, _)| *r == rank).map(|(_, f)| *f)
     }
@@ -193,18 +210,7 @@ mod tests {
         let c = Cluster::healthy(1);
         let fs = c.findings();
         assert_eq!(only(&fs, "link.unreachable").status, Status::Skip);
-        let empty = check_cluster(&ClusterInput {
-            nodes: &[],
-            nnodes: 0,
-            expected_hosts: &[],
-            links: &[],
-            evals: &[],
-            chosen: None,
-            master_port: 29500,
-            refused: &[],
-            min_link_gbit: None,
-            retested: &[],
-        });
+        let empty = check_cluster(&ClusterInput::of_nodes(&[], 0));
         for id in IDS {
             assert!(!with_id(&empty, id).is_empty(), "{id} missing");
         }

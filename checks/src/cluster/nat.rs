@@ -374,18 +374,7 @@ mod tests {
                 .map(|(r, f)| (r as u32, f))
                 .collect();
             // This judgment alone: the others' cost at 4096 nodes is theirs to test.
-            let fs = super::nat(&ClusterInput {
-                nodes: &nodes,
-                nnodes: n,
-                expected_hosts: &[],
-                links: &[],
-                evals: &[],
-                chosen: None,
-                master_port: 29500,
-                refused: &[],
-                min_link_gbit: None,
-                retested: &[],
-            });
+            let fs = super::nat(&ClusterInput::of_nodes(&nodes, n));
             let nat = with_id(&fs, ID);
             assert_eq!(nat.len(), n as usize - 1);
             assert!(nat.iter().all(|f| f.status == Status::Fail));

@@ -479,18 +479,10 @@ fn cluster_findings(nodes: &[NodeFacts]) -> Vec<Finding> {
         .enumerate()
         .map(|(i, f)| (i as u32, f))
         .collect();
-    across::check_cluster(&crate::cluster::ClusterInput {
-        nodes: &pairs,
-        nnodes: nodes.len() as u32,
-        expected_hosts: &[],
-        links: &[],
-        evals: &[],
-        chosen: None,
-        master_port: 29500,
-        refused: &[],
-        min_link_gbit: None,
-        retested: &[],
-    })
+    across::check_cluster(&crate::cluster::ClusterInput::of_nodes(
+        &pairs,
+        nodes.len() as u32,
+    ))
 }
 
 fn named(mut f: NodeFacts, host: &str) -> NodeFacts {
@@ -580,18 +572,7 @@ fn the_roce_gid_nccl_picks_must_be_of_one_kind() {
 }
 
 fn input_of<'a>(pairs: &'a [(u32, &'a NodeFacts)]) -> crate::cluster::ClusterInput<'a> {
-    crate::cluster::ClusterInput {
-        nodes: pairs,
-        nnodes: pairs.len() as u32,
-        expected_hosts: &[],
-        links: &[],
-        evals: &[],
-        chosen: None,
-        master_port: 29500,
-        refused: &[],
-        min_link_gbit: None,
-        retested: &[],
-    }
+    crate::cluster::ClusterInput::of_nodes(pairs, pairs.len() as u32)
 }
 
 #[test]
