@@ -137,6 +137,13 @@ fn judge_node(
     holders: &HashMap<IpAddr, usize>,
 ) -> Vec<BadPick> {
     let mut out = Vec::new();
+    // The node's interface on the network the advice uses (or, when none carries every pair, the
+    // one judged): its failures are link.unreachable's, and the advised value names it.
+    let advised = input
+        .chosen
+        .or(input.evals.first())
+        .and_then(|e| e.network.members.get(&rank))
+        .map(|m| m.interface.as_str());
     for (i, iface) in picks.iter().enumerate() {
         let addr = nccl_address(iface);
         let shared = addr.and_then(|a| holders.get(&a)).copied().unwrap_or(0);
@@ -158,7 +165,7 @@ fn judge_node(
                     "the same address on {shared} nodes: a peer dialling it reaches the wrong node"
                 ),
             )
-        } else if tried > 0 && ok < tried {
+        } else if tried > 0 && ok < tried && advised != Some(iface.name.as_str()) {
             (
                 Some(Cause::NotReached),
                 format!("{ok} of {tried} peers got through to it ({words}): no route or filtered"),
@@ -581,5 +588,15 @@ mod tests {
         assert_eq!(nccl_address(&i), Some("2001:db8::1".parse().unwrap()));
         i.ipv6.remove(1);
         assert_eq!(nccl_address(&i), Some("fe80::1".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_node_filtered_on_the_advised_network_is_link_unreachable_s_not_this() {
+        let mut c = Cluster::healthy(4);
+        for from in [0, 1, 3] {
+            c.set(from, 2, LinkOutcome::Timeout);
+        }
+        let f = judge(&c.facts, &c.links, Some("eno1"));
+        assert_eq!(f.status, Status::Pass, "{f:#?}");
     }
 }
