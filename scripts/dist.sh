@@ -19,71 +19,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-GLIBC_MAX=2.17
-
-die() {
-    echo "dist.sh: $*" >&2
-    exit 1
-}
-
-usage() {
-    echo "usage: scripts/dist.sh [--target x86_64|aarch64|all]" >&2
-    exit 2
-}
-
-which_arch=all
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --target)
-            [ $# -ge 2 ] || usage
-            which_arch="$2"
-            shift 2
-            ;;
-        --target=*)
-            which_arch="${1#--target=}"
-            shift
-            ;;
-        -h | --help) usage ;;
-        *) usage ;;
-    esac
-done
-case "$which_arch" in
-    x86_64) arches=(x86_64) ;;
-    aarch64) arches=(aarch64) ;;
-    all) arches=(x86_64 aarch64) ;;
-    *) usage ;;
-esac
+SCRIPT=dist.sh
+# shellcheck source=scripts/lib/portable.sh
+. scripts/lib/portable.sh
+parse_targets "$@"
 
 # --- Tools: check, never install --------------------------------------------------------------
-need() { # need TOOL "how to install it"
-    command -v "$1" >/dev/null 2>&1 || die "missing '$1'; install it with: $2"
-}
 need cargo "rustup (https://rustup.rs)"
 need cargo-zigbuild "pip install cargo-zigbuild   (prebuilt; or: cargo install cargo-zigbuild --locked)"
-# cargo-zigbuild runs `zig` from PATH, else `python3 -m ziglang` (the PyPI package).
-if ! command -v zig >/dev/null 2>&1 && ! python3 -m ziglang version >/dev/null 2>&1; then
-    die "missing zig; install it with: pip install ziglang   (or put a zig binary on PATH)"
-fi
+need_zig
 need tar "apt-get install tar"
 need gzip "apt-get install gzip"
 need sha256sum "apt-get install coreutils"
-
-# objdump_for ARCH: the objdump to read that architecture's dynamic symbols with. The host's
-# objdump reads an aarch64 binary's symbol versions as generic ELF; the cross one is preferred.
-objdump_for() {
-    if [ "$1" = aarch64 ] && command -v aarch64-linux-gnu-objdump >/dev/null 2>&1; then
-        echo aarch64-linux-gnu-objdump
-    else
-        echo objdump
-    fi
-}
 need objdump "apt-get install binutils"
-for arch in "${arches[@]}"; do
-    if command -v rustup >/dev/null 2>&1 &&
-        ! rustup target list --installed | grep -qx "$arch-unknown-linux-gnu"; then
-        die "missing Rust target $arch-unknown-linux-gnu; install it with: rustup target add $arch-unknown-linux-gnu"
-    fi
-done
+need_rust_targets
 
 # --- Version and paths -------------------------------------------------------------------------
 # `cargo pkgid` resolves the workspace-inherited version: path+file:///...#preflight@0.1.0
@@ -92,11 +41,6 @@ version=$(cargo pkgid -p preflight | sed -n 's/.*[#@]\([0-9][0-9A-Za-z.+-]*\)$/\
 target_dir=$(cargo metadata --no-deps --format-version 1 |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 [ -n "$target_dir" ] || die "could not find cargo's target directory (cargo metadata)"
-
-# Highest GLIBC_x.y symbol version in a binary's dynamic symbol table (empty if none).
-glibc_needed() { # glibc_needed OBJDUMP FILE
-    "$1" -T "$2" | grep -o 'GLIBC_[0-9][0-9.]*' | sort -u -V | tail -n 1
-}
 
 mkdir -p dist
 for arch in "${arches[@]}"; do
@@ -108,14 +52,7 @@ for arch in "${arches[@]}"; do
     bin="$target_dir/$triple/release/preflight"
     [ -x "$bin" ] || die "cargo zigbuild produced no $bin"
 
-    od=$(objdump_for "$arch")
-    needed=$(glibc_needed "$od" "$bin")
-    [ -n "$needed" ] || die "$od -T $bin shows no GLIBC_ symbol version (not a glibc binary?)"
-    highest=$(printf '%s\n%s\n' "${needed#GLIBC_}" "$GLIBC_MAX" | sort -V | tail -n 1)
-    if [ "$highest" != "$GLIBC_MAX" ]; then
-        "$od" -T "$bin" | grep -F "$needed" >&2 || true
-        die "$bin needs $needed, more than GLIBC_$GLIBC_MAX (the symbols above)"
-    fi
+    needed=$(glibc_at_most "$arch" "$bin")
     echo "    highest glibc symbol version: $needed (limit GLIBC_$GLIBC_MAX)" >&2
 
     name="preflight-$version"

@@ -116,18 +116,7 @@ mod tests {
     }
 
     fn input<'a>(nodes: &'a [(u32, &'a NodeFacts)]) -> ClusterInput<'a> {
-        ClusterInput {
-            nodes,
-            nnodes: nodes.len() as u32,
-            expected_hosts: &[],
-            links: &[],
-            evals: &[],
-            chosen: None,
-            master_port: 29500,
-            refused: &[],
-            min_link_gbit: None,
-            retested: &[],
-        }
+        ClusterInput::of_nodes(nodes, nodes.len() as u32)
     }
 
     #[test]
