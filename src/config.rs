@@ -53,6 +53,8 @@ pub struct CheckJob {
     pub slurm: Option<SlurmHook>,
     /// `--thorough`: an NCCL all-reduce over this node's GPUs too.
     pub thorough: bool,
+    /// The GPUs' matrix-multiply test (`--gemm`, `--burn`, `--thorough`; a Slurm hook only when asked).
+    pub gemm: crate::runtime::job::GemmPlan,
 }
 
 /// Which Slurm hook `preflight check` runs as.
@@ -146,6 +148,7 @@ pub enum Job {
     Explain(ExplainJob),
     Schema,
     NcclWorker(WorkerSpec),
+    GemmWorker(crate::measure::gemm::worker::GemmSpec),
     Simulate(SimulateJob),
 }
 
@@ -183,6 +186,13 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             view: view(&a.job),
             slurm: slurm_hook(&a.slurm, a.job.strict, env)?,
             thorough: a.thorough,
+            gemm: crate::runtime::job::GemmPlan::from_flags(
+                a.gemm.gemm,
+                a.gemm.no_gemm,
+                a.gemm.burn,
+                a.thorough && !(a.slurm.slurm_health || a.slurm.slurm_prolog),
+                a.thorough,
+            ),
         })),
         Command::Facts(a) => Job::Facts(FactsJob {
             probe: probe(&a.probe),
@@ -279,6 +289,13 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             })
         }
         Command::NcclWorker(a) => Job::NcclWorker(nccl_worker(&a)?),
+        Command::GemmWorker(a) => Job::GemmWorker(crate::measure::gemm::worker::GemmSpec {
+            gpus: a.gpus,
+            size: a.size,
+            check_size: a.check_size,
+            burn_s: a.burn,
+            seed: a.seed,
+        }),
     })
 }
 
@@ -484,6 +501,13 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
             nnodes: None,
         },
         whole_report: a.job.full_report,
+        gemm: crate::runtime::job::GemmPlan::from_flags(
+            a.gemm.gemm,
+            a.gemm.no_gemm,
+            a.gemm.burn,
+            !a.quick,
+            a.thorough,
+        ),
     })
 }
 

@@ -7,6 +7,7 @@ pub mod allreduce;
 pub mod allreduce_node;
 pub mod coordinator;
 pub mod fds;
+pub mod gpu_compute;
 pub mod job;
 pub mod local_group;
 pub mod nccl_node;

@@ -12,6 +12,7 @@ mod explain_log;
 mod fabrics;
 mod fail_slow;
 mod faults;
+mod gemm;
 mod gpu_health;
 mod healthy_set;
 mod hooks;
