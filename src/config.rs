@@ -651,6 +651,68 @@ mod tests {
     }
 
     #[test]
+    fn the_gemm_test_runs_where_it_is_asked_for_and_not_in_a_slurm_hook() {
+        use crate::runtime::job::GemmPlan;
+        let check = |flags: &[&str]| {
+            let cli =
+                Cli::try_parse_from(["preflight", "check"].iter().chain(flags.iter())).unwrap();
+            match job(cli, &BTreeMap::new()).unwrap() {
+                Job::Check(c) => c.gemm,
+                _ => unreachable!(),
+            }
+        };
+        let cluster = |flags: &[&str]| {
+            let cli =
+                Cli::try_parse_from(["preflight", "cluster"].iter().chain(flags.iter())).unwrap();
+            match job(cli, &BTreeMap::new()).unwrap() {
+                Job::Cluster(c, _) => c.gemm,
+                _ => unreachable!(),
+            }
+        };
+        let off = GemmPlan::default();
+        let quick = GemmPlan {
+            run: true,
+            burn_s: 0,
+        };
+        assert_eq!(check(&[]), off, "the default check stays at its speed");
+        assert_eq!(check(&["--gemm"]), quick);
+        assert_eq!(
+            check(&["--thorough"]),
+            GemmPlan {
+                run: true,
+                burn_s: 30
+            }
+        );
+        assert_eq!(
+            check(&["--burn", "5"]),
+            GemmPlan {
+                run: true,
+                burn_s: 5
+            }
+        );
+        assert_eq!(
+            check(&["--slurm-prolog", "--thorough"]),
+            off,
+            "too slow for a prolog"
+        );
+        assert_eq!(check(&["--slurm-health", "--thorough"]), off);
+        assert_eq!(check(&["--slurm-health", "--gemm"]), quick, "unless asked");
+        assert_eq!(cluster(&[]), quick);
+        assert_eq!(cluster(&["--quick"]), off);
+        assert_eq!(cluster(&["--quick", "--gemm"]), quick);
+        assert_eq!(cluster(&["--no-gemm"]), off);
+        assert_eq!(
+            cluster(&["--thorough"]),
+            GemmPlan {
+                run: true,
+                burn_s: 30
+            }
+        );
+        assert!(Cli::try_parse_from(["preflight", "check", "--gemm", "--no-gemm"]).is_err());
+        assert!(Cli::try_parse_from(["preflight", "check", "--burn", "0"]).is_err());
+    }
+
+    #[test]
     fn nccl_worker_sizes_take_suffixes_and_refuse_garbage() {
         let Job::NcclWorker(w) = parse(&[
             "nccl-worker",

@@ -45,15 +45,38 @@ fn measure(root: &Root, facts: &NodeFacts, plan: GemmPlan) -> GpuCompute {
     }
     let fake = std::env::var_os(gemm::WORKER_ENV).is_some_and(|v| !v.is_empty());
     if !root.is_system() && !fake {
-        return skipped("not measured: the GPUs are a fixture tree's (--root)");
+        return skipped("the GPUs are a fixture tree's (--root)");
     }
     let ld = std::env::var("LD_LIBRARY_PATH").ok();
     let found = libs::find(facts.nccl.library.as_deref(), ld.as_deref());
     if found.is_none() && !fake {
         return skipped(
-            "not measured: no libcublas found (looked beside libnccl, in LD_LIBRARY_PATH and /usr/local/cuda/lib64); install PyTorch's CUDA wheels or nvidia-cublas-cu12",
+            "no libcublas found (looked beside libnccl, in LD_LIBRARY_PATH and /usr/local/cuda/lib64): install PyTorch's CUDA wheels or nvidia-cublas-cu12",
         );
     }
+    // A libcublas.so.13 is reached through a `libcublas.so` link (cudarc does not try .so.13);
+    // the link's dir lives until the worker is done.
+    let link = match &found {
+        Some((_, file)) if libs::needs_link(file) => {
+            match crate::measure::nccl::libdir::TempDir::new()
+                .and_then(|t| t.link_as(file, "libcublas.so").map(|d| (t, d)))
+            {
+                Ok(made) => Some(made),
+                Err(e) => {
+                    return skipped(format!(
+                        "cannot link {} as libcublas.so for the worker: {e}",
+                        file.display()
+                    ));
+                }
+            }
+        }
+        _ => None,
+    };
+    let lib_dirs: Vec<std::path::PathBuf> = link
+        .iter()
+        .map(|(_, d)| d.clone())
+        .chain(found.iter().map(|(d, _)| d.clone()))
+        .collect();
     let job = GemmJob {
         gpus,
         size: SIZE,
@@ -61,7 +84,7 @@ fn measure(root: &Root, facts: &NodeFacts, plan: GemmPlan) -> GpuCompute {
         burn_s: plan.burn_s,
         seed: SEED,
         timeout: gemm::timeout_for(gpus, plan.burn_s),
-        lib_dirs: found.iter().map(|(d, _)| d.clone()).collect(),
+        lib_dirs,
         program: None,
     };
     let sampler = LoadSampler::open().ok();

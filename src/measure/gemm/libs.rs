@@ -1,11 +1,23 @@
 //! Where the GEMM worker finds libcublas: beside the libnccl the node probe found (PyTorch's
-//! wheels put `nvidia/cublas/lib` next to `nvidia/nccl/lib`), in `LD_LIBRARY_PATH`, in the CUDA
-//! toolkit's usual places, or in the loader's own search path.
+//! CUDA 12 wheels put `nvidia/cublas/lib` next to `nvidia/nccl/lib`, its CUDA 13 wheels
+//! `nvidia/cu13/lib`), in `LD_LIBRARY_PATH`, or in the CUDA toolkit's usual places.
 
 use std::path::{Path, PathBuf};
 
-/// File names cudarc's loader tries for cuBLAS 12 and 11 (it does not try `.so.13`).
-const NAMES: &[&str] = &["libcublas.so.12", "libcublas.so.11", "libcublas.so"];
+/// File names looked for. cudarc's loader does not try `.so.13`: [`needs_link`] says when the
+/// worker needs a `libcublas.so` link to the file found.
+const NAMES: &[&str] = &[
+    "libcublas.so.13",
+    "libcublas.so.12",
+    "libcublas.so.11",
+    "libcublas.so",
+];
+
+/// Whether cudarc's loader would miss `file` by its name (it tries `libcublas.so`, `.so.12`,
+/// `.so.11`, ... but not `.so.13`).
+pub fn needs_link(file: &Path) -> bool {
+    file.file_name().is_some_and(|n| n == "libcublas.so.13")
+}
 
 /// Toolkit and distribution directories looked in after the NCCL sibling and LD_LIBRARY_PATH.
 const SYSTEM_DIRS: &[&str] = &[
@@ -31,6 +43,7 @@ pub fn find(
             .and_then(Path::parent)
         {
             dirs.push(nvidia.join("cublas/lib"));
+            dirs.push(nvidia.join("cu13/lib"));
         }
     }
     if let Some(path) = ld_library_path {
@@ -68,5 +81,15 @@ mod tests {
         // Without the NCCL sibling: LD_LIBRARY_PATH.
         let (dir, _) = find(None, Some(&format!("::{}", other.display()))).unwrap();
         assert_eq!(dir, other);
+        // PyTorch's CUDA 13 wheels: nvidia/cu13/lib/libcublas.so.13, which needs a link.
+        std::fs::remove_file(site.join("cublas/lib/libcublas.so.12")).unwrap();
+        std::fs::create_dir_all(site.join("cu13/lib")).unwrap();
+        std::fs::write(site.join("cu13/lib/libcublas.so.13"), "").unwrap();
+        let (dir, file) = find(nccl.to_str(), None).unwrap();
+        assert_eq!(dir, site.join("cu13/lib"));
+        assert!(needs_link(&file));
+        assert!(!needs_link(Path::new(
+            "/usr/local/cuda/lib64/libcublas.so.12"
+        )));
     }
 }
