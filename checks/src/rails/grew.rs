@@ -5,7 +5,9 @@
 use super::counters::{Growth, port_growth, spec};
 use super::mapping::map_rails;
 use super::node::{link_commands, port_label};
+use crate::cluster::ClusterInput;
 use crate::model::{Finding, Fix, IbFacts, Status};
+use std::collections::BTreeMap;
 
 pub const ID: &str = "ib.counters-grew";
 
@@ -117,6 +119,39 @@ pub fn check(before: &IbFacts, after: &IbFacts) -> Vec<Finding> {
             Status::Pass,
             "infiniband",
             "no RDMA error counter grew during the run",
+        ));
+    }
+    out
+}
+
+/// Every node's two snapshots (`after` by rank: the counters read after the traffic phases):
+/// each grown counter as a finding on its node, the quiet nodes in one pass.
+pub fn check_cluster(input: &ClusterInput, after: &BTreeMap<u32, IbFacts>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut quiet = 0;
+    for (rank, facts) in input.nodes {
+        let Some(after) = after.get(rank) else {
+            continue;
+        };
+        for mut f in check(&facts.ib, after) {
+            match f.status {
+                Status::Pass => quiet += 1,
+                Status::Skip => {}
+                _ => {
+                    let host = input.host(*rank).unwrap_or_else(|| format!("rank{rank}"));
+                    f.subject = format!("{host} {}", f.subject);
+                    f.summary = format!("{}: {}", input.who(*rank), f.summary);
+                    out.push(f.on_node(Some(*rank)));
+                }
+            }
+        }
+    }
+    if quiet > 0 {
+        out.push(Finding::new(
+            ID,
+            Status::Pass,
+            "infiniband",
+            format!("no RDMA error counter grew during the run on {quiet} node(s)"),
         ));
     }
     out
