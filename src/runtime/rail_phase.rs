@@ -82,10 +82,11 @@ pub fn node_rails(facts: &NodeFacts) -> Result<Vec<RailChild>, String> {
     Ok(rails)
 }
 
+/// Each taking part node's rails, by rank.
+pub type RailsByRank = BTreeMap<u32, Vec<RailChild>>;
+
 /// The nodes that run the tests with their rails, and those left out with why.
-pub fn eligible(
-    nodes: &[(u32, &NodeFacts)],
-) -> (BTreeMap<u32, Vec<RailChild>>, Vec<(u32, String)>) {
+pub fn eligible(nodes: &[(u32, &NodeFacts)]) -> (RailsByRank, Vec<(u32, String)>) {
     let mut rails = BTreeMap::new();
     let mut skipped = Vec::new();
     for (rank, f) in nodes {
@@ -176,7 +177,7 @@ pub(super) fn measure_rails(
 
 /// What every round shares.
 struct Round<'a> {
-    rails: &'a BTreeMap<u32, Vec<RailChild>>,
+    rails: &'a RailsByRank,
     rec: &'a Recommendation,
     child_timeout: Duration,
     step_limit: Duration,
@@ -365,4 +366,100 @@ pub(super) fn counters_after(
         },
     );
     after
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use preflight_checks::model::{Gpu, GpuPciPath, IbDevice, IbPort, RdmaPci};
+
+    /// GPU g beside HCA `hcas[g]` (one PCIe switch each), ports in `states`.
+    fn node(hcas: &[&str], states: &[&str], gpus: bool, nccl: bool) -> NodeFacts {
+        let mut f = NodeFacts::default();
+        for (g, (hca, state)) in hcas.iter().zip(states).enumerate() {
+            let sw = format!("0000:{:02x}:00.0", 0x10 * (g + 1));
+            f.ib.devices.push(IbDevice {
+                name: hca.to_string(),
+                ports: vec![IbPort {
+                    port: 1,
+                    state: state.to_string(),
+                    ..Default::default()
+                }],
+                pci: Some(RdmaPci {
+                    bdf: format!("0000:{:02x}:00.0", 0x10 * (g + 1) + 2),
+                    path: vec![sw.clone(), format!("0000:{:02x}:00.0", 0x10 * (g + 1) + 2)],
+                    root: Some("pci0000:00".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            if gpus {
+                f.gpu.gpus.push(Gpu {
+                    index: g as u32,
+                    ..Default::default()
+                });
+                f.ib.gpu_pci_paths.push(GpuPciPath {
+                    gpu: g as u32,
+                    bdf: format!("0000:{:02x}:00.0", 0x10 * (g + 1) + 1),
+                    path: vec![sw, format!("0000:{:02x}:00.0", 0x10 * (g + 1) + 1)],
+                    root: Some("pci0000:00".into()),
+                    ..Default::default()
+                });
+            }
+        }
+        if nccl {
+            f.nccl.library = Some("/usr/lib/libnccl.so.2".into());
+        }
+        f
+    }
+
+    #[test]
+    fn rails_are_gpus_with_their_closest_active_port_and_others_skip_with_the_reason() {
+        let ok = node(&["mlx5_1", "mlx5_0"], &["ACTIVE", "ACTIVE"], true, true);
+        let rails = node_rails(&ok).expect("rails");
+        assert_eq!(
+            rails,
+            vec![
+                RailChild {
+                    rail: 0,
+                    gpu: 0,
+                    hca: "mlx5_1".into(),
+                    port: 1
+                },
+                RailChild {
+                    rail: 1,
+                    gpu: 1,
+                    hca: "mlx5_0".into(),
+                    port: 1
+                },
+            ]
+        );
+        // A port down is ib.port-down's: its rail is not paired.
+        let down = node(&["mlx5_1", "mlx5_0"], &["ACTIVE", "DOWN"], true, true);
+        assert_eq!(node_rails(&down).expect("rails").len(), 1);
+        let no_ib = NodeFacts::default();
+        let no_gpu = node(&["mlx5_0"], &["ACTIVE"], false, true);
+        let no_nccl = node(&["mlx5_0"], &["ACTIVE"], true, false);
+        let all_down = node(&["mlx5_0"], &["DOWN"], true, true);
+        let nodes = [
+            (0, &ok),
+            (1, &no_ib),
+            (2, &no_gpu),
+            (3, &no_nccl),
+            (4, &all_down),
+        ];
+        let (rails, skipped) = eligible(&nodes);
+        assert_eq!(rails.keys().copied().collect::<Vec<_>>(), vec![0]);
+        let why: Vec<(u32, &str)> = skipped.iter().map(|(r, w)| (*r, w.as_str())).collect();
+        assert_eq!(why[0], (1, "no InfiniBand/RoCE devices"));
+        assert!(
+            why[1].1.starts_with("cannot run NCCL: no GPU visible"),
+            "{why:?}"
+        );
+        assert!(
+            why[2].1.starts_with("cannot run NCCL: no libnccl found"),
+            "{why:?}"
+        );
+        assert_eq!(why[3], (4, "no rail pairs a GPU with an ACTIVE HCA port"));
+    }
 }

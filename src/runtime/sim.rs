@@ -245,10 +245,12 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
         links,
         &cfg,
         recommendation,
-        outcome,
+        verdict::Traffic {
+            allreduce: outcome,
+            ..Default::default()
+        },
         &[],
         &[],
-        &verdict::RailReport::default(),
     );
     // Rank 0 sends one copy to every node, in parallel from one NIC: above 64 nodes the shared
     // copy without the other nodes' facts and the links.

@@ -215,13 +215,15 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
         links,
         &cfg,
         recommendation,
-        outcome,
+        verdict::Traffic {
+            allreduce: outcome,
+            rails: verdict::RailReport {
+                outcome: rails,
+                counters_after,
+            },
+        },
         &refused,
         &bulk.retested,
-        &verdict::RailReport {
-            outcome: rails,
-            counters_after,
-        },
     );
     report.measurement = Some(measurement);
     deliver(&mut members, &report, events);

@@ -91,11 +91,14 @@ pub(crate) fn build_report(
     links: Vec<LinkResult>,
     cfg: &CoordConfig,
     recommendation: model::Recommendation,
-    outcome: allreduce::Outcome,
+    traffic: Traffic,
     refused: &[Refusal],
     retested: &[(u32, u32, String)],
-    rails: &RailReport,
 ) -> Report {
+    let Traffic {
+        allreduce: outcome,
+        rails,
+    } = traffic;
     let seen: Vec<Seen> = owned
         .iter()
         .map(|m| Seen {
@@ -143,7 +146,7 @@ pub(crate) fn build_report(
         retested,
     };
     findings.extend(check_cluster(&input));
-    findings.extend(rail_findings(&input, rails));
+    findings.extend(rail_findings(&input, &rails));
     let given_ips = Some(&cfg.master_addr)
         .filter(|m| !m.is_empty())
         .map(|m| crate::placement::resolve_host(m).addrs)
@@ -200,6 +203,13 @@ pub(crate) fn build_report(
     crate::advise::healthy::attach(&mut report, &healthy);
     // Above 64 nodes the links are kept compactly (the healthy set was computed from all).
     crate::report_compact::compacted(report)
+}
+
+/// What the traffic phases after the links measured: the all-reduce, the per-rail tests.
+#[derive(Default)]
+pub(crate) struct Traffic {
+    pub allreduce: allreduce::Outcome,
+    pub rails: RailReport,
 }
 
 /// What the per-rail NCCL pair tests and the counters' second snapshot found (issue 34).
