@@ -44,8 +44,10 @@ pub fn apply_test_root(facts: &mut NodeFacts) {
     }
 }
 
-/// Every RDMA port's counters as they are now, at most [`MAX_PORTS`].
+/// Every RDMA port's judged counters as they are now (those `ib.counters-grew` compares), at
+/// most [`MAX_PORTS`].
 pub fn snapshot(root: &Root) -> Vec<PortCounters> {
+    use preflight_checks::rails::counters::{GROWTH_HW_COUNTERS, spec};
     probe::ib::probe(&rdma_root(root))
         .devices
         .into_iter()
@@ -53,8 +55,16 @@ pub fn snapshot(root: &Root) -> Vec<PortCounters> {
             d.ports.into_iter().map(move |p| PortCounters {
                 device: d.name.clone(),
                 port: p.port,
-                counters: p.counters,
-                hw_counters: p.hw_counters,
+                counters: p
+                    .counters
+                    .into_iter()
+                    .filter(|(n, _)| spec(n).is_some())
+                    .collect(),
+                hw_counters: p
+                    .hw_counters
+                    .into_iter()
+                    .filter(|(n, _)| GROWTH_HW_COUNTERS.contains(&n.as_str()))
+                    .collect(),
             })
         })
         .take(MAX_PORTS)
