@@ -222,7 +222,7 @@ pub(crate) struct RailReport {
 
 /// `ib.rail-fault` from the localised per-rail results (a skip with the reason when they did
 /// not run), and `ib.counters-grew` per node from its two snapshots; nothing on a cluster
-/// without RDMA devices.
+/// without RDMA devices, nor where no rail phase was attempted.
 fn rail_findings(input: &ClusterInput, rails: &RailReport) -> Vec<model::Finding> {
     use preflight_checks::rails::{fault, grew};
     if input.nodes.iter().all(|(_, f)| f.ib.devices.is_empty()) {
@@ -230,12 +230,14 @@ fn rail_findings(input: &ClusterInput, rails: &RailReport) -> Vec<model::Finding
     }
     let mut out = match (&rails.outcome.verdict, &rails.outcome.not_run) {
         (Some(v), _) => fault::findings(input, v),
-        (None, why) => vec![model::Finding::new(
+        (None, Some(why)) => vec![model::Finding::new(
             fault::ID,
             model::Status::Skip,
             "rails",
-            why.clone().unwrap_or_else(|| "not run".into()),
+            why.clone(),
         )],
+        // No rail phase was attempted (a simulation): nothing to say.
+        (None, None) => Vec::new(),
     };
     out.extend(grew::check_cluster(input, &rails.counters_after));
     out
