@@ -280,3 +280,45 @@ fn healthy_rails_pass_and_nodes_without_rdma_skip_with_the_reason() {
         "{why}"
     );
 }
+
+/// A rail child that hangs in NCCL init is killed by its watchdog within `--timeout`, the pair
+/// is reported with the watchdog's words, the other rail still passes, every node prints its
+/// report in time, and no child is left behind (the cluster's drop checks).
+#[test]
+fn a_rail_child_hung_in_init_is_bounded_by_the_timeout_and_leaves_nothing_behind() {
+    let Some(c) = Cluster::flat("railhang", 2, "eth0").build() else {
+        return;
+    };
+    let tree = tempfile::tempdir().expect("tempdir");
+    rdma_tree(tree.path());
+    let dir = tree.path().to_string_lossy().into_owned();
+    let mut run = c
+        .preflight()
+        .timeout(8)
+        .args(&["--allreduce=nccl", "--sizes=1M"]);
+    for rank in 0..2 {
+        run = run
+            .env_on(rank, "PREFLIGHT_TEST_FAKE_GPUS", "2")
+            .env_on(rank, "PREFLIGHT_TEST_FAKE_GPU_BUSES", GPU_BUSES)
+            .env_on(rank, "PREFLIGHT_TEST_RDMA_ROOT", &dir)
+            .env_on(rank, "PREFLIGHT_NCCL_WORKER", &fake_worker());
+    }
+    let started = std::time::Instant::now();
+    let runs = run.env_on(1, "FAKE_HANG_HCA", "mlx5_0").run();
+    let took = started.elapsed();
+    for r in &runs {
+        assert!(r.json.is_object(), "{}", r.describe());
+    }
+    let faults = only(&runs[0], "ib.rail-fault");
+    assert_eq!(faults.len(), 1, "{faults:#?}\n{}", runs[0].describe());
+    let f = faults[0];
+    assert_eq!(f["evidence"]["kind"], "pair", "{f:#}");
+    assert_eq!(f["evidence"]["rail"], 1, "{f:#}");
+    let error = f["evidence"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("the NCCL worker timed out: killed after 8 s while init"),
+        "{error}"
+    );
+    // Two rounds (the test and its retest) of at most --timeout each, plus the rest.
+    assert!(took < std::time::Duration::from_secs(40), "took {took:?}");
+}
