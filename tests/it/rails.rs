@@ -222,28 +222,39 @@ fn a_bad_rail_on_one_node_is_named_across_real_nodes_with_its_counters() {
 }
 
 #[test]
-fn healthy_rails_pass_and_nodes_without_rdma_skip_with_the_reason() {
-    let Some(c) = Cluster::flat("railok", 2, "eth0").build() else {
+fn healthy_rails_pass_and_nodes_without_gpus_skip_with_the_reason() {
+    let Some(c) = Cluster::flat("railok", 3, "eth0").build() else {
         return;
     };
     let tree = tempfile::tempdir().expect("tempdir");
     rdma_tree(tree.path());
     let dir = tree.path().to_string_lossy().into_owned();
-    // Both nodes have the rails: every pair test passes over NET/IB.
-    let mut run = c
-        .preflight()
-        .timeout(TIMEOUT)
-        .args(&["--allreduce=nccl", "--sizes=1M"]);
-    for rank in 0..2 {
-        run = run
-            .env_on(rank, "PREFLIGHT_TEST_FAKE_GPUS", "2")
-            .env_on(rank, "PREFLIGHT_TEST_FAKE_GPU_BUSES", GPU_BUSES)
-            .env_on(rank, "PREFLIGHT_TEST_RDMA_ROOT", &dir)
-            .env_on(rank, "PREFLIGHT_NCCL_WORKER", &fake_worker());
-    }
-    let runs = run.run();
+    // Every node has the rails, nodes 0 and 1 have GPUs: their pair tests pass over NET/IB,
+    // and node 2 is named as left out, with why.
+    let with_gpus = |gpus: &[usize]| {
+        let mut run = c
+            .preflight()
+            .timeout(TIMEOUT)
+            .args(&["--allreduce=nccl", "--sizes=1M"]);
+        for rank in 0..3 {
+            run = run.env_on(rank, "PREFLIGHT_TEST_RDMA_ROOT", &dir).env_on(
+                rank,
+                "PREFLIGHT_NCCL_WORKER",
+                &fake_worker(),
+            );
+        }
+        for &rank in gpus {
+            run = run.env_on(rank, "PREFLIGHT_TEST_FAKE_GPUS", "2").env_on(
+                rank,
+                "PREFLIGHT_TEST_FAKE_GPU_BUSES",
+                GPU_BUSES,
+            );
+        }
+        run.run()
+    };
+    let runs = with_gpus(&[0, 1]);
     let all = runs[0].findings("ib.rail-fault");
-    assert_eq!(all.len(), 1, "{all:#?}\n{}", runs[0].describe());
+    assert_eq!(all.len(), 2, "{all:#?}\n{}", runs[0].describe());
     assert_eq!(all[0]["status"], "pass", "{:#}", all[0]);
     assert!(
         all[0]["summary"]
@@ -253,24 +264,21 @@ fn healthy_rails_pass_and_nodes_without_rdma_skip_with_the_reason() {
         "{:#}",
         all[0]
     );
-    // Without GPUs on node 1 the tests cannot pair anything: a skip that says why.
-    let mut run = c
-        .preflight()
-        .timeout(TIMEOUT)
-        .args(&["--allreduce=nccl", "--sizes=1M"]);
-    for rank in 0..2 {
-        run = run.env_on(rank, "PREFLIGHT_TEST_RDMA_ROOT", &dir).env_on(
-            rank,
-            "PREFLIGHT_NCCL_WORKER",
-            &fake_worker(),
-        );
-    }
-    run = run.env_on(0, "PREFLIGHT_TEST_FAKE_GPUS", "2").env_on(
-        0,
-        "PREFLIGHT_TEST_FAKE_GPU_BUSES",
-        GPU_BUSES,
+    let host2 = runs[0].report()["nodes"][2]["hostname"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(all[1]["status"], "skip", "{:#}", all[1]);
+    assert_eq!(all[1]["node"], 2, "{:#}", all[1]);
+    let why = all[1]["summary"].as_str().unwrap_or("");
+    assert!(
+        why.starts_with(&format!(
+            "rank 2 ({host2}) took no part in the per-rail NCCL pair tests: cannot run NCCL: no GPU visible"
+        )),
+        "{why}"
     );
-    let runs = run.run();
+    // With GPUs on node 0 alone the tests cannot pair anything: one skip that says why.
+    let runs = with_gpus(&[0]);
     let all = runs[0].findings("ib.rail-fault");
     assert_eq!(all.len(), 1, "{all:#?}\n{}", runs[0].describe());
     assert_eq!(all[0]["status"], "skip", "{:#}", all[0]);

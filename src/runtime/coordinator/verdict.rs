@@ -229,7 +229,11 @@ fn rail_findings(input: &ClusterInput, rails: &RailReport) -> Vec<model::Finding
         return Vec::new();
     }
     let mut out = match (&rails.outcome.verdict, &rails.outcome.not_run) {
-        (Some(v), _) => fault::findings(input, v),
+        (Some(v), _) => {
+            let mut out = fault::findings(input, v);
+            out.extend(fault::left_out(input, &rails.outcome.skipped));
+            out
+        }
         (None, Some(why)) => vec![model::Finding::new(
             fault::ID,
             model::Status::Skip,
