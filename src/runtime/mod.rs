@@ -12,7 +12,10 @@ pub mod job;
 pub mod local_group;
 pub mod nccl_node;
 pub mod node;
+pub mod rail_node;
 pub mod rail_pairs;
+pub mod rail_phase;
+pub mod rdma_snapshot;
 pub mod schedule;
 pub mod sim;
 

@@ -31,6 +31,7 @@ mod nccl_auto_pick;
 mod net_causes;
 mod netns;
 mod props;
+mod rails;
 mod render_cluster;
 mod render_node;
 mod render_scale;

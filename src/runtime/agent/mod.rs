@@ -297,6 +297,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 events.clone(),
             );
             node.facts.master_resolution = resolution;
+            node.root = root.clone();
             servers =
                 data::start_data_servers(&facts, &secret, placement.rank, events, &node.admitted);
             let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();
