@@ -75,31 +75,52 @@ pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
         let mut gpus: Vec<u32> = list.iter().map(|s| s.gpu).collect();
         gpus.dedup();
         let whole = gpus.len() == total && total > 1;
-        let lines: Vec<String> = gpus
+        // Per data type: the range of the node's slow GPUs against the reference.
+        let mut types: Vec<&str> = list.iter().map(|s| s.dtype.as_str()).collect();
+        types.sort_unstable();
+        types.dedup();
+        let rates: Vec<String> = types
             .iter()
-            .map(|g| {
-                let rates: Vec<String> = list
-                    .iter()
-                    .filter(|s| s.gpu == *g)
-                    .map(|s| gpu_compute::slow_text(s))
-                    .collect();
-                let state = gpu_of(*rank, *g)
-                    .map(gpu_compute::state_text)
-                    .unwrap_or_default();
-                format!("GPU {g}: {}; {state}", rates.join("; "))
+            .map(|t| {
+                let of: Vec<&&Slow> = list.iter().filter(|s| s.dtype == *t).collect();
+                let lo = of.iter().map(|s| s.tflops).fold(f64::INFINITY, f64::min);
+                let hi = of.iter().map(|s| s.tflops).fold(0.0, f64::max);
+                let reference = of.iter().find_map(|s| s.reference).unwrap_or_default();
+                let range = if (hi - lo).abs() < 0.5 {
+                    format!("{lo:.0}")
+                } else {
+                    format!("{lo:.0} to {hi:.0}")
+                };
+                format!(
+                    "{t} {range} TFLOP/s against the model's reference {reference:.0} (upper quartile of {} GPUs), {:.0}%",
+                    of[0].peers,
+                    100.0 * hi / reference.max(1e-9)
+                )
             })
             .collect();
-        let first = gpu_of(*rank, gpus[0]);
+        // The slowest GPU's state read while it multiplied.
+        let slowest = list
+            .iter()
+            .min_by(|a, b| (a.tflops / a.reference.unwrap_or(1.0)).total_cmp(&(b.tflops / b.reference.unwrap_or(1.0))))
+            .map(|s| s.gpu)
+            .unwrap_or(gpus[0]);
+        let state = gpu_of(*rank, slowest)
+            .map(|g| format!("; GPU {slowest}: {}", gpu_compute::state_text(g)))
+            .unwrap_or_default();
+        let first = gpu_of(*rank, slowest);
+        let named: Vec<String> = gpus.iter().map(|g| g.to_string()).collect();
         let summary = if whole {
             format!(
-                "all {total} GPUs of {h} multiply slower than the same model on the other nodes: the node (its power limit, clocks or cooling) holds the job back; {}",
-                gpu_compute::listed(&lines)
+                "all {total} GPUs of {h} multiply slower than the same model on the other nodes: the node (its power limit, clocks or cooling) holds the job back; {}{state}",
+                rates.join("; ")
             )
         } else {
             format!(
-                "{h} has {} GPU(s) slower than the same model across the cluster: {}",
-                gpus.len(),
-                gpu_compute::listed(&lines)
+                "{} {} of {h} {} slower than the same model across the cluster: {}{state}",
+                if gpus.len() == 1 { "GPU" } else { "GPUs" },
+                gpu_compute::listed(&named),
+                if gpus.len() == 1 { "multiplies" } else { "multiply" },
+                rates.join("; ")
             )
         };
         let mut f = Finding::new("gpu.compute-slow", Status::Fail, "gpus", summary)
