@@ -101,7 +101,10 @@ pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
         // The slowest GPU's state read while it multiplied.
         let slowest = list
             .iter()
-            .min_by(|a, b| (a.tflops / a.reference.unwrap_or(1.0)).total_cmp(&(b.tflops / b.reference.unwrap_or(1.0))))
+            .min_by(|a, b| {
+                (a.tflops / a.reference.unwrap_or(1.0))
+                    .total_cmp(&(b.tflops / b.reference.unwrap_or(1.0)))
+            })
             .map(|s| s.gpu)
             .unwrap_or(gpus[0]);
         let state = gpu_of(*rank, slowest)
@@ -119,7 +122,11 @@ pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
                 "{} {} of {h} {} slower than the same model across the cluster: {}{state}",
                 if gpus.len() == 1 { "GPU" } else { "GPUs" },
                 gpu_compute::listed(&named),
-                if gpus.len() == 1 { "multiplies" } else { "multiply" },
+                if gpus.len() == 1 {
+                    "multiplies"
+                } else {
+                    "multiply"
+                },
                 rates.join("; ")
             )
         };

@@ -91,7 +91,7 @@ pub fn slow_gpus(samples: &[Sample]) -> Vec<Slow> {
             }
         }
     }
-    out.sort_by(|a, b| (a.rank, a.gpu).cmp(&(b.rank, b.gpu)));
+    out.sort_by_key(|s| (s.rank, s.gpu));
     out
 }
 
