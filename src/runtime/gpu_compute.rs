@@ -58,9 +58,16 @@ fn measure(root: &Root, facts: &NodeFacts, plan: GemmPlan) -> GpuCompute {
     // the link's dir lives until the worker is done.
     let link = match &found {
         Some((_, file)) if libs::needs_link(file) => {
+            // cuBLASLt (FP8) beside it needs the same.
+            let lt = file.with_file_name("libcublasLt.so.13");
             match crate::measure::nccl::libdir::TempDir::new()
                 .and_then(|t| t.link_as(file, "libcublas.so").map(|d| (t, d)))
-            {
+                .and_then(|(t, d)| {
+                    if lt.exists() {
+                        t.link_as(&lt, "libcublasLt.so")?;
+                    }
+                    Ok((t, d))
+                }) {
                 Ok(made) => Some(made),
                 Err(e) => {
                     return skipped(format!(
@@ -235,6 +242,11 @@ fn assemble(
                     ..Default::default()
                 });
                 g.error = Some(error.clone());
+            }
+            Line::TypeSkipped { gpu, dtype, reason } => {
+                if let Some(g) = by_ordinal.get_mut(gpu) {
+                    g.types_skipped.push(format!("{dtype}: {reason}"));
+                }
             }
             Line::Burn(_) | Line::Done(_) | Line::Error(_) => {}
         }

@@ -7,29 +7,57 @@
 //!   H100 SXM's; the NVL's equals the H100 NVL's).
 //! - B200: "NVIDIA HGX B200" specifications, per GPU at 1,000 W (TF32 2.2, BF16 4.5, FP8 9
 //!   PFLOP/s with sparsity).
+//! - FP8 (E4M3, FP32 accumulation): the same datasheets; parts without FP8 tensor cores have none.
 //! - A100 (SXM4 and PCIe, 40 and 80 GB): "NVIDIA A100 Tensor Core GPU" datasheet.
 //! - L40S, L4, A10: their product datasheets. V100 and T4: their datasheets (no BF16/TF32).
 //!
 //! A model missing here is judged against its peers only.
 
-/// (substring of NVML's name, lower case; bf16, fp16, tf32, fp32) in TFLOP/s. More specific
+/// (substring of NVML's name, lower case; bf16, fp16, tf32, fp32, fp8) in TFLOP/s. More specific
 /// names come first: the first match wins.
-const TABLE: &[(&str, [Option<f64>; 4])] = &[
-    ("h100 nvl", [Some(835.5), Some(835.5), Some(417.5), None]),
-    ("h100 pcie", [Some(756.0), Some(756.0), Some(378.0), None]),
-    ("h100", [Some(989.4), Some(989.4), Some(494.7), None]),
-    ("h200 nvl", [Some(835.5), Some(835.5), Some(417.5), None]),
-    ("h200", [Some(989.4), Some(989.4), Some(494.7), None]),
-    ("h800", [Some(989.4), Some(989.4), Some(494.7), None]),
-    ("b200", [Some(2250.0), Some(2250.0), Some(1100.0), None]),
-    ("a100", [Some(312.0), Some(312.0), Some(156.0), None]),
-    ("a800", [Some(312.0), Some(312.0), Some(156.0), None]),
-    ("l40s", [Some(362.05), Some(362.05), Some(183.0), None]),
-    ("l4", [Some(121.0), Some(121.0), Some(60.0), None]),
-    ("a10", [Some(125.0), Some(125.0), Some(62.5), None]),
-    ("v100-sxm2", [None, Some(125.0), None, Some(15.7)]),
-    ("v100", [None, Some(112.0), None, Some(14.0)]),
-    ("t4", [None, Some(65.0), None, Some(8.1)]),
+const TABLE: &[(&str, [Option<f64>; 5])] = &[
+    (
+        "h100 nvl",
+        [Some(835.5), Some(835.5), Some(417.5), None, Some(1670.5)],
+    ),
+    (
+        "h100 pcie",
+        [Some(756.0), Some(756.0), Some(378.0), None, Some(1513.0)],
+    ),
+    (
+        "h100",
+        [Some(989.4), Some(989.4), Some(494.7), None, Some(1978.9)],
+    ),
+    (
+        "h200 nvl",
+        [Some(835.5), Some(835.5), Some(417.5), None, Some(1670.5)],
+    ),
+    (
+        "h200",
+        [Some(989.4), Some(989.4), Some(494.7), None, Some(1978.9)],
+    ),
+    (
+        "h800",
+        [Some(989.4), Some(989.4), Some(494.7), None, Some(1978.9)],
+    ),
+    (
+        "b200",
+        [Some(2250.0), Some(2250.0), Some(1100.0), None, Some(4500.0)],
+    ),
+    ("a100", [Some(312.0), Some(312.0), Some(156.0), None, None]),
+    ("a800", [Some(312.0), Some(312.0), Some(156.0), None, None]),
+    (
+        "l40s",
+        [Some(362.05), Some(362.05), Some(183.0), None, Some(733.0)],
+    ),
+    (
+        "l4",
+        [Some(121.0), Some(121.0), Some(60.0), None, Some(242.5)],
+    ),
+    ("a10", [Some(125.0), Some(125.0), Some(62.5), None, None]),
+    ("v100-sxm2", [None, Some(125.0), None, Some(15.7), None]),
+    ("v100", [None, Some(112.0), None, Some(14.0), None]),
+    ("t4", [None, Some(65.0), None, Some(8.1), None]),
 ];
 
 /// The published dense rate of `model` (NVML's name) for `dtype`, when known.
@@ -39,6 +67,7 @@ pub fn dense_tflops(model: &str, dtype: &str) -> Option<f64> {
         "fp16" => 1,
         "tf32" => 2,
         "fp32" => 3,
+        "fp8" => 4,
         _ => return None,
     };
     let name = model.to_ascii_lowercase();
@@ -80,5 +109,8 @@ mod tests {
         assert_eq!(dense_tflops("Tesla T4", "bf16"), None);
         assert_eq!(dense_tflops("fake GPU 0", "bf16"), None);
         assert_eq!(dense_tflops("NVIDIA H100 80GB HBM3", "int8"), None);
+        assert_eq!(dense_tflops("NVIDIA H200", "fp8"), Some(1978.9));
+        assert_eq!(dense_tflops("NVIDIA L4", "fp8"), Some(242.5));
+        assert_eq!(dense_tflops("NVIDIA A100-SXM4-80GB", "fp8"), None);
     }
 }

@@ -46,6 +46,9 @@ pub struct GpuGemm {
     /// Why this GPU measured nothing (it failed on its own while others ran).
     pub error: Option<String>,
     pub rates: Vec<GemmRate>,
+    /// Data types not measured on this GPU, with why ("fp8: libcublasLt not found").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub types_skipped: Vec<String>,
     /// Checked multiplies, one per data type that has an exact check.
     pub checks: Vec<GemmCheck>,
     /// Clocks, power and temperature read right after the timed multiplies.

@@ -7,6 +7,7 @@
 //! child with another program (the test hook: a fake worker that prints the same lines).
 
 pub mod exact;
+pub mod fp8;
 pub mod libs;
 pub mod protocol;
 pub mod worker;

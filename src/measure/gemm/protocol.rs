@@ -22,6 +22,12 @@ pub enum Line {
     Burn(BurnLine),
     /// One GPU failed on its own (the others go on).
     GpuError { gpu: u32, error: String },
+    /// One data type could not be measured on one GPU (FP8 without cuBLASLt or an algorithm).
+    TypeSkipped {
+        gpu: u32,
+        dtype: String,
+        reason: String,
+    },
     /// Everything finished.
     Done(bool),
     /// The worker failed as a whole.
@@ -101,7 +107,7 @@ impl Line {
             Line::Rate(r) => Some(r.gpu),
             Line::Check(c) => Some(c.gpu),
             Line::Burn(b) => Some(b.gpu),
-            Line::GpuError { gpu, .. } => Some(*gpu),
+            Line::GpuError { gpu, .. } | Line::TypeSkipped { gpu, .. } => Some(*gpu),
             Line::Done(_) | Line::Error(_) => None,
         }
     }

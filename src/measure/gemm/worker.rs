@@ -50,6 +50,8 @@ pub enum Dtype {
     Fp16,
     Tf32,
     Fp32,
+    /// FP8 E4M3 through cuBLASLt (speed only: see `super::fp8`).
+    Fp8,
 }
 
 impl Dtype {
@@ -59,18 +61,25 @@ impl Dtype {
             Dtype::Fp16 => "fp16",
             Dtype::Tf32 => "tf32",
             Dtype::Fp32 => "fp32",
+            Dtype::Fp8 => "fp8",
         }
     }
 
     /// The types a GPU of compute capability (major, minor) multiplies on tensor cores, first
-    /// the one the sustained load uses: BF16, FP16 and TF32 from Ampere (8.0) on; FP16 and
-    /// FP32 on Volta and Turing; FP32 before.
-    pub fn for_capability(major: i32) -> Vec<Dtype> {
-        match major {
-            8.. => vec![Dtype::Bf16, Dtype::Fp16, Dtype::Tf32],
-            7 => vec![Dtype::Fp16, Dtype::Fp32],
+    /// the one the sustained load uses: BF16, FP16 and TF32 from Ampere (8.0) on, and FP8 from
+    /// Ada (8.9); FP16 and FP32 on Volta and Turing; FP32 before.
+    pub fn for_capability(major: i32, minor: i32) -> Vec<Dtype> {
+        match (major, minor) {
+            (9.., _) | (8, 9..) => vec![Dtype::Bf16, Dtype::Fp16, Dtype::Tf32, Dtype::Fp8],
+            (8, _) => vec![Dtype::Bf16, Dtype::Fp16, Dtype::Tf32],
+            (7, _) => vec![Dtype::Fp16, Dtype::Fp32],
             _ => vec![Dtype::Fp32],
         }
+    }
+
+    /// Whether the checked multiply covers this type (FP8's accumulation is not exact).
+    fn checked(self) -> bool {
+        self != Dtype::Fp8
     }
 
     fn io_type(self) -> cublas::cudaDataType {
@@ -78,6 +87,7 @@ impl Dtype {
             Dtype::Bf16 => cublas::cudaDataType::CUDA_R_16BF,
             Dtype::Fp16 => cublas::cudaDataType::CUDA_R_16F,
             Dtype::Tf32 | Dtype::Fp32 => cublas::cudaDataType::CUDA_R_32F,
+            Dtype::Fp8 => cublas::cudaDataType::CUDA_R_8F_E4M3,
         }
     }
 
@@ -113,6 +123,7 @@ pub fn small_int_bits(v: i8, kind: Dtype) -> u16 {
 /// Inputs of the timed multiplies: random signs and mantissas, magnitudes in [0.5, 2), so the
 /// bits toggle as in training and the sums stay far from overflow.
 struct SpeedInputs {
+    fp8: Vec<u8>,
     half: Vec<u16>,
     bf16: Vec<u16>,
     wide: Vec<f32>,
@@ -150,7 +161,19 @@ impl SpeedInputs {
         } else {
             Vec::new()
         };
-        SpeedInputs { half, bf16, wide }
+        let fp8 = if has(Dtype::Fp8) {
+            (0..n)
+                .map(|_| super::fp8::random_bits(g.next_u64()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        SpeedInputs {
+            fp8,
+            half,
+            bf16,
+            wide,
+        }
     }
 }
 
@@ -221,7 +244,13 @@ fn drive(spec: &GemmSpec, send: &mut dyn FnMut(Line)) -> Result<(), String> {
         speed: SpeedInputs::new(
             n * n,
             spec.seed,
-            &[Dtype::Bf16, Dtype::Fp16, Dtype::Tf32, Dtype::Fp32],
+            &[
+                Dtype::Bf16,
+                Dtype::Fp16,
+                Dtype::Tf32,
+                Dtype::Fp32,
+                Dtype::Fp8,
+            ],
         ),
         a: IntMatrix::seeded(spec.seed ^ 0xA, c, c),
         b: IntMatrix::seeded(spec.seed ^ 0xB, c, c),
@@ -310,7 +339,7 @@ impl Gpu {
             cudarc::cublas::result::set_stream(handle, stream.cu_stream() as cublas::cudaStream_t)
                 .map_err(|e| format!("cublasSetStream failed: {e:?}"))?;
         }
-        let (major, _) = ctx
+        let (major, minor) = ctx
             .compute_capability()
             .map_err(cu("reading the compute capability"))?;
         Ok(Gpu {
@@ -318,7 +347,7 @@ impl Gpu {
             ctx,
             stream,
             handle,
-            kinds: Dtype::for_capability(major),
+            kinds: Dtype::for_capability(major, minor),
         })
     }
 
@@ -353,19 +382,37 @@ impl Gpu {
         let _ = tx.send(Line::Gpu(self.info()));
         let n = shared.spec.size as usize;
         let mut first = None;
-        for &kind in &self.kinds {
-            let (tflops, iters, ms) = self.timed_rate(shared, kind, n)?;
-            first.get_or_insert((kind, ms));
+        let rate = |kind: Dtype, tflops: f64, iters: u32| {
             let _ = tx.send(Line::Rate(RateLine {
                 gpu: self.ordinal,
                 dtype: kind.name().into(),
                 tflops,
                 iters,
             }));
+        };
+        // cuBLAS types first, then their exact checks, and FP8 (cuBLASLt) last: whatever
+        // happens there, what came before is already reported.
+        for &kind in self.kinds.iter().filter(|k| **k != Dtype::Fp8) {
+            let (tflops, iters, ms) = self.timed_rate(shared, kind, n)?;
+            first.get_or_insert((kind, ms));
+            rate(kind, tflops, iters);
         }
-        for &kind in &self.kinds {
+        for &kind in self.kinds.iter().filter(|k| k.checked()) {
             let v = self.checked(shared, kind)?;
             let _ = tx.send(Line::Check(v));
+        }
+        if self.kinds.contains(&Dtype::Fp8) {
+            match self.timed_rate(shared, Dtype::Fp8, n) {
+                Ok((tflops, iters, _)) => rate(Dtype::Fp8, tflops, iters),
+                // Without cuBLASLt or an FP8 algorithm the GPU is still judged on the rest.
+                Err(reason) => {
+                    let _ = tx.send(Line::TypeSkipped {
+                        gpu: self.ordinal,
+                        dtype: Dtype::Fp8.name().into(),
+                        reason,
+                    });
+                }
+            }
         }
         first.ok_or_else(|| "no data type to measure".into())
     }
@@ -411,6 +458,7 @@ impl Gpu {
     fn upload_speed(&self, shared: &Shared, kind: Dtype) -> Result<Buffers, String> {
         let s = &self.stream;
         Ok(match kind {
+            Dtype::Fp8 => return Err("FP8 multiplies through cuBLASLt (timed_fp8)".into()),
             Dtype::Bf16 | Dtype::Fp16 => {
                 let src = if kind == Dtype::Bf16 {
                     &shared.speed.bf16
@@ -443,6 +491,9 @@ impl Gpu {
         kind: Dtype,
         n: usize,
     ) -> Result<(f64, u32, f64), String> {
+        if kind == Dtype::Fp8 {
+            return self.timed_fp8(shared, n);
+        }
         let mut bufs = self.upload_speed(shared, kind)?;
         let (ptrs, out) = (bufs.pointers(&self.stream), kind.io_type());
         for _ in 0..WARMUP {
@@ -453,6 +504,29 @@ impl Gpu {
             ((TARGET.as_secs_f64() * 1000.0 / one.max(1e-3)) as u32).clamp(MIN_ITERS, MAX_ITERS);
         let ms = self.time(|| self.gemm(kind, n, ptrs, out), iters)? / f64::from(iters);
         drop(bufs);
+        let flops = 2.0 * (n as f64).powi(3);
+        Ok((flops / (ms / 1000.0) / 1e12, iters, ms))
+    }
+
+    /// [`Self::timed_rate`] for FP8, through cuBLASLt.
+    fn timed_fp8(&self, shared: &Shared, n: usize) -> Result<(f64, u32, f64), String> {
+        let plan = super::fp8::Fp8Gemm::new(n, &self.stream)?;
+        let s = &self.stream;
+        let a = s
+            .clone_htod(&shared.speed.fp8)
+            .map_err(cu("copying the inputs"))?;
+        let mut d = s
+            .alloc_zeros::<u16>(shared.speed.fp8.len())
+            .map_err(cu("allocating the result"))?;
+        let d = std::cell::RefCell::new(&mut d);
+        let op = || plan.run(s, &a, &a, &mut d.borrow_mut());
+        for _ in 0..WARMUP {
+            op()?;
+        }
+        let one = self.time(op, 1)?;
+        let iters =
+            ((TARGET.as_secs_f64() * 1000.0 / one.max(1e-3)) as u32).clamp(MIN_ITERS, MAX_ITERS);
+        let ms = self.time(op, iters)? / f64::from(iters);
         let flops = 2.0 * (n as f64).powi(3);
         Ok((flops / (ms / 1000.0) / 1e12, iters, ms))
     }
@@ -586,9 +660,12 @@ mod tests {
 
     #[test]
     fn types_follow_the_compute_capability() {
-        assert_eq!(Dtype::for_capability(9)[0], Dtype::Bf16);
-        assert_eq!(Dtype::for_capability(7), vec![Dtype::Fp16, Dtype::Fp32]);
-        assert_eq!(Dtype::for_capability(6), vec![Dtype::Fp32]);
+        assert_eq!(Dtype::for_capability(9, 0)[0], Dtype::Bf16);
+        assert!(Dtype::for_capability(9, 0).contains(&Dtype::Fp8));
+        assert!(Dtype::for_capability(8, 9).contains(&Dtype::Fp8));
+        assert!(!Dtype::for_capability(8, 0).contains(&Dtype::Fp8));
+        assert_eq!(Dtype::for_capability(7, 5), vec![Dtype::Fp16, Dtype::Fp32]);
+        assert_eq!(Dtype::for_capability(6, 1), vec![Dtype::Fp32]);
     }
 
     #[test]
