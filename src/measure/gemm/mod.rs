@@ -12,8 +12,8 @@ pub mod libs;
 pub mod protocol;
 pub mod worker;
 
-use crate::cleanup;
-use crate::measure::nccl::{describe_exit, die_with_parent, kill_group, read_stderr};
+use crate::measure::nccl::libdir::prepend_path;
+use crate::measure::nccl::{describe_exit, kill_group, read_stderr, spawn_supervised};
 use protocol::Line;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -97,27 +97,13 @@ pub fn run(job: &GemmJob, seen: &mut dyn FnMut(&Line)) -> GemmRun {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if !job.lib_dirs.is_empty() {
-        let mut dirs: Vec<String> = job
-            .lib_dirs
-            .iter()
-            .map(|d| d.display().to_string())
-            .collect();
-        if let Ok(old) = std::env::var("LD_LIBRARY_PATH") {
-            dirs.extend(old.split(':').filter(|d| !d.is_empty()).map(String::from));
+        let mut path = std::env::var("LD_LIBRARY_PATH").ok();
+        for dir in job.lib_dirs.iter().rev() {
+            path = Some(prepend_path(dir, path.as_deref()));
         }
-        cmd.env("LD_LIBRARY_PATH", dirs.join(":"));
+        cmd.env("LD_LIBRARY_PATH", path.unwrap_or_default());
     }
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    die_with_parent(&mut cmd);
-    let spawned = cleanup::global().make(
-        || cmd.spawn(),
-        |c| {
-            i32::try_from(c.id())
-                .map(|pid| vec![cleanup::Undo::Group(pid)])
-                .unwrap_or_default()
-        },
-    );
-    let (mut child, _group) = match spawned {
+    let (mut child, _group) = match spawn_supervised(&mut cmd) {
         Ok(x) => x,
         Err(e) => return failed(format!("cannot start {}: {e}", program.display())),
     };

@@ -311,19 +311,7 @@ pub fn start(job: &NcclJob) -> Result<Worker, NcclError> {
             libdir::prepend_path(&libdir, existing.as_deref()),
         );
     }
-    // Its own process group, so the watchdog (and the signal handler) can kill anything it started too.
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    die_with_parent(&mut cmd);
-    // Registered until the watchdog reaps it: SIGINT/SIGTERM of preflight kill the group.
-    let spawned = cleanup::global().make(
-        || cmd.spawn(),
-        |c| {
-            i32::try_from(c.id())
-                .map(|pid| vec![cleanup::Undo::Group(pid)])
-                .unwrap_or_default()
-        },
-    );
-    let (mut child, group) = spawned.map_err(|e| NcclError::Spawn {
+    let (mut child, group) = spawn_supervised(&mut cmd).map_err(|e| NcclError::Spawn {
         program: program.display().to_string(),
         detail: e.to_string(),
     })?;
@@ -387,6 +375,25 @@ fn worker_args(job: &NcclJob) -> Vec<String> {
         "--iters".into(),
         job.iters.to_string(),
     ]
+}
+
+/// Spawns `cmd` as the leader of its own process group (so a watchdog and the signal handler
+/// can kill anything it started too), dying with the spawning thread ([`die_with_parent`]),
+/// and registered with `cleanup` until the returned guard is dropped, after the child is
+/// reaped: SIGINT/SIGTERM of preflight kill the group.
+pub(crate) fn spawn_supervised(
+    cmd: &mut Command,
+) -> std::io::Result<(Child, cleanup::Guard<'static>)> {
+    std::os::unix::process::CommandExt::process_group(cmd, 0);
+    die_with_parent(cmd);
+    cleanup::global().make(
+        || cmd.spawn(),
+        |c| {
+            i32::try_from(c.id())
+                .map(|pid| vec![cleanup::Undo::Group(pid)])
+                .unwrap_or_default()
+        },
+    )
 }
 
 /// The worker gets SIGKILL when the thread that spawned it ends (`PR_SET_PDEATHSIG`), so even a
