@@ -484,7 +484,23 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
             nnodes: None,
         },
         whole_report: a.job.full_report,
+        idle_test: idle_test(a.idle_test, a.quick, a.thorough),
     })
+}
+
+/// `--idle-test SECONDS`, else its default: off under `--quick` (a run of seconds), 30 s (a
+/// firewall or NAT that expires idle connections within half a minute, at little cost: the
+/// silence overlaps the throughput, MTU and all-reduce phases), 360 s under `--thorough`
+/// (past the idle timeouts of common cloud NAT gateways and load balancers, 350 s and 4 min).
+pub fn idle_test(seconds: Option<u64>, quick: bool, thorough: bool) -> Duration {
+    let default = if quick {
+        0
+    } else if thorough {
+        360
+    } else {
+        30
+    };
+    Duration::from_secs(seconds.unwrap_or(default).min(3600))
 }
 
 fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Result<TorchrunJob> {

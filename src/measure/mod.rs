@@ -1,6 +1,7 @@
-//! Active measurements between nodes: TCP connect/RTT/throughput, path MTU, the TCP ring all-reduce and the NCCL all-reduce; and on one node, the GPUs' copy bandwidth.
+//! Active measurements between nodes: TCP connect/RTT/throughput, path MTU, the TCP ring all-reduce and the NCCL all-reduce, idle connections; and on one node, the GPUs' copy bandwidth.
 
 pub mod gpu_bw;
+pub mod idle;
 pub mod mtu;
 pub mod nccl;
 pub mod ring;

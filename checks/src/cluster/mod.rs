@@ -14,6 +14,7 @@ mod fqdn;
 mod gpu_health;
 pub mod healthy_set;
 mod hosts;
+mod idle_timeout;
 mod ifname_choice;
 mod intercepted;
 mod joining;
@@ -167,6 +168,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.extend(latency::high_latency(input));
     out.extend(nat::nat(input));
     out.extend(intercepted::intercepted(input));
+    out.extend(idle_timeout::idle_timeout(input));
     nat::point_symptoms(input, &mut out);
     intercepted::point_symptoms(&mut out);
     out

@@ -4,6 +4,7 @@
 mod admit;
 mod delivery;
 mod gather;
+mod idle;
 mod limits;
 mod phases;
 mod second_pass;
@@ -63,6 +64,9 @@ pub struct CoordConfig {
     /// `--rdzv-backend=c10d`: every node resolves rank 0's FQDN, the name torchrun publishes
     /// (`cluster.fqdn`).
     pub resolve_fqdn: bool,
+    /// `--idle-test`: how long the ring neighbours' connections stay silent before they are
+    /// used again (zero: no idle test).
+    pub idle_test: Duration,
 }
 
 /// A node that joined.
@@ -141,6 +145,9 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
         log_losses(&mut members, events);
         clock.lap("second pass");
     }
+    // The idle test's connections stay silent while the later phases run.
+    let holding = idle::hold(&mut members, &cfg, &links);
+    log_losses(&mut members, events);
     events.step();
     events.phase("throughput");
     let bulk = phases::bulk_phase(&mut members, &cfg, &mut links);
@@ -169,6 +176,12 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     );
     log_losses(&mut members, events);
     clock.lap("all-reduce");
+    if let Some(holding) = holding {
+        events.phase("idle connections");
+        idle::check(&mut members, holding);
+        log_losses(&mut members, events);
+        clock.lap("idle connections");
+    }
     let (over, why) = allreduce::preferred_overrides(&outcome.results, &cfg.allreduce.compare_env);
     if let Some(over) = over {
         recommendation = verdict::advise(&verdict::seen(&members), &links, &cfg, over);
