@@ -614,6 +614,21 @@ mod tests {
         assert_eq!(c.allreduce.sizes.first(), Some(&(1 << 20)));
     }
 
+    #[test]
+    fn the_idle_test_is_off_under_quick_and_longer_under_thorough_unless_given() {
+        let idle = |argv: &[&str]| match parse(argv).unwrap() {
+            Job::Cluster(c, _) => c.idle_test.as_secs(),
+            _ => panic!("not a cluster job"),
+        };
+        assert_eq!(idle(&["cluster", "--quick"]), 0);
+        assert_eq!(idle(&["cluster"]), 30);
+        assert_eq!(idle(&["cluster", "--thorough"]), 360);
+        assert_eq!(idle(&["cluster", "--quick", "--idle-test", "12"]), 12);
+        assert_eq!(idle(&["cluster", "--thorough", "--idle-test=0"]), 0);
+        let over = Cli::try_parse_from(["preflight", "cluster", "--idle-test", "3601"]);
+        assert!(over.is_err());
+    }
+
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()

@@ -481,6 +481,9 @@ mod tests {
             assert_eq!(f.memlock_error, None, "{node}");
             let want: IpAddr = addr.parse().unwrap();
             assert_eq!(f.hostname_addrs, vec![want], "{node}");
+            // Docker's NAT loads conntrack; the other nodes have no conntrack module.
+            let conntrack = (node == "docker-bond-host").then_some(432_000);
+            assert_eq!(f.conntrack_established_s, conntrack, "{node}");
         }
     }
 
