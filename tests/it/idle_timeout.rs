@@ -100,6 +100,31 @@ fn a_router_that_forgets_idle_connections_is_named_and_a_shorter_silence_passes(
         f["fix"]["commands"],
         json!(["sysctl -w net.netfilter.nf_conntrack_tcp_timeout_established=432000"])
     );
+    // What a person reads: the terminal report of rank 0's JSON, and its JUnit, name it too.
+    let saved = c.host_tmp(0).join("idle-report.json");
+    std::fs::write(&saved, &r0.stdout).expect("save the report");
+    let render = |format: &str| {
+        let out = crate::common::bin()
+            .args(["render", "--format", format])
+            .arg(&saved)
+            .env("COLUMNS", "100")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("preflight render");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let table = render("table");
+    println!("{table}");
+    assert!(table.contains("link.idle-timeout"), "{table}");
+    assert!(
+        table.contains("nf_conntrack_tcp_timeout_established=432000"),
+        "{table}"
+    );
+    let junit = render("junit");
+    assert!(
+        junit.contains("link.idle-timeout") && junit.contains("<failure"),
+        "{junit}"
+    );
     // A path problem: no node is excluded for it.
     let excluded = &r0.report()["recommendation"]["healthy_set"]["excluded"];
     assert!(
