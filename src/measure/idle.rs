@@ -28,8 +28,11 @@ pub fn start(stream: &mut TcpStream, idle: Duration, answer: Duration) -> io::Re
     Ok(Instant::now())
 }
 
+/// What using a held connection again gave: its echo, or how it failed and the error.
+pub type Reused = Result<(), (IdleOutcome, io::Error)>;
+
 /// Uses a held connection again: one byte out, its echo back within `answer`.
-pub fn reuse(stream: &mut TcpStream, answer: Duration) -> Result<(), (IdleOutcome, io::Error)> {
+pub fn reuse(stream: &mut TcpStream, answer: Duration) -> Reused {
     echo(stream, 2, answer)
 }
 

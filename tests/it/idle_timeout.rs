@@ -132,3 +132,40 @@ fn a_router_that_forgets_idle_connections_is_named_and_a_shorter_silence_passes(
         "{excluded}"
     );
 }
+
+/// On a flat network of three, each node holds its connections to its ring successor only
+/// (0 -> 1 -> 2 -> 0: one target per node whatever the size), and all of them pass.
+#[test]
+fn three_nodes_hold_their_ring_successor_only_and_pass() {
+    let Some(c) = Cluster::flat("idle3", 3, "eth0").build() else {
+        return;
+    };
+    let runs = c.preflight().args(&["--idle-test=2"]).run();
+    for r in &runs {
+        assert_eq!(r.exit_code, Some(0), "{}", r.describe());
+    }
+    let r0 = node(&runs, 0);
+    let f = idle_findings(r0);
+    assert_eq!(f.len(), 1, "{}", r0.describe());
+    assert_eq!(f[0]["status"], "pass", "{}", f[0]);
+    assert_eq!(f[0]["evidence"]["held"], 6, "{}", f[0]);
+    let nodes = r0.report()["nodes"].as_array().cloned().unwrap_or_default();
+    let mut held: Vec<(u64, u64, u64)> = nodes
+        .iter()
+        .flat_map(|n| {
+            n["facts"]["idle_test"]["links"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|l| {
+            (
+                l["from"].as_u64().unwrap_or(99),
+                l["to"].as_u64().unwrap_or(99),
+                l["answered"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    held.sort();
+    assert_eq!(held, [(0, 1, 2), (1, 2, 2), (2, 0, 2)], "{}", r0.describe());
+}

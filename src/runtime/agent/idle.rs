@@ -112,7 +112,7 @@ fn check_target(me: u32, h: HeldTarget, answer: Duration) -> IdleLink {
         error: h.error.clone(),
         ..Default::default()
     };
-    let results: Vec<(f64, Result<(), (IdleOutcome, std::io::Error)>)> = std::thread::scope(|s| {
+    let results: Vec<(f64, idle::Reused)> = std::thread::scope(|s| {
         let running: Vec<_> = h
             .streams
             .into_iter()

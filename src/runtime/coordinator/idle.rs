@@ -6,7 +6,7 @@ use super::{CoordConfig, JoinedNode};
 use crate::transport::wire::{Msg, Target};
 use preflight_checks::model::{LinkOutcome, LinkResult};
 use preflight_checks::networks;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// Connections each node holds to its ring successor.
@@ -34,11 +34,17 @@ fn ring_targets(members: &[JoinedNode], links: &[LinkResult]) -> BTreeMap<u32, T
     let Some(chosen) = networks::choose(&evals) else {
         return BTreeMap::new();
     };
+    // Looked up once per node, not scanned: thousands of nodes cost a map, never n^2.
+    let by_rank: HashMap<u32, &JoinedNode> = members
+        .iter()
+        .filter(|m| m.alive)
+        .map(|m| (m.rank, m))
+        .collect();
     let on_net: Vec<(u32, String)> = chosen
         .network
         .members
         .iter()
-        .filter(|(r, _)| ranks.contains(r))
+        .filter(|(r, _)| by_rank.contains_key(r))
         .map(|(r, m)| (*r, m.address.to_string()))
         .collect();
     if on_net.len() < 2 {
@@ -48,10 +54,7 @@ fn ring_targets(members: &[JoinedNode], links: &[LinkResult]) -> BTreeMap<u32, T
     for (i, (from, _)) in on_net.iter().enumerate() {
         let (to, addr) = &on_net[(i + 1) % on_net.len()];
         let ok = find(links, *from, *to, addr).is_some_and(|k| links[k].result == LinkOutcome::Ok);
-        let listener = members
-            .iter()
-            .find(|m| m.rank == *to)
-            .and_then(|m| listener_for(m, addr));
+        let listener = by_rank.get(to).and_then(|m| listener_for(m, addr));
         if let (true, Some(listener)) = (ok, listener) {
             out.insert(
                 *from,
