@@ -77,7 +77,8 @@ fn a_router_that_forgets_idle_connections_is_named_and_a_shorter_silence_passes(
     eprintln!("{text}");
     for part in [
         format!("rank 0 (a0) -> rank 1 (b0) at {} (eth1", c.addr(1, "rackB")),
-        "2 of 2 connections carried data when opened and none after".to_string(),
+        "2 connections carried data when opened, and after ".to_string(),
+        " s of silence 2 of them no longer did".to_string(),
         "no answer within 5.0 s".to_string(),
         "a stateful firewall or NAT between the nodes drops idle connections".to_string(),
     ] {

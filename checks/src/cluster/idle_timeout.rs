@@ -97,14 +97,14 @@ fn finding(input: &ClusterInput, d: &Died) -> Finding {
         None => "a stateful firewall or NAT between the nodes drops idle connections (neither node's own connection tracking expires them this soon)".to_string(),
     };
     let summary = format!(
-        "{} -> {} at {} ({}, network {network}): {} of {} connections carried data when opened and none after {} s of silence: {what}; {cause}. NCCL keeps its sockets open and silent between collectives, so the job's next collective after such a pause hangs.",
+        "{} -> {} at {} ({}, network {network}): {} connections carried data when opened, and after {} s of silence {} of them no longer did: {what}; {cause}. NCCL keeps its sockets open and silent between collectives, so the job's next collective after such a pause hangs.",
         input.who(l.from),
         input.who(l.to),
         l.address,
         l.interface,
-        l.opened - l.answered,
         l.opened,
         secs(l.silent_s),
+        l.opened - l.answered,
     );
     let conntrack: serde_json::Map<String, serde_json::Value> = [l.from, l.to]
         .iter()
@@ -252,8 +252,7 @@ mod tests {
         assert_eq!(f.subject, "0->1 eth0");
         for part in [
             "rank 0 (node0) -> rank 1 (node1) at 10.200.1.2",
-            "2 of 2 connections",
-            "after 8.2 s of silence",
+            "2 connections carried data when opened, and after 8.2 s of silence 2 of them no longer did",
             "no answer within 5.0 s",
             "a stateful firewall or NAT between the nodes",
         ] {
@@ -287,7 +286,11 @@ mod tests {
             "{}",
             f.summary
         );
-        assert!(f.summary.contains("1 of 2 connections"));
+        assert!(
+            f.summary.contains("silence 1 of them no longer did"),
+            "{}",
+            f.summary
+        );
         assert!(f.summary.contains("it was reset"));
         assert!(f.fix.as_ref().unwrap().hint.contains("on rank 1 (node1)"));
         // A timeout longer than the silence is no cause.
