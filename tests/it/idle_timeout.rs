@@ -1,4 +1,4 @@
-//! Connections that die when idle (namespaces, real processes): two nodes on two subnets whose router forgets silent connections after a few seconds and drops what it no longer knows; `--idle-test` longer than that names `link.idle-timeout` on the pair, a shorter one passes.
+//! Connections that die when idle (namespaces, real processes): two nodes on two subnets whose router forgets silent connections after a few seconds and drops what it no longer knows; `--idle-test` longer than that names `link.idle-timeout` on the pair, a shorter one passes; a node whose own conntrack forgets them is named as the cause; a ring of three holds its successors only.
 
 use crate::netns::{Cluster, Host, Net, NodeRun, node};
 use serde_json::{Value, json};
@@ -169,4 +169,65 @@ fn three_nodes_hold_their_ring_successor_only_and_pass() {
         .collect();
     held.sort();
     assert_eq!(held, [(0, 1, 2), (1, 2, 2), (2, 0, 2)], "{}", r0.describe());
+}
+
+/// A node's own firewall forgets idle connections (its conntrack timeout set to 4 s, loose
+/// pickup off, INVALID dropped on input): the finding names that node's timeout as the cause
+/// and the fix is on that node.
+#[test]
+fn a_nodes_own_short_conntrack_timeout_is_named_as_the_cause() {
+    let Some(c) = Cluster::flat("idleown", 2, "eth0")
+        .needs(&["sysctl", "iptables"])
+        .build()
+    else {
+        return;
+    };
+    c.iptables(
+        1,
+        &[
+            "-A",
+            "INPUT",
+            "-m",
+            "conntrack",
+            "--ctstate",
+            "INVALID",
+            "-j",
+            "DROP",
+        ],
+    );
+    let timeout = format!("net.netfilter.nf_conntrack_tcp_timeout_established={FORGETS_AFTER_S}");
+    let out = c.exec(
+        1,
+        &[
+            "sysctl",
+            "-w",
+            "net.netfilter.nf_conntrack_tcp_loose=0",
+            &timeout,
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let runs = c.preflight().args(&["--idle-test=8"]).run();
+    let r0 = node(&runs, 0);
+    assert_eq!(r0.exit_code, Some(1), "{}", r0.describe());
+    let found: Vec<&Value> = idle_findings(r0)
+        .into_iter()
+        .filter(|f| f["status"] == "fail")
+        .collect();
+    assert!(!found.is_empty(), "{}", r0.describe());
+    for f in found {
+        let text = summary(f);
+        eprintln!("{text}");
+        assert!(
+            text.contains(&format!(
+                "rank 1 (node1)'s own nf_conntrack_tcp_timeout_established is {FORGETS_AFTER_S} s"
+            )),
+            "{text}"
+        );
+        let hint = f["fix"]["hint"].as_str().unwrap_or_default();
+        assert!(hint.contains("on rank 1 (node1)"), "{hint}");
+        assert_eq!(
+            f["evidence"]["conntrack_established_s"]["1"], FORGETS_AFTER_S,
+            "{f}"
+        );
+    }
 }
