@@ -152,6 +152,24 @@ pub(super) fn check(members: &mut [JoinedNode], holding: Holding) {
                 let rank = m.rank;
                 test.links.retain(|l| l.from == rank);
                 test.links.truncate(LINKS_PER_NODE);
+                // What a node says is capped, as its other answers are; a number that is not
+                // finite would not survive the report's JSON.
+                let finite = |v: f64| {
+                    if v.is_finite() {
+                        v.clamp(0.0, 1e6)
+                    } else {
+                        0.0
+                    }
+                };
+                test.idle_s = finite(test.idle_s);
+                test.answer_wait_s = finite(test.answer_wait_s);
+                for l in &mut test.links {
+                    l.silent_s = finite(l.silent_s);
+                    l.error = l.error.take().map(|e| e.chars().take(512).collect());
+                    l.interface = l.interface.chars().take(64).collect();
+                    l.address = l.address.chars().take(64).collect();
+                    l.answered = l.answered.min(l.opened);
+                }
                 m.facts.idle_test = Some(test);
                 Step::Done
             }
