@@ -19,7 +19,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     let job = config::job(cli, &env)?;
     let events = events_for(&job);
     // The NCCL worker keeps the default actions: its parent kills its whole group.
-    if !matches!(job, Job::NcclWorker(_)) {
+    if !matches!(job, Job::NcclWorker(_) | Job::GemmWorker(_)) {
         watch_signals(&events)?;
     }
     let result = commands::run(job, &events);
@@ -177,6 +177,10 @@ fn show(outcome: Outcome, events: &Events, started: Started) -> anyhow::Result<u
                 &mut stdin.lock(),
                 &mut stdout,
             ));
+        }
+        Outcome::GemmWorker(spec) => {
+            let mut stdout = std::io::stdout();
+            return Ok(crate::measure::gemm::worker::serve(&spec, &mut stdout));
         }
         Outcome::Exit(_) => {}
     }

@@ -81,6 +81,9 @@ pub enum Command {
     /// Internal: the NCCL all-reduce child process `preflight cluster` starts on GPU nodes.
     #[command(hide = true)]
     NcclWorker(NcclWorkerArgs),
+    /// Internal: the GPU matrix-multiply child process (`check --gemm`, `cluster`).
+    #[command(hide = true)]
+    GemmWorker(GemmWorkerArgs),
     /// Print the recommended launch (torchrun commands, an sbatch script, or a Kubernetes env list) from a saved cluster report.
     #[command(after_help = LAUNCH_HELP)]
     Launch(LaunchArgs),
@@ -319,10 +322,30 @@ pub struct CheckArgs {
     #[arg(long, conflicts_with = "facts")]
     pub thorough: bool,
     #[command(flatten)]
+    pub gemm: GemmArgs,
+    #[command(flatten)]
     pub slurm: SlurmHookArgs,
     /// Your training script and its arguments, placed into the suggested torchrun commands.
     #[arg(last = true, value_name = "SCRIPT_AND_ARGS")]
     pub script: Vec<String>,
+}
+
+/// The GPUs' matrix-multiply test (speed and exactness per GPU, and the sustained load).
+#[derive(Args, Debug, Clone, Default)]
+pub struct GemmArgs {
+    /// Make every GPU multiply (BF16/FP16/TF32 through cuBLAS, a few seconds): its speed against
+    /// the same model here and across the cluster, and its result against the exact product
+    /// (`gpu.compute-slow`, `gpu.compute-wrong`). On by default in `cluster` (not with --quick)
+    /// and with `check --thorough`; a Slurm hook runs it only when asked.
+    #[arg(long, conflicts_with = "no_gemm")]
+    pub gemm: bool,
+    /// Leave the matrix-multiply test out.
+    #[arg(long, alias = "no_gemm")]
+    pub no_gemm: bool,
+    /// Then hold the multiply on every GPU at once for SECONDS, sampling clocks, temperature,
+    /// power and throttle reasons (`gpu.compute-throttle`; `--thorough`: 30 s).
+    #[arg(long, value_name = "SECONDS", conflicts_with = "no_gemm", value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub burn: Option<u32>,
 }
 
 /// `preflight check` as a Slurm hook on one node (the guide: docs/src/schedulers.md).
@@ -392,6 +415,8 @@ pub struct ClusterArgs {
     /// Longer measurements (about 3 s per link).
     #[arg(long)]
     pub thorough: bool,
+    #[command(flatten)]
+    pub gemm: GemmArgs,
     /// All-reduce to measure: a TCP ring over the chosen network, NCCL on the GPUs, auto (NCCL when every node has GPUs and libnccl, else TCP), or off.
     #[arg(long, value_enum, default_value_t = Allreduce::Auto)]
     pub allreduce: Allreduce,
@@ -595,6 +620,25 @@ pub struct NcclWorkerArgs {
     /// Create and print the unique id even when --first-rank is not 0.
     #[arg(long)]
     pub id_out: bool,
+}
+
+/// Arguments of the hidden `gemm-worker` subcommand (the parent builds them).
+#[derive(Args, Debug, Clone)]
+pub struct GemmWorkerArgs {
+    /// GPUs to drive (CUDA ordinals 0..gpus-1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub gpus: u32,
+    /// m = n = k of the timed multiplies.
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(64..=32768))]
+    pub size: u32,
+    /// m = n = k of the checked multiply.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(16..=16384))]
+    pub check_size: u32,
+    /// Seconds of sustained load (0: none).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=3600))]
+    pub burn: u32,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// Parses argv; on bad flags clap prints the error and exits with code 2.

@@ -53,6 +53,8 @@ pub struct CheckJob {
     pub slurm: Option<SlurmHook>,
     /// `--thorough`: an NCCL all-reduce over this node's GPUs too.
     pub thorough: bool,
+    /// The GPUs' matrix-multiply test (`--gemm`, `--burn`, `--thorough`; a Slurm hook only when asked).
+    pub gemm: crate::runtime::job::GemmPlan,
 }
 
 /// Which Slurm hook `preflight check` runs as.
@@ -146,6 +148,7 @@ pub enum Job {
     Explain(ExplainJob),
     Schema,
     NcclWorker(WorkerSpec),
+    GemmWorker(crate::measure::gemm::worker::GemmSpec),
     Simulate(SimulateJob),
 }
 
@@ -183,6 +186,13 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             view: view(&a.job),
             slurm: slurm_hook(&a.slurm, a.job.strict, env)?,
             thorough: a.thorough,
+            gemm: crate::runtime::job::GemmPlan::from_flags(
+                a.gemm.gemm,
+                a.gemm.no_gemm,
+                a.gemm.burn,
+                a.thorough && !(a.slurm.slurm_health || a.slurm.slurm_prolog),
+                a.thorough,
+            ),
         })),
         Command::Facts(a) => Job::Facts(FactsJob {
             probe: probe(&a.probe),
@@ -279,6 +289,13 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             })
         }
         Command::NcclWorker(a) => Job::NcclWorker(nccl_worker(&a)?),
+        Command::GemmWorker(a) => Job::GemmWorker(crate::measure::gemm::worker::GemmSpec {
+            gpus: a.gpus,
+            size: a.size,
+            check_size: a.check_size,
+            burn_s: a.burn,
+            seed: a.seed,
+        }),
     })
 }
 
@@ -485,6 +502,13 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
         },
         whole_report: a.job.full_report,
         idle_test: idle_test(a.idle_test, a.quick, a.thorough),
+        gemm: crate::runtime::job::GemmPlan::from_flags(
+            a.gemm.gemm,
+            a.gemm.no_gemm,
+            a.gemm.burn,
+            !a.quick,
+            a.thorough,
+        ),
     })
 }
 
@@ -655,6 +679,68 @@ mod tests {
             Some(8)
         );
         assert_eq!(nproc(&[], &env(&[("WORLD_SIZE", "8")])), None);
+    }
+
+    #[test]
+    fn the_gemm_test_runs_where_it_is_asked_for_and_not_in_a_slurm_hook() {
+        use crate::runtime::job::GemmPlan;
+        let check = |flags: &[&str]| {
+            let cli =
+                Cli::try_parse_from(["preflight", "check"].iter().chain(flags.iter())).unwrap();
+            match job(cli, &BTreeMap::new()).unwrap() {
+                Job::Check(c) => c.gemm,
+                _ => unreachable!(),
+            }
+        };
+        let cluster = |flags: &[&str]| {
+            let cli =
+                Cli::try_parse_from(["preflight", "cluster"].iter().chain(flags.iter())).unwrap();
+            match job(cli, &BTreeMap::new()).unwrap() {
+                Job::Cluster(c, _) => c.gemm,
+                _ => unreachable!(),
+            }
+        };
+        let off = GemmPlan::default();
+        let quick = GemmPlan {
+            run: true,
+            burn_s: 0,
+        };
+        assert_eq!(check(&[]), off, "the default check stays at its speed");
+        assert_eq!(check(&["--gemm"]), quick);
+        assert_eq!(
+            check(&["--thorough"]),
+            GemmPlan {
+                run: true,
+                burn_s: 30
+            }
+        );
+        assert_eq!(
+            check(&["--burn", "5"]),
+            GemmPlan {
+                run: true,
+                burn_s: 5
+            }
+        );
+        assert_eq!(
+            check(&["--slurm-prolog", "--thorough"]),
+            off,
+            "too slow for a prolog"
+        );
+        assert_eq!(check(&["--slurm-health", "--thorough"]), off);
+        assert_eq!(check(&["--slurm-health", "--gemm"]), quick, "unless asked");
+        assert_eq!(cluster(&[]), quick);
+        assert_eq!(cluster(&["--quick"]), off);
+        assert_eq!(cluster(&["--quick", "--gemm"]), quick);
+        assert_eq!(cluster(&["--no-gemm"]), off);
+        assert_eq!(
+            cluster(&["--thorough"]),
+            GemmPlan {
+                run: true,
+                burn_s: 30
+            }
+        );
+        assert!(Cli::try_parse_from(["preflight", "check", "--gemm", "--no-gemm"]).is_err());
+        assert!(Cli::try_parse_from(["preflight", "check", "--burn", "0"]).is_err());
     }
 
     #[test]

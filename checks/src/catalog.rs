@@ -473,6 +473,46 @@ static ENTRIES: &[Entry] = &[
         "Look at `gpu.pcie-link`, `nvidia-smi topo -m` and `nvidia-smi -q -i <gpu> -d PCIE`; \
          fix the link or placement and rerun `preflight check`.",
     ),
+    entry(
+        "gpu.compute-slow",
+        "gpu",
+        "fail / warn / skip",
+        "a GPU multiplies (BF16/FP16/TF32 through cuBLAS) below 85% of its model's reference \
+         (the upper quartile of the same model's GPUs on the node, or across the cluster), or \
+         below half of the model's published dense rate; or could not run the test",
+        "One slow GPU holds every step of a data-parallel job to its pace: clocks held back, a \
+         lowered power limit, heat or a bad board. The finding names the GPU (index, bus id, \
+         UUID, model), the measured and expected TFLOP/s and its clocks, power and temperature \
+         read while it ran. `skip` where the test did not run (no GPU, no libcublas).",
+        "Compare the GPU's clocks and throttle reasons with a healthy one (`nvidia-smi -q -d \
+         PERFORMANCE,CLOCK,POWER`); restore a lowered power limit (`nvidia-smi -pl`), fix \
+         cooling, or drain the node and have the GPU replaced; rerun `preflight check --gemm`.",
+    ),
+    entry(
+        "gpu.compute-wrong",
+        "gpu",
+        "fail / skip",
+        "a GPU's product of seeded integer matrices differs from the exact result (every \
+         element checked), or its checksum differs from the other GPUs'",
+        "The inputs are chosen so the exact product fits FP32: every correct GPU returns the \
+         same bits whatever its model or cuBLAS version. A wrong element is silent data \
+         corruption, which spoils a training run without any error.",
+        "Take the node out of the job now; run the vendor diagnostics (`dcgmi diag -r 3`, \
+         `nvidia-smi -q -d ECC,ROW_REMAPPER`) and have the GPU replaced if they confirm it.",
+    ),
+    entry(
+        "gpu.compute-throttle",
+        "gpu",
+        "fail / warn / skip",
+        "under the sustained load (`--burn SECONDS`, `--thorough`) a GPU slowed by more than \
+         15% from its own start or ended below its peers, or showed thermal, hardware slowdown \
+         or power-brake clock events",
+        "A GPU that holds its pace for a second but throttles after a minute (cooling, a power \
+         brake) becomes the straggler of every long run. The finding shows its timeline: rate, \
+         SM clock, temperature, power and clock events.",
+        "Check the GPU's cooling (fans, airflow, the liquid loop) or the node's power; rerun \
+         `preflight check --burn 60`.",
+    ),
     // ----- pcie -----
     entry(
         "pcie.acs",

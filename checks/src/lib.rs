@@ -13,6 +13,7 @@ pub mod explain_log;
 pub mod fail_slow;
 pub mod firewall;
 pub mod gpu;
+pub mod gpu_compute;
 pub mod gpu_health;
 pub mod hostlist;
 pub mod ib;
@@ -75,6 +76,7 @@ pub fn check_node(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
     out.extend(ib::check(facts, ctx));
     out.extend(rails::node::check(facts));
     out.extend(gpu::check(facts, ctx));
+    out.extend(gpu_compute::check(ctx.rank.unwrap_or(0), facts));
     out.extend(nccl::check(facts, ctx));
     out.extend(ports::check(facts, ctx));
     out.extend(firewall::check(facts, ctx));

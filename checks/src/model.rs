@@ -9,9 +9,11 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+mod gpu_compute;
 mod gpu_health;
 mod label;
 mod rdma;
+pub use gpu_compute::*;
 pub use gpu_health::*;
 pub use label::{Label, Labels};
 pub use rdma::*;
@@ -454,6 +456,10 @@ pub struct GpuFacts {
     /// Node-level GPU health (kernel log XIDs, fabric manager, peermem, ACS, bandwidth).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_health: Option<GpuNodeHealth>,
+    /// Matrix-multiply speed and exactness per GPU (`check --thorough`, `--gemm`, `--burn`,
+    /// and every node of `cluster`); absent when not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute: Option<GpuCompute>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]

@@ -46,6 +46,7 @@ pub enum Outcome {
     Schema,
     /// The hidden NCCL worker: it speaks its protocol on stdin/stdout.
     NcclWorker(WorkerSpec),
+    GemmWorker(crate::measure::gemm::worker::GemmSpec),
     /// A simulated cluster: the summary, and the report to write where asked.
     Simulated {
         report: Box<Report>,
@@ -99,6 +100,7 @@ pub fn run(job: Job, events: &Events) -> anyhow::Result<Outcome> {
         Job::Explain(j) => explain::explain(&j),
         Job::Schema => Ok(Outcome::Schema),
         Job::NcclWorker(spec) => Ok(Outcome::NcclWorker(spec)),
+        Job::GemmWorker(spec) => Ok(Outcome::GemmWorker(spec)),
         Job::Simulate(j) => simulate::simulate(j),
     }
 }

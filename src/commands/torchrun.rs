@@ -237,6 +237,8 @@ pub fn cluster_job(
             ..Default::default()
         },
         whole_report: false,
+        // As `cluster` without --quick: the GPUs multiply on every node.
+        gemm: crate::runtime::job::GemmPlan::from_flags(false, false, None, !job.quick, false),
     })
 }
 

@@ -1,5 +1,6 @@
 //! A node's side of the all-reduce: opens its ring listener, runs its part of the TCP ring, and
-//! drives the NCCL child, answering the coordinator's orders.
+//! drives the NCCL child, answering the coordinator's orders (and hands the per-rail pair tests
+//! and the counters' second snapshot to `rail_node` and `rdma_snapshot`).
 
 use crate::measure::ring::{self, Corrupt, RingConfig, RingListener, RingPeers};
 use crate::transport::auth::Secret;
@@ -23,8 +24,11 @@ pub struct NodeState {
     pub events: Events,
     /// The nodes the coordinator admitted: the only ones this node's listeners serve.
     pub admitted: Gate,
+    /// Where this node's facts were probed (the counters' second snapshot reads it again).
+    pub root: preflight_checks::root::Root,
     ring: Option<RingListener>,
     nccl: Option<crate::measure::nccl::Worker>,
+    rails: super::rail_node::Held,
 }
 
 impl NodeState {
@@ -42,8 +46,10 @@ impl NodeState {
             facts,
             events,
             admitted: Gate::pending().sized_for(nnodes),
+            root: preflight_checks::root::Root::system(),
             ring: None,
             nccl: None,
+            rails: Default::default(),
         }
     }
 }
@@ -61,6 +67,15 @@ pub fn handle(
         Msg::NcclRun { order, id } => {
             super::nccl_node::run_nccl(&mut state.nccl, &state.facts, order, id)
         }
+        Msg::RailStart { children } => {
+            super::rail_node::start(&mut state.rails, &state.facts, children)
+        }
+        Msg::RailRun { children } => {
+            super::rail_node::run(&mut state.rails, &state.facts, children)
+        }
+        Msg::CountersSnapshot => Msg::Counters {
+            ports: super::rdma_snapshot::snapshot(&state.root),
+        },
         _ => return None,
     }))
 }

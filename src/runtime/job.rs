@@ -79,6 +79,44 @@ pub struct ClusterJob {
     pub whole_report: bool,
     /// `--idle-test`: how long the idle test holds connections silent (zero: off).
     pub idle_test: Duration,
+    /// The GPUs' matrix-multiply test on every node.
+    pub gemm: GemmPlan,
+}
+
+/// Whether the GPUs multiply (`--gemm`, `--no-gemm`, `--burn`, `--thorough`), and for how long
+/// under sustained load.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GemmPlan {
+    pub run: bool,
+    /// Seconds of sustained load after the quick test (0: none).
+    pub burn_s: u32,
+}
+
+impl GemmPlan {
+    /// Seconds of sustained load `--thorough` asks for.
+    pub const THOROUGH_BURN_S: u32 = 30;
+
+    /// From the flags: `default` is whether this command runs it unasked.
+    pub fn from_flags(
+        gemm: bool,
+        no_gemm: bool,
+        burn: Option<u32>,
+        default: bool,
+        thorough: bool,
+    ) -> GemmPlan {
+        if no_gemm {
+            return GemmPlan::default();
+        }
+        let burn_s = burn.unwrap_or(if thorough && default {
+            Self::THOROUGH_BURN_S
+        } else {
+            0
+        });
+        GemmPlan {
+            run: gemm || burn_s > 0 || default,
+            burn_s,
+        }
+    }
 }
 
 /// A token and where it came from (`--token / PREFLIGHT_TOKEN`, `--token-file PATH`); never empty.

@@ -7,11 +7,15 @@ pub mod allreduce;
 pub mod allreduce_node;
 pub mod coordinator;
 pub mod fds;
+pub mod gpu_compute;
 pub mod job;
 pub mod local_group;
 pub mod nccl_node;
 pub mod node;
+pub mod rail_node;
 pub mod rail_pairs;
+pub mod rail_phase;
+pub mod rdma_snapshot;
 pub mod schedule;
 pub mod sim;
 

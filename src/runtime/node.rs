@@ -17,6 +17,7 @@ pub fn probe_facts(root: &Root, master_port: u16, no_gpu: bool) -> NodeFacts {
     };
     let mut facts = probe::collect(root, &opts);
     fake_gpus_for_tests(&mut facts);
+    super::rdma_snapshot::apply_test_root(&mut facts);
     facts
 }
 

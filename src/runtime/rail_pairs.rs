@@ -5,7 +5,8 @@
 //! retest's rounds.
 //!
 //! [`run_round_here`] runs a round's children on this host (the fake-worker test hook and a
-//! single-host check); across hosts the same children start on each node.
+//! single-host check); across hosts `rail_phase` (coordinator) and `rail_node` (each node)
+//! start the same children on the nodes, and both join the two sides with [`combine`].
 
 use super::schedule::schedule;
 use crate::measure::nccl::rail::{RailChild, rail_job, rail_result};
@@ -118,28 +119,28 @@ fn run_pair(
             }
         }
     };
-    let results: Vec<RailResult> = outcomes
+    let [r0, r1] = outcomes;
+    combine([
+        rail_result(a, b, rail, round, &r0).0,
+        rail_result(a, b, rail, round, &r1).0,
+    ])
+}
+
+/// One pair's result from its two sides (the same a, b, rail and round): the first failure
+/// when a side failed, else the slower side's figure.
+pub fn combine(sides: [RailResult; 2]) -> RailResult {
+    if let Some(bad) = sides.iter().find(|r| r.gbps.is_none()) {
+        return bad.clone();
+    }
+    let slowest = sides
         .iter()
-        .map(|o| rail_result(a, b, rail, round, o).0)
-        .collect();
-    results
-        .iter()
-        .find(|r| r.gbps.is_none())
-        .cloned()
-        .unwrap_or_else(|| {
-            let slowest = results
-                .iter()
-                .filter_map(|r| r.gbps)
-                .fold(f64::INFINITY, f64::min);
-            RailResult {
-                a,
-                b,
-                rail,
-                gbps: slowest.is_finite().then_some(slowest),
-                error: None,
-                round,
-            }
-        })
+        .filter_map(|r| r.gbps)
+        .fold(f64::INFINITY, f64::min);
+    RailResult {
+        gbps: slowest.is_finite().then_some(slowest),
+        error: None,
+        ..sides[0].clone()
+    }
 }
 
 /// Runs every (pair, rail) of one round at once on this host, one thread per pair.

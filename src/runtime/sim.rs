@@ -221,7 +221,7 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
             alive: true,
         })
         .collect();
-    let recommendation = verdict::advise(&seen, &links, &cfg, BTreeMap::new());
+    let recommendation = verdict::advise(&seen, &links, &cfg, BTreeMap::new(), None);
     let evals = {
         let nodes = verdict::alive_or_joined(&seen);
         networks::evaluate(&networks::discover(&nodes, &links), &links, &alive)
@@ -240,7 +240,18 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
             alive: true,
         })
         .collect();
-    let mut report = verdict::build_report(members, links, &cfg, recommendation, outcome, &[], &[]);
+    let mut report = verdict::build_report(
+        members,
+        links,
+        &cfg,
+        recommendation,
+        verdict::Traffic {
+            allreduce: outcome,
+            ..Default::default()
+        },
+        &[],
+        &[],
+    );
     // Rank 0 sends one copy to every node, in parallel from one NIC: above 64 nodes the shared
     // copy without the other nodes' facts and the links.
     let json = if report.nodes.len() > crate::report_compact::COMPACT_ABOVE {

@@ -160,6 +160,58 @@ pub struct NcclOrder {
     pub timeout_ms: u64,
 }
 
+/// One child of the per-rail NCCL pair test (issue 34) a node runs: its side of the 2-rank job
+/// between this node and `peer` on rail `rail`, pinned to the rail's GPU and HCA port.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct RailOrder {
+    pub peer: u32,
+    pub rail: u32,
+    pub gpu: u32,
+    pub hca: String,
+    pub port: u32,
+    /// 0: this node makes the unique id; 1: it joins with `id`.
+    pub first_rank: u32,
+    /// NCCL's unique id from the rank-0 side (empty in `RailStart`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// The job's environment (the bootstrap's socket settings); the rail pinning goes on top.
+    pub env: std::collections::BTreeMap<String, String>,
+    pub timeout_ms: u64,
+}
+
+/// The unique id one rank-0 child made, or why it could not.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct RailId {
+    pub peer: u32,
+    pub rail: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One side's result of a per-rail pair test: Gbit/s when it passed over NET/IB, else why not.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct RailSide {
+    pub peer: u32,
+    pub rail: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The error counters of one RDMA port in a snapshot.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct PortCounters {
+    pub device: String,
+    pub port: u32,
+    #[serde(default)]
+    pub counters: std::collections::BTreeMap<String, u64>,
+    #[serde(default)]
+    pub hw_counters: std::collections::BTreeMap<String, u64>,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Msg {
@@ -300,6 +352,27 @@ pub enum Msg {
         net: Option<String>,
         net_mismatch: Option<String>,
         error: Option<String>,
+    },
+    // --- control: per-rail NCCL pair tests and the counters' second snapshot ---
+    /// Start the rank-0 child of each listed (peer, rail) pair; the node answers with `RailIds`.
+    RailStart {
+        children: Vec<RailOrder>,
+    },
+    RailIds {
+        ids: Vec<RailId>,
+    },
+    /// Run each listed child (rank 0 continues with its id, rank 1 starts and joins); the node
+    /// answers with `RailDone` once every child ended.
+    RailRun {
+        children: Vec<RailOrder>,
+    },
+    RailDone {
+        sides: Vec<RailSide>,
+    },
+    /// Read the RDMA ports' error counters again (after the traffic phases).
+    CountersSnapshot,
+    Counters {
+        ports: Vec<PortCounters>,
     },
     /// A step of the all-reduce could not start on this node.
     Failed {

@@ -11,6 +11,7 @@ mod attribution;
 pub(crate) mod common;
 mod degraded;
 mod fqdn;
+pub(crate) mod gpu_compute;
 mod gpu_health;
 pub mod healthy_set;
 mod hosts;
@@ -156,6 +157,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.extend(versions::versions(input));
     out.push(crate::gpu::check_cluster_gpus(input));
     out.extend(gpu_health::gpu_health(input));
+    out.extend(gpu_compute::gpu_compute(input));
     out.push(crate::ib::check_partial(input));
     out.extend(crate::rails::across::check_cluster(input));
     out.extend(crate::scale::gid_across::check_cluster(input));

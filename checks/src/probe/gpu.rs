@@ -100,7 +100,7 @@ const FALLBACK_LIBS: &[&str] = &[
     "/usr/lib/wsl/lib/libnvidia-ml.so.1",
 ];
 
-fn init_nvml() -> Result<Nvml, String> {
+pub(crate) fn init_nvml() -> Result<Nvml, String> {
     let first = match Nvml::init() {
         Ok(n) => return Ok(n),
         Err(e) => e,

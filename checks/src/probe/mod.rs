@@ -4,6 +4,7 @@ pub mod env;
 pub mod firewall;
 pub mod gid;
 pub mod gpu;
+pub mod gpu_load;
 pub mod gpu_node;
 mod gpu_nvml_health;
 pub mod gpu_snapshot;

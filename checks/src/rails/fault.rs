@@ -65,6 +65,41 @@ fn link_fix(r: Option<&Rail>, host: &str) -> Vec<String> {
     ]
 }
 
+/// The nodes that took no part in tests that ran (`skipped`: rank and why), one skip per reason
+/// with the hosts, so a node left out is never silently missing from the verdict.
+pub fn left_out(input: &ClusterInput, skipped: &[(u32, String)]) -> Vec<Finding> {
+    let mut by_reason: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for (rank, why) in skipped {
+        by_reason.entry(why.as_str()).or_default().push(*rank);
+    }
+    by_reason
+        .into_iter()
+        .map(|(why, mut ranks)| {
+            ranks.sort_unstable();
+            let f = Finding::new(
+                ID,
+                Status::Skip,
+                input.hosts_within(&ranks, 60),
+                format!(
+                    "{} took no part in the per-rail NCCL pair tests: {why}",
+                    if ranks.len() == 1 {
+                        input.who(ranks[0])
+                    } else {
+                        format!("{} nodes ({})", ranks.len(), input.hosts_within(&ranks, 80))
+                    }
+                ),
+            )
+            .with("ranks", &ranks)
+            .with("reason", why);
+            if ranks.len() == 1 {
+                f.on_node(Some(ranks[0]))
+            } else {
+                f
+            }
+        })
+        .collect()
+}
+
 pub fn check(input: &ClusterInput, results: &[RailResult]) -> Vec<Finding> {
     if results.is_empty() {
         return vec![Finding::new(
@@ -265,4 +300,48 @@ pub fn findings(input: &ClusterInput, v: &RailVerdict) -> Vec<Finding> {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::NodeFacts;
+
+    #[test]
+    fn nodes_left_out_are_named_once_per_reason() {
+        let facts: Vec<NodeFacts> = (1..=4)
+            .map(|i| NodeFacts {
+                hostname: format!("gpu{i:02}"),
+                ..Default::default()
+            })
+            .collect();
+        let nodes: Vec<(u32, &NodeFacts)> = facts
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i as u32, f))
+            .collect();
+        let input = ClusterInput::of_nodes(&nodes, 4);
+        let out = left_out(
+            &input,
+            &[
+                (3, "no InfiniBand/RoCE devices".into()),
+                (1, "cannot run NCCL: no GPU visible".into()),
+                (2, "cannot run NCCL: no GPU visible".into()),
+            ],
+        );
+        assert_eq!(out.len(), 2, "{out:#?}");
+        assert_eq!(out[0].status, Status::Skip);
+        assert_eq!(out[0].subject, "gpu[02-03]");
+        assert_eq!(
+            out[0].summary,
+            "2 nodes (gpu[02-03]) took no part in the per-rail NCCL pair tests: cannot run NCCL: no GPU visible"
+        );
+        assert_eq!(out[0].node, None);
+        assert_eq!(
+            out[1].summary,
+            "rank 3 (gpu04) took no part in the per-rail NCCL pair tests: no InfiniBand/RoCE devices"
+        );
+        assert_eq!(out[1].node, Some(3));
+        assert!(left_out(&input, &[]).is_empty());
+    }
 }

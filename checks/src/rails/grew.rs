@@ -5,7 +5,9 @@
 use super::counters::{Growth, port_growth, spec};
 use super::mapping::map_rails;
 use super::node::{link_commands, port_label};
+use crate::cluster::ClusterInput;
 use crate::model::{Finding, Fix, IbFacts, Status};
+use std::collections::BTreeMap;
 
 pub const ID: &str = "ib.counters-grew";
 
@@ -120,4 +122,99 @@ pub fn check(before: &IbFacts, after: &IbFacts) -> Vec<Finding> {
         ));
     }
     out
+}
+
+/// Every node's two snapshots (`after` by rank: the counters read after the traffic phases):
+/// each grown counter as a finding on its node, the quiet nodes in one pass.
+pub fn check_cluster(input: &ClusterInput, after: &BTreeMap<u32, IbFacts>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut quiet = 0;
+    for (rank, facts) in input.nodes {
+        let Some(after) = after.get(rank) else {
+            continue;
+        };
+        for mut f in check(&facts.ib, after) {
+            match f.status {
+                Status::Pass => quiet += 1,
+                Status::Skip => {}
+                _ => {
+                    let host = input.host(*rank).unwrap_or_else(|| format!("rank{rank}"));
+                    f.subject = format!("{host} {}", f.subject);
+                    if let Some(fix) = &mut f.fix {
+                        for c in &mut fix.commands {
+                            *c = format!("ssh {host} {c}");
+                        }
+                    }
+                    f.summary = format!("{}: {}", input.who(*rank), f.summary);
+                    out.push(f.on_node(Some(*rank)));
+                }
+            }
+        }
+    }
+    if quiet > 0 {
+        out.push(Finding::new(
+            ID,
+            Status::Pass,
+            "infiniband",
+            format!("no RDMA error counter grew during the run on {quiet} node(s)"),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{IbDevice, IbPort, NodeFacts};
+
+    fn facts(host: &str, downed: u64) -> NodeFacts {
+        let mut f = NodeFacts {
+            hostname: host.into(),
+            ..Default::default()
+        };
+        f.ib.devices.push(IbDevice {
+            name: "mlx5_0".into(),
+            ports: vec![IbPort {
+                port: 1,
+                state: "ACTIVE".into(),
+                counters: BTreeMap::from([("link_downed".to_string(), downed)]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        f
+    }
+
+    #[test]
+    fn each_grown_counter_is_named_on_its_node_and_quiet_nodes_pass_together() {
+        let (a, b, c) = (facts("gpu01", 0), facts("gpu02", 0), facts("gpu03", 3));
+        let nodes = [(0, &a), (1, &b), (2, &c)];
+        let input = ClusterInput::of_nodes(&nodes, 3);
+        let after = BTreeMap::from([
+            (0, a.ib.clone()),
+            (1, b.ib.clone()),
+            (2, facts("gpu03", 5).ib),
+        ]);
+        let out = check_cluster(&input, &after);
+        assert_eq!(out.len(), 2, "{out:#?}");
+        let f = &out[0];
+        assert_eq!((f.status, f.node), (Status::Fail, Some(2)));
+        assert_eq!(f.subject, "gpu03 mlx5_0/1");
+        assert!(
+            f.summary
+                .starts_with("rank 2 (gpu03): mlx5_0/1 (rail 0) error counters grew while preflight measured: link_downed +2 (3 -> 5)"),
+            "{}",
+            f.summary
+        );
+        let cmds = &f.fix.as_ref().expect("a fix").commands;
+        assert!(cmds.iter().all(|c| c.starts_with("ssh gpu03 ")), "{cmds:?}");
+        assert_eq!(out[1].status, Status::Pass);
+        assert!(
+            out[1].summary.ends_with("on 2 node(s)"),
+            "{}",
+            out[1].summary
+        );
+        // A node without a second snapshot is not judged; none at all: nothing to say.
+        assert!(check_cluster(&input, &BTreeMap::new()).is_empty());
+    }
 }

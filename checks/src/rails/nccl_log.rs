@@ -180,6 +180,19 @@ mod tests {
         assert_eq!(l.paths, ["NET/Socket/0"]);
     }
 
+    /// Real logs: the pair test's child run twice on one H200 as two hosts (distinct
+    /// NCCL_HOSTID) over sockets, NCCL 2.28.9 (`STEPS=rails scripts/device-gpu-check.sh`,
+    /// 2026-11-27). The path is read, and it is not InfiniBand.
+    #[test]
+    fn real_logs_of_two_ranks_over_sockets_show_their_path() {
+        for rank in [0, 1] {
+            let l = fixture(&format!("h200-two-hosts-socket-rank{rank}.log"));
+            assert_eq!(l.paths, ["NET/Socket/0"], "rank {rank}");
+            assert!(!l.ib && !l.gdr && l.error.is_none() && !l.ib_no_device);
+            assert_eq!(l.version.as_deref(), Some("2.28.9+cuda13.0"));
+        }
+    }
+
     #[test]
     fn completion_errors_name_the_peer_and_both_gids_in_old_and_new_formats() {
         let e = fixture("ib-completion-error-old.log").error.expect("error");

@@ -59,10 +59,18 @@ impl TempDir {
 
     /// Creates `lib/libnccl.so` pointing at `lib` and returns the `lib` dir to put first in `LD_LIBRARY_PATH`.
     pub fn link_nccl(&self, lib: &Path) -> io::Result<PathBuf> {
+        self.link_as(lib, "libnccl.so")
+    }
+
+    /// Creates `lib/<name>` pointing at `lib` (a name cudarc's loader tries) and returns the
+    /// `lib` dir to put first in `LD_LIBRARY_PATH`.
+    pub fn link_as(&self, lib: &Path, name: &str) -> io::Result<PathBuf> {
         let dir = self.path.join("lib");
-        create_private_dir(&dir)?;
+        if !dir.exists() {
+            create_private_dir(&dir)?;
+        }
         let target = std::fs::canonicalize(lib)?;
-        std::os::unix::fs::symlink(&target, dir.join("libnccl.so"))?;
+        std::os::unix::fs::symlink(&target, dir.join(name))?;
         Ok(dir)
     }
 }

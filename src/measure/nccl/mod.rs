@@ -393,7 +393,7 @@ fn worker_args(job: &NcclJob) -> Vec<String> {
 /// `kill -9` of preflight (no handler runs) cannot leave a worker holding GPUs. The kernel ties
 /// the signal to the spawning *thread*: [`start`] must be called from a thread that outlives
 /// the worker (the node agent's main thread does).
-fn die_with_parent(cmd: &mut Command) {
+pub(crate) fn die_with_parent(cmd: &mut Command) {
     let parent = std::process::id();
     // SAFETY: between fork and exec the closure calls only async-signal-safe functions
     // (prctl, getppid) and builds errors without allocating.
@@ -454,7 +454,7 @@ fn watchdog(
 }
 
 /// SIGKILL to the child's process group (the child is not yet reaped, so the id is still its own).
-fn kill_group(child: &mut Child) {
+pub(crate) fn kill_group(child: &mut Child) {
     if let Ok(pid) = libc::pid_t::try_from(child.id()) {
         // SAFETY: plain kill(2) on the group the child leads.
         unsafe {
@@ -497,7 +497,7 @@ fn read_events(out: impl Read, tx: Sender<Event>) {
     }
 }
 
-fn skip_rest_of_line(reader: &mut impl BufRead) {
+pub(crate) fn skip_rest_of_line(reader: &mut impl BufRead) {
     loop {
         let mut chunk = Vec::new();
         match reader.take(1 << 16).read_until(b'\n', &mut chunk) {
@@ -509,7 +509,7 @@ fn skip_rest_of_line(reader: &mut impl BufRead) {
 }
 
 /// Keeps the last STDERR_LINES lines of the worker's stderr, each cut to STDERR_LINE_MAX.
-fn read_stderr(err: impl Read, keep: Arc<Mutex<VecDeque<String>>>) {
+pub(crate) fn read_stderr(err: impl Read, keep: Arc<Mutex<VecDeque<String>>>) {
     let mut reader = BufReader::new(err);
     loop {
         let mut line = Vec::new();
@@ -785,7 +785,7 @@ impl Drop for Worker {
 }
 
 /// "killed by signal 6 (SIGABRT)", "exited with code 3".
-fn describe_exit(status: &ExitStatus) -> String {
+pub(crate) fn describe_exit(status: &ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     if let Some(sig) = status.signal() {
         let name = match sig {

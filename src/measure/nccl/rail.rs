@@ -14,6 +14,24 @@ use std::time::Duration;
 /// Bytes each pair moves per iteration: large enough to reach a rail's bandwidth.
 pub const RAIL_BYTES: u64 = 256 << 20;
 
+/// Test-only knob for a machine without RDMA (the device check: two ranks on one GPU over
+/// sockets): the per-rail children run with `NCCL_NET` set to this value instead of `IB`
+/// (`runtime::rail_node`), and a run over that network counts as the rail's path. Never set it
+/// on a real cluster.
+pub const RAIL_NET_TEST_KNOB: &str = "PREFLIGHT_TEST_RAIL_NCCL_NET";
+
+/// Whether the log proves the rail's path: NET/IB, or the test knob's network when it is set.
+fn path_proven(log: &RailLog) -> bool {
+    log.ib
+        || std::env::var(RAIL_NET_TEST_KNOB)
+            .ok()
+            .filter(|n| !n.is_empty() && n != "IB")
+            .is_some_and(|n| {
+                let want = format!("NET/{n}");
+                log.paths.iter().any(|p| p.starts_with(&want))
+            })
+}
+
 /// The rail a child drives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RailChild {
@@ -92,7 +110,7 @@ pub fn rail_result(
     match outcome {
         Ok(o) => {
             let log = nccl_log::parse(&o.log_excerpt.join("\n"));
-            if !log.ib {
+            if !path_proven(&log) {
                 let how = if log.paths.is_empty() {
                     "the NCCL log shows no network channel".to_string()
                 } else {

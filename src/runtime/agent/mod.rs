@@ -103,6 +103,8 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
     let mut facts = probe_facts(&root, placement.master_port, job.probe.no_gpu);
     // The GPUs' copy bandwidth, compared across the nodes (cluster.gpu-health): bounded per GPU.
     measure_gpu_bandwidth(&root, &mut facts);
+    // Matrix-multiply speed and exactness, compared across the nodes (gpu.compute-*).
+    crate::runtime::gpu_compute::measure_gpu_compute(&root, &mut facts, job.gemm);
     job.probe.overlay(&mut facts.env);
 
     // Rank 0 hosts the coordinator on the master port itself: joining proves that port is open.
@@ -297,6 +299,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 events.clone(),
             );
             node.facts.master_resolution = resolution;
+            node.root = root.clone();
             servers =
                 data::start_data_servers(&facts, &secret, placement.rank, events, &node.admitted);
             let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();

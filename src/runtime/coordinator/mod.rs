@@ -17,6 +17,7 @@ pub(crate) use second_pass::pick as second_pass_pick;
 
 use super::Timing;
 use super::allreduce::{self, AllreducePlan};
+use super::rail_phase::{self, RailPlan};
 use crate::advise::C10dAdvice;
 use crate::runtime::job::JobShape;
 use crate::transport::auth::{Secret, SecretSource};
@@ -159,8 +160,13 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     log_losses(&mut members, events);
     clock.lap("path MTU");
     events.step();
-    let mut recommendation =
-        verdict::advise(&verdict::seen(&members), &links, &cfg, BTreeMap::new());
+    let mut recommendation = verdict::advise(
+        &verdict::seen(&members),
+        &links,
+        &cfg,
+        BTreeMap::new(),
+        None,
+    );
     let evals = {
         let seen = verdict::seen(&members);
         let nodes = verdict::alive_or_joined(&seen);
@@ -183,8 +189,27 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
         clock.lap("idle connections");
     }
     let (over, why) = allreduce::preferred_overrides(&outcome.results, &cfg.allreduce.compare_env);
-    if let Some(over) = over {
-        recommendation = verdict::advise(&verdict::seen(&members), &links, &cfg, over);
+    let rail_plan = RailPlan {
+        mode: cfg.allreduce.mode,
+        matchings: cfg.timing.matchings,
+        seed: cfg.nnodes as u64,
+        timeout: cfg.join_timeout,
+    };
+    let rails = rail_phase::measure_rails(&mut members, &recommendation, &rail_plan, events);
+    log_losses(&mut members, events);
+    if rails.not_run.is_none() {
+        clock.lap("per-rail tests");
+    }
+    let counters_after = rail_phase::counters_after(&mut members, cfg.join_timeout);
+    log_losses(&mut members, events);
+    if over.is_some() || rails.verdict.is_some() {
+        recommendation = verdict::advise(
+            &verdict::seen(&members),
+            &links,
+            &cfg,
+            over.unwrap_or_default(),
+            rails.verdict.as_ref(),
+        );
     }
     recommendation.reasons.extend(why);
     recommendation.reasons.extend(outcome.notes.iter().cloned());
@@ -203,7 +228,13 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
         links,
         &cfg,
         recommendation,
-        outcome,
+        verdict::Traffic {
+            allreduce: outcome,
+            rails: verdict::RailReport {
+                outcome: rails,
+                counters_after,
+            },
+        },
         &refused,
         &bulk.retested,
     );

@@ -2,6 +2,7 @@
 
 use super::super::allreduce;
 use super::super::node::node_findings;
+use super::super::rail_phase::RailOutcome;
 use super::{CoordConfig, JoinedNode};
 use crate::advise::{ClusterAdviceInput, advise_cluster};
 use crate::report::ReportBuilder;
@@ -59,6 +60,7 @@ pub(crate) fn advise(
     links: &[LinkResult],
     cfg: &CoordConfig,
     env_override: BTreeMap<String, String>,
+    rail_verdict: Option<&preflight_checks::rails::localise::RailVerdict>,
 ) -> model::Recommendation {
     let nodes = alive_or_joined(members);
     let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
@@ -77,7 +79,7 @@ pub(crate) fn advise(
                 .filter(|m| !m.is_empty())
                 .map(|m| (m.clone(), crate::placement::resolve_host(m).addrs)),
             c10d: cfg.c10d.clone(),
-            rail_verdict: None,
+            rail_verdict: rail_verdict.cloned(),
         },
     )
 }
@@ -89,10 +91,14 @@ pub(crate) fn build_report(
     links: Vec<LinkResult>,
     cfg: &CoordConfig,
     recommendation: model::Recommendation,
-    outcome: allreduce::Outcome,
+    traffic: Traffic,
     refused: &[Refusal],
     retested: &[(u32, u32, String)],
 ) -> Report {
+    let Traffic {
+        allreduce: outcome,
+        rails,
+    } = traffic;
     let seen: Vec<Seen> = owned
         .iter()
         .map(|m| Seen {
@@ -140,6 +146,7 @@ pub(crate) fn build_report(
         retested,
     };
     findings.extend(check_cluster(&input));
+    findings.extend(rail_findings(&input, &rails));
     let given_ips = Some(&cfg.master_addr)
         .filter(|m| !m.is_empty())
         .map(|m| crate::placement::resolve_host(m).addrs)
@@ -196,6 +203,48 @@ pub(crate) fn build_report(
     crate::advise::healthy::attach(&mut report, &healthy);
     // Above 64 nodes the links are kept compactly (the healthy set was computed from all).
     crate::report_compact::compacted(report)
+}
+
+/// What the traffic phases after the links measured: the all-reduce, the per-rail tests.
+#[derive(Default)]
+pub(crate) struct Traffic {
+    pub allreduce: allreduce::Outcome,
+    pub rails: RailReport,
+}
+
+/// What the per-rail NCCL pair tests and the counters' second snapshot found (issue 34).
+#[derive(Default)]
+pub(crate) struct RailReport {
+    pub outcome: RailOutcome,
+    /// Each node's RDMA facts with the counters read after the traffic phases.
+    pub counters_after: BTreeMap<u32, model::IbFacts>,
+}
+
+/// `ib.rail-fault` from the localised per-rail results (a skip with the reason when they did
+/// not run), and `ib.counters-grew` per node from its two snapshots; nothing on a cluster
+/// without RDMA devices, nor where no rail phase was attempted.
+fn rail_findings(input: &ClusterInput, rails: &RailReport) -> Vec<model::Finding> {
+    use preflight_checks::rails::{fault, grew};
+    if input.nodes.iter().all(|(_, f)| f.ib.devices.is_empty()) {
+        return Vec::new();
+    }
+    let mut out = match (&rails.outcome.verdict, &rails.outcome.not_run) {
+        (Some(v), _) => {
+            let mut out = fault::findings(input, v);
+            out.extend(fault::left_out(input, &rails.outcome.skipped));
+            out
+        }
+        (None, Some(why)) => vec![model::Finding::new(
+            fault::ID,
+            model::Status::Skip,
+            "rails",
+            why.clone(),
+        )],
+        // No rail phase was attempted (a simulation): nothing to say.
+        (None, None) => Vec::new(),
+    };
+    out.extend(grew::check_cluster(input, &rails.counters_after));
+    out
 }
 
 /// Every joined node (dead ones included: their facts still count for the checks).

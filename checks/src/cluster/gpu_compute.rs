@@ -1,0 +1,179 @@
+//! `gpu.compute-slow` and `gpu.compute-wrong` across the nodes: each GPU against every GPU of
+//! its model in the cluster (a node whose GPUs all run slow has no fast peer at home), and
+//! each checksum against the cluster's. What a node's own judgment already names is not
+//! repeated.
+
+use super::ClusterInput;
+use crate::gpu_compute::{self, Sample, Slow, Wrong};
+use crate::model::{Finding, Status};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
+    let measured: Vec<(u32, &crate::model::NodeFacts)> = input
+        .nodes
+        .iter()
+        .filter(|(_, f)| {
+            f.gpu
+                .compute
+                .as_ref()
+                .is_some_and(|c| c.skipped.is_none() && !c.gpus.is_empty())
+        })
+        .map(|(r, f)| (*r, *f))
+        .collect();
+    if measured.len() < 2 {
+        return Vec::new();
+    }
+    let all: Vec<Sample> = measured
+        .iter()
+        .flat_map(|(r, f)| gpu_compute::node_samples(*r, f))
+        .collect();
+    // What each node's own judgment names already.
+    let mut named_slow: HashSet<(u32, u32, String)> = HashSet::new();
+    let mut named_wrong: HashSet<(u32, u32, String)> = HashSet::new();
+    for (r, f) in &measured {
+        let own = gpu_compute::node_samples(*r, f);
+        named_slow.extend(
+            gpu_compute::slow_gpus(&own)
+                .into_iter()
+                .map(|s| (s.rank, s.gpu, s.dtype)),
+        );
+        named_wrong.extend(
+            gpu_compute::wrong_gpus(&own)
+                .into_iter()
+                .map(|w| (w.rank, w.gpu, w.dtype)),
+        );
+    }
+    let slow: Vec<Slow> = gpu_compute::slow_gpus(&all)
+        .into_iter()
+        .filter(|s| s.reference.is_some())
+        .filter(|s| !named_slow.contains(&(s.rank, s.gpu, s.dtype.clone())))
+        .collect();
+    let wrong: Vec<Wrong> = gpu_compute::wrong_gpus(&all)
+        .into_iter()
+        .filter(|w| !named_wrong.contains(&(w.rank, w.gpu, w.dtype.clone())))
+        .collect();
+    let hosts: HashMap<u32, &str> = measured
+        .iter()
+        .map(|(r, f)| (*r, f.hostname.as_str()))
+        .collect();
+    let host = |rank: u32| hosts.get(&rank).copied().unwrap_or("?");
+    let by_gpu: HashMap<(u32, u32), &crate::model::GpuGemm> =
+        all.iter().map(|s| ((s.rank, s.gpu.gpu), s.gpu)).collect();
+    let gpu_of = |rank: u32, gpu: u32| by_gpu.get(&(rank, gpu)).copied();
+    let mut per_node: HashMap<u32, usize> = HashMap::new();
+    for s in &all {
+        *per_node.entry(s.rank).or_default() += 1;
+    }
+    let mut out = Vec::new();
+    let mut slow_by_node: BTreeMap<u32, Vec<&Slow>> = BTreeMap::new();
+    for s in &slow {
+        slow_by_node.entry(s.rank).or_default().push(s);
+    }
+    for (rank, list) in &slow_by_node {
+        let h = host(*rank);
+        let total = per_node.get(rank).copied().unwrap_or(0);
+        let mut gpus: Vec<u32> = list.iter().map(|s| s.gpu).collect();
+        gpus.dedup();
+        let whole = gpus.len() == total && total > 1;
+        // Per data type: the range of the node's slow GPUs against the reference.
+        let mut types: Vec<&str> = list.iter().map(|s| s.dtype.as_str()).collect();
+        types.sort_unstable();
+        types.dedup();
+        let rates: Vec<String> = types
+            .iter()
+            .map(|t| {
+                let of: Vec<&&Slow> = list.iter().filter(|s| s.dtype == *t).collect();
+                let lo = of.iter().map(|s| s.tflops).fold(f64::INFINITY, f64::min);
+                let hi = of.iter().map(|s| s.tflops).fold(0.0, f64::max);
+                let reference = of.iter().find_map(|s| s.reference).unwrap_or_default();
+                let range = if (hi - lo).abs() < 0.5 {
+                    format!("{lo:.0}")
+                } else {
+                    format!("{lo:.0} to {hi:.0}")
+                };
+                format!(
+                    "{t} {range} TFLOP/s against the model's reference {reference:.0} (upper quartile of {} GPUs), {:.0}%",
+                    of[0].peers,
+                    100.0 * hi / reference.max(1e-9)
+                )
+            })
+            .collect();
+        // The slowest GPU's state read while it multiplied.
+        let slowest = list
+            .iter()
+            .min_by(|a, b| (a.tflops / a.reference.unwrap_or(1.0)).total_cmp(&(b.tflops / b.reference.unwrap_or(1.0))))
+            .map(|s| s.gpu)
+            .unwrap_or(gpus[0]);
+        let state = gpu_of(*rank, slowest)
+            .map(|g| format!("; GPU {slowest}: {}", gpu_compute::state_text(g)))
+            .unwrap_or_default();
+        let first = gpu_of(*rank, slowest);
+        let named: Vec<String> = gpus.iter().map(|g| g.to_string()).collect();
+        let summary = if whole {
+            format!(
+                "all {total} GPUs of {h} multiply slower than the same model on the other nodes: the node (its power limit, clocks or cooling) holds the job back; {}{state}",
+                rates.join("; ")
+            )
+        } else {
+            format!(
+                "{} {} of {h} {} slower than the same model across the cluster: {}{state}",
+                if gpus.len() == 1 { "GPU" } else { "GPUs" },
+                gpu_compute::listed(&named),
+                if gpus.len() == 1 { "multiplies" } else { "multiply" },
+                rates.join("; ")
+            )
+        };
+        let mut f = Finding::new("gpu.compute-slow", Status::Fail, "gpus", summary)
+            .on_node(Some(*rank))
+            .with("host", h)
+            .with("gpus", &gpus)
+            .with(
+                "rates",
+                list.iter()
+                    .map(|s| (s.gpu, s.dtype.clone(), s.tflops, s.reference))
+                    .collect::<Vec<_>>(),
+            );
+        if let Some(g) = first {
+            f = f.fix(gpu_compute::slow_fix(g));
+        }
+        out.push(f);
+    }
+    for w in &wrong {
+        let Some(g) = gpu_of(w.rank, w.gpu) else {
+            continue;
+        };
+        let h = host(w.rank);
+        out.push(
+            gpu_compute::gpu_finding(
+                "gpu.compute-wrong",
+                Status::Fail,
+                g,
+                h,
+                gpu_compute::wrong_text(w, &g.model, h),
+            )
+            .on_node(Some(w.rank))
+            .with("dtype", &w.dtype)
+            .with("checksum", &w.checksum)
+            .with("usual_checksum", &w.usual)
+            .fix(gpu_compute::wrong_fix(g)),
+        );
+    }
+    if out.is_empty() {
+        out.push(
+            Finding::new(
+                "gpu.compute-slow",
+                Status::Pass,
+                "gpus",
+                format!(
+                    "{} GPUs on {} nodes multiply at their model's pace and agree bit for bit ({})",
+                    all.len(),
+                    measured.len(),
+                    gpu_compute::rate_summary(&all).join("; ")
+                ),
+            )
+            .with("nodes", measured.len())
+            .with("gpus", all.len()),
+        );
+    }
+    out
+}

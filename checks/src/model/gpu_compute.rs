@@ -1,0 +1,143 @@
+//! GPU compute facts (issue 35): per GPU the measured matrix-multiply rate per data type, the
+//! result's checksum and its check against the exact product, the clocks, power and
+//! temperature read while it ran, and (under `--burn`) the timeline of a sustained load.
+//!
+//! Every field is optional or empty by default, so facts of older releases still load.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What the GEMM test measured on one node. Absent when it did not run (not asked for, or
+/// facts of an older release); `skipped` says why when it was asked for and could not run.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct GpuCompute {
+    /// Why nothing was measured (no GPU, no libcublas, the worker failed or timed out).
+    pub skipped: Option<String>,
+    /// The worker stopped early (timed out, crashed, printed garbage): what it reported before
+    /// is kept.
+    pub error: Option<String>,
+    /// The cuBLAS version the worker loaded (`cublasGetVersion`: 120803 for 12.8.3).
+    pub cublas_version: Option<u32>,
+    /// Where that libcublas was found.
+    pub cublas_library: Option<String>,
+    /// Square problem size of the timed multiply (m = n = k).
+    pub size: u32,
+    /// Square problem size of the checked multiply.
+    pub check_size: u32,
+    pub gpus: Vec<GpuGemm>,
+    /// The sustained load (`--burn SECONDS`, `--thorough`); absent when not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burn: Option<GemmBurn>,
+}
+
+/// One GPU's results.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct GpuGemm {
+    /// NVML's index (as every other GPU fact), mapped from the CUDA ordinal by PCI address.
+    pub gpu: u32,
+    pub pci_bus_id: Option<String>,
+    /// NVML's name, "NVIDIA H100 80GB HBM3".
+    pub model: String,
+    pub uuid: Option<String>,
+    /// CUDA compute capability, "9.0".
+    pub compute_capability: Option<String>,
+    /// Why this GPU measured nothing (it failed on its own while others ran).
+    pub error: Option<String>,
+    pub rates: Vec<GemmRate>,
+    /// Checked multiplies, one per data type that has an exact check.
+    pub checks: Vec<GemmCheck>,
+    /// Clocks, power and temperature read right after the timed multiplies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<GpuLoadState>,
+}
+
+/// The measured rate of one data type.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct GemmRate {
+    /// "bf16", "fp16", "tf32", "fp32", "fp8".
+    pub dtype: String,
+    /// Dense TFLOP/s: 2·m·n·k per multiply over the CUDA-event time of the timed ones.
+    pub tflops: f64,
+    /// Multiplies timed (after the untimed warm-up).
+    pub iters: u32,
+}
+
+/// One checked multiply: seeded small-integer inputs whose exact product fits the FP32
+/// accumulator, so every correct GPU returns the same bits whatever its model, cuBLAS version
+/// or algorithm; the result is also checked against the exact integer product.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct GemmCheck {
+    pub dtype: String,
+    /// 64-bit checksum of the result's bytes (hex).
+    pub checksum: String,
+    /// Elements that differ from the exact product (rows and columns found by exact
+    /// checksums of the whole result, their crossings compared one by one).
+    pub wrong_elements: u64,
+    /// Rows and columns that hold a wrong element.
+    pub wrong_rows: u32,
+    pub wrong_cols: u32,
+    /// `wrong_elements` is exact (false: a lower bound, too many rows and columns to compare).
+    pub exact: bool,
+    /// The first wrong element: (row, column, value returned, exact value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_wrong: Option<WrongElement>,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct WrongElement {
+    pub row: u32,
+    pub col: u32,
+    pub got: f64,
+    pub want: f64,
+}
+
+/// Clocks, power, temperature and clock event reasons of one GPU at one moment (NVML).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct GpuLoadState {
+    pub sm_clock_mhz: Option<u32>,
+    pub max_sm_clock_mhz: Option<u32>,
+    pub temperature_c: Option<u32>,
+    pub power_w: Option<f64>,
+    /// The power limit in force, and the board's default: a limit below the default is a cap
+    /// someone set (`nvidia-smi -pl`).
+    pub power_limit_w: Option<f64>,
+    pub power_default_limit_w: Option<f64>,
+    /// Active clock event (throttle) reasons by name, as `GpuHealth::clock_event_reasons`.
+    pub clock_event_reasons: Vec<String>,
+}
+
+/// The sustained load: every GPU multiplies for `seconds` at once; each window of about one
+/// second gives each GPU's rate and its NVML state.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct GemmBurn {
+    pub seconds: u32,
+    pub dtype: String,
+    pub gpus: Vec<BurnTimeline>,
+    /// Why the burn stopped early or did not run, when it did.
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct BurnTimeline {
+    /// NVML index.
+    pub gpu: u32,
+    pub samples: Vec<BurnSample>,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct BurnSample {
+    /// Seconds since the burn started (end of the window).
+    pub t_s: f64,
+    pub tflops: f64,
+    #[serde(flatten)]
+    pub state: GpuLoadState,
+}

@@ -1,0 +1,145 @@
+//! The RDMA ports' error counters read again at the end of a run (issue 34, `ib.counters-grew`):
+//! each node's second snapshot, and the "after" facts the coordinator compares with the join's.
+//! Also the test hook that reads the RDMA inventory from a fixture sysfs tree per node.
+
+use crate::transport::wire::PortCounters;
+use preflight_checks::model::{IbFacts, NodeFacts};
+use preflight_checks::probe;
+use preflight_checks::root::Root;
+
+/// Test hook: a fixture tree whose `/sys/class/infiniband` (and GPUs' `/sys/bus/pci/devices`)
+/// stands in for this node's RDMA inventory, while everything else is probed from `/` (the
+/// network namespaces' real interfaces). Both snapshots read it.
+pub const RDMA_ROOT_HOOK: &str = "PREFLIGHT_TEST_RDMA_ROOT";
+/// Test hook beside [`RDMA_ROOT_HOOK`]: PCI addresses of the fake GPUs
+/// (`PREFLIGHT_TEST_FAKE_GPUS`), comma-separated in GPU order, for the rail mapping.
+pub const FAKE_GPU_BUSES_HOOK: &str = "PREFLIGHT_TEST_FAKE_GPU_BUSES";
+
+/// Ports one snapshot carries at most (a node has a few HCAs of one or two ports).
+pub const MAX_PORTS: usize = 64;
+
+/// Where this node's RDMA inventory is read: the test hook's tree, else `root`.
+pub fn rdma_root(root: &Root) -> Root {
+    match std::env::var_os(RDMA_ROOT_HOOK) {
+        Some(dir) if !dir.is_empty() => Root::at(dir),
+        _ => root.clone(),
+    }
+}
+
+/// With [`RDMA_ROOT_HOOK`] set: this node's RDMA facts (and its fake GPUs' PCI paths) from the
+/// hook's tree. Without it nothing changes.
+pub fn apply_test_root(facts: &mut NodeFacts) {
+    let Some(dir) = std::env::var_os(RDMA_ROOT_HOOK).filter(|d| !d.is_empty()) else {
+        return;
+    };
+    let root = Root::at(dir);
+    if let Ok(buses) = std::env::var(FAKE_GPU_BUSES_HOOK) {
+        for (g, bus) in facts.gpu.gpus.iter_mut().zip(buses.split(',')) {
+            g.pci_bus_id = bus.trim().to_string();
+        }
+    }
+    facts.ib = probe::ib::probe(&root);
+    if !facts.ib.devices.is_empty() {
+        facts.ib.gpu_pci_paths = probe::rdma::gpu_paths(&root, &facts.gpu.gpus);
+    }
+}
+
+/// Every RDMA port's judged counters as they are now (those `ib.counters-grew` compares), at
+/// most [`MAX_PORTS`].
+pub fn snapshot(root: &Root) -> Vec<PortCounters> {
+    use preflight_checks::rails::counters::{GROWTH_HW_COUNTERS, spec};
+    probe::ib::probe(&rdma_root(root))
+        .devices
+        .into_iter()
+        .flat_map(|d| {
+            d.ports.into_iter().map(move |p| PortCounters {
+                device: d.name.clone(),
+                port: p.port,
+                counters: p
+                    .counters
+                    .into_iter()
+                    .filter(|(n, _)| spec(n).is_some())
+                    .collect(),
+                hw_counters: p
+                    .hw_counters
+                    .into_iter()
+                    .filter(|(n, _)| GROWTH_HW_COUNTERS.contains(&n.as_str()))
+                    .collect(),
+            })
+        })
+        .take(MAX_PORTS)
+        .collect()
+}
+
+/// The join's RDMA facts with the counters of the second snapshot: ports the snapshot lacks
+/// are left out (nothing to compare them with).
+pub fn after(before: &IbFacts, ports: &[PortCounters]) -> IbFacts {
+    let mut after = before.clone();
+    for d in &mut after.devices {
+        d.ports.retain_mut(|p| {
+            let Some(s) = ports
+                .iter()
+                .find(|s| s.device == d.name && s.port == p.port)
+            else {
+                return false;
+            };
+            p.counters = s.counters.clone();
+            p.hw_counters = s.hw_counters.clone();
+            true
+        });
+    }
+    after.devices.retain(|d| !d.ports.is_empty());
+    after
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use preflight_checks::model::{IbDevice, IbPort};
+    use std::collections::BTreeMap;
+
+    fn port(n: u32, downed: u64) -> IbPort {
+        IbPort {
+            port: n,
+            state: "ACTIVE".into(),
+            counters: BTreeMap::from([("link_downed".to_string(), downed)]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn after_takes_the_second_snapshots_counters_and_drops_unseen_ports() {
+        let before = IbFacts {
+            devices: vec![
+                IbDevice {
+                    name: "mlx5_0".into(),
+                    ports: vec![port(1, 0), port(2, 0)],
+                    ..Default::default()
+                },
+                IbDevice {
+                    name: "mlx5_1".into(),
+                    ports: vec![port(1, 0)],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let snap = vec![PortCounters {
+            device: "mlx5_0".into(),
+            port: 1,
+            counters: BTreeMap::from([("link_downed".to_string(), 2)]),
+            hw_counters: BTreeMap::new(),
+        }];
+        let a = after(&before, &snap);
+        assert_eq!(a.devices.len(), 1);
+        assert_eq!(a.devices[0].ports.len(), 1);
+        assert_eq!(a.devices[0].ports[0].counters["link_downed"], 2);
+        let grew = preflight_checks::rails::grew::check(&before, &a);
+        assert_eq!(grew.len(), 1);
+        assert_eq!(grew[0].id, "ib.counters-grew");
+        assert!(
+            grew[0].summary.contains("link_downed +2 (0 -> 2)"),
+            "{grew:?}"
+        );
+    }
+}
