@@ -1,4 +1,4 @@
-//! The idle test's two orders: after the connectivity phase every node holds a few connections to its ring successor on the chosen network silent (while throughput, path MTU and the all-reduce run), then, once the idle time has passed, uses them again; each node's answer goes into its facts (`link.idle-timeout` judges them).
+//! The idle test's two orders: after the connectivity phase every node holds a few connections to its ring successor on the chosen network silent (while throughput, path MTU, the all-reduce and the per-rail tests run), then, once the idle time has passed, uses them again; each node's answer goes into its facts (`link.idle-timeout` judges them).
 
 use super::gather::{Step, Wait, gather};
 use super::phases::{alive_facts, find, listener_for, send_orders};

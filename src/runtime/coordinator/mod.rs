@@ -182,12 +182,6 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     );
     log_losses(&mut members, events);
     clock.lap("all-reduce");
-    if let Some(holding) = holding {
-        events.phase("idle connections");
-        idle::check(&mut members, holding);
-        log_losses(&mut members, events);
-        clock.lap("idle connections");
-    }
     let (over, why) = allreduce::preferred_overrides(&outcome.results, &cfg.allreduce.compare_env);
     let rail_plan = RailPlan {
         mode: cfg.allreduce.mode,
@@ -199,6 +193,13 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     log_losses(&mut members, events);
     if rails.not_run.is_none() {
         clock.lap("per-rail tests");
+    }
+    // The held connections have been silent through every phase since the connectivity test.
+    if let Some(holding) = holding {
+        events.phase("idle connections");
+        idle::check(&mut members, holding);
+        log_losses(&mut members, events);
+        clock.lap("idle connections");
     }
     let counters_after = rail_phase::counters_after(&mut members, cfg.join_timeout);
     log_losses(&mut members, events);
