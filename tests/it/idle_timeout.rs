@@ -41,6 +41,7 @@ fn a_router_that_forgets_idle_connections_is_named_and_a_shorter_silence_passes(
     assert_eq!(f.len(), 1, "{}", r0.describe());
     assert_eq!(f[0]["status"], "pass", "{}", f[0]);
     assert_eq!(f[0]["evidence"]["held"], 4, "{}", f[0]);
+    eprintln!("control: {}", summary(f[0]));
 
     // Longer than the router's timeout: every held connection dies, and the control
     // connections (kept alive) and everything else still work.
