@@ -423,6 +423,9 @@ pub struct ClusterArgs {
     /// All-reduce message sizes as nccl-tests' -b/-e/-f: BEGIN:END[:FACTOR] or one SIZE (K/M/G) [default: 1M:256M; --quick 1M:16M:4; --thorough 1M:1G].
     #[arg(long)]
     pub sizes: Option<String>,
+    /// Hold connections between ring neighbours silent this many seconds, then use them again: a firewall or NAT that drops idle connections shows (0 turns it off) [default: 30; --quick 0; --thorough 360].
+    #[arg(long, alias = "idle_test", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub idle_test: Option<u64>,
     /// Fail when the all-reduce bus bandwidth of the largest message is under this many GB/s (as nccl-tests' NCCL_TESTS_MIN_BW).
     #[arg(long, alias = "min_busbw", value_parser = parse_positive_f64)]
     pub min_busbw: Option<f64>,

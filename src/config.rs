@@ -501,6 +501,7 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
             nnodes: None,
         },
         whole_report: a.job.full_report,
+        idle_test: idle_test(a.idle_test, a.quick, a.thorough),
         gemm: crate::runtime::job::GemmPlan::from_flags(
             a.gemm.gemm,
             a.gemm.no_gemm,
@@ -509,6 +510,21 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
             a.thorough,
         ),
     })
+}
+
+/// `--idle-test SECONDS`, else its default: off under `--quick` (a run of seconds), 30 s (a
+/// firewall or NAT that expires idle connections within half a minute, at little cost: the
+/// silence overlaps the throughput, MTU and all-reduce phases), 360 s under `--thorough`
+/// (past the idle timeouts of common cloud NAT gateways and load balancers, 350 s and 4 min).
+pub fn idle_test(seconds: Option<u64>, quick: bool, thorough: bool) -> Duration {
+    let default = if quick {
+        0
+    } else if thorough {
+        360
+    } else {
+        30
+    };
+    Duration::from_secs(seconds.unwrap_or(default).min(3600))
 }
 
 fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Result<TorchrunJob> {
@@ -620,6 +636,21 @@ mod tests {
         };
         assert_eq!(c.timing.pings, 20);
         assert_eq!(c.allreduce.sizes.first(), Some(&(1 << 20)));
+    }
+
+    #[test]
+    fn the_idle_test_is_off_under_quick_and_longer_under_thorough_unless_given() {
+        let idle = |argv: &[&str]| match parse(argv).unwrap() {
+            Job::Cluster(c, _) => c.idle_test.as_secs(),
+            _ => panic!("not a cluster job"),
+        };
+        assert_eq!(idle(&["cluster", "--quick"]), 0);
+        assert_eq!(idle(&["cluster"]), 30);
+        assert_eq!(idle(&["cluster", "--thorough"]), 360);
+        assert_eq!(idle(&["cluster", "--quick", "--idle-test", "12"]), 12);
+        assert_eq!(idle(&["cluster", "--thorough", "--idle-test=0"]), 0);
+        let over = Cli::try_parse_from(["preflight", "cluster", "--idle-test", "3601"]);
+        assert!(over.is_err());
     }
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

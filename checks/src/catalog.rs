@@ -982,6 +982,25 @@ static ENTRIES: &[Entry] = &[
          (`iptables -t nat -D ...`, `iptables-save -t nat` to see them).",
     ),
     entry(
+        "link.idle-timeout",
+        "link",
+        "fail",
+        "connections between two nodes carried data when opened and no longer after a silence \
+         (`--idle-test`): a stateful firewall or NAT between them, or a node's own short \
+         conntrack timeout, forgets idle connections",
+        "NCCL keeps its sockets open and silent between collectives and sends no keepalives, so \
+         a device that expires idle connections (a firewall's or NAT's established timeout, \
+         `nf_conntrack_tcp_timeout_established` set short) breaks them while the job computes, \
+         checkpoints or evaluates: the next collective hangs until the watchdog fires \
+         (`Call to recv ... failed : Connection timed out`, `Connection reset by peer`, \
+         nccl#1619). Every connect and the bandwidth tests pass: only a pause shows it.",
+        "Raise the established-connection (idle) timeout of the firewall or NAT between the \
+         nodes above the job's longest pause, or keep the job's traffic out of its connection \
+         tracking; on a Linux box in between (or a node whose own timeout the finding names): \
+         `sysctl -w net.netfilter.nf_conntrack_tcp_timeout_established=432000` (the kernel's \
+         default), made permanent in /etc/sysctl.d.",
+    ),
+    entry(
         "launch.as-written",
         "launch",
         "warn",

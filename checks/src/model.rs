@@ -157,6 +157,77 @@ pub struct NodeFacts {
     /// an IPv4-mapped IPv6 written as IPv4); filled by rank 0, absent outside cluster runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub joined_from: Option<String>,
+    /// The connections this node held silent to its ring neighbour and what reusing them gave
+    /// (`link.idle-timeout`); filled by rank 0 from the node's answer, absent outside cluster
+    /// runs and when `--idle-test 0`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_test: Option<IdleTest>,
+}
+
+/// The idle test one node ran: connections to its ring neighbour(s) on the chosen network,
+/// opened and answered, held silent, then used again.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct IdleTest {
+    /// How long the connections were to stay silent (`--idle-test`), in seconds.
+    pub idle_s: f64,
+    /// How long a reused connection was given to answer, in seconds.
+    pub answer_wait_s: f64,
+    /// One entry per neighbour listener dialled.
+    pub links: Vec<IdleLink>,
+}
+
+/// The connections held to one listener of a neighbour, and how they fared.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct IdleLink {
+    pub from: u32,
+    pub to: u32,
+    pub interface: String,
+    pub address: String,
+    pub port: u16,
+    /// Connections opened, authenticated and answered before the silence.
+    pub opened: u32,
+    /// Of those, the ones that answered again after it.
+    pub answered: u32,
+    /// Seconds the connections actually stayed silent (the longest).
+    pub silent_s: f64,
+    /// What the first connection that failed after the silence gave; `ok` when all answered.
+    pub outcome: IdleOutcome,
+    /// The error text of that failure, or why none could be opened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a held connection gave when it was used again.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleOutcome {
+    /// Every connection answered.
+    #[default]
+    Ok,
+    /// Reset (`ECONNRESET`, `EPIPE`): something between the nodes forgot the connection and
+    /// answered for the peer.
+    Reset,
+    /// Closed by the other side (a FIN) before it answered.
+    Closed,
+    /// No answer within the wait: the data was dropped on the way.
+    NoAnswer,
+    /// No connection could be opened in the first place (not an idle problem: the
+    /// connectivity findings tell why).
+    NotOpened,
+}
+
+impl IdleOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdleOutcome::Ok => "ok",
+            IdleOutcome::Reset => "reset",
+            IdleOutcome::Closed => "closed",
+            IdleOutcome::NoAnswer => "no_answer",
+            IdleOutcome::NotOpened => "not_opened",
+        }
+    }
 }
 
 /// What the master address resolved to on one node, and the address it joined through.
@@ -615,6 +686,10 @@ pub struct SysFacts {
     /// Cluster mode under c10d: what this node resolved rank 0's FQDN to (`cluster.fqdn`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub master_fqdn: Option<NameLookup>,
+    /// `net.netfilter.nf_conntrack_tcp_timeout_established` in seconds: how long this node's
+    /// own connection tracking keeps a silent connection; None where conntrack is not loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conntrack_established_s: Option<u64>,
 }
 
 /// A name and what one node's resolver gave for it.

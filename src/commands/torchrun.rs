@@ -213,6 +213,7 @@ pub fn cluster_job(
         token: job.token.clone(),
         timeout: job.timeout,
         timing: config::timing(job.quick, false),
+        idle_test: config::idle_test(None, job.quick, false),
         allreduce: config::allreduce_plan(
             crate::cli::Allreduce::Auto,
             None,

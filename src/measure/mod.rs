@@ -1,7 +1,8 @@
-//! Active measurements between nodes: TCP connect/RTT/throughput, path MTU, the TCP ring all-reduce and the NCCL all-reduce; and on one node, the GPUs' copy bandwidth and matrix-multiply speed.
+//! Active measurements between nodes: TCP connect/RTT/throughput, path MTU, the TCP ring all-reduce and the NCCL all-reduce, idle connections; and on one node, the GPUs' copy bandwidth and matrix-multiply speed.
 
 pub mod gemm;
 pub mod gpu_bw;
+pub mod idle;
 pub mod mtu;
 pub mod nccl;
 pub mod ring;

@@ -306,6 +306,7 @@ fn serve(
             write_msg(&mut stream, &Msg::BulkResult { bytes, elapsed_us })
                 .map_err(|e| e.to_string())
         }
+        Msg::IdleReq { idle_ms } => super::idle::serve(&mut stream, idle_ms),
         other => Err(format!("unexpected request {other:?}")),
     }
 }

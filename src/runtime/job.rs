@@ -77,6 +77,8 @@ pub struct ClusterJob {
     /// `--full-report`: this rank asks rank 0 for the whole report (above 64 nodes the other
     /// ranks get a copy without the other nodes' facts and the links).
     pub whole_report: bool,
+    /// `--idle-test`: how long the idle test holds connections silent (zero: off).
+    pub idle_test: Duration,
     /// The GPUs' matrix-multiply test on every node.
     pub gemm: GemmPlan,
 }

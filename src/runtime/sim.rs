@@ -589,6 +589,7 @@ fn coord_config(n: u32, timing: Timing) -> CoordConfig {
         c10d: None,
         healthy: Default::default(),
         resolve_fqdn: false,
+        idle_test: Duration::ZERO,
     }
 }
 

@@ -295,6 +295,26 @@ pub enum Msg {
     Report {
         report: Box<Report>,
     },
+    // --- control: the idle test (`link.idle-timeout`) ---
+    /// Open `streams` connections to each target, see each answer once, then hold them silent
+    /// (for about `idle_ms`) until [`Msg::IdleCheck`]; an empty target list only tells the node
+    /// how long the next order may take.
+    IdleOpen {
+        targets: Vec<Target>,
+        streams: u32,
+        idle_ms: u64,
+    },
+    /// How many connections the node holds.
+    IdleHeld {
+        held: u32,
+    },
+    /// Use every held connection again and wait up to `answer_ms` for each answer.
+    IdleCheck {
+        answer_ms: u64,
+    },
+    IdleDone {
+        test: preflight_checks::model::IdleTest,
+    },
     // --- control: all-reduce ---
     /// Open a ring listener on `address` (this node's address on the chosen network).
     RingListen {
@@ -368,6 +388,11 @@ pub enum Msg {
     BulkResult {
         bytes: u64,
         elapsed_us: u64,
+    },
+    /// Echo each byte sent on this connection, however long it stays silent in between (up to
+    /// about `idle_ms` plus a margin): the idle test's listener side.
+    IdleReq {
+        idle_ms: u64,
     },
 }
 

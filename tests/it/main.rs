@@ -20,6 +20,7 @@ mod hooks_k8s;
 mod hostile;
 mod hostile_input;
 mod html;
+mod idle_timeout;
 mod join_causes;
 mod launchers;
 mod layers;

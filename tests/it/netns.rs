@@ -728,6 +728,44 @@ impl Cluster {
         }
     }
 
+    /// Makes router `i` a stateful firewall that forgets idle connections: its connection
+    /// tracking expires an established TCP connection after `established_s` seconds of silence,
+    /// does not pick up a connection in the middle (`nf_conntrack_tcp_loose=0`), and drops what
+    /// it cannot match (`--ctstate INVALID -j DROP`), as a firewall or NAT with a short idle
+    /// timeout does. Both sysctls are the router namespace's own (per network namespace in
+    /// this kernel): nothing global changes, and they go with the namespace.
+    pub fn forget_idle_on_router(&self, i: usize, established_s: u32) {
+        let ns = self.router_ns(i);
+        let timeout = format!("net.netfilter.nf_conntrack_tcp_timeout_established={established_s}");
+        let steps: [Vec<&str>; 2] = [
+            vec![
+                "iptables",
+                "-A",
+                "FORWARD",
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "INVALID",
+                "-j",
+                "DROP",
+            ],
+            vec![
+                "sysctl",
+                "-w",
+                "net.netfilter.nf_conntrack_tcp_loose=0",
+                timeout.as_str(),
+            ],
+        ];
+        for args in &steps {
+            let mut cmd = ip(&["netns", "exec", &ns]);
+            cmd.args(args);
+            check_ok(
+                &bounded(cmd, SETUP_COMMAND_LIMIT),
+                &format!("{} (in {ns})", args.join(" ")),
+            );
+        }
+    }
+
     /// Gives host `rank` a second NIC `ifname` on `net`'s switch with the address `cidr` (inside
     /// 10.200.0.0/16): two NICs in one subnet, as a node with two ports on one fabric has.
     pub fn second_nic(&self, rank: usize, net: &str, ifname: &str, cidr: &str) {
@@ -1628,6 +1666,11 @@ impl<'a> PreflightRun<'a> {
         }
         if !self.default_timing {
             argv.push(if self.quick { "--quick" } else { "--thorough" }.to_string());
+        }
+        // The idle test holds the run for its silence: only the tests that ask for it pay.
+        let asks_idle = |a: &String| a.starts_with("--idle-test");
+        if !self.extra.iter().any(asks_idle) && !self.extra_on.iter().any(|(_, a)| asks_idle(a)) {
+            argv.push("--idle-test=0".to_string());
         }
         argv.extend(self.extra.iter().cloned());
         argv.extend(

@@ -15,6 +15,7 @@ pub(crate) mod gpu_compute;
 mod gpu_health;
 pub mod healthy_set;
 mod hosts;
+mod idle_timeout;
 mod ifname_choice;
 mod intercepted;
 mod joining;
@@ -169,6 +170,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     out.extend(latency::high_latency(input));
     out.extend(nat::nat(input));
     out.extend(intercepted::intercepted(input));
+    out.extend(idle_timeout::idle_timeout(input));
     nat::point_symptoms(input, &mut out);
     intercepted::point_symptoms(&mut out);
     out

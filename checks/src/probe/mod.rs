@@ -79,5 +79,6 @@ pub fn collect(root: &Root, opts: &ProbeOptions) -> NodeFacts {
         env: env::relevant(&opts.env),
         master_resolution: None,
         joined_from: None,
+        idle_test: None,
     }
 }

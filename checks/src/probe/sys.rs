@@ -39,8 +39,14 @@ pub fn probe(root: &Root, hostname: &str) -> SysFacts {
             .and_then(|h| fqdn_in_hosts(&h, hostname))
     }
     .or_else(|| (!hostname.is_empty()).then(|| hostname.to_string()));
+    facts.conntrack_established_s = root.attr_num(CONNTRACK_ESTABLISHED);
     facts
 }
+
+/// How long this node's connection tracking keeps an established, silent TCP connection
+/// (absent where the conntrack module is not loaded).
+pub const CONNTRACK_ESTABLISHED: &str =
+    "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established";
 
 /// What this node's resolver gives for `name`, within [`RESOLVE_TIMEOUT`]; at most 16
 /// addresses are kept.
@@ -475,6 +481,9 @@ mod tests {
             assert_eq!(f.memlock_error, None, "{node}");
             let want: IpAddr = addr.parse().unwrap();
             assert_eq!(f.hostname_addrs, vec![want], "{node}");
+            // Docker's NAT loads conntrack; the other nodes have no conntrack module.
+            let conntrack = (node == "docker-bond-host").then_some(432_000);
+            assert_eq!(f.conntrack_established_s, conntrack, "{node}");
         }
     }
 

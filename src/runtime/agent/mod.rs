@@ -4,6 +4,7 @@
 mod assign;
 mod data;
 pub(crate) mod dial;
+mod idle;
 mod join;
 mod orders;
 
@@ -141,6 +142,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                         .rdzv_backend
                         .as_deref()
                         .is_some_and(crate::placement::is_c10d),
+                    idle_test: job.idle_test,
                 };
                 Some(
                     std::thread::Builder::new()

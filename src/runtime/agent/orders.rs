@@ -2,6 +2,7 @@
 
 use super::super::allreduce_node::{self, NodeState};
 use super::dial::{self, paced};
+use super::idle::Holding;
 use crate::measure::{mtu, tcp};
 use crate::placement::Placement;
 use crate::transport::auth::Secret;
@@ -29,6 +30,9 @@ pub(super) fn serve_orders(
 ) -> Result<Report, WireError> {
     let secret = &node.secret.clone();
     stream.set_write_timeout(Some(Duration::from_secs(30))).ok();
+    // The control connection is silent for whole phases (and the idle test's wait): keepalives
+    // keep a firewall or NAT between this node and rank 0 from forgetting it meanwhile.
+    keep_alive(stream);
     write_msg(
         stream,
         &Msg::Join {
@@ -42,6 +46,8 @@ pub(super) fn serve_orders(
     // within --timeout + 5 s. Past --timeout + 10 s of silence rank 0 is gone or stopped.
     let timeout_idle = timeout + Duration::from_secs(10);
     let mut idle_limit = timeout_idle;
+    // The connections the idle test holds silent between its two orders.
+    let mut holding = Holding::default();
     loop {
         stream.set_read_timeout(Some(idle_limit)).ok();
         let msg: Msg = read_msg_budget(stream, &order_budget(p.nnodes))?;
@@ -112,6 +118,36 @@ pub(super) fn serve_orders(
                     mtu_targets(p.rank, p.nnodes, targets, max_mtu, secret, done)
                 }),
             },
+            Msg::IdleOpen {
+                targets,
+                streams,
+                idle_ms,
+            } => {
+                let idle = Duration::from_millis(idle_ms).min(crate::measure::idle::MAX_IDLE);
+                // The check comes once the silence is over: the next order may take that long.
+                idle_limit = idle_limit.max(timeout_idle + idle);
+                let targets: Vec<Target> =
+                    targets.into_iter().filter(|t| t.rank != p.rank).collect();
+                holding = Holding::open(p.rank, p.nnodes, &targets, streams, idle, secret);
+                if !targets.is_empty() {
+                    events.log(format!(
+                        "idle test: holding {} connections to rank(s) {} silent for {} s",
+                        holding.count(),
+                        targets
+                            .iter()
+                            .map(|t| t.rank.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        idle.as_secs()
+                    ));
+                }
+                Msg::IdleHeld {
+                    held: holding.count(),
+                }
+            }
+            Msg::IdleCheck { answer_ms } => Msg::IdleDone {
+                test: std::mem::take(&mut holding).check(p.rank, Duration::from_millis(answer_ms)),
+            },
             Msg::Report { report } => return Ok(own_facts_back(*report, p.rank, &node.facts)),
             Msg::Reject { reason, kind } => {
                 return Err(WireError::Rejected { reason, kind });
@@ -125,6 +161,34 @@ pub(super) fn serve_orders(
         write_msg(stream, &reply)?;
     }
 }
+
+/// TCP keepalives on a control connection: a probe after [`KEEPALIVE_IDLE`] of silence, then
+/// every [`KEEPALIVE_IDLE`]; the kernel gives the connection up only after
+/// [`KEEPALIVE_PROBES`] unanswered probes (minutes), longer than any phase waits anyway.
+fn keep_alive(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_IDLE);
+    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&ka);
+    let probes = KEEPALIVE_PROBES as libc::c_int;
+    // SAFETY: setsockopt with a valid fd and a pointer to a c_int of the stated size.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPCNT,
+            &probes as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Silence before a control connection's first keepalive probe, and between probes: shorter
+/// than any firewall's or NAT's established timeout worth the name.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(2);
+/// Unanswered keepalive probes before the kernel drops a control connection (2 minutes).
+const KEEPALIVE_PROBES: u32 = 60;
 
 /// A copy of the report without the other nodes' facts (above 64 nodes, see
 /// `coordinator::delivery::shared_copy`) gets this node's own facts back: the ones it sent.

@@ -663,6 +663,7 @@ mod tests {
             healthy: Default::default(),
             c10d: None,
             resolve_fqdn: false,
+            idle_test: Duration::ZERO,
         }
     }
 

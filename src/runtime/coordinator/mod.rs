@@ -4,6 +4,7 @@
 mod admit;
 mod delivery;
 mod gather;
+mod idle;
 mod limits;
 mod phases;
 mod second_pass;
@@ -64,6 +65,9 @@ pub struct CoordConfig {
     /// `--rdzv-backend=c10d`: every node resolves rank 0's FQDN, the name torchrun publishes
     /// (`cluster.fqdn`).
     pub resolve_fqdn: bool,
+    /// `--idle-test`: how long the ring neighbours' connections stay silent before they are
+    /// used again (zero: no idle test).
+    pub idle_test: Duration,
 }
 
 /// A node that joined.
@@ -142,6 +146,9 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
         log_losses(&mut members, events);
         clock.lap("second pass");
     }
+    // The idle test's connections stay silent while the later phases run.
+    let holding = idle::hold(&mut members, &cfg, &links);
+    log_losses(&mut members, events);
     events.step();
     events.phase("throughput");
     let bulk = phases::bulk_phase(&mut members, &cfg, &mut links);
@@ -186,6 +193,13 @@ pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
     log_losses(&mut members, events);
     if rails.not_run.is_none() {
         clock.lap("per-rail tests");
+    }
+    // The held connections have been silent through every phase since the connectivity test.
+    if let Some(holding) = holding {
+        events.phase("idle connections");
+        idle::check(&mut members, holding);
+        log_losses(&mut members, events);
+        clock.lap("idle connections");
     }
     let counters_after = rail_phase::counters_after(&mut members, cfg.join_timeout);
     log_losses(&mut members, events);
