@@ -235,7 +235,7 @@ fn the_cluster_names_the_node_whose_gpus_are_slow() {
     assert!(text.starts_with("all 4 GPUs of "), "{text}");
     assert!(
         text.contains(
-            "bf16 520 TFLOP/s, 70% of the model's reference 740 (upper quartile of 8 GPUs)"
+            "bf16 520 TFLOP/s against the model's reference 740 (upper quartile of 8 GPUs), 70%"
         ),
         "{text}"
     );
