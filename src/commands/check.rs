@@ -17,7 +17,7 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         None => {
             let root = Root::at(&job.probe.root);
             let mut facts = probe_facts(&root, job.master_port, job.probe.no_gpu);
-            crate::runtime::gpu_compute::measure_gpu_compute(&root, &mut facts, job.gemm);
+            crate::runtime::gpu_compute::measure_gpu_compute(&root, &mut facts, job.gemm, None);
             match hook_without_copies(&job) {
                 None => measure_gpu_bandwidth(&root, &mut facts),
                 Some(hook) => {

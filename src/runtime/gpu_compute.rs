@@ -20,12 +20,18 @@ pub const CHECK_SIZE: u32 = 4096;
 /// Seed of the checked inputs: the same on every node, so results compare bit for bit.
 pub const SEED: u64 = 35;
 
-/// Runs the test when `plan` asks for it and records the result (or why it did not run).
-pub fn measure_gpu_compute(root: &Root, facts: &mut NodeFacts, plan: GemmPlan) {
+/// Runs the test when `plan` asks for it and records the result (or why it did not run);
+/// `cap` bounds the worker's watchdog further (a cluster node must join in time).
+pub fn measure_gpu_compute(
+    root: &Root,
+    facts: &mut NodeFacts,
+    plan: GemmPlan,
+    cap: Option<std::time::Duration>,
+) {
     if !plan.run {
         return;
     }
-    facts.gpu.compute = Some(measure(root, facts, plan));
+    facts.gpu.compute = Some(measure(root, facts, plan, cap));
 }
 
 fn skipped(why: impl Into<String>) -> GpuCompute {
@@ -35,7 +41,12 @@ fn skipped(why: impl Into<String>) -> GpuCompute {
     }
 }
 
-fn measure(root: &Root, facts: &NodeFacts, plan: GemmPlan) -> GpuCompute {
+fn measure(
+    root: &Root,
+    facts: &NodeFacts,
+    plan: GemmPlan,
+    cap: Option<std::time::Duration>,
+) -> GpuCompute {
     let gpus = preflight_checks::visible_devices::visible_gpu_count(facts);
     if gpus == 0 {
         return skipped(match &facts.gpu.nvml_error {
@@ -90,7 +101,10 @@ fn measure(root: &Root, facts: &NodeFacts, plan: GemmPlan) -> GpuCompute {
         check_size: CHECK_SIZE,
         burn_s: plan.burn_s,
         seed: SEED,
-        timeout: gemm::timeout_for(gpus, plan.burn_s),
+        timeout: cap.map_or_else(
+            || gemm::timeout_for(gpus, plan.burn_s),
+            |c| c.min(gemm::timeout_for(gpus, plan.burn_s)),
+        ),
         lib_dirs,
         program: None,
     };
@@ -142,12 +156,11 @@ fn measure(root: &Root, facts: &NodeFacts, plan: GemmPlan) -> GpuCompute {
         });
     }
     if out.gpus.iter().all(|g| g.rates.is_empty()) {
-        out.skipped = Some(format!(
-            "not measured: {}",
+        out.skipped = Some(
             run.error
                 .clone()
-                .unwrap_or_else(|| "the GEMM worker reported no GPU".into())
-        ));
+                .unwrap_or_else(|| "the GEMM worker reported no GPU".into()),
+        );
     } else {
         out.error = run.error;
     }

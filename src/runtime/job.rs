@@ -96,6 +96,17 @@ impl GemmPlan {
     /// Seconds of sustained load `--thorough` asks for.
     pub const THOROUGH_BURN_S: u32 = 30;
 
+    /// In `cluster`, the longest a node may multiply before it joins (a hung GPU is cut off
+    /// there by the worker's watchdog): the join timeout plus the sustained load. The other
+    /// nodes wait that much longer to join, so a node still multiplying is named by its GPU
+    /// finding, not as a node that never joined. Zero when the test does not run.
+    pub fn join_grace(&self, join_timeout: std::time::Duration) -> std::time::Duration {
+        if !self.run {
+            return std::time::Duration::ZERO;
+        }
+        join_timeout + std::time::Duration::from_secs(u64::from(self.burn_s) * 12 / 10)
+    }
+
     /// From the flags: `default` is whether this command runs it unasked.
     pub fn from_flags(
         gemm: bool,

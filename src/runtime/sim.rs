@@ -561,6 +561,7 @@ fn coord_config(n: u32, timing: Timing) -> CoordConfig {
         master_addr: address(0).to_string(),
         master_port: 29500,
         join_timeout: Duration::from_secs(60),
+        join_grace: Duration::ZERO,
         timing,
         expected_hosts: Vec::new(),
         secret: Secret::token("simulated"),

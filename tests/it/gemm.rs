@@ -240,3 +240,57 @@ fn the_cluster_names_the_node_whose_gpus_are_slow() {
         "{text}"
     );
 }
+
+/// Rank 0's GPU hangs in the multiply: its watchdog cuts the worker off at the join timeout,
+/// the other node waits that long to join, and the report names the hung test on rank 0
+/// instead of a node that never joined.
+#[test]
+fn a_hung_gpu_on_rank_0_is_named_and_the_nodes_still_join() {
+    let Some(c) = Cluster::flat("gemmhang", 2, "eth0").build() else {
+        return;
+    };
+    let started = Instant::now();
+    let runs = c
+        .preflight()
+        .timeout(6)
+        .args(&["--allreduce=off", "--gemm"])
+        .env_on(0, "PREFLIGHT_TEST_FAKE_GPUS", "2")
+        .env_on(1, "PREFLIGHT_TEST_FAKE_GPUS", "2")
+        .env_on(0, "PREFLIGHT_GEMM_WORKER", &fake().display().to_string())
+        .env_on(1, "PREFLIGHT_GEMM_WORKER", &fake().display().to_string())
+        .env_on(0, "FAKE_GEMM_MODE", "hang")
+        .run();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(45), "{took:?}");
+    let r0 = &runs[0];
+    assert!(
+        r0.findings("cluster.rendezvous")
+            .iter()
+            .all(|f| f["status"] == "pass"),
+        "{}",
+        r0.describe()
+    );
+    let nodes = r0.report()["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{}", r0.describe());
+    let why = nodes[0]["facts"]["gpu"]["compute"]["skipped"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.starts_with("the GEMM worker timed out: killed after 6 s"),
+        "{why}"
+    );
+    let skip: Vec<&Value> = r0
+        .findings("gpu.compute-slow")
+        .into_iter()
+        .filter(|f| f["node"] == 0 && f["status"] == "skip")
+        .collect();
+    assert_eq!(skip.len(), 1, "{}", r0.describe());
+    // Rank 1's GPUs were measured.
+    assert_eq!(
+        nodes[1]["facts"]["gpu"]["compute"]["gpus"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}

@@ -303,7 +303,7 @@ fn mixed_models_are_judged_apart() {
 fn a_skipped_test_says_why() {
     let mut f = NodeFacts::default();
     f.gpu.compute = Some(GpuCompute {
-        skipped: Some("not measured: no libcublas found".into()),
+        skipped: Some("no libcublas found".into()),
         ..Default::default()
     });
     let out = check(0, &f);

@@ -103,8 +103,10 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
     let mut facts = probe_facts(&root, placement.master_port, job.probe.no_gpu);
     // The GPUs' copy bandwidth, compared across the nodes (cluster.gpu-health): bounded per GPU.
     measure_gpu_bandwidth(&root, &mut facts);
-    // Matrix-multiply speed and exactness, compared across the nodes (gpu.compute-*).
-    crate::runtime::gpu_compute::measure_gpu_compute(&root, &mut facts, job.gemm);
+    // Matrix-multiply speed and exactness, compared across the nodes (gpu.compute-*), cut off
+    // at the join grace so a hung GPU is named instead of its node missing the join.
+    let join_grace = job.gemm.join_grace(job.timeout);
+    crate::runtime::gpu_compute::measure_gpu_compute(&root, &mut facts, job.gemm, Some(join_grace));
     job.probe.overlay(&mut facts.env);
 
     // Rank 0 hosts the coordinator on the master port itself: joining proves that port is open.
@@ -116,6 +118,8 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                     master_addr: placement.master_addr.clone(),
                     master_port: job_master_port,
                     join_timeout: job.timeout,
+                    // The other nodes may still multiply up to the grace before they join.
+                    join_grace,
                     timing: job.timing,
                     expected_hosts: placement.expected_hosts.clone(),
                     secret: secret.clone(),
@@ -167,7 +171,8 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
 
     // Join first: a node of a c10d rendezvous learns its rank from the coordinator here, before
     // anything that depends on it (the node state, the data listeners, the report) starts.
-    let deadline = Instant::now() + job.timeout;
+    // Rank 0 may still multiply up to the grace before it listens.
+    let deadline = Instant::now() + job.timeout + join_grace;
     // A rank other than 0 whose master address is itself would wait for itself: give a rank 0
     // on this very machine a moment to answer, then say so instead of waiting out the timeout.
     let master_is_self = if placement.rank_pending() {

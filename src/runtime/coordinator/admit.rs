@@ -94,7 +94,7 @@ pub(super) struct Admitted {
 /// Accepts nodes until all `nnodes` joined or the join timeout ends. Connections that do not
 /// speak preflight are dropped (logged); nodes that do but differ are refused and kept.
 pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Admitted {
-    let deadline = Instant::now() + cfg.join_timeout;
+    let deadline = Instant::now() + cfg.join_timeout + cfg.join_grace;
     let (tx, rx) = mpsc::channel::<Arrival>();
     listener.set_nonblocking(true).ok();
     let mut joined: BTreeMap<u32, JoinedNode> = BTreeMap::new();
@@ -634,6 +634,7 @@ mod tests {
             master_addr: "127.0.0.1".into(),
             master_port: 29500,
             join_timeout,
+            join_grace: Duration::ZERO,
             timing: Timing {
                 connect_timeout: Duration::from_secs(1),
                 pings: 1,

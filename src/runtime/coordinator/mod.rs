@@ -39,6 +39,9 @@ pub struct CoordConfig {
     pub master_addr: String,
     pub master_port: u16,
     pub join_timeout: Duration,
+    /// Added to the join window only: how long a node may still be multiplying on its GPUs
+    /// before it joins (`GemmPlan::join_grace`).
+    pub join_grace: Duration,
     pub timing: Timing,
     pub expected_hosts: Vec<String>,
     pub secret: Secret,
