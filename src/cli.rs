@@ -318,7 +318,8 @@ pub struct CheckArgs {
     #[arg(long)]
     pub facts: Option<PathBuf>,
     /// Also run an NCCL all-reduce over every GPU of this node (what a single-node health
-    /// check measures; 1M:256M, bounded at 120 s), judged as `collective.*`.
+    /// check measures; 1M:256M, bounded at 120 s), judged as `collective.*`, and the GPUs'
+    /// matrix-multiply test with 30 s of sustained load (`--gemm --burn 30`).
     #[arg(long, conflicts_with = "facts")]
     pub thorough: bool,
     #[command(flatten)]

@@ -1436,7 +1436,7 @@ mod tests {
     fn closest_suggests_typos_and_prefixes() {
         assert_eq!(closest("port.in_use", 3).first(), Some(&"port.in-use"));
         assert_eq!(closest("gpu.cont", 3).first(), Some(&"gpu.count"));
-        let gpu = closest("gpu", 10);
+        let gpu = closest("gpu", 20);
         assert!(
             gpu.contains(&"gpu.mig") && gpu.contains(&"gpu.nvml"),
             "{gpu:?}"
