@@ -106,7 +106,7 @@ fn run(gpus: &[u32], deadline: Instant) -> Result<Vec<GpuBandwidth>, String> {
 }
 
 /// "0000:3b:00.0" as CUDA numbers the device.
-fn pci_bus_id(ctx: &Arc<CudaContext>) -> Option<String> {
+pub(crate) fn pci_bus_id(ctx: &Arc<CudaContext>) -> Option<String> {
     let a = |x| ctx.attribute(x).ok();
     let domain = a(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
     let bus = a(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;

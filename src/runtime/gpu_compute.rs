@@ -169,16 +169,7 @@ fn measure(
 
 /// NVML's index of the GPU at `bus` (CUDA numbers GPUs its own way), else the CUDA ordinal.
 fn nvml_index(facts: &NodeFacts, bus: Option<&String>, ordinal: u32) -> u32 {
-    let norm = |b: &str| preflight_checks::probe::gpu_node::sysfs_bdf(b);
-    bus.and_then(|b| norm(b))
-        .and_then(|b| {
-            facts
-                .gpu
-                .gpus
-                .iter()
-                .find(|g| norm(&g.pci_bus_id).as_deref() == Some(b.as_str()))
-                .map(|g| g.index)
-        })
+    bus.and_then(|b| super::node::nvml_index_by_bus(&facts.gpu.gpus, b))
         .unwrap_or(ordinal)
 }
 

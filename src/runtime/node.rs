@@ -21,6 +21,17 @@ pub fn probe_facts(root: &Root, master_port: u16, no_gpu: bool) -> NodeFacts {
     facts
 }
 
+/// NVML's index of the GPU at PCI address `bus` (CUDA's or NVML's form): CUDA numbers the
+/// GPUs it sees its own way (CUDA_VISIBLE_DEVICES, its own order), the facts by NVML's index.
+pub fn nvml_index_by_bus(gpus: &[preflight_checks::model::Gpu], bus: &str) -> Option<u32> {
+    let bdf = preflight_checks::probe::gpu_node::sysfs_bdf(bus)?;
+    gpus.iter()
+        .find(|g| {
+            preflight_checks::probe::gpu_node::sysfs_bdf(&g.pci_bus_id).as_deref() == Some(&bdf)
+        })
+        .map(|g| g.index)
+}
+
 /// The GPUs' copy bandwidth (issue 22), measured by `check` and by every node of `cluster`
 /// (which compares the nodes), on this machine's own GPUs only (a fixture tree's GPUs
 /// are not this machine's). Bounded by `gpu_bw::BUDGET_PER_GPU` per GPU.
@@ -29,14 +40,7 @@ pub fn measure_gpu_bandwidth(root: &Root, facts: &mut NodeFacts) {
     // then name each by NVML's index through its PCI address.
     let visible = preflight_checks::visible_devices::visible_gpu_count(facts);
     let gpus: Vec<u32> = (0..visible).collect();
-    let by_bus: Vec<(String, u32)> = facts
-        .gpu
-        .gpus
-        .iter()
-        .filter_map(|g| {
-            preflight_checks::probe::gpu_node::sysfs_bdf(&g.pci_bus_id).map(|b| (b, g.index))
-        })
-        .collect();
+    let known = facts.gpu.gpus.clone();
     let Some(node) = facts.gpu.node_health.as_mut() else {
         return;
     };
@@ -45,10 +49,7 @@ pub fn measure_gpu_bandwidth(root: &Root, facts: &mut NodeFacts) {
             Some("not measured: the GPUs are a fixture tree's (--root)".into());
         return;
     }
-    let nvml_index = |bus: &Option<String>| {
-        let bus = bus.as_deref()?;
-        by_bus.iter().find(|(b, _)| b == bus).map(|(_, i)| *i)
-    };
+    let nvml_index = |bus: &Option<String>| nvml_index_by_bus(&known, bus.as_deref()?);
     match crate::measure::gpu_bw::measure(&gpus) {
         Ok(mut rows) => {
             let buses: Vec<(u32, Option<String>)> = rows

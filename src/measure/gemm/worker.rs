@@ -11,7 +11,7 @@
 use super::exact::{self, IntMatrix};
 use super::protocol::{BurnLine, CheckLine, GpuInfo, Line, RateLine};
 use cudarc::cublas::sys as cublas;
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::io::Write;
 use std::sync::mpsc::{self, Sender};
@@ -352,13 +352,7 @@ impl Gpu {
     }
 
     fn info(&self) -> GpuInfo {
-        let a = |x| self.ctx.attribute(x).ok();
-        let bus = (|| {
-            let domain = a(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
-            let bus = a(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
-            let dev = a(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
-            Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.0"))
-        })();
+        let bus = crate::measure::gpu_bw::pci_bus_id(&self.ctx);
         let cc = self
             .ctx
             .compute_capability()
