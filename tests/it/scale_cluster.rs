@@ -97,14 +97,16 @@ fn sixty_four_healthy_agents_pass_and_the_report_fits_one_screen() {
     crate::render_scale::fits(&lines.join("\n"), 80);
 }
 
-/// Lines of the "slowest links" list and of the `link.slow` and `collective.busbw` warning
-/// blocks.
+/// Lines of the "slowest links" list and of the `link.slow`, `link.latency` and
+/// `collective.busbw` warning blocks: timing the two shared cores of a test machine move
+/// (rank 0, the coordinator, answers slowest under 48 agents).
 fn speed_lines(lines: &[String]) -> usize {
     let mut n = 0;
     let mut inside = false;
     for l in lines {
         if l.starts_with("  slowest links")
             || l.starts_with("! warning link.slow")
+            || l.starts_with("! warning link.latency")
             || l.starts_with("! warning collective.busbw")
         {
             inside = true;
