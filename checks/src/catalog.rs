@@ -837,7 +837,8 @@ static ENTRIES: &[Entry] = &[
         "on a node the master's name leads to an address of rank 0's host that refuses, times \
          out or has no route, while another address of that host works (a short name resolving \
          through /etc/hosts or a search domain to an admin network)",
-        "torchrun, gloo and NCCL dial the first address getaddrinfo gives for MASTER_ADDR. When \
+        "torchrun's rendezvous store dials the addresses getaddrinfo gives for MASTER_ADDR in \
+         getaddrinfo's order, and gloo and NCCL find their peers through that store. When \
          a short name resolves on a node to another network of the master (an admin or IPMI \
          network where the port is rejected or filtered), that node's workers fail with \
          `Connection refused` or time out after 900 s, although rank 0 is up and reachable at \

@@ -41,14 +41,12 @@ pub(super) struct JoinFailed {
     pub never_resolved_s: Option<f64>,
 }
 
-/// The order addresses are tried in: IPv4 first (as before), each family in the resolver's order.
+/// The order addresses are tried in: the resolver's (getaddrinfo's, after RFC 6724 sorting and
+/// `/etc/gai.conf`), each once, as torchrun's store client dials MASTER_ADDR (c10d's
+/// `SocketConnectOp` walks getaddrinfo's list in order).
 fn dial_order(addrs: &[IpAddr]) -> Vec<IpAddr> {
     let mut out: Vec<IpAddr> = Vec::new();
-    for a in addrs
-        .iter()
-        .filter(|a| a.is_ipv4())
-        .chain(addrs.iter().filter(|a| a.is_ipv6()))
-    {
+    for a in addrs {
         if !out.contains(a) {
             out.push(*a);
         }
@@ -300,12 +298,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_resolved_address_is_tried_ipv4_first_once_each() {
+    fn every_resolved_address_is_tried_in_the_resolvers_order_once_each() {
         let ips: Vec<IpAddr> = ["fd00::1", "10.0.0.2", "10.0.0.1", "10.0.0.2"]
             .iter()
             .map(|s| s.parse().unwrap())
             .collect();
         let order: Vec<String> = dial_order(&ips).iter().map(|a| a.to_string()).collect();
-        assert_eq!(order, ["10.0.0.2", "10.0.0.1", "fd00::1"]);
+        assert_eq!(order, ["fd00::1", "10.0.0.2", "10.0.0.1"]);
     }
 }
