@@ -66,28 +66,17 @@ fn measure(
         );
     }
     // A libcublas.so.13 is reached through a `libcublas.so` link (cudarc does not try .so.13);
-    // the link's dir lives until the worker is done.
+    // the links live until the worker is done.
     let link = match &found {
-        Some((_, file)) if libs::needs_link(file) => {
-            // cuBLASLt (FP8) beside it needs the same.
-            let lt = file.with_file_name("libcublasLt.so.13");
-            match crate::measure::nccl::libdir::TempDir::new()
-                .and_then(|t| t.link_as(file, "libcublas.so").map(|d| (t, d)))
-                .and_then(|(t, d)| {
-                    if lt.exists() {
-                        t.link_as(&lt, "libcublasLt.so")?;
-                    }
-                    Ok((t, d))
-                }) {
-                Ok(made) => Some(made),
-                Err(e) => {
-                    return skipped(format!(
-                        "cannot link {} as libcublas.so for the worker: {e}",
-                        file.display()
-                    ));
-                }
+        Some((_, file)) if libs::needs_link(file) => match libs::link_unversioned(file) {
+            Ok(made) => Some(made),
+            Err(e) => {
+                return skipped(format!(
+                    "cannot link {} as libcublas.so for the worker: {e}",
+                    file.display()
+                ));
             }
-        }
+        },
         _ => None,
     };
     let lib_dirs: Vec<std::path::PathBuf> = link

@@ -38,6 +38,16 @@ pub fn json_of(out: &[u8]) -> Value {
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(out)))
 }
 
+/// A run's report from its stdout; panics with its stderr when stdout is not JSON.
+pub fn report_of(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a report ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
 /// Variables of the caller that would change how a run places itself or which worker it
 /// starts; every test that starts `preflight cluster` itself removes them.
 pub const INHERITED_ENV_TO_CLEAR: &[&str] = &[

@@ -108,12 +108,7 @@ fn check(args: &[&str], mode: &str) -> Value {
         .timeout(Duration::from_secs(60))
         .output()
         .expect("ran");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not a report ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    crate::common::report_of(&out)
 }
 
 fn findings<'a>(r: &'a Value, id: &str) -> Vec<&'a Value> {

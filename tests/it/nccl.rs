@@ -142,12 +142,7 @@ fn check_thorough_runs_the_one_node_allreduce_and_judges_it() {
             .timeout(Duration::from_secs(120))
             .output()
             .expect("ran");
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "not a report ({e}): {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
+        crate::common::report_of(&out)
     };
     let finding = |r: &Value, id: &str| -> Value {
         r["findings"]

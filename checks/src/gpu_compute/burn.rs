@@ -169,10 +169,7 @@ pub fn check(compute: &GpuCompute) -> Vec<Finding> {
             )),
         );
         if let Some(g) = g {
-            f = f
-                .with("pci_bus_id", &g.pci_bus_id)
-                .with("uuid", &g.uuid)
-                .with("model", &g.model);
+            f = super::with_identity(f, g);
         }
         out.push(f);
     }

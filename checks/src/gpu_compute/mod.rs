@@ -221,10 +221,17 @@ pub fn gpu_finding(id: &str, status: Status, g: &GpuGemm, host: &str, summary: S
         Some(b) => format!("GPU {} ({b})", g.gpu),
         None => format!("GPU {}", g.gpu),
     };
-    Finding::new(id, status, subject, summary)
-        .with("host", host)
-        .with("gpu", g.gpu)
-        .with("pci_bus_id", &g.pci_bus_id)
+    with_identity(
+        Finding::new(id, status, subject, summary)
+            .with("host", host)
+            .with("gpu", g.gpu),
+        g,
+    )
+}
+
+/// The GPU's bus id, UUID and model added to a finding's evidence.
+pub(crate) fn with_identity(f: Finding, g: &GpuGemm) -> Finding {
+    f.with("pci_bus_id", &g.pci_bus_id)
         .with("uuid", &g.uuid)
         .with("model", &g.model)
 }

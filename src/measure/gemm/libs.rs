@@ -2,6 +2,7 @@
 //! CUDA 12 wheels put `nvidia/cublas/lib` next to `nvidia/nccl/lib`, its CUDA 13 wheels
 //! `nvidia/cu13/lib`), in `LD_LIBRARY_PATH`, or in the CUDA toolkit's usual places.
 
+use crate::measure::nccl::libdir::TempDir;
 use std::path::{Path, PathBuf};
 
 /// File names looked for. cudarc's loader does not try `.so.13`: [`needs_link`] says when the
@@ -17,6 +18,19 @@ const NAMES: &[&str] = &[
 /// `.so.11`, ... but not `.so.13`).
 pub fn needs_link(file: &Path) -> bool {
     file.file_name().is_some_and(|n| n == "libcublas.so.13")
+}
+
+/// A private dir whose `lib` holds `libcublas.so` (and `libcublasLt.so`, for FP8, when it
+/// stands beside) linked to a `.so.13` [`needs_link`] named, and that `lib` dir; the links live
+/// as long as the returned [`TempDir`].
+pub fn link_unversioned(file: &Path) -> std::io::Result<(TempDir, PathBuf)> {
+    let tmp = TempDir::new()?;
+    let dir = tmp.link_as(file, "libcublas.so")?;
+    let lt = file.with_file_name("libcublasLt.so.13");
+    if lt.exists() {
+        tmp.link_as(&lt, "libcublasLt.so")?;
+    }
+    Ok((tmp, dir))
 }
 
 /// Toolkit and distribution directories looked in after the NCCL sibling and LD_LIBRARY_PATH.
@@ -91,5 +105,26 @@ mod tests {
         assert!(!needs_link(Path::new(
             "/usr/local/cuda/lib64/libcublas.so.12"
         )));
+    }
+
+    #[test]
+    fn a_cuda_13_cublas_is_linked_by_the_names_cudarc_tries_and_removed_with_its_dir() {
+        let t = tempfile::tempdir().unwrap();
+        let blas = t.path().join("libcublas.so.13");
+        std::fs::write(&blas, "blas").unwrap();
+        std::fs::write(t.path().join("libcublasLt.so.13"), "lt").unwrap();
+        let (tmp, dir) = link_unversioned(&blas).unwrap();
+        assert_eq!(std::fs::read_link(dir.join("libcublas.so")).unwrap(), blas);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("libcublasLt.so")).unwrap(),
+            "lt"
+        );
+        drop(tmp);
+        assert!(!dir.exists(), "{} left behind", dir.display());
+        // Without cuBLASLt beside it: only libcublas.so.
+        std::fs::remove_file(t.path().join("libcublasLt.so.13")).unwrap();
+        let (_tmp, dir) = link_unversioned(&blas).unwrap();
+        assert!(dir.join("libcublas.so").exists());
+        assert!(!dir.join("libcublasLt.so").exists());
     }
 }

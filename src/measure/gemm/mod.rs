@@ -12,8 +12,10 @@ pub mod libs;
 pub mod protocol;
 pub mod worker;
 
+use crate::measure::child::{
+    describe_exit, kill_group, read_stderr, spawn_supervised, worker_program,
+};
 use crate::measure::nccl::libdir::prepend_path;
-use crate::measure::nccl::{describe_exit, kill_group, read_stderr, spawn_supervised};
 use protocol::Line;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -80,16 +82,9 @@ fn worker_args(job: &GemmJob) -> Vec<String> {
 /// Runs the worker; `seen` is called on every line as it comes (the burn's NVML samples are
 /// taken then). Never waits past `job.timeout` plus [`EXIT_GRACE`].
 pub fn run(job: &GemmJob, seen: &mut dyn FnMut(&Line)) -> GemmRun {
-    let program = match job.program.clone().or_else(|| {
-        std::env::var_os(WORKER_ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    }) {
-        Some(p) => p,
-        None => match std::env::current_exe() {
-            Ok(p) => p,
-            Err(e) => return failed(format!("cannot find preflight's own executable: {e}")),
-        },
+    let program = match worker_program(job.program.as_deref(), std::env::var_os(WORKER_ENV)) {
+        Ok(p) => p,
+        Err(e) => return failed(format!("cannot find preflight's own executable: {e}")),
     };
     let mut cmd = Command::new(&program);
     cmd.args(worker_args(job))

@@ -24,12 +24,14 @@ pub use log::{NetUsed, differs_from_advice};
 pub use protocol::RankRow;
 
 use crate::cleanup;
+use crate::measure::child::{
+    self, describe_exit, kill_group, read_stderr, skip_rest_of_line, spawn_supervised,
+};
 use preflight_checks::model::NodeFacts;
 use protocol::Event;
 use std::collections::{BTreeMap, VecDeque};
-use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -38,10 +40,6 @@ use std::time::{Duration, Instant};
 
 /// Environment variable naming a program to run instead of `preflight nccl-worker` (a test hook).
 pub const WORKER_ENV: &str = "PREFLIGHT_NCCL_WORKER";
-/// Lines of the worker's stderr kept for error messages.
-const STDERR_LINES: usize = 20;
-/// Longest stderr line kept (longer ones are cut).
-const STDERR_LINE_MAX: usize = 500;
 /// Most protocol events read from one worker; later lines are dropped.
 const MAX_EVENTS: usize = 100_000;
 /// How often the watchdog looks at the child.
@@ -241,23 +239,6 @@ pub fn available(facts: &NodeFacts) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// The program to run: the explicit one, else `PREFLIGHT_NCCL_WORKER`, else this executable.
-fn worker_program(
-    explicit: Option<&Path>,
-    env_value: Option<OsString>,
-) -> Result<PathBuf, NcclError> {
-    if let Some(p) = explicit {
-        return Ok(p.to_path_buf());
-    }
-    if let Some(v) = env_value.filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(v));
-    }
-    std::env::current_exe().map_err(|e| NcclError::Spawn {
-        program: "preflight (current executable)".into(),
-        detail: e.to_string(),
-    })
-}
-
 /// A running worker; dropping it kills the worker.
 pub struct Worker {
     events: Receiver<Event>,
@@ -280,7 +261,11 @@ pub struct Worker {
 
 /// Spawns the worker for `job` under a watchdog.
 pub fn start(job: &NcclJob) -> Result<Worker, NcclError> {
-    let program = worker_program(job.program.as_deref(), std::env::var_os(WORKER_ENV))?;
+    let program = child::worker_program(job.program.as_deref(), std::env::var_os(WORKER_ENV))
+        .map_err(|e| NcclError::Spawn {
+            program: "preflight (current executable)".into(),
+            detail: e.to_string(),
+        })?;
     let dir = libdir::TempDir::new().map_err(|e| NcclError::Spawn {
         program: program.display().to_string(),
         detail: format!("cannot create a temp dir for the NCCL logs: {e}"),
@@ -377,54 +362,6 @@ fn worker_args(job: &NcclJob) -> Vec<String> {
     ]
 }
 
-/// Spawns `cmd` as the leader of its own process group (so a watchdog and the signal handler
-/// can kill anything it started too), dying with the spawning thread ([`die_with_parent`]),
-/// and registered with `cleanup` until the returned guard is dropped, after the child is
-/// reaped: SIGINT/SIGTERM of preflight kill the group.
-pub(crate) fn spawn_supervised(
-    cmd: &mut Command,
-) -> std::io::Result<(Child, cleanup::Guard<'static>)> {
-    std::os::unix::process::CommandExt::process_group(cmd, 0);
-    die_with_parent(cmd);
-    cleanup::global().make(
-        || cmd.spawn(),
-        |c| {
-            i32::try_from(c.id())
-                .map(|pid| vec![cleanup::Undo::Group(pid)])
-                .unwrap_or_default()
-        },
-    )
-}
-
-/// The worker gets SIGKILL when the thread that spawned it ends (`PR_SET_PDEATHSIG`), so even a
-/// `kill -9` of preflight (no handler runs) cannot leave a worker holding GPUs. The kernel ties
-/// the signal to the spawning *thread*: [`start`] must be called from a thread that outlives
-/// the worker (the node agent's main thread does).
-pub(crate) fn die_with_parent(cmd: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: between fork and exec the closure calls only async-signal-safe functions
-    // (prctl, getppid) and builds errors without allocating.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died between fork and prctl: then no signal would ever come.
-            if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
-}
-
 /// Kills the child's process group at the deadline or when asked; always reaps it and reports
 /// how it ended. `_group` (the group's registration for the signal handler) ends with it, once
 /// the child is reaped.
@@ -460,17 +397,6 @@ fn watchdog(
     }
 }
 
-/// SIGKILL to the child's process group (the child is not yet reaped, so the id is still its own).
-pub(crate) fn kill_group(child: &mut Child) {
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: plain kill(2) on the group the child leads.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-    }
-    let _ = child.kill();
-}
-
 /// Reads protocol lines (each at most MAX_LINE bytes) until EOF; keeps draining after the limits.
 fn read_events(out: impl Read, tx: Sender<Event>) {
     let mut reader = BufReader::new(out);
@@ -500,43 +426,6 @@ fn read_events(out: impl Read, tx: Sender<Event>) {
             if tx.send(event).is_err() {
                 return;
             }
-        }
-    }
-}
-
-pub(crate) fn skip_rest_of_line(reader: &mut impl BufRead) {
-    loop {
-        let mut chunk = Vec::new();
-        match reader.take(1 << 16).read_until(b'\n', &mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(_) if chunk.ends_with(b"\n") => return,
-            Ok(_) => {}
-        }
-    }
-}
-
-/// Keeps the last STDERR_LINES lines of the worker's stderr, each cut to STDERR_LINE_MAX.
-pub(crate) fn read_stderr(err: impl Read, keep: Arc<Mutex<VecDeque<String>>>) {
-    let mut reader = BufReader::new(err);
-    loop {
-        let mut line = Vec::new();
-        match (&mut reader).take(4096).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        let text: String = String::from_utf8_lossy(&line)
-            .trim_end()
-            .chars()
-            .take(STDERR_LINE_MAX)
-            .collect();
-        if text.is_empty() {
-            continue;
-        }
-        if let Ok(mut k) = keep.lock() {
-            if k.len() == STDERR_LINES {
-                k.pop_front();
-            }
-            k.push_back(text);
         }
     }
 }
@@ -788,27 +677,6 @@ impl Drop for Worker {
         self.stop.store(true, Ordering::SeqCst);
         // Reaped by the watchdog; wait briefly so the temp dir is not removed under a live worker.
         let _ = self.exit.recv_timeout(EXIT_GRACE);
-    }
-}
-
-/// "killed by signal 6 (SIGABRT)", "exited with code 3".
-pub(crate) fn describe_exit(status: &ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    if let Some(sig) = status.signal() {
-        let name = match sig {
-            libc::SIGABRT => " (SIGABRT: NCCL or CUDA aborted)",
-            libc::SIGSEGV => " (SIGSEGV)",
-            libc::SIGBUS => " (SIGBUS: /dev/shm too small?)",
-            libc::SIGKILL => " (SIGKILL: out of memory, or killed)",
-            libc::SIGTERM => " (SIGTERM)",
-            _ => "",
-        };
-        return format!("killed by signal {sig}{name}");
-    }
-    match status.code() {
-        Some(0) => "exited with code 0 before finishing".into(),
-        Some(c) => format!("exited with code {c}"),
-        None => "ended without an exit code".into(),
     }
 }
 

@@ -270,25 +270,6 @@ fn a_missing_program_is_a_spawn_error() {
 }
 
 #[test]
-fn worker_program_prefers_explicit_then_env_then_self() {
-    let p = Path::new("/x/fake");
-    assert_eq!(
-        worker_program(Some(p), Some("/y".into())).ok(),
-        Some(p.to_path_buf())
-    );
-    assert_eq!(
-        worker_program(None, Some("/y".into())).ok(),
-        Some(PathBuf::from("/y"))
-    );
-    let own = std::env::current_exe().expect("exe");
-    assert_eq!(
-        worker_program(None, Some("".into())).ok(),
-        Some(own.clone())
-    );
-    assert_eq!(worker_program(None, None).ok(), Some(own));
-}
-
-#[test]
 fn sizes_parse_with_suffixes() {
     use crate::measure::sizes::parse_size;
     assert_eq!(parse_size("1048576"), Ok(1 << 20));
