@@ -123,13 +123,26 @@ mod tests {
     #[test]
     fn status_is_the_worst_finding_and_follows_additions() {
         let mut r = ReportBuilder::single(Mode::Node, 3, NodeFacts::default())
-            .findings([Finding::new("a.b", Status::Warn, "x", "y")])
+            .findings([Finding::new(
+                preflight_checks::core::FindingId::new("a.b"),
+                Status::Warn,
+                "x",
+                "y",
+            )])
             .build();
         assert_eq!(
             (r.status, r.nodes[0].rank, r.schema.as_str()),
             (Status::Warn, 3, SCHEMA)
         );
-        add_findings(&mut r, [Finding::new("c.d", Status::Fail, "x", "y")]);
+        add_findings(
+            &mut r,
+            [Finding::new(
+                preflight_checks::core::FindingId::new("c.d"),
+                Status::Fail,
+                "x",
+                "y",
+            )],
+        );
         assert_eq!(r.status, Status::Fail);
         assert_eq!(
             ReportBuilder::new(Mode::Cluster).build().status,

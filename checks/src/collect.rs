@@ -1,36 +1,9 @@
-//! Probes: the only code that touches the OS. Each returns plain facts and never panics.
+//! Collects every fact about this node: each concern's probe (the only code that touches the OS;
+//! each returns plain facts and never panics), put together into [`NodeFacts`].
 
-pub mod env;
-pub mod firewall;
-pub mod gid;
-pub mod gpu;
-pub mod gpu_load;
-pub mod gpu_node;
-mod gpu_nvml_health;
-pub mod gpu_snapshot;
-pub mod ib;
-pub mod kmsg;
-pub mod nccl;
-pub mod nccl_shm;
-pub mod net;
-pub mod ports;
-pub mod rdma;
-pub mod scale;
-pub mod sys;
-
-use crate::model::NodeFacts;
-use crate::root::Root;
+use crate::core::NodeFacts;
+use crate::infra::root::Root;
 use std::collections::BTreeMap;
-
-/// Parses a sysfs hex attribute such as `0x1003` or `1003`; None on garbage.
-pub fn parse_hex_u32(s: &str) -> Option<u32> {
-    let t = s.trim();
-    let t = t
-        .strip_prefix("0x")
-        .or_else(|| t.strip_prefix("0X"))
-        .unwrap_or(t);
-    u32::from_str_radix(t, 16).ok()
-}
 
 /// What the probes need from the caller.
 #[derive(Clone, Debug, Default)]
@@ -45,38 +18,38 @@ pub struct ProbeOptions {
 
 /// Collects every fact about this node.
 pub fn collect(root: &Root, opts: &ProbeOptions) -> NodeFacts {
-    let (hostname, boot_id, kernel) = env::identity(root);
-    let host_id = env::host_id(&opts.env, &hostname, boot_id.as_deref());
+    let (hostname, boot_id, kernel) = crate::env::probe::identity(root);
+    let host_id = crate::env::probe::host_id(&opts.env, &hostname, boot_id.as_deref());
     let gpu = if opts.skip_gpu {
-        crate::model::GpuFacts {
+        crate::core::GpuFacts {
             nvml_error: Some("GPU probe skipped (--no-gpu)".into()),
             ..Default::default()
         }
     } else {
-        gpu::probe_at(root)
+        crate::gpu::probe::probe_at(root)
     };
-    let mut ib = ib::probe(root);
+    let mut ib = crate::rdma::probe::ib::probe(root);
     if !ib.devices.is_empty() {
-        ib.gpu_pci_paths = rdma::gpu_paths(root, &gpu.gpus);
+        ib.gpu_pci_paths = crate::rdma::probe::paths::gpu_paths(root, &gpu.gpus);
     }
     let mut gpu = gpu;
     if gpu.nvml_error.is_none() && gpu.gpus.iter().any(|g| g.health.is_some()) {
-        gpu.node_health = Some(gpu_node::probe(root, &gpu.gpus, &ib));
+        gpu.node_health = Some(crate::gpu::probe::node::probe(root, &gpu.gpus, &ib));
     }
     NodeFacts {
-        sys: sys::probe(root, &hostname),
-        scale: scale::probe(root),
+        sys: crate::sys::probe::probe(root, &hostname),
+        scale: crate::sys::scale_probe::probe(root),
         hostname,
         host_id,
         boot_id,
         kernel,
-        net: net::probe(root),
+        net: crate::net::probe::probe(root),
         ib,
         gpu,
-        nccl: nccl::probe(root, &opts.env),
-        ports: ports::probe(root, opts.master_port),
-        firewall: firewall::probe(root),
-        env: env::relevant(&opts.env),
+        nccl: crate::nccl::probe::probe(root, &opts.env),
+        ports: crate::ports::probe::probe(root, opts.master_port),
+        firewall: crate::firewall::probe::probe(root),
+        env: crate::env::probe::relevant(&opts.env),
         master_resolution: None,
         joined_from: None,
         idle_test: None,

@@ -1,92 +1,84 @@
 //! preflight-checks: the facts model, the OS probes and the pure checks behind `preflight`.
 //!
-//! Data flows one way: probe -> facts -> checks -> findings. Probes live in
-//! [`probe`] and are the only code that touches the OS; every other module is a
-//! pure function of [`model::NodeFacts`] and a [`CheckContext`].
+//! Data flows one way: probe -> facts -> checks -> findings. The layers point one way too:
+//! [`infra`] (utilities) < [`core`] (the report's types, facts, findings, typed ids, the
+//! context) < one folder per concern (its probe, node and cluster judgment, ids and catalog
+//! texts, tests) < [`collect`], [`registry`] and [`explain`], which name every concern.
 
-pub mod budget;
-pub mod catalog;
-pub mod cluster;
+pub mod core;
+pub mod infra;
+
 pub mod collective;
 pub mod env;
-pub mod explain_log;
-pub mod fail_slow;
 pub mod firewall;
 pub mod gpu;
-pub mod gpu_compute;
-pub mod gpu_health;
-pub mod hostlist;
-pub mod ib;
-pub mod ifname;
-pub mod model;
+pub mod healthy_set;
+pub mod launch;
+pub mod link;
 pub mod nccl;
 pub mod net;
-pub mod networks;
 pub mod ports;
-pub mod probe;
-pub mod rails;
-pub mod root;
-pub mod scale;
-pub mod schema;
-pub mod shellword;
-pub mod stats;
+pub mod rdma;
+pub mod rendezvous;
 pub mod sys;
-pub mod visible_devices;
 
+pub mod collect;
+pub mod explain;
+pub mod registry;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testkit;
 
-use model::{Finding, NodeFacts};
+pub use crate::core::CheckContext;
+pub use registry::{check_cluster, check_node};
 
-/// What the checks need to know beyond the facts: the job the user is about to launch.
-#[derive(Clone, Debug, Default)]
-pub struct CheckContext {
-    /// The rank findings are attributed to (0 in node mode).
-    pub rank: Option<u32>,
-    /// The torchrun master port the job will use.
-    pub master_port: u16,
-    /// `--nproc-per-node`, when given.
-    pub nproc_per_node: Option<u32>,
-    /// `--expect-gpus`, when given.
-    pub expect_gpus: Option<u32>,
-    /// Nodes in the job (`--nnodes`, the launcher's environment, cluster mode), when known.
-    pub nnodes: Option<u32>,
-    /// Ranks in the whole job (nodes × processes per node), when known: the scale checks judge
-    /// against it.
-    pub world_size: Option<u32>,
-    /// `--xid-window` in seconds: how far back a kernel-log XID counts (default 2 h).
-    pub xid_window_s: Option<u64>,
+// Paths the binary crate used before the concern folders; they name the new homes.
+pub use crate::core::schema;
+pub use explain::catalog;
+pub use explain::log as explain_log;
+pub use gpu::health as gpu_health;
+pub use gpu::visible_devices;
+pub use infra::{budget, hostlist, root, shellword, stats};
+pub use link::fail_slow;
+pub use net::ifname;
+pub use rdma::rails;
+
+/// The report's types (now [`crate::core`]).
+pub mod model {
+    pub use crate::core::*;
 }
 
-impl CheckContext {
-    /// GPUs the job needs on this node, if it says.
-    pub fn gpus_expected(&self) -> Option<u32> {
-        match (self.expect_gpus, self.nproc_per_node) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
-    }
+/// Candidate networks: their types ([`crate::core`]) and their discovery ([`crate::net::networks`]).
+pub mod networks {
+    pub use crate::core::{Member, Network, NetworkEval, covering_prefix, prefix_of};
+    pub use crate::net::networks::*;
 }
 
-/// Runs every single-node check over one node's facts. Never panics; a check
-/// that cannot judge reports `error`.
-pub fn check_node(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
-    let mut out = Vec::new();
-    out.extend(net::check(facts, ctx));
-    out.extend(ib::check(facts, ctx));
-    out.extend(rails::node::check(facts));
-    out.extend(gpu::check(facts, ctx));
-    out.extend(gpu_compute::check(ctx.rank.unwrap_or(0), facts));
-    out.extend(nccl::check(facts, ctx));
-    out.extend(ports::check(facts, ctx));
-    out.extend(firewall::check(facts, ctx));
-    out.extend(sys::check(facts, ctx));
-    out.extend(env::check(facts, ctx));
-    out.extend(scale::check(facts, ctx));
-    for f in &mut out {
-        if f.node.is_none() {
-            f.node = ctx.rank;
-        }
-    }
-    out
+/// The cluster judgments' old home: their inputs and the checks the binary calls directly.
+pub mod cluster {
+    pub use crate::core::{ClusterInput, Refusal, RefusalKind};
+    pub use crate::healthy_set;
+    pub use crate::launch::as_written;
+    pub use crate::link::{SLOW_SHARE, throughput_samples};
+    pub use crate::net::nccl_auto_pick;
+    pub use crate::registry::check_cluster;
+    pub use crate::rendezvous::{
+        Dialed, MasterIsSelf, NOT_PREFLIGHT, ThisNode, master_never_resolved, master_unreachable,
+        refused_here, with_reverse_name,
+    };
+}
+
+/// The probes' old home.
+pub mod probe {
+    pub use crate::collect::{ProbeOptions, collect};
+    pub use crate::env::probe as env;
+    pub use crate::gpu::probe as gpu;
+    pub use crate::gpu::probe::load as gpu_load;
+    pub use crate::gpu::probe::node as gpu_node;
+    pub use crate::gpu::probe::snapshot as gpu_snapshot;
+    pub use crate::infra::parse_hex_u32;
+    pub use crate::net::probe as net;
+    pub use crate::rdma::probe::ib;
+    pub use crate::rdma::probe::paths as rdma;
+    pub use crate::sys::probe as sys;
+    pub use crate::sys::scale_probe as scale;
 }

@@ -6,10 +6,14 @@
 //! Cases per property: 256, or `PROPTEST_CASES` when set. Long run (see tests/it/props.rs):
 //!     PROPTEST_CASES=1000000 cargo test -p preflight-checks --test props -- --test-threads=1
 
+use preflight_checks::firewall::probe::{parse_iptables_save, parse_nft_json};
+use preflight_checks::infra::parse_hex_u32;
 use preflight_checks::model::{FirewallFacts, Gpu, NodeFacts};
-use preflight_checks::probe::firewall::{parse_iptables_save, parse_nft_json};
-use preflight_checks::probe::{gpu, ib, nccl, net, parse_hex_u32, sys};
+use preflight_checks::rdma::probe::ib;
 use preflight_checks::{CheckContext, check_node, firewall, visible_devices};
+use preflight_checks::{
+    gpu::probe as gpu, nccl::probe as nccl, net::probe as net, sys::probe as sys,
+};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;

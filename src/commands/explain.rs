@@ -85,7 +85,7 @@ fn evidence(
             && !notes.iter().any(|n: &answer::NcclNote| n.text.contains(i))
         {
             notes.push(answer::NcclNote {
-                id: "env.socket-ifname",
+                id: preflight_checks::env::ids::SOCKET_IFNAME.as_str(),
                 text: format!(
                     "NCCL used {i}, a virtual interface that other nodes usually cannot reach; \
                      preflight advises a physical interface every node reaches \
@@ -97,7 +97,7 @@ fn evidence(
     let ib_warned = used.warnings.iter().any(|w| w.contains("IB"));
     if used.transport == "Socket" && ib_warned {
         notes.push(answer::NcclNote {
-            id: "ib.port-down",
+            id: preflight_checks::rdma::ids::PORT_DOWN.as_str(),
             text: format!(
                 "NCCL fell back to NET/Socket ({}) after InfiniBand failed: {}; preflight \
                  advises NCCL_IB_DISABLE=0 only where every node has an ACTIVE port",
@@ -114,9 +114,9 @@ fn evidence(
     if let Some(why) = nccl_log::differs_from_advice(used, job_env) {
         notes.push(answer::NcclNote {
             id: if why.contains("NCCL_IB") {
-                "env.ib-disable"
+                preflight_checks::env::ids::IB_DISABLE.as_str()
             } else {
-                "env.socket-ifname"
+                preflight_checks::env::ids::SOCKET_IFNAME.as_str()
             },
             text: format!("{why} (the job's own setting, as NCCL logged it)"),
         });

@@ -159,7 +159,7 @@ pub fn command_finding(j: &Judged, rec: Option<&Recommendation>) -> (Finding, St
         )
     };
     let f = Finding::new(
-        "launch.command",
+        preflight_checks::launch::ids::COMMAND,
         Status::Pass,
         format!("rank {rank}"),
         format!(
@@ -191,19 +191,19 @@ pub fn probe_port(shape: &CommandShape) -> u16 {
 
 /// Failed findings that would make a multi-node rendezvous wait for nothing (wrong ranks, endpoint, node count).
 pub fn blocking_failures(j: &Judged) -> Vec<String> {
-    const BLOCKING: [&str; 5] = [
-        "launch.args",
-        "launch.nnodes",
-        "launch.node-rank",
-        "launch.endpoint",
-        "launch.standalone",
+    const BLOCKING: [preflight_checks::core::FindingId; 5] = [
+        preflight_checks::launch::ids::ARGS,
+        preflight_checks::launch::ids::NNODES,
+        preflight_checks::launch::ids::NODE_RANK,
+        preflight_checks::launch::ids::ENDPOINT,
+        preflight_checks::launch::ids::STANDALONE,
     ];
     if j.shape.max_nodes() <= 1 {
         return Vec::new();
     }
     j.findings
         .iter()
-        .filter(|f| f.status == Status::Fail && BLOCKING.contains(&f.id.as_str()))
+        .filter(|f| f.status == Status::Fail && BLOCKING.iter().any(|id| f.id == *id))
         .map(|f| f.id.clone())
         .collect()
 }

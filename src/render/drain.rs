@@ -93,7 +93,7 @@ mod tests {
     #[test]
     fn reason_names_the_id_and_the_first_clause() {
         let f = Finding::new(
-            "port.in-use",
+            preflight_checks::core::FindingId::new("port.in-use"),
             Status::Fail,
             "29500",
             "master port 29500 is already in use by pid 4242 (python3 -c \"x\"); torchrun will fail with \"Address already in use\"",

@@ -26,7 +26,7 @@ pub fn render(e: &Entry) -> String {
 /// Every id with its one-line meaning, aligned.
 pub fn render_list() -> String {
     let all = catalog::all();
-    let w = all.iter().map(|e| e.id.len()).max().unwrap_or(0);
+    let w = all.iter().map(|e| e.id.as_str().len()).max().unwrap_or(0);
     let mut s = String::new();
     for e in all {
         s.push_str(&format!("{:<w$}  {}\n", e.id, e.meaning));
@@ -100,7 +100,7 @@ mod tests {
     fn every_entry_renders_with_its_sections() {
         for e in catalog::all() {
             let t = render(e);
-            assert!(t.starts_with(e.id), "{t}");
+            assert!(t.starts_with(e.id.as_str()), "{t}");
             for s in ["What it means", "Why it matters", "How to fix"] {
                 assert!(t.contains(s), "{t}");
             }

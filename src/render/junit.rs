@@ -234,7 +234,14 @@ mod tests {
     #[test]
     fn fail_and_error_are_both_failures_and_warn_passes() {
         use preflight_checks::model::{Mode, Tool};
-        let f = |id: &str, status| Finding::new(id, status, "x", format!("{id} summary"));
+        let f = |id: &'static str, status| {
+            Finding::new(
+                preflight_checks::core::FindingId::new(id),
+                status,
+                "x",
+                format!("{id} summary"),
+            )
+        };
         let report = Report {
             schema: preflight_checks::model::SCHEMA.into(),
             tool: Tool {

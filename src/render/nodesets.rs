@@ -23,7 +23,7 @@ pub fn split(report: &Report) -> (Vec<String>, Vec<String>) {
         if let Some(h) = f.node.and_then(host) {
             failed.insert(h);
         }
-        if f.id == "cluster.rendezvous" {
+        if f.id == preflight_checks::rendezvous::ids::RENDEZVOUS {
             let missing = f.evidence.get("missing").and_then(|m| m.as_array());
             for m in missing.into_iter().flatten() {
                 let named = m.get("host").and_then(|h| h.as_str()).map(str::to_string);
@@ -73,11 +73,28 @@ mod tests {
             .node(2, facts("node3"))
             .node(3, facts("node4"))
             .findings([
-                Finding::new("link.unreachable", Status::Fail, "x", "y").on_node(Some(2)),
-                Finding::new("link.slow", Status::Warn, "x", "y").on_node(Some(1)),
-                Finding::new("collective.busbw", Status::Fail, "x", "y"),
                 Finding::new(
-                    "cluster.rendezvous",
+                    preflight_checks::core::FindingId::new("link.unreachable"),
+                    Status::Fail,
+                    "x",
+                    "y",
+                )
+                .on_node(Some(2)),
+                Finding::new(
+                    preflight_checks::core::FindingId::new("link.slow"),
+                    Status::Warn,
+                    "x",
+                    "y",
+                )
+                .on_node(Some(1)),
+                Finding::new(
+                    preflight_checks::core::FindingId::new("collective.busbw"),
+                    Status::Fail,
+                    "x",
+                    "y",
+                ),
+                Finding::new(
+                    preflight_checks::core::FindingId::new("cluster.rendezvous"),
                     Status::Fail,
                     "m",
                     "1 of 6 never joined",

@@ -104,13 +104,18 @@ mod tests {
 
     #[test]
     fn codes_and_lines() {
-        let pass = report(vec![Finding::new("a.b", Status::Pass, "", "fine")]);
+        let pass = report(vec![Finding::new(
+            preflight_checks::core::FindingId::new("a.b"),
+            Status::Pass,
+            "",
+            "fine",
+        )]);
         assert_eq!(
             (render(&pass, false), exit_code(&pass, false)),
             ("OK: preflight passed\n".into(), 0)
         );
         let warn = report(vec![Finding::new(
-            "net.hostname-loopback",
+            preflight_checks::core::FindingId::new("net.hostname-loopback"),
             Status::Warn,
             "",
             "x",
@@ -118,9 +123,14 @@ mod tests {
         assert_eq!(render(&warn, false), "OK: 1 warn: net.hostname-loopback\n");
         assert_eq!(exit_code(&warn, true), 1);
         let fail = report(vec![
-            Finding::new("firewall.rules", Status::Error, "", "cannot read"),
             Finding::new(
-                "port.in-use",
+                preflight_checks::core::FindingId::new("firewall.rules"),
+                Status::Error,
+                "",
+                "cannot read",
+            ),
+            Finding::new(
+                preflight_checks::core::FindingId::new("port.in-use"),
                 Status::Fail,
                 "29500",
                 "held by pid 1 ".repeat(20),
@@ -134,7 +144,7 @@ mod tests {
         assert_eq!(line.trim_end().len(), MAX_LINE);
         assert_eq!(exit_code(&fail, false), 1);
         let err = report(vec![Finding::new(
-            "firewall.rules",
+            preflight_checks::core::FindingId::new("firewall.rules"),
             Status::Error,
             "",
             "\u{1b}é",

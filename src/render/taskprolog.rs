@@ -32,7 +32,7 @@ pub fn decided(report: &Report, rank: u32) -> BTreeMap<String, String> {
         report.findings.iter().any(|f| {
             f.id.split('.').next() == Some(area)
                 && (f.status == Status::Error
-                    || f.id == "net.no-interface" && f.status == Status::Fail)
+                    || f.id == preflight_checks::net::ids::NO_INTERFACE && f.status == Status::Fail)
         })
     };
     env.into_iter()
@@ -111,7 +111,7 @@ mod tests {
         let r = report(
             &[("NCCL_IB_DISABLE", "1"), ("NCCL_SOCKET_IFNAME", "eth0")],
             vec![Finding::new(
-                "net.no-interface",
+                preflight_checks::core::FindingId::new("net.no-interface"),
                 Status::Fail,
                 "",
                 "no interface",
@@ -121,7 +121,7 @@ mod tests {
         let r = report(
             &[("NCCL_IB_DISABLE", "0"), ("NCCL_IB_HCA", "=mlx5_0")],
             vec![Finding::new(
-                "ib.port-down",
+                preflight_checks::core::FindingId::new("ib.port-down"),
                 Status::Error,
                 "",
                 "cannot read",

@@ -53,7 +53,7 @@ pub const FOLLOWER_GRACE: Duration = Duration::from_secs(5);
 /// Ancestors looked at for the launcher's per-node process.
 const MAX_ANCESTORS: usize = 32;
 /// The finding id of a layout that cannot be trusted.
-pub const TASKS_PER_NODE: &str = "launch.tasks-per-node";
+pub use preflight_checks::launch::ids::TASKS_PER_NODE;
 
 /// This process's place among the local tasks its launcher started on this node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -772,7 +772,7 @@ mod tests {
         let f = layout_finding(&e, Some(2));
         assert_eq!(
             (f.id.as_str(), f.status, f.node),
-            (TASKS_PER_NODE, Status::Fail, Some(2))
+            (TASKS_PER_NODE.as_str(), Status::Fail, Some(2))
         );
         assert_eq!(
             f.evidence["variables"],

@@ -182,7 +182,7 @@ pub fn node_findings(
     };
     preflight_checks::check_node(facts, &ctx)
         .into_iter()
-        .filter(|f| rank == 0 || f.id != "port.in-use")
+        .filter(|f| rank == 0 || f.id != preflight_checks::ports::ids::IN_USE)
         .collect()
 }
 

@@ -3,6 +3,7 @@
 //! written atomically under a polling reader, `explain`'s drain reason, and `--dry-run`.
 
 use crate::common::{bin, fixture, json_of};
+use preflight_checks::core::FindingId;
 use preflight_checks::model::Report;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -492,7 +493,7 @@ fn prom_at_1024_nodes_stays_bounded() {
             } else {
                 Status::Pass
             };
-            findings.push(Finding::new(id, s, "x", "y").on_node(Some(r)));
+            findings.push(Finding::new(FindingId::new(id), s, "x", "y").on_node(Some(r)));
         }
     }
     let links: Vec<LinkResult> = (0..n)

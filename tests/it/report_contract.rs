@@ -2,6 +2,7 @@
 //! (every emitted id explained, README's table generated from it) and `preflight explain`.
 
 use preflight_checks::catalog;
+use preflight_checks::core::FindingId;
 use preflight_checks::model::{
     CollectiveResult, CollectiveRow, Finding, Fix, LaunchCommand, LinkOutcome, LinkResult, Mode,
     NodeEntry, NodeFacts, Recommendation, Report, SCHEMA, Status, Tool, overall_status,
@@ -122,7 +123,7 @@ fn string_bindings(text: &str) -> BTreeMap<String, String> {
 /// name, and id-shaped consts. A first argument that names neither (a function parameter)
 /// counts every id-shaped literal of that file.
 fn emitted_ids() -> (BTreeMap<String, String>, Vec<String>) {
-    let areas: BTreeSet<&str> = catalog::all().iter().map(|e| e.area).collect();
+    let areas: BTreeSet<&str> = catalog::all().iter().map(|e| e.area()).collect();
     let mut files = Vec::new();
     rust_files(&root().join("src"), &mut files);
     rust_files(&root().join("checks/src"), &mut files);
@@ -316,7 +317,7 @@ fn full_cluster_report() -> Report {
         .insert("NCCL_SOCKET_IFNAME".into(), "bond0".into());
     let findings = vec![
         Finding::new(
-            "link.unreachable",
+            FindingId::new("link.unreachable"),
             Status::Fail,
             "0->1 10.0.0.2",
             "rank 0 cannot connect to rank 1",
@@ -326,13 +327,18 @@ fn full_cluster_report() -> Report {
         .with("rtt_us", Option::<f64>::None)
         .fix(Fix::new("accept the subnet").command("ufw allow from 10.0.0.0/24")),
         Finding::new(
-            "collective.busbw",
+            FindingId::new("collective.busbw"),
             Status::Warn,
             "allreduce tcp",
             "busbw low",
         )
         .with("busbw_gb_s", 0.4),
-        Finding::new("cluster.gpus", Status::Skip, "gpus", "no GPUs"),
+        Finding::new(
+            FindingId::new("cluster.gpus"),
+            Status::Skip,
+            "gpus",
+            "no GPUs",
+        ),
     ];
     let mut node_env = BTreeMap::new();
     node_env.insert(
@@ -624,7 +630,7 @@ fn explain_list_names_every_id() {
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    let all: Vec<&str> = catalog::all().iter().map(|e| e.id).collect();
+    let all: Vec<&str> = catalog::all().iter().map(|e| e.id.as_str()).collect();
     assert_eq!(listed, all);
 }
 

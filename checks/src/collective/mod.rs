@@ -1,6 +1,9 @@
 //! Verdicts on the measured all-reduce: bus bandwidth, wrong values, the network NCCL used, runs that failed.
 
-use crate::model::{CollectiveResult, CollectiveRow, Finding, Fix, LinkResult, Status};
+pub mod catalog;
+pub mod ids;
+
+use crate::core::{CollectiveResult, CollectiveRow, Finding, Fix, LinkResult, Status};
 
 /// The all-reduce is judged too slow when its large-message busbw is under this share of the
 /// slowest ring link's pairwise throughput.
@@ -28,7 +31,7 @@ pub struct CollectiveInput<'a> {
 impl<'a> CollectiveInput<'a> {
     /// The input with what `link.slow` found among `findings` (its warnings' parts, its reference).
     pub fn with_link_verdict(mut self, findings: &[Finding]) -> CollectiveInput<'a> {
-        for f in findings.iter().filter(|f| f.id == "link.slow") {
+        for f in findings.iter().filter(|f| f.id == crate::link::ids::SLOW) {
             if f.status == Status::Warn
                 && let Some(part) = f.evidence.get("part").and_then(|p| p.as_str())
             {
@@ -60,7 +63,7 @@ pub fn check_collectives(input: &CollectiveInput) -> Vec<Finding> {
             .not_run
             .clone()
             .unwrap_or_else(|| "no all-reduce was measured".into());
-        return ["collective.busbw", "collective.wrong"]
+        return [crate::collective::ids::BUSBW, crate::collective::ids::WRONG]
             .into_iter()
             .map(|id| Finding::new(id, Status::Skip, "allreduce", why.clone()))
             .collect();
@@ -130,7 +133,7 @@ fn run_error(r: &CollectiveResult, input: &CollectiveInput) -> Option<Finding> {
     }
     Some(
         Finding::new(
-            "collective.error",
+            crate::collective::ids::ERROR,
             Status::Error,
             label(r),
             format!("the {} all-reduce could not finish: {err}", label(r)),
@@ -146,7 +149,7 @@ fn run_error(r: &CollectiveResult, input: &CollectiveInput) -> Option<Finding> {
 fn wrong_values(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
     if r.rows.is_empty() {
         return Finding::new(
-            "collective.wrong",
+            crate::collective::ids::WRONG,
             Status::Skip,
             label(r),
             format!("the {} all-reduce measured no size", label(r)),
@@ -155,7 +158,7 @@ fn wrong_values(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
     let bad: Vec<&CollectiveRow> = r.rows.iter().filter(|row| row.wrong > 0).collect();
     if bad.is_empty() {
         return Finding::new(
-            "collective.wrong",
+            crate::collective::ids::WRONG,
             Status::Pass,
             label(r),
             format!(
@@ -195,7 +198,7 @@ fn wrong_values(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
             .command("ethtool -S <interface> | grep -i -e err -e crc")
     };
     Finding::new(
-        "collective.wrong",
+        crate::collective::ids::WRONG,
         Status::Fail,
         label(r),
         format!(
@@ -247,7 +250,7 @@ fn bus_bandwidth(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
     let subject = label(r);
     let Some(row) = large_row(r) else {
         return Finding::new(
-            "collective.busbw",
+            crate::collective::ids::BUSBW,
             Status::Skip,
             subject,
             format!("the {} all-reduce timed no size", label(r)),
@@ -255,7 +258,7 @@ fn bus_bandwidth(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
     };
     if r.ranks < 2 {
         return Finding::new(
-            "collective.busbw",
+            crate::collective::ids::BUSBW,
             Status::Skip,
             subject,
             format!(
@@ -268,7 +271,7 @@ fn bus_bandwidth(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
     let busbw = row.busbw_gb_s;
     let slowest = slowest_ring_link(r, input.links);
     let mut f = Finding::new(
-        "collective.busbw",
+        crate::collective::ids::BUSBW,
         Status::Pass,
         subject.clone(),
         String::new(),
@@ -413,7 +416,7 @@ fn network_used(r: &CollectiveResult) -> Option<Finding> {
     let net = r.net.clone()?;
     Some(match &r.net_mismatch {
         Some(why) => Finding::new(
-            "collective.net",
+            crate::collective::ids::NET,
             Status::Warn,
             label(r),
             format!(
@@ -429,7 +432,7 @@ fn network_used(r: &CollectiveResult) -> Option<Finding> {
                 .command("env | grep ^NCCL_; cat /etc/nccl.conf ~/.nccl.conf 2>/dev/null"),
         ),
         None => Finding::new(
-            "collective.net",
+            crate::collective::ids::NET,
             Status::Pass,
             label(r),
             format!("NCCL used {net}, as advised"),
@@ -473,7 +476,7 @@ pub fn human_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::LinkOutcome;
+    use crate::core::LinkOutcome;
     use std::collections::BTreeMap;
 
     fn row(bytes: u64, time_us: f64, n: u32, wrong: u64) -> CollectiveRow {
@@ -525,8 +528,8 @@ mod tests {
         v
     }
 
-    fn find<'a>(fs: &'a [Finding], id: &str) -> &'a Finding {
-        fs.iter().find(|f| f.id == id).expect(id)
+    fn find<'a>(fs: &'a [Finding], id: crate::core::FindingId) -> &'a Finding {
+        fs.iter().find(|f| f.id == id).expect(id.as_str())
     }
 
     fn input<'a>(
@@ -567,10 +570,13 @@ mod tests {
         let r = [tcp_result(4, vec![row(64 << 20, 60_000.0, 4, 0)])];
         let links = full_links(4, 10.0);
         let fs = check_collectives(&input(&r, &links, None));
-        let f = find(&fs, "collective.busbw");
+        let f = find(&fs, crate::collective::ids::BUSBW);
         assert_eq!(f.status, Status::Pass, "{}", f.summary);
         assert_eq!(f.evidence["slowest_link_gbit_s"], 10.0);
-        assert_eq!(find(&fs, "collective.wrong").status, Status::Pass);
+        assert_eq!(
+            find(&fs, crate::collective::ids::WRONG).status,
+            Status::Pass
+        );
     }
 
     #[test]
@@ -583,7 +589,7 @@ mod tests {
             l.throughput_gbit_s = Some(4.0);
         }
         let fs = check_collectives(&input(&r, &links, None));
-        let f = find(&fs, "collective.busbw");
+        let f = find(&fs, crate::collective::ids::BUSBW);
         assert_eq!(f.status, Status::Warn, "{}", f.summary);
         assert!(f.summary.contains("2->3"), "{}", f.summary);
         assert!(f.fix.is_some());
@@ -593,7 +599,10 @@ mod tests {
             l.throughput_gbit_s = Some(0.1);
         }
         let fs = check_collectives(&input(&r, &links, None));
-        assert_eq!(find(&fs, "collective.busbw").status, Status::Pass);
+        assert_eq!(
+            find(&fs, crate::collective::ids::BUSBW).status,
+            Status::Pass
+        );
     }
 
     #[test]
@@ -606,7 +615,7 @@ mod tests {
         with_part.slow_parts = vec!["rank 2 (node03), slow sending and receiving".into()];
         with_part.link_reference_gbit = Some(10.0);
         let fs = check_collectives(&with_part);
-        let f = find(&fs, "collective.busbw");
+        let f = find(&fs, crate::collective::ids::BUSBW);
         assert_eq!(f.status, Status::Warn, "{}", f.summary);
         assert!(
             f.summary.contains(
@@ -629,7 +638,7 @@ mod tests {
         let mut clean = input(&r, &links, None);
         clean.link_reference_gbit = Some(10.0);
         let fs = check_collectives(&clean);
-        let f = find(&fs, "collective.busbw");
+        let f = find(&fs, crate::collective::ids::BUSBW);
         assert_eq!(f.status, Status::Warn, "{}", f.summary);
         assert!(
             f.summary.contains("scale or congestion effect"),
@@ -646,12 +655,15 @@ mod tests {
         )];
         // Largest row: 64 MiB / 0.1 s = 0.671 GB/s algbw = busbw for n=2.
         let fs = check_collectives(&input(&r, &[], Some(1.0)));
-        let f = find(&fs, "collective.busbw");
+        let f = find(&fs, crate::collective::ids::BUSBW);
         assert_eq!(f.status, Status::Fail);
         assert!(f.summary.contains("--min-busbw 1"), "{}", f.summary);
         assert_eq!(f.evidence["bytes"], 64u64 << 20);
         let fs = check_collectives(&input(&r, &[], Some(0.5)));
-        assert_eq!(find(&fs, "collective.busbw").status, Status::Pass);
+        assert_eq!(
+            find(&fs, crate::collective::ids::BUSBW).status,
+            Status::Pass
+        );
     }
 
     #[test]
@@ -663,7 +675,7 @@ mod tests {
         res.failed_ranks = vec![2];
         let r = [res];
         let fs = check_collectives(&input(&r, &[], None));
-        let f = find(&fs, "collective.wrong");
+        let f = find(&fs, crate::collective::ids::WRONG);
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.evidence["wrong_values"], 17);
         assert!(f.summary.contains("rank 2"), "{}", f.summary);
@@ -675,7 +687,10 @@ mod tests {
     fn one_rank_skips_busbw() {
         let r = [tcp_result(1, vec![row(1 << 20, 10.0, 1, 0)])];
         let fs = check_collectives(&input(&r, &[], Some(100.0)));
-        assert_eq!(find(&fs, "collective.busbw").status, Status::Skip);
+        assert_eq!(
+            find(&fs, crate::collective::ids::BUSBW).status,
+            Status::Skip
+        );
     }
 
     #[test]
@@ -685,10 +700,13 @@ mod tests {
         res.failed_ranks = vec![1];
         let r = [res];
         let fs = check_collectives(&input(&r, &[], None));
-        let f = find(&fs, "collective.error");
+        let f = find(&fs, crate::collective::ids::ERROR);
         assert_eq!(f.status, Status::Error);
         assert!(f.summary.contains("rank 1"));
-        assert_eq!(find(&fs, "collective.wrong").status, Status::Pass);
+        assert_eq!(
+            find(&fs, crate::collective::ids::WRONG).status,
+            Status::Pass
+        );
     }
 
     #[test]
@@ -700,19 +718,19 @@ mod tests {
         res.net_mismatch = Some("advice sets NCCL_IB_DISABLE=1 but NCCL used NET/IB".into());
         let r = [res.clone()];
         let fs = check_collectives(&input(&r, &[], None));
-        let f = find(&fs, "collective.net");
+        let f = find(&fs, crate::collective::ids::NET);
         assert_eq!(f.status, Status::Warn);
         assert!(f.fix.as_ref().unwrap().commands[0].contains("NCCL_IB_DISABLE=1"));
         res.net_mismatch = None;
         let r = [res];
         let fs = check_collectives(&input(&r, &[], None));
-        assert_eq!(find(&fs, "collective.net").status, Status::Pass);
+        assert_eq!(find(&fs, crate::collective::ids::NET).status, Status::Pass);
         // TCP results never carry a collective.net finding.
         let r = [tcp_result(2, vec![row(1 << 20, 100.0, 2, 0)])];
         assert!(
             check_collectives(&input(&r, &[], None))
                 .iter()
-                .all(|f| f.id != "collective.net")
+                .all(|f| f.id != crate::collective::ids::NET)
         );
     }
 

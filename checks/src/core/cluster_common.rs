@@ -1,8 +1,8 @@
 //! Helpers shared by the cluster checks: ranks in words, per-rank evidence maps, the majority value, and the links measured on one network.
 
-use super::ClusterInput;
-use crate::model::LinkResult;
-use crate::networks::{Member, NetworkEval};
+use crate::core::ClusterInput;
+use crate::core::LinkResult;
+use crate::core::{Member, NetworkEval};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -37,7 +37,7 @@ pub(crate) fn ranks_phrase(ranks: &[u32]) -> String {
     plural(ranks.len(), &t, &t)
 }
 
-pub(crate) use crate::net::host_port;
+pub(crate) use crate::infra::host_port;
 
 pub(crate) fn rank_map<T: serde::Serialize>(values: &BTreeMap<u32, T>) -> Value {
     let m: Map<String, Value> = values
@@ -53,7 +53,7 @@ pub(crate) fn rank_map<T: serde::Serialize>(values: &BTreeMap<u32, T>) -> Value 
 }
 
 /// The most frequent value; ties go to the value seen on the lowest rank.
-pub(super) fn most_common<T: Ord + Clone>(values: &BTreeMap<u32, T>) -> Option<T> {
+pub(crate) fn most_common<T: Ord + Clone>(values: &BTreeMap<u32, T>) -> Option<T> {
     let mut counts: BTreeMap<&T, (usize, u32)> = BTreeMap::new();
     for (rank, v) in values {
         let e = counts.entry(v).or_insert((0, *rank));
@@ -75,7 +75,7 @@ fn is_member_address(member: &Member, address: &str) -> bool {
 }
 
 /// Links that targeted a member address of `eval`'s network.
-pub(super) fn links_on<'a>(input: &'a ClusterInput, eval: &NetworkEval) -> Vec<&'a LinkResult> {
+pub(crate) fn links_on<'a>(input: &'a ClusterInput, eval: &NetworkEval) -> Vec<&'a LinkResult> {
     links_to(input.links, eval)
 }
 

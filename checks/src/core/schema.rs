@@ -3,7 +3,7 @@
 //! The committed copy lives in `schema/preflight.report.v1.json`; a test in the
 //! binary's suite fails when it differs from [`report_schema`].
 
-use crate::model::{Report, SCHEMA};
+use crate::core::{Report, SCHEMA};
 use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 

@@ -1,9 +1,9 @@
 //! `env.socket-ifname` across the cluster: a user's `NCCL_SOCKET_IFNAME` that selects a slower network than the best measured one.
 
-use super::ClusterInput;
-use crate::ifname::IfnameSpec;
-use crate::model::{Finding, Fix, Status};
-use crate::networks::NetworkEval;
+use crate::core::ClusterInput;
+use crate::core::NetworkEval;
+use crate::core::{Finding, Fix, Status};
+use crate::net::ifname::IfnameSpec;
 use std::collections::BTreeMap;
 
 const VAR: &str = "NCCL_SOCKET_IFNAME";
@@ -26,7 +26,7 @@ fn selected<'a>(
 
 /// A warning when every node sets `NCCL_SOCKET_IFNAME` and the network it selects measured
 /// slower than the chosen one; nothing otherwise (the node checks judge the value itself).
-pub(super) fn slower_ifname(input: &ClusterInput) -> Option<Finding> {
+pub(crate) fn slower_ifname(input: &ClusterInput) -> Option<Finding> {
     let chosen = input.chosen?;
     let specs: BTreeMap<u32, IfnameSpec> = input
         .nodes
@@ -58,7 +58,7 @@ pub(super) fn slower_ifname(input: &ClusterInput) -> Option<Finding> {
         .unwrap_or_else(|| "the per-node value in the report's node_env".to_string());
     Some(
         Finding::new(
-            "env.socket-ifname",
+            crate::env::ids::SOCKET_IFNAME,
             Status::Warn,
             format!("{VAR}={}", values.join(" / ")),
             format!(
@@ -90,7 +90,7 @@ pub(super) fn slower_ifname(input: &ClusterInput) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
+    use crate::testkit::*;
 
     fn with_fast_eth1(ifname: Option<&str>) -> Cluster {
         let mut c = Cluster::healthy(2);
@@ -108,7 +108,7 @@ mod tests {
     fn ifname_warnings(c: &Cluster) -> Vec<Finding> {
         c.findings()
             .into_iter()
-            .filter(|f| f.id == "env.socket-ifname" && f.status == Status::Warn)
+            .filter(|f| f.id == crate::env::ids::SOCKET_IFNAME && f.status == Status::Warn)
             .collect()
     }
 

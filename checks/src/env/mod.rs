@@ -1,9 +1,14 @@
 //! Checks for the env concern (pure functions of facts): the NCCL/Gloo interface
 //! variables, NCCL_IB_DISABLE against the InfiniBand state, MASTER_ADDR/MASTER_PORT.
 
-use crate::CheckContext;
-use crate::ifname::{IfnameSpec, nccl_default_select, nccl_usable, suggest_nccl_value};
-use crate::model::{Finding, Fix, IfKind, Interface, NodeFacts, Status};
+pub mod catalog;
+pub mod ids;
+pub mod ifname_choice;
+pub mod probe;
+
+use crate::core::CheckContext;
+use crate::core::{Finding, Fix, IfKind, Interface, NodeFacts, Status};
+use crate::net::ifname::{IfnameSpec, nccl_default_select, nccl_usable, suggest_nccl_value};
 use crate::net::{candidate_interfaces, interface_evidence, is_usable_interface, is_virtual_name};
 use std::net::IpAddr;
 
@@ -25,9 +30,9 @@ pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
 fn shown(v: &str) -> String {
     if v.chars().count() > SHOWN_MAX {
         let head: String = v.chars().take(SHOWN_MAX).collect();
-        format!("{}…", crate::shellword::quoted(&head))
+        format!("{}…", crate::infra::shellword::quoted(&head))
     } else {
-        crate::shellword::quoted(v)
+        crate::infra::shellword::quoted(v)
     }
 }
 
@@ -35,7 +40,7 @@ fn shown(v: &str) -> String {
 
 /// `env.socket-ifname`: one finding per variable set; when NCCL's is unset, what NCCL will pick.
 fn socket_ifname(facts: &NodeFacts) -> Vec<Finding> {
-    const ID: &str = "env.socket-ifname";
+    use crate::env::ids::SOCKET_IFNAME as ID;
     let net = &facts.net;
     if net.interfaces.is_empty() {
         if let Some(err) = &net.error {
@@ -95,7 +100,7 @@ fn is_virtual_pick(i: &Interface) -> bool {
 }
 
 fn judge_ifname(facts: &NodeFacts, var: &str, spec: &IfnameSpec) -> Finding {
-    const ID: &str = "env.socket-ifname";
+    use crate::env::ids::SOCKET_IFNAME as ID;
     let all = &facts.net.interfaces;
     let value = shown(&spec.raw);
     let matched = spec.select(all);
@@ -224,7 +229,7 @@ fn describe(v: &[&Interface]) -> String {
 
 /// NCCL_SOCKET_IFNAME unset: say what NCCL will pick, and warn when that includes a virtual or unreachable interface.
 fn nccl_auto_pick(facts: &NodeFacts) -> Finding {
-    const ID: &str = "env.socket-ifname";
+    use crate::env::ids::SOCKET_IFNAME as ID;
     let picks = nccl_default_select(&facts.net.interfaces);
     let evidence: Vec<_> = picks.iter().map(|i| interface_evidence(i)).collect();
     let suspicious: Vec<&Interface> = picks
@@ -316,7 +321,7 @@ fn is_plain_int(value: &str) -> bool {
 }
 
 fn ib_disable(facts: &NodeFacts) -> Finding {
-    const ID: &str = "env.ib-disable";
+    use crate::env::ids::IB_DISABLE as ID;
     let active: Vec<String> = facts
         .ib
         .active_ports()
@@ -435,7 +440,7 @@ fn ib_disable(facts: &NodeFacts) -> Finding {
 // ----- env.master -----
 
 fn master(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
-    const ID: &str = "env.master";
+    use crate::env::ids::MASTER as ID;
     let addr = facts.env.get("MASTER_ADDR");
     let port = facts.env.get("MASTER_PORT");
     if addr.is_none() && port.is_none() {
@@ -457,7 +462,7 @@ fn master(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
 }
 
 fn master_addr(facts: &NodeFacts, value: &str) -> Finding {
-    const ID: &str = "env.master";
+    use crate::env::ids::MASTER as ID;
     let shown_v = shown(value);
     let trimmed = value.trim();
     let best_ip = candidate_interfaces(&facts.net)
@@ -597,7 +602,7 @@ fn master_is_self(facts: &NodeFacts, master: &str) -> Option<Finding> {
         .and_then(|p| p.trim().parse().ok())
         .unwrap_or(29500);
     crate::cluster::MasterIsSelf {
-        id: "env.master",
+        id: crate::env::ids::MASTER,
         rank,
         master,
         port,
@@ -614,7 +619,7 @@ fn master_is_self(facts: &NodeFacts, master: &str) -> Option<Finding> {
 }
 
 fn master_port(value: &str, expected: u16) -> Finding {
-    const ID: &str = "env.master";
+    use crate::env::ids::MASTER as ID;
     let shown_v = shown(value);
     let f = |status, summary: String| {
         Finding::new(ID, status, "MASTER_PORT", summary)
@@ -648,9 +653,9 @@ fn master_port(value: &str, expected: u16) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{IbDevice, IbFacts, IbPort, NetFacts};
+    use crate::core::{IbDevice, IbFacts, IbPort, NetFacts};
+    use crate::infra::root::Root;
     use crate::probe;
-    use crate::root::Root;
 
     fn fixture_facts(name: &str, env: &[(&str, &str)]) -> NodeFacts {
         let root = Root::at(format!(
@@ -674,7 +679,7 @@ mod tests {
         }
     }
 
-    fn find<'a>(fs: &'a [Finding], id: &str, subject: &str) -> &'a Finding {
+    fn find<'a>(fs: &'a [Finding], id: crate::core::FindingId, subject: &str) -> &'a Finding {
         match fs.iter().find(|f| f.id == id && f.subject == subject) {
             Some(f) => f,
             None => panic!("no {id} for {subject} in {fs:#?}"),
@@ -705,7 +710,7 @@ mod tests {
             &fixture_facts("ib-node", &[("NCCL_SOCKET_IFNAME", "bond0")]),
             &ctx(),
         );
-        let s = find(&f, "env.socket-ifname", NCCL_IFNAME);
+        let s = find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME);
         assert_eq!(s.status, Status::Fail);
         assert!(s.summary.contains("matches no interface"), "{}", s.summary);
         let fix = s.fix.clone().unwrap_or_default();
@@ -718,7 +723,7 @@ mod tests {
             &fixture_facts("ib-node", &[("NCCL_SOCKET_IFNAME", "=ib1")]),
             &ctx(),
         );
-        let s = find(&f, "env.socket-ifname", NCCL_IFNAME);
+        let s = find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME);
         assert_eq!(s.status, Status::Fail);
         assert!(s.summary.contains("ib1"), "{}", s.summary);
     }
@@ -729,7 +734,7 @@ mod tests {
             &fixture_facts("docker-bond-host", &[("NCCL_SOCKET_IFNAME", "docker")]),
             &ctx(),
         );
-        let s = find(&f, "env.socket-ifname", NCCL_IFNAME);
+        let s = find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME);
         assert_eq!(s.status, Status::Warn);
         assert!(s.summary.contains("virtual"), "{}", s.summary);
         assert_eq!(
@@ -744,7 +749,7 @@ mod tests {
             &fixture_facts("docker-bond-host", &[("NCCL_SOCKET_IFNAME", "bond0")]),
             &ctx(),
         );
-        let s = find(&f, "env.socket-ifname", NCCL_IFNAME);
+        let s = find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME);
         assert_eq!(s.status, Status::Warn);
         assert!(s.summary.contains("bond0.100"), "{}", s.summary);
         assert_eq!(
@@ -755,7 +760,7 @@ mod tests {
             &fixture_facts("docker-bond-host", &[("NCCL_SOCKET_IFNAME", "=bond0")]),
             &ctx(),
         );
-        let s = find(&f, "env.socket-ifname", NCCL_IFNAME);
+        let s = find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME);
         assert_eq!(s.status, Status::Pass, "{}", s.summary);
         assert!(s.fix.is_none());
     }
@@ -766,7 +771,7 @@ mod tests {
             &fixture_facts("docker-bond-host", &[("NCCL_SOCKET_IFNAME", "^docker")]),
             &ctx(),
         );
-        let s = find(&f, "env.socket-ifname", NCCL_IFNAME);
+        let s = find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME);
         assert_eq!(s.status, Status::Warn);
         assert!(s.summary.contains("lo, veth3f2a1b0"), "{}", s.summary);
         assert_eq!(
@@ -788,10 +793,10 @@ mod tests {
             &ctx(),
         );
         assert_eq!(
-            find(&f, "env.socket-ifname", NCCL_IFNAME).status,
+            find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME).status,
             Status::Pass
         );
-        let g = find(&f, "env.socket-ifname", GLOO_IFNAME);
+        let g = find(&f, crate::env::ids::SOCKET_IFNAME, GLOO_IFNAME);
         assert_eq!(g.status, Status::Fail);
         assert_eq!(
             g.fix.clone().unwrap_or_default().commands,
@@ -802,19 +807,19 @@ mod tests {
     #[test]
     fn ifname_unset_reports_nccl_default_pick() {
         let f = check(&fixture_facts("ib-node", &[]), &ctx());
-        let s = find(&f, "env.socket-ifname", NCCL_IFNAME);
+        let s = find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME);
         assert_eq!(s.status, Status::Pass);
         assert!(s.summary.contains("ib0"), "{}", s.summary);
         assert!(!f.iter().any(|x| x.subject == GLOO_IFNAME));
         // On the docker host NCCL would also take the veth (link-local only).
         let f = check(&fixture_facts("docker-bond-host", &[]), &ctx());
-        let s = find(&f, "env.socket-ifname", NCCL_IFNAME);
+        let s = find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME);
         assert_eq!(s.status, Status::Warn, "{}", s.summary);
         assert!(s.summary.contains("veth3f2a1b0"), "{}", s.summary);
         // A pod's only interface is a veth named eth0: fine.
         let f = check(&fixture_facts("k8s-pod", &[]), &ctx());
         assert_eq!(
-            find(&f, "env.socket-ifname", NCCL_IFNAME).status,
+            find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME).status,
             Status::Pass
         );
     }
@@ -840,7 +845,7 @@ mod tests {
                 ),
                 &ctx(),
             );
-            let s = find(&f, "env.socket-ifname", NCCL_IFNAME);
+            let s = find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME);
             assert!(s.summary.len() < 400, "summary too long for {v:?}");
         }
         let f = check(
@@ -848,7 +853,7 @@ mod tests {
             &ctx(),
         );
         assert_eq!(
-            find(&f, "env.socket-ifname", NCCL_IFNAME).status,
+            find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME).status,
             Status::Fail
         );
         let f = check(
@@ -856,7 +861,7 @@ mod tests {
             &ctx(),
         );
         assert_eq!(
-            find(&f, "env.socket-ifname", NCCL_IFNAME).status,
+            find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME).status,
             Status::Warn
         );
     }
@@ -872,7 +877,7 @@ mod tests {
         };
         let f = check(&facts, &ctx());
         assert_eq!(
-            find(&f, "env.socket-ifname", NCCL_IFNAME).status,
+            find(&f, crate::env::ids::SOCKET_IFNAME, NCCL_IFNAME).status,
             Status::Error
         );
     }
@@ -885,7 +890,12 @@ mod tests {
         if let Some(v) = value {
             facts.env.insert(IB_DISABLE.into(), v.into());
         }
-        find(&check(&facts, &ctx()), "env.ib-disable", IB_DISABLE).clone()
+        find(
+            &check(&facts, &ctx()),
+            crate::env::ids::IB_DISABLE,
+            IB_DISABLE,
+        )
+        .clone()
     }
 
     #[test]
@@ -954,7 +964,10 @@ mod tests {
         facts.ib.error = Some("cannot read /sys/class/infiniband".into());
         facts.env.insert(IB_DISABLE.into(), "0".into());
         let f = check(&facts, &ctx());
-        assert_eq!(find(&f, "env.ib-disable", IB_DISABLE).status, Status::Error);
+        assert_eq!(
+            find(&f, crate::env::ids::IB_DISABLE, IB_DISABLE).status,
+            Status::Error
+        );
     }
 
     #[test]
@@ -965,7 +978,7 @@ mod tests {
                 &fixture_facts("plain-vm", &[("MASTER_ADDR", own), (var, rank)]),
                 &ctx(),
             );
-            let a = find(&f, "env.master", "MASTER_ADDR");
+            let a = find(&f, crate::env::ids::MASTER, "MASTER_ADDR");
             assert_eq!(a.status, Status::Fail, "{var}: {a:#?}");
             assert!(
                 a.summary
@@ -988,7 +1001,7 @@ mod tests {
             vec![("MASTER_ADDR", own)],
         ] {
             let f = check(&fixture_facts("plain-vm", &env), &ctx());
-            let a = find(&f, "env.master", "MASTER_ADDR");
+            let a = find(&f, crate::env::ids::MASTER, "MASTER_ADDR");
             assert_eq!(a.status, Status::Pass, "{env:?}: {a:#?}");
         }
     }
@@ -1007,7 +1020,7 @@ mod tests {
             ),
             &ctx(),
         );
-        let a = find(&f, "env.master", "MASTER_ADDR");
+        let a = find(&f, crate::env::ids::MASTER, "MASTER_ADDR");
         assert_eq!(a.status, Status::Warn);
         assert!(
             a.summary.contains("MASTER_ADDR is set but empty"),
@@ -1030,7 +1043,7 @@ mod tests {
             &fixture_facts("plain-vm", &[("MASTER_ADDR", ""), ("NODE_RANK", "0")]),
             &ctx(),
         );
-        let a = find(&f, "env.master", "MASTER_ADDR");
+        let a = find(&f, crate::env::ids::MASTER, "MASTER_ADDR");
         assert_eq!(
             a.fix.clone().unwrap_or_default().commands,
             ["export MASTER_ADDR=10.0.2.15"]
@@ -1040,7 +1053,10 @@ mod tests {
     #[test]
     fn master_vars_are_audited() {
         let f = check(&fixture_facts("plain-vm", &[]), &ctx());
-        assert_eq!(find(&f, "env.master", "MASTER_ADDR").status, Status::Skip);
+        assert_eq!(
+            find(&f, crate::env::ids::MASTER, "MASTER_ADDR").status,
+            Status::Skip
+        );
 
         let f = check(
             &fixture_facts(
@@ -1049,13 +1065,13 @@ mod tests {
             ),
             &ctx(),
         );
-        let a = find(&f, "env.master", "MASTER_ADDR");
+        let a = find(&f, crate::env::ids::MASTER, "MASTER_ADDR");
         assert_eq!(a.status, Status::Warn);
         assert_eq!(
             a.fix.clone().unwrap_or_default().commands,
             ["export MASTER_ADDR=10.0.2.15"]
         );
-        let p = find(&f, "env.master", "MASTER_PORT");
+        let p = find(&f, crate::env::ids::MASTER, "MASTER_PORT");
         assert_eq!(p.status, Status::Warn);
         assert_eq!(
             p.fix.clone().unwrap_or_default().commands,
@@ -1069,10 +1085,13 @@ mod tests {
             ),
             &ctx(),
         );
-        let a = find(&f, "env.master", "MASTER_ADDR");
+        let a = find(&f, crate::env::ids::MASTER, "MASTER_ADDR");
         assert_eq!(a.status, Status::Pass);
         assert_eq!(a.evidence["local_interface"], "eth0");
-        assert_eq!(find(&f, "env.master", "MASTER_PORT").status, Status::Pass);
+        assert_eq!(
+            find(&f, crate::env::ids::MASTER, "MASTER_PORT").status,
+            Status::Pass
+        );
     }
 
     #[test]
@@ -1088,12 +1107,12 @@ mod tests {
                 &ctx(),
             );
             assert_eq!(
-                find(&f, "env.master", "MASTER_ADDR").status,
+                find(&f, crate::env::ids::MASTER, "MASTER_ADDR").status,
                 Status::Warn,
                 "{addr:?}"
             );
             assert_eq!(
-                find(&f, "env.master", "MASTER_PORT").status,
+                find(&f, crate::env::ids::MASTER, "MASTER_PORT").status,
                 Status::Warn,
                 "{port:?}"
             );

@@ -1,6 +1,6 @@
 //! The process environment and host identity (hostname, boot id, NCCL_HOSTID).
 
-use crate::root::Root;
+use crate::infra::root::Root;
 use std::collections::BTreeMap;
 
 /// Prefixes and names of the variables a torchrun/NCCL job reads.

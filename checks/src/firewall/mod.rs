@@ -6,13 +6,17 @@
 //! chain policy; a packet accepted by one nftables base chain must still pass the
 //! later ones ([`InputChain::then`]).
 
-use crate::CheckContext;
-use crate::model::{
+pub mod catalog;
+pub mod ids;
+pub mod probe;
+
+use crate::core::CheckContext;
+use crate::core::{
     Finding, FirewallFacts, Fix, FwAction, FwRule, IfAddr, InputChain, NodeFacts, Status,
 };
 use std::net::{IpAddr, Ipv4Addr};
 
-pub const ID: &str = "firewall.rules";
+pub use crate::firewall::ids::RULES as ID;
 
 /// Linux's default ephemeral port range (`net.ipv4.ip_local_port_range`): NCCL's
 /// bootstrap and socket transport listen on random ports from it.
@@ -673,7 +677,7 @@ impl FixTool {
 /// one with an address), as "10.1.0.0/16".
 fn subnet_of(facts: &NodeFacts) -> String {
     let ifaces = &facts.net.interfaces;
-    let with_v4 = |i: &&crate::model::Interface| {
+    let with_v4 = |i: &&crate::core::Interface| {
         !i.is_virtual() && i.ipv4.iter().any(|a| crate::net::is_usable_addr(&a.addr))
     };
     ifaces
@@ -702,11 +706,11 @@ fn network_of(a: &IfAddr) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{IfKind, Interface};
-    use crate::probe::firewall::{parse_iptables_save, parse_nft_json};
+    use crate::core::{IfKind, Interface};
+    use crate::firewall::probe::{parse_iptables_save, parse_nft_json};
 
     fn fixture(name: &str) -> String {
-        crate::testutil::fixture_text(&format!("firewall/{name}"))
+        crate::infra::testutil::fixture_text(&format!("firewall/{name}"))
     }
 
     /// Found by the property tests (checks/tests/props.rs, `iptables_save_near_grammar`): a
@@ -760,7 +764,7 @@ mod tests {
     fn node(fw: FirewallFacts) -> NodeFacts {
         NodeFacts {
             firewall: fw,
-            net: crate::model::NetFacts {
+            net: crate::core::NetFacts {
                 interfaces: vec![Interface {
                     name: "eno1".into(),
                     kind: IfKind::Physical,
@@ -1009,7 +1013,7 @@ mod tests {
         let fw = FirewallFacts {
             backend: Some("iptables".into()),
             input: parse_iptables_save(OUTPUT_DROP),
-            output: crate::probe::firewall::parse_iptables_save_chain(OUTPUT_DROP, "OUTPUT"),
+            output: crate::firewall::probe::parse_iptables_save_chain(OUTPUT_DROP, "OUTPUT"),
             ..Default::default()
         };
         let f = run(fw.clone());
@@ -1052,7 +1056,7 @@ mod tests {
         let json = r#"{"nftables":[
             {"chain":{"family":"inet","table":"egress","name":"out","hook":"output","prio":0,"policy":"accept"}},
             {"rule":{"family":"inet","table":"egress","chain":"out","expr":[{"match":{"op":"!=","left":{"meta":{"key":"oifname"}},"right":"lo"}},{"match":{"op":"==","left":{"payload":{"protocol":"tcp","field":"dport"}},"right":{"range":[1024,65535]}}},{"match":{"op":"in","left":{"ct":{"key":"state"}},"right":"new"}},{"drop":null}]}}]}"#;
-        let output = crate::probe::firewall::parse_nft_json_hook(json, "output").expect("parses");
+        let output = crate::firewall::probe::parse_nft_json_hook(json, "output").expect("parses");
         assert_eq!(output.name.as_deref(), Some("inet egress out"));
         assert!(
             output.rules[0].conditions.is_empty(),

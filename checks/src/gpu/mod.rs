@@ -2,11 +2,18 @@
 //! CUDA_VISIBLE_DEVICES, GPUs busy with other processes, MIG; and, across the
 //! cluster, GPU counts or models that differ between nodes (`cluster.gpus`).
 
-use crate::CheckContext;
-use crate::cluster::ClusterInput;
-use crate::cluster::common::{rank_map, ranks_phrase};
-use crate::model::{Finding, Fix, Gpu, NodeFacts, Status};
-use crate::visible_devices::{self, Visible};
+pub mod catalog;
+pub mod compute;
+pub mod health;
+pub mod ids;
+pub mod probe;
+pub mod visible_devices;
+
+use crate::core::CheckContext;
+use crate::core::ClusterInput;
+use crate::core::cluster_common::{rank_map, ranks_phrase};
+use crate::core::{Finding, Fix, Gpu, NodeFacts, Status};
+use crate::gpu::visible_devices::Visible;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// GPU memory used by others above this share of the total counts as "in use".
@@ -18,7 +25,7 @@ pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
     out.push(check_visible_devices(facts));
     out.extend(check_in_use(facts));
     out.push(check_mig(facts));
-    out.extend(crate::gpu_health::check(facts, ctx));
+    out.extend(crate::gpu::health::check(facts, ctx));
     out
 }
 
@@ -45,14 +52,14 @@ pub fn check_nvml(facts: &NodeFacts, ctx: &CheckContext) -> Finding {
     let g = &facts.gpu;
     match (&g.nvml_error, ctx.gpus_expected()) {
         (Some(reason), None) => Finding::new(
-            "gpu.nvml",
+            crate::gpu::ids::NVML,
             Status::Skip,
             "nvml",
             format!("NVML unavailable and no GPUs expected: {reason}"),
         )
         .with("error", reason),
         (Some(reason), Some(n)) => Finding::new(
-            "gpu.nvml",
+            crate::gpu::ids::NVML,
             Status::Fail,
             "nvml",
             format!("the job expects {n} GPU(s) but NVML could not load: {reason}"),
@@ -75,7 +82,7 @@ fn nvml_loaded(facts: &NodeFacts) -> Finding {
     );
     let broken: Vec<&Gpu> = g.gpus.iter().filter(|x| x.error.is_some()).collect();
     let base = |status, summary: String| {
-        Finding::new("gpu.nvml", status, "nvml", summary)
+        Finding::new(crate::gpu::ids::NVML, status, "nvml", summary)
             .with("driver_version", &g.driver_version)
             .with("cuda_driver_version", &g.cuda_driver_version)
             .with("gpus", g.gpus.len())
@@ -119,13 +126,13 @@ pub fn check_count(facts: &NodeFacts, ctx: &CheckContext) -> Finding {
     if let Some(reason) = &facts.gpu.nvml_error {
         return match expected {
             None => Finding::new(
-                "gpu.count",
+                crate::gpu::ids::COUNT,
                 Status::Skip,
                 "gpus",
                 "no GPUs expected and NVML is unavailable",
             ),
             Some(n) => Finding::new(
-                "gpu.count",
+                crate::gpu::ids::COUNT,
                 Status::Error,
                 "gpus",
                 format!("cannot count GPUs (NVML unavailable: {reason}); the job expects {n}"),
@@ -138,7 +145,7 @@ pub fn check_count(facts: &NodeFacts, ctx: &CheckContext) -> Finding {
     let vis = visible(facts);
     let count = vis.count();
     let base = |status, summary: String| {
-        Finding::new("gpu.count", status, "gpus", summary)
+        Finding::new(crate::gpu::ids::COUNT, status, "gpus", summary)
             .with("found", found)
             .with("visible", count)
             .with("expected", expected)
@@ -156,7 +163,10 @@ pub fn check_count(facts: &NodeFacts, ctx: &CheckContext) -> Finding {
             format!(
                 "only {count} GPU(s) visible ({found} found{}) but the job needs {n}",
                 match cuda_visible_devices(facts) {
-                    Some(v) => format!(", CUDA_VISIBLE_DEVICES={}", crate::shellword::quoted(v)),
+                    Some(v) => format!(
+                        ", CUDA_VISIBLE_DEVICES={}",
+                        crate::infra::shellword::quoted(v)
+                    ),
                     None => String::new(),
                 }
             ),
@@ -189,7 +199,7 @@ fn count_fix(visible: usize, found: usize, needed: u32, cvd_set: bool) -> Fix {
 
 /// `gpu.visible-devices`: CUDA_VISIBLE_DEVICES parses and names GPUs that exist, once each.
 pub fn check_visible_devices(facts: &NodeFacts) -> Finding {
-    let id = "gpu.visible-devices";
+    let id = crate::gpu::ids::VISIBLE_DEVICES;
     let Some(value) = cuda_visible_devices(facts) else {
         return Finding::new(
             id,
@@ -202,7 +212,7 @@ pub fn check_visible_devices(facts: &NodeFacts) -> Finding {
     if !nvml_ok(facts) {
         return syntax_only(facts, value);
     }
-    let shown_value = crate::shellword::quoted(value);
+    let shown_value = crate::infra::shellword::quoted(value);
     let found = facts.gpu.gpus.len();
     let vis = visible(facts);
     let base = |status, summary: String| {
@@ -246,8 +256,8 @@ pub fn check_visible_devices(facts: &NodeFacts) -> Finding {
 
 /// Without NVML: judge only what needs no GPU list (garbage, stops, repeated indices).
 fn syntax_only(facts: &NodeFacts, value: &str) -> Finding {
-    let id = "gpu.visible-devices";
-    let shown_value = crate::shellword::quoted(value);
+    let id = crate::gpu::ids::VISIBLE_DEVICES;
+    let shown_value = crate::infra::shellword::quoted(value);
     // Pretend every index exists so only form problems remain.
     let many: Vec<Gpu> = (0..1024)
         .map(|i| Gpu {
@@ -317,7 +327,7 @@ pub fn check_in_use(facts: &NodeFacts) -> Vec<Finding> {
     let gpus = &facts.gpu.gpus;
     if gpus.is_empty() {
         return vec![Finding::new(
-            "gpu.in-use",
+            crate::gpu::ids::IN_USE,
             Status::Skip,
             "gpus",
             "no GPUs to inspect",
@@ -329,7 +339,7 @@ pub fn check_in_use(facts: &NodeFacts) -> Vec<Finding> {
     }
     vec![
         Finding::new(
-            "gpu.in-use",
+            crate::gpu::ids::IN_USE,
             Status::Pass,
             "gpus",
             format!("no other process holds any of the {} GPU(s)", gpus.len()),
@@ -384,7 +394,7 @@ fn busy_gpu_finding(g: &Gpu) -> Option<Finding> {
     }
     Some(
         Finding::new(
-            "gpu.in-use",
+            crate::gpu::ids::IN_USE,
             Status::Warn,
             format!("gpu{}", g.index),
             format!("GPU {} ({}) is in use: {used_text}; {who}", g.index, g.uuid),
@@ -402,7 +412,12 @@ fn busy_gpu_finding(g: &Gpu) -> Option<Finding> {
 pub fn check_mig(facts: &NodeFacts) -> Finding {
     let gpus = &facts.gpu.gpus;
     if gpus.is_empty() {
-        return Finding::new("gpu.mig", Status::Skip, "gpus", "no GPUs to inspect");
+        return Finding::new(
+            crate::gpu::ids::MIG,
+            Status::Skip,
+            "gpus",
+            "no GPUs to inspect",
+        );
     }
     let mig: Vec<u32> = gpus
         .iter()
@@ -410,11 +425,16 @@ pub fn check_mig(facts: &NodeFacts) -> Finding {
         .map(|g| g.index)
         .collect();
     if mig.is_empty() {
-        return Finding::new("gpu.mig", Status::Pass, "gpus", "MIG is off on every GPU");
+        return Finding::new(
+            crate::gpu::ids::MIG,
+            Status::Pass,
+            "gpus",
+            "MIG is off on every GPU",
+        );
     }
     let list: Vec<String> = mig.iter().map(|i| i.to_string()).collect();
     Finding::new(
-        "gpu.mig",
+        crate::gpu::ids::MIG,
         Status::Warn,
         format!("gpu{}", list.join(",gpu")),
         format!(
@@ -455,7 +475,7 @@ pub(crate) fn check_cluster_gpus(input: &ClusterInput) -> Finding {
     unknown.sort_unstable();
     if counts.is_empty() {
         return Finding::new(
-            "cluster.gpus",
+            crate::gpu::ids::GPUS,
             Status::Skip,
             "gpus",
             "no node could list its GPUs (NVML not loaded anywhere)",
@@ -468,7 +488,7 @@ pub(crate) fn check_cluster_gpus(input: &ClusterInput) -> Finding {
     let count_differs = distinct_counts.len() > 1;
     let model_differs = distinct_models.len() > 1;
     let base = |status, summary: String| {
-        Finding::new("cluster.gpus", status, "gpus", summary)
+        Finding::new(crate::gpu::ids::GPUS, status, "gpus", summary)
             .with("count", rank_map(&counts))
             .with("models", rank_map(&models))
             .with("unknown", &unknown)
@@ -529,10 +549,26 @@ pub(crate) fn check_cluster_gpus(input: &ClusterInput) -> Finding {
         .fix(Fix::new(hint).command("nvidia-smi -L"))
 }
 
+/// The GPU node checks: NVML, count, visibility, use and health, then the GEMM test's results.
+pub fn check_node(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
+    let mut out = check(facts, ctx);
+    out.extend(compute::check(ctx.rank.unwrap_or(0), facts));
+    out
+}
+
+/// The GPU cluster checks: count and model across nodes, health, and compute speed against the
+/// model's peers.
+pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
+    let mut out = vec![check_cluster_gpus(input)];
+    out.extend(health::cluster::gpu_health(input));
+    out.extend(compute::cluster::gpu_compute(input));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::GpuProcess;
+    use crate::core::GpuProcess;
 
     fn node(n: u32) -> NodeFacts {
         let mut f = NodeFacts::default();
@@ -570,7 +606,7 @@ mod tests {
         f
     }
 
-    fn one<'a>(fs: &'a [Finding], id: &str) -> &'a Finding {
+    fn one<'a>(fs: &'a [Finding], id: crate::core::FindingId) -> &'a Finding {
         let hits: Vec<&Finding> = fs.iter().filter(|f| f.id == id).collect();
         assert_eq!(hits.len(), 1, "{id}: {fs:#?}");
         hits[0]
@@ -579,10 +615,10 @@ mod tests {
     #[test]
     fn nvml_skip_fail_pass() {
         let skip = check(&no_driver(), &ctx(None));
-        assert_eq!(one(&skip, "gpu.nvml").status, Status::Skip);
-        assert!(one(&skip, "gpu.nvml").fix.is_none());
+        assert_eq!(one(&skip, crate::gpu::ids::NVML).status, Status::Skip);
+        assert!(one(&skip, crate::gpu::ids::NVML).fix.is_none());
         let fail = check(&no_driver(), &ctx(Some(8)));
-        let f = one(&fail, "gpu.nvml");
+        let f = one(&fail, crate::gpu::ids::NVML);
         assert_eq!(f.status, Status::Fail);
         assert!(f.summary.contains("libnvidia-ml.so.1"));
         let fix = f
@@ -595,7 +631,7 @@ mod tests {
             "{fix}"
         );
         let pass = check(&node(8), &ctx(Some(8)));
-        let p = one(&pass, "gpu.nvml");
+        let p = one(&pass, crate::gpu::ids::NVML);
         assert_eq!(p.status, Status::Pass);
         assert_eq!(p.evidence["driver_version"], "570.124.06");
         assert!(p.summary.contains("CUDA 12.8"));
@@ -622,7 +658,7 @@ mod tests {
     fn count_fails_when_fewer_visible_than_needed() {
         let f = with_cvd(node(8), "0,1,2,3");
         let out = check(&f, &ctx(Some(8)));
-        let c = one(&out, "gpu.count");
+        let c = one(&out, crate::gpu::ids::COUNT);
         assert_eq!(c.status, Status::Fail);
         assert_eq!(c.evidence["visible"], 4);
         assert_eq!(c.evidence["found"], 8);
@@ -638,7 +674,7 @@ mod tests {
         );
         assert!(cmds.contains(&"export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7".to_string()));
         let few = check(&node(2), &ctx(Some(8)));
-        let c = one(&few, "gpu.count");
+        let c = one(&few, crate::gpu::ids::COUNT);
         assert_eq!(c.status, Status::Fail);
         let fix = c.fix.clone().unwrap_or_default();
         assert!(fix.hint.contains("only 2 GPU(s)"), "{}", fix.hint);
@@ -648,7 +684,7 @@ mod tests {
         );
         // Every GPU hidden: no "--nproc-per-node=0" advice.
         let hidden = check(&with_cvd(node(8), "-1"), &ctx(Some(8)));
-        let cmds = one(&hidden, "gpu.count")
+        let cmds = one(&hidden, crate::gpu::ids::COUNT)
             .fix
             .clone()
             .unwrap_or_default()
@@ -659,23 +695,23 @@ mod tests {
     #[test]
     fn count_passes_skips_and_errors() {
         assert_eq!(
-            one(&check(&node(8), &ctx(Some(8))), "gpu.count").status,
+            one(&check(&node(8), &ctx(Some(8))), crate::gpu::ids::COUNT).status,
             Status::Pass
         );
         assert_eq!(
-            one(&check(&node(8), &ctx(None)), "gpu.count").status,
+            one(&check(&node(8), &ctx(None)), crate::gpu::ids::COUNT).status,
             Status::Pass
         );
         assert_eq!(
-            one(&check(&node(0), &ctx(None)), "gpu.count").status,
+            one(&check(&node(0), &ctx(None)), crate::gpu::ids::COUNT).status,
             Status::Skip
         );
         assert_eq!(
-            one(&check(&no_driver(), &ctx(None)), "gpu.count").status,
+            one(&check(&no_driver(), &ctx(None)), crate::gpu::ids::COUNT).status,
             Status::Skip
         );
         assert_eq!(
-            one(&check(&no_driver(), &ctx(Some(1))), "gpu.count").status,
+            one(&check(&no_driver(), &ctx(Some(1))), crate::gpu::ids::COUNT).status,
             Status::Error
         );
         let both = CheckContext {
@@ -684,7 +720,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            one(&check(&node(3), &both), "gpu.count").status,
+            one(&check(&node(3), &both), crate::gpu::ids::COUNT).status,
             Status::Fail
         );
     }
@@ -692,7 +728,7 @@ mod tests {
     #[test]
     fn visible_devices_fail_with_exact_evidence() {
         let dup = check(&with_cvd(node(4), "0,1,1"), &ctx(None));
-        let d = one(&dup, "gpu.visible-devices");
+        let d = one(&dup, crate::gpu::ids::VISIBLE_DEVICES);
         assert_eq!(d.status, Status::Fail);
         assert_eq!(d.evidence["value"], "0,1,1");
         assert_eq!(d.evidence["visible"], 0);
@@ -701,36 +737,54 @@ mod tests {
         assert!(d.fix.is_some());
 
         let missing = check(&with_cvd(node(2), "0,1,2,3"), &ctx(None));
-        let m = one(&missing, "gpu.visible-devices");
+        let m = one(&missing, crate::gpu::ids::VISIBLE_DEVICES);
         assert_eq!(m.status, Status::Fail);
         assert_eq!(m.evidence["problems"][0]["index"], 2);
         assert_eq!(m.evidence["problems"][0]["ignored"][0], "3");
 
         let uuid = check(&with_cvd(node(2), "GPU-deadbeef"), &ctx(None));
-        assert_eq!(one(&uuid, "gpu.visible-devices").status, Status::Fail);
+        assert_eq!(
+            one(&uuid, crate::gpu::ids::VISIBLE_DEVICES).status,
+            Status::Fail
+        );
     }
 
     #[test]
     fn visible_devices_pass_skip_warn() {
         let unset = check(&node(4), &ctx(None));
-        assert_eq!(one(&unset, "gpu.visible-devices").status, Status::Skip);
+        assert_eq!(
+            one(&unset, crate::gpu::ids::VISIBLE_DEVICES).status,
+            Status::Skip
+        );
         let ok = check(&with_cvd(node(4), "3,2"), &ctx(None));
-        let p = one(&ok, "gpu.visible-devices");
+        let p = one(&ok, crate::gpu::ids::VISIBLE_DEVICES);
         assert_eq!(p.status, Status::Pass);
         assert_eq!(p.evidence["visible_gpus"], serde_json::json!([3, 2]));
         assert!(p.fix.is_none());
         let hidden = check(&with_cvd(node(4), "-1"), &ctx(None));
-        assert_eq!(one(&hidden, "gpu.visible-devices").status, Status::Warn);
+        assert_eq!(
+            one(&hidden, crate::gpu::ids::VISIBLE_DEVICES).status,
+            Status::Warn
+        );
     }
 
     #[test]
     fn visible_devices_without_nvml_judges_form_only() {
         let fine = check(&with_cvd(no_driver(), "0,5,7"), &ctx(None));
-        assert_eq!(one(&fine, "gpu.visible-devices").status, Status::Skip);
+        assert_eq!(
+            one(&fine, crate::gpu::ids::VISIBLE_DEVICES).status,
+            Status::Skip
+        );
         let bad = check(&with_cvd(no_driver(), "0,0"), &ctx(None));
-        assert_eq!(one(&bad, "gpu.visible-devices").status, Status::Fail);
+        assert_eq!(
+            one(&bad, crate::gpu::ids::VISIBLE_DEVICES).status,
+            Status::Fail
+        );
         let garbage = check(&with_cvd(no_driver(), "cuda:0"), &ctx(None));
-        assert_eq!(one(&garbage, "gpu.visible-devices").status, Status::Fail);
+        assert_eq!(
+            one(&garbage, crate::gpu::ids::VISIBLE_DEVICES).status,
+            Status::Fail
+        );
     }
 
     #[test]
@@ -789,11 +843,11 @@ mod tests {
     fn every_gpu_id_appears_once_when_all_is_well() {
         let out = check(&node(8), &ctx(Some(8)));
         for id in [
-            "gpu.nvml",
-            "gpu.count",
-            "gpu.visible-devices",
-            "gpu.in-use",
-            "gpu.mig",
+            crate::gpu::ids::NVML,
+            crate::gpu::ids::COUNT,
+            crate::gpu::ids::VISIBLE_DEVICES,
+            crate::gpu::ids::IN_USE,
+            crate::gpu::ids::MIG,
         ] {
             assert!(one(&out, id).status <= Status::Pass);
         }
@@ -802,8 +856,8 @@ mod tests {
 
 #[cfg(test)]
 mod cluster_tests {
-    use crate::cluster::testkit::*;
-    use crate::model::Status;
+    use crate::core::Status;
+    use crate::testkit::*;
     use serde_json::json;
 
     #[test]
@@ -811,7 +865,7 @@ mod cluster_tests {
         let mut c = Cluster::healthy(3);
         c.facts[1].gpu.gpus.truncate(4);
         let fs = c.findings();
-        let f = only(&fs, "cluster.gpus");
+        let f = only(&fs, crate::gpu::ids::GPUS);
         assert_eq!(f.status, Status::Warn);
         assert_eq!(f.evidence["count"]["1"], json!(4));
         assert_eq!(f.evidence["min_count"], json!(4));
@@ -820,7 +874,7 @@ mod cluster_tests {
         let mut c = Cluster::healthy(2);
         c.facts[1].gpu.gpus = (0..8).map(|i| gpu("NVIDIA A100-SXM4-80GB", i)).collect();
         let fs = c.findings();
-        let f = only(&fs, "cluster.gpus");
+        let f = only(&fs, crate::gpu::ids::GPUS);
         assert_eq!(f.status, Status::Warn);
         assert!(f.summary.contains("models differ"), "{}", f.summary);
     }
@@ -832,6 +886,9 @@ mod cluster_tests {
             f.gpu.gpus.clear();
             f.gpu.nvml_error = Some("libnvidia-ml.so not found".into());
         }
-        assert_eq!(only(&c.findings(), "cluster.gpus").status, Status::Skip);
+        assert_eq!(
+            only(&c.findings(), crate::gpu::ids::GPUS).status,
+            Status::Skip
+        );
     }
 }

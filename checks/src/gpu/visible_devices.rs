@@ -13,7 +13,7 @@
 //! - PyTorch decides by the first entry whether the list holds indices or UUIDs, and stops at
 //!   the first entry of the other kind.
 
-use crate::model::Gpu;
+use crate::core::Gpu;
 use serde::Serialize;
 
 /// What went wrong with one entry of CUDA_VISIBLE_DEVICES.
@@ -57,7 +57,7 @@ impl Problem {
         let head = format!(
             "entry {} {}",
             self.position + 1,
-            crate::shellword::quoted(&self.entry)
+            crate::infra::shellword::quoted(&self.entry)
         );
         let what = match &self.kind {
             ProblemKind::Garbage => "is not a GPU index, a GPU-<uuid> or a MIG-<uuid>".to_string(),
@@ -356,7 +356,7 @@ fn match_mig(uuid: &str, gpus: &[Gpu]) -> Matched {
 
 /// Visible GPUs on a node after `CUDA_VISIBLE_DEVICES`: the count torchrun's
 /// `--nproc-per-node` should default to.
-pub fn visible_gpu_count(facts: &crate::model::NodeFacts) -> u32 {
+pub fn visible_gpu_count(facts: &crate::core::NodeFacts) -> u32 {
     let cvd = facts.env.get("CUDA_VISIBLE_DEVICES").map(|s| s.as_str());
     resolve(cvd, &facts.gpu.gpus).count() as u32
 }

@@ -7,13 +7,16 @@
 //! exactly (a bounded search) when the failures are few. The cost after the measurements is
 //! O(n + failed links) (plus a log factor for the priority order).
 
-use super::vertex_cover::cover;
-use crate::model::{BindStatus, LinkOutcome, NodeFacts, Report, Status};
-use crate::networks::{discover, evaluate};
+pub mod catalog;
+pub mod ids;
+
+use crate::core::{BindStatus, LinkOutcome, NodeFacts, Report, Status};
+use crate::link::vertex_cover::cover;
+use crate::net::networks::{discover, evaluate};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// The finding id a healthy set that misses the user's constraints fires.
-pub const ID: &str = "cluster.healthy-set";
+pub use crate::healthy_set::ids::HEALTHY_SET as ID;
 
 /// The user's constraints on the set.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,9 +126,9 @@ impl HealthySet {
 /// the node astray, where the launch names rank 0 by an address every node joined through).
 fn judged_elsewhere(id: &str, subject: &str) -> bool {
     (id.starts_with("link.") && !subject.contains("<->*"))
-        || id == "cluster.versions"
-        || id == "cluster.gpus"
-        || id == "cluster.master-elsewhere"
+        || id == crate::rendezvous::ids::VERSIONS
+        || id == crate::gpu::ids::GPUS
+        || id == crate::rendezvous::ids::MASTER_ELSEWHERE
         || id == ID
 }
 
@@ -143,7 +146,7 @@ fn hostname_of(report: &Report, rank: u32, expected: &HashMap<u32, String>) -> S
 /// What a node must share with the others of its group.
 fn group_key(f: &NodeFacts) -> (u32, Vec<Option<String>>) {
     (
-        crate::visible_devices::visible_gpu_count(f),
+        crate::gpu::visible_devices::visible_gpu_count(f),
         vec![
             f.gpu.driver_version.clone(),
             f.gpu.cuda_driver_version.clone(),
@@ -178,7 +181,7 @@ fn stragglers(report: &Report) -> BTreeSet<u32> {
     report
         .findings
         .iter()
-        .filter(|f| f.id == "link.slow" && f.status == Status::Warn)
+        .filter(|f| f.id == crate::link::ids::SLOW && f.status == Status::Warn)
         .filter(|f| f.evidence.get("kind").and_then(|k| k.as_str()) == Some("node"))
         .filter_map(|f| f.node)
         .collect()
@@ -191,7 +194,7 @@ fn failed_pairs(
     address: &HashMap<u32, String>,
     alive: &BTreeSet<u32>,
 ) -> BTreeSet<(u32, u32)> {
-    let on = |l: &crate::model::LinkResult| {
+    let on = |l: &crate::core::LinkResult| {
         alive.contains(&l.from)
             && alive.contains(&l.to)
             && address.get(&l.to).is_some_and(|a| *a == l.address)
@@ -225,7 +228,7 @@ struct Candidate {
 
 /// The healthy set of a failing cluster report; None when the report is not a failing cluster.
 pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet> {
-    if report.mode != crate::model::Mode::Cluster || report.status != Status::Fail {
+    if report.mode != crate::core::Mode::Cluster || report.status != Status::Fail {
         return None;
     }
     let joined: BTreeSet<u32> = report
@@ -239,7 +242,7 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
     for f in report
         .findings
         .iter()
-        .filter(|f| f.id == "cluster.rendezvous")
+        .filter(|f| f.id == crate::rendezvous::ids::RENDEZVOUS)
     {
         if let Some(n) = f.evidence.get("nnodes").and_then(|v| v.as_u64()) {
             nnodes = nnodes.max(n.min(u64::from(u32::MAX)) as u32);
@@ -278,7 +281,7 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
     for c in &report.collectives {
         for r in c.failed_ranks.iter().filter(|r| joined.contains(r)) {
             let e = out.entry(*r).or_insert_with(|| (Vec::new(), String::new()));
-            let id = "collective.wrong".to_string();
+            let id = crate::collective::ids::WRONG.to_string();
             if !e.0.contains(&id) {
                 e.0.push(id);
             }
@@ -290,7 +293,7 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
     for r in (0..nnodes).filter(|r| !joined.contains(r)) {
         let e = out.entry(r).or_insert_with(|| (Vec::new(), String::new()));
         if e.0.is_empty() {
-            e.0.push("cluster.rendezvous".into());
+            e.0.push(crate::rendezvous::ids::RENDEZVOUS.into());
         }
         e.1 = "it never joined the coordinator".into();
     }
@@ -300,7 +303,7 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
                 out.insert(
                     r,
                     (
-                        vec!["link.slow".into()],
+                        vec![crate::link::ids::SLOW.into()],
                         "link.slow names it a slow node: slow with every healthy partner (--exclude-slow)".into(),
                     ),
                 );
@@ -349,7 +352,7 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
                     cand_out.insert(
                         *r,
                         (
-                            vec!["link.unreachable".into()],
+                            vec![crate::link::ids::UNREACHABLE.into()],
                             format!("it has no address on the network {}", net.id),
                         ),
                     );
@@ -380,7 +383,7 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
                         p.sort_unstable();
                         format!(
                             "its connections with {} failed on {}",
-                            super::common::ranks_phrase(p),
+                            crate::core::cluster_common::ranks_phrase(p),
                             net.id
                         )
                     }
@@ -389,7 +392,7 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
                         net.id
                     ),
                 };
-                cand_out.insert(*r, (vec!["link.unreachable".into()], why));
+                cand_out.insert(*r, (vec![crate::link::ids::UNREACHABLE.into()], why));
             }
             if best.as_ref().is_some_and(|b| b.keep.len() >= alive.len()) {
                 continue;
@@ -493,7 +496,7 @@ fn version_reason(f: &NodeFacts, kept: &NodeFacts) -> (Vec<String>, String) {
     let (kgpus, kvers) = group_key(kept);
     if gpus != kgpus && vers == kvers {
         return (
-            vec!["cluster.gpus".into()],
+            vec![crate::gpu::ids::GPUS.into()],
             format!("it has {gpus} visible GPU(s) where the larger group has {kgpus}"),
         );
     }
@@ -511,7 +514,7 @@ fn version_reason(f: &NodeFacts, kept: &NodeFacts) -> (Vec<String>, String) {
         })
         .collect();
     (
-        vec!["cluster.versions".into()],
+        vec![crate::rendezvous::ids::VERSIONS.into()],
         format!(
             "its versions differ from the larger group's: {}",
             diffs.join(", ")
@@ -566,5 +569,5 @@ fn pick_master(
 }
 
 #[cfg(test)]
-#[path = "healthy_set_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

@@ -1,10 +1,10 @@
 //! Tests of the healthy set from reports built with the cluster testkit.
 
 use super::*;
-use crate::cluster::testkit::{Cluster, iface, node};
-use crate::model::{
+use crate::core::{
     Finding, IfKind, LinkResult, Mode, NodeEntry, Recommendation, SCHEMA, Tool, overall_status,
 };
+use crate::testkit::{Cluster, iface, node};
 
 /// The report the coordinator would write for this cluster (findings from the real checks).
 fn report(c: &Cluster) -> Report {
@@ -76,9 +76,9 @@ fn a_dead_node_a_filtered_node_and_a_broken_pair_leave_seven() {
     assert_eq!(
         ids(&s),
         vec![
-            (3, vec!["cluster.rendezvous".to_string()]),
-            (5, vec!["link.unreachable".to_string()]),
-            (8, vec!["link.unreachable".to_string()]),
+            (3, vec![crate::rendezvous::ids::RENDEZVOUS.to_string()]),
+            (5, vec![crate::link::ids::UNREACHABLE.to_string()]),
+            (8, vec![crate::link::ids::UNREACHABLE.to_string()]),
         ]
     );
     assert_eq!(s.excluded[0].hostname, "node04");
@@ -214,7 +214,10 @@ fn the_larger_version_group_is_kept() {
     c.facts[3].nccl.torch_version = Some("2.4.0".into());
     let s = healthy_set(&report(&c), &HealthyOptions::default()).unwrap();
     let three = s.excluded.iter().find(|e| e.rank == 3).unwrap();
-    assert_eq!(three.reasons, vec!["cluster.versions".to_string()]);
+    assert_eq!(
+        three.reasons,
+        vec![crate::rendezvous::ids::VERSIONS.to_string()]
+    );
     assert!(
         three
             .why
@@ -242,7 +245,7 @@ fn exclude_slow_leaves_out_a_straggler_only_when_asked() {
     };
     let s = healthy_set(&report(&c), &opts).unwrap();
     let four = s.excluded.iter().find(|e| e.rank == 4).unwrap();
-    assert_eq!(four.reasons, vec!["link.slow".to_string()]);
+    assert_eq!(four.reasons, vec![crate::link::ids::SLOW.to_string()]);
     assert!(!s.order.contains(&4));
 }
 
@@ -293,7 +296,7 @@ fn big() -> Report {
     }
     let mut findings = vec![
         Finding::new(
-            "cluster.rendezvous",
+            crate::rendezvous::ids::RENDEZVOUS,
             Status::Fail,
             "gpu0000:29500",
             "2 of 4096 nodes never joined",
@@ -307,7 +310,7 @@ fn big() -> Report {
     for b in bad {
         findings.push(
             Finding::new(
-                "link.unreachable",
+                crate::link::ids::UNREACHABLE,
                 Status::Fail,
                 format!("{b}<->* eth0"),
                 "fails with every peer",

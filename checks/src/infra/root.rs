@@ -23,10 +23,10 @@ pub enum FileError {
     Io(#[from] io::Error),
     #[error("it is {what}, not a regular file")]
     NotRegular { what: &'static str },
-    #[error("it is {size} bytes, over the {} limit", crate::sys::format_bytes(*cap))]
+    #[error("it is {size} bytes, over the {} limit", crate::infra::format_bytes(*cap))]
     TooBig { size: u64, cap: u64 },
     /// A file whose metadata said less (procfs says 0) that kept going past the cap.
-    #[error("it holds more than the {} limit", crate::sys::format_bytes(*cap))]
+    #[error("it holds more than the {} limit", crate::infra::format_bytes(*cap))]
     TooLong { cap: u64 },
 }
 
@@ -143,7 +143,7 @@ impl Root {
                     "{}: {other}; preflight reads only regular files of at most {} there \
                      (in a --root tree, put the file's contents in a plain file)",
                     path.display(),
-                    crate::sys::format_bytes(MAX_FILE)
+                    crate::infra::format_bytes(MAX_FILE)
                 ),
             ),
         })

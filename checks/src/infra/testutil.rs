@@ -1,6 +1,6 @@
 //! Test helpers shared by the unit tests: paths into `tests/fixtures`.
 
-use crate::root::Root;
+use crate::infra::root::Root;
 
 /// A node fixture tree (`tests/fixtures/<name>`) standing in for `/`.
 pub fn fixture_root(name: &str) -> Root {

@@ -1,12 +1,12 @@
 //! `launch.as-written`: would the job as the user gave it (their master address, their `NCCL_SOCKET_IFNAME`) hang where the advice changes it? A change forced by a network that cannot carry the job is a warning that says so; a change for speed only stays a note.
 
-use super::ClusterInput;
-use crate::ifname::IfnameSpec;
-use crate::model::{Finding, Fix, LinkOutcome, Recommendation, Status};
-use crate::networks::NetworkEval;
+use crate::core::ClusterInput;
+use crate::core::NetworkEval;
+use crate::core::{Finding, Fix, LinkOutcome, Recommendation, Status};
+use crate::net::ifname::IfnameSpec;
 use std::net::IpAddr;
 
-pub const ID: &str = "launch.as-written";
+pub use crate::launch::ids::AS_WRITTEN as ID;
 
 /// The master address the job was given: as written, and what it resolved to.
 pub struct Given<'a> {
@@ -197,8 +197,8 @@ pub fn as_written(input: &ClusterInput, given: Option<Given<'_>>, rec: &Recommen
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
-    use crate::networks::{choose, discover, evaluate};
+    use crate::net::networks::{choose, discover, evaluate};
+    use crate::testkit::*;
 
     /// eno1 (10.0.0.0/24) passes only the master port; eth1 (10.1.0.0/24) carries everything.
     fn mgmt_only_master_port(eno1_works: bool) -> Cluster {
@@ -216,7 +216,7 @@ mod tests {
     }
 
     fn judge(c: &Cluster, given: &str) -> Finding {
-        let nodes: Vec<(u32, &crate::model::NodeFacts)> = c
+        let nodes: Vec<(u32, &crate::core::NodeFacts)> = c
             .facts
             .iter()
             .enumerate()
@@ -246,7 +246,7 @@ mod tests {
                 ("GLOO_SOCKET_IFNAME".to_string(), "eth1".to_string()),
             ]
             .into(),
-            launch: vec![crate::model::LaunchCommand {
+            launch: vec![crate::core::LaunchCommand {
                 node_rank: 0,
                 command: "NCCL_SOCKET_IFNAME=eth1 torchrun --master-addr=10.1.0.1 train.py".into(),
             }],

@@ -1,8 +1,8 @@
 //! Which node's firewall explains a failed connection: the receiver's incoming rules, the sender's outgoing rules, both, or neither (a firewall between them), from the rules each node read.
 
-use super::ClusterInput;
+use crate::core::ClusterInput;
+use crate::core::{Fix, LinkResult};
 use crate::firewall::{Direction, accept_peer_commands, path_verdict, verdict_text};
-use crate::model::{Fix, LinkResult};
 
 /// The side whose rules drop a connection, with the rule that does.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,12 +117,12 @@ pub(crate) fn culprit_fix(input: &ClusterInput, culprits: &[Culprit], peers: &[S
 /// how to tell them apart with `nc` from each side (and a third host), before changing anything.
 pub(crate) fn undecided_fix(input: &ClusterInput, link: &LinkResult, addr: &str) -> Fix {
     let (from, to) = (input.who(link.from), input.who(link.to));
-    let target = crate::net::host_port(addr, link.port);
+    let target = crate::infra::host_port(addr, link.port);
     let port = link.port;
     let hint = format!(
         "Either {to} drops incoming connections, or {from} drops its own outgoing ones, or a firewall between them (a switch ACL, a security group) does. Tell them apart with nc: listen on {to} (first command), connect from {from} (second), then connect to the same {target} from any other host (third). If only {from}'s connection fails, its outgoing rules or its path drop it (`iptables -vnL OUTPUT` there shows the counter that grows): accept on {from} with `iptables -I OUTPUT -d {addr} -j ACCEPT`. If every host fails, {to}'s incoming rules do (`iptables -vnL INPUT`): accept on {to} with `iptables -I INPUT -s <{from}'s address> -j ACCEPT`; if neither node's counters grow, the firewall is between them."
     );
-    let hint = if link.result == crate::model::LinkOutcome::Refused {
+    let hint = if link.result == crate::core::LinkOutcome::Refused {
         format!(
             "A refusal comes from a REJECT rule or from a port nothing listened on (rerun preflight if no rule rejects). {hint}"
         )
@@ -138,8 +138,8 @@ pub(crate) fn undecided_fix(input: &ClusterInput, link: &LinkResult, addr: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
-    use crate::model::{FirewallFacts, FwAction, FwRule, InputChain, LinkOutcome};
+    use crate::core::{FirewallFacts, FwAction, FwRule, InputChain, LinkOutcome};
+    use crate::testkit::*;
 
     fn output_drop() -> InputChain {
         InputChain {
@@ -181,7 +181,7 @@ mod tests {
         c.facts[0].firewall = read(None);
         c.facts[1].firewall = read(Some(output_drop()));
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(f.node, Some(1), "{f:#?}");
         assert!(
             f.summary.contains("rank 1 (node02) drops its own outgoing"),
@@ -210,7 +210,7 @@ mod tests {
         c.facts[0].firewall = fw;
         c.facts[1].firewall = read(None);
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(f.node, Some(0));
         assert_eq!(
             commands(f),
@@ -226,7 +226,7 @@ mod tests {
         c.facts[0].firewall = read(None);
         c.facts[1].firewall = read(None);
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert!(f.summary.contains("between them"), "{}", f.summary);
         let cmds = commands(f);
         assert!(cmds[0].starts_with("nc -l -k "), "{cmds:?}");
@@ -236,7 +236,7 @@ mod tests {
         // Unread rules on one side: both possibilities too, naming what was not read.
         c.facts[1].firewall = FirewallFacts::default();
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert!(f.summary.contains("not read"), "{}", f.summary);
         assert!(commands(f)[0].starts_with("nc -l -k "));
     }
@@ -255,7 +255,7 @@ mod tests {
             });
             c.facts
         };
-        let nodes: Vec<(u32, &crate::model::NodeFacts)> = nodes_facts
+        let nodes: Vec<(u32, &crate::core::NodeFacts)> = nodes_facts
             .iter()
             .enumerate()
             .map(|(i, f)| (i as u32, f))
@@ -284,7 +284,7 @@ mod tests {
             f[1].firewall.output6 = None;
             f
         };
-        let nodes: Vec<(u32, &crate::model::NodeFacts)> = v4_only
+        let nodes: Vec<(u32, &crate::core::NodeFacts)> = v4_only
             .iter()
             .enumerate()
             .map(|(i, f)| (i as u32, f))
@@ -308,7 +308,7 @@ mod tests {
             ufw_outgoing: Some("deny".into()),
             ..Default::default()
         };
-        let nodes: Vec<(u32, &crate::model::NodeFacts)> = c
+        let nodes: Vec<(u32, &crate::core::NodeFacts)> = c
             .facts
             .iter()
             .enumerate()

@@ -1,14 +1,14 @@
 //! `link.degraded`: a faster network that some node breaks (its NIC down, no carrier, no address, filtered, no route), and what falling back to the chosen one costs.
 
-use super::ClusterInput;
-use super::common::ranks_phrase;
-use super::unreachable::accept_subnet_commands;
-use crate::model::{Finding, Fix, Interface, LinkOutcome, NodeFacts, Status};
-use crate::networks::NetworkEval;
+use crate::core::ClusterInput;
+use crate::core::NetworkEval;
+use crate::core::cluster_common::ranks_phrase;
+use crate::core::{Finding, Fix, Interface, LinkOutcome, NodeFacts, Status};
+use crate::link::unreachable::accept_subnet_commands;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-const ID: &str = "link.degraded";
+use crate::link::ids::DEGRADED as ID;
 /// A network counts as faster when it beats the chosen one by more than this factor.
 const FASTER: f64 = 1.2;
 
@@ -286,7 +286,7 @@ fn degraded(input: &ClusterInput, lost: &NetworkEval, chosen: &NetworkEval) -> O
 }
 
 /// One warning per faster network that some node breaks; a pass when none is lost.
-pub(super) fn degraded_networks(input: &ClusterInput) -> Vec<Finding> {
+pub(crate) fn degraded_networks(input: &ClusterInput) -> Vec<Finding> {
     if input.joined().len() < 2 {
         return vec![Finding::new(
             ID,
@@ -330,7 +330,7 @@ pub(super) fn degraded_networks(input: &ClusterInput) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
+    use crate::testkit::*;
 
     /// Three healthy nodes with a second, 100 Gbit/s network on eth1 (10.1.0.0/24).
     fn two_networks(data_gbit: f64) -> Cluster {

@@ -1,11 +1,11 @@
 //! `link.idle-timeout`: connections between ring neighbours that carried data when opened and no longer after a silence (a stateful firewall or NAT that forgets idle connections), with the node's own conntrack timeout as the cause where it is the shorter one.
 
-use super::ClusterInput;
-use crate::model::{Finding, Fix, IdleLink, IdleOutcome, IdleTest, Status};
+use crate::core::ClusterInput;
+use crate::core::{Finding, Fix, IdleLink, IdleOutcome, IdleTest, Status};
 use serde_json::json;
 
 /// The finding's id.
-pub(crate) const ID: &str = "link.idle-timeout";
+pub(crate) use crate::link::ids::IDLE_TIMEOUT as ID;
 
 /// The kernel's default `nf_conntrack_tcp_timeout_established` (5 days), the value the fix
 /// restores on a Linux box that was set shorter.
@@ -19,7 +19,7 @@ struct Died<'a> {
 
 /// One `fail` per neighbour listener whose held connections stopped carrying data, or one
 /// `pass` (or `skip` when the test did not run).
-pub(super) fn idle_timeout(input: &ClusterInput) -> Vec<Finding> {
+pub(crate) fn idle_timeout(input: &ClusterInput) -> Vec<Finding> {
     let tests: Vec<&IdleTest> = input
         .nodes
         .iter()
@@ -183,7 +183,7 @@ fn round(s: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::NodeFacts;
+    use crate::core::NodeFacts;
 
     fn node(rank: u32, links: Vec<IdleLink>, conntrack: Option<u64>) -> NodeFacts {
         let mut f = NodeFacts {

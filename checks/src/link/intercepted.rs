@@ -1,14 +1,14 @@
 //! `link.intercepted`: connections that were accepted but never authenticated as the peer they dialled: a nat rule of the dialer (output) or of the peer (prerouting) that sends them elsewhere, named, else something between the nodes that answers in the peer's place. Told apart from a slow handshake.
 
-use super::ClusterInput;
-use super::common::GROUP_CHARS;
-use crate::model::{Finding, Fix, HandshakeFailure, LinkOutcome, LinkResult, NatRule, Status};
+use crate::core::ClusterInput;
+use crate::core::cluster_common::GROUP_CHARS;
+use crate::core::{Finding, Fix, HandshakeFailure, LinkOutcome, LinkResult, NatRule, Status};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
 /// The finding's id.
-pub(crate) const ID: &str = "link.intercepted";
+pub(crate) use crate::link::ids::INTERCEPTED as ID;
 
 /// Whether `addr` lies in `prefix` ("10.0.0.0/24", "10.0.0.7", "fd00::/64"); an unreadable
 /// prefix (a set, a negation) counts as matching: the rule may apply.
@@ -138,7 +138,7 @@ fn culprit(
 }
 
 /// One `fail` per culprit (a node's rule, or the path into one destination), or one `pass`.
-pub(super) fn intercepted(input: &ClusterInput) -> Vec<Finding> {
+pub(crate) fn intercepted(input: &ClusterInput) -> Vec<Finding> {
     let answering = answering(input);
     let mut by: BTreeMap<Culprit, Vec<&LinkResult>> = BTreeMap::new();
     for l in accepted_failures(input) {
@@ -172,7 +172,7 @@ fn finding(input: &ClusterInput, c: &Culprit, links: &[&LinkResult]) -> Finding 
     let how = how_text(links);
     let example = links
         .first()
-        .map(|l| super::common::host_port(&l.address, l.port))
+        .map(|l| crate::core::cluster_common::host_port(&l.address, l.port))
         .unwrap_or_default();
     let ports: BTreeSet<u16> = links.iter().map(|l| l.port).collect();
     let subnet = input
@@ -307,7 +307,7 @@ fn delete_command(text: &str) -> Option<String> {
 
 /// Appends to the symptom findings (a failed link from or into a node a `link.intercepted`
 /// finding names) that the cause is `link.intercepted`.
-pub(super) fn point_symptoms(findings: &mut [Finding]) {
+pub(crate) fn point_symptoms(findings: &mut [Finding]) {
     let pairs: Vec<(BTreeSet<u64>, BTreeSet<u64>)> = findings
         .iter()
         .filter(|f| f.id == ID && f.status == Status::Fail)
@@ -323,7 +323,7 @@ pub(super) fn point_symptoms(findings: &mut [Finding]) {
     }
     for f in findings
         .iter_mut()
-        .filter(|f| f.status == Status::Fail && f.id == "link.unreachable")
+        .filter(|f| f.status == Status::Fail && f.id == crate::link::ids::UNREACHABLE)
     {
         let to = f.evidence.get("to").and_then(|v| v.as_u64());
         let node = f.evidence.get("node").and_then(|v| v.as_u64());
@@ -371,8 +371,8 @@ fn ranks(v: &serde_json::Value) -> BTreeSet<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
-    use crate::model::FwRule;
+    use crate::core::FwRule;
+    use crate::testkit::*;
 
     fn redirect(hook: &str, text: &str, dest: Option<&str>) -> NatRule {
         NatRule {
@@ -428,7 +428,7 @@ mod tests {
                 .hint
                 .contains("excludeOutboundIPRanges: 10.0.0.0/24")
         );
-        let unreachable: Vec<&Finding> = with_id(&fs, "link.unreachable")
+        let unreachable: Vec<&Finding> = with_id(&fs, crate::link::ids::UNREACHABLE)
             .into_iter()
             .filter(|f| f.status == Status::Fail)
             .collect();
@@ -527,7 +527,7 @@ mod tests {
     fn the_judgment_alone_at_2_3_and_4096_nodes() {
         for n in [2u32, 3, 4096] {
             let rule = "-A ISTIO_REDIRECT -p tcp -j REDIRECT --to-ports 15001";
-            let facts: Vec<crate::model::NodeFacts> = (0..n)
+            let facts: Vec<crate::core::NodeFacts> = (0..n)
                 .map(|r| {
                     let mut f = node(r % 200);
                     f.hostname = format!("node{:04}", r + 1);
@@ -544,7 +544,7 @@ mod tests {
                     l
                 })
                 .collect();
-            let nodes: Vec<(u32, &crate::model::NodeFacts)> = facts
+            let nodes: Vec<(u32, &crate::core::NodeFacts)> = facts
                 .iter()
                 .enumerate()
                 .map(|(r, f)| (r as u32, f))

@@ -1,11 +1,11 @@
 //! `link.latency`: a node (or a group behind a cut) whose round-trip times stand far above the
-//! others', judged by [`crate::fail_slow`] with the RTT as a speed, against the lower quartile
+//! others', judged by [`crate::link::fail_slow`] with the RTT as a speed, against the lower quartile
 //! of the pairs' RTTs (which a slow minority cannot move).
 
-use super::ClusterInput;
-use super::common::links_on;
-use crate::fail_slow::{self, Sample};
-use crate::model::{Finding, Fix, Status};
+use crate::core::ClusterInput;
+use crate::core::cluster_common::links_on;
+use crate::core::{Finding, Fix, Status};
+use crate::link::fail_slow::{self, Sample};
 
 /// Latency is judged only where the reference round trip is under this (microseconds): a data
 /// centre's TCP round trip is tens of microseconds, while agents sharing a few loaded cores
@@ -15,10 +15,10 @@ const JUDGED_UP_TO_US: f64 = 2000.0;
 /// Without throughput-scheduled pairs to judge, every link is judged up to this many.
 const ALL_LINKS_UP_TO: usize = 64 * 63;
 
-pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
-    let Some(eval) = super::slow::judged_network(input) else {
+pub(crate) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
+    let Some(eval) = crate::link::slow::judged_network(input) else {
         return vec![Finding::new(
-            "link.latency",
+            crate::link::ids::LATENCY,
             Status::Skip,
             "latency",
             "no network connected any pair, so no round trip was measured",
@@ -47,7 +47,7 @@ pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
     if samples.is_empty() || (!scheduled && samples.len() > ALL_LINKS_UP_TO) {
         return vec![
             Finding::new(
-                "link.latency",
+                crate::link::ids::LATENCY,
                 Status::Skip,
                 net.clone(),
                 format!("no round-trip time was measured on {net}"),
@@ -60,7 +60,7 @@ pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
     if reference > JUDGED_UP_TO_US {
         return vec![
             Finding::new(
-                "link.latency",
+                crate::link::ids::LATENCY,
                 Status::Pass,
                 net.clone(),
                 format!(
@@ -88,7 +88,7 @@ pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
             .unwrap_or_default();
         out.push(
             Finding::new(
-                "link.latency",
+                crate::link::ids::LATENCY,
                 Status::Warn,
                 format!("{} {iface}", n.rank),
                 format!(
@@ -122,11 +122,12 @@ pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
         );
     }
     for c in &v.cuts {
-        let hosts = |ranks: &[u32]| input.hosts_within(ranks, super::common::GROUP_CHARS);
+        let hosts =
+            |ranks: &[u32]| input.hosts_within(ranks, crate::core::cluster_common::GROUP_CHARS);
         let (ha, hb) = (hosts(&c.a), hosts(&c.b));
         out.push(
             Finding::new(
-                "link.latency",
+                crate::link::ids::LATENCY,
                 Status::Warn,
                 format!("cut {ha} | {hb}"),
                 format!(
@@ -150,7 +151,7 @@ pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
     if out.is_empty() {
         out.push(
             Finding::new(
-                "link.latency",
+                crate::link::ids::LATENCY,
                 Status::Pass,
                 net.clone(),
                 format!(
@@ -170,8 +171,8 @@ pub(super) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::testkit::*;
-    use crate::model::{LinkOutcome, Status};
+    use crate::core::{LinkOutcome, Status};
+    use crate::testkit::*;
     use serde_json::json;
 
     #[test]
@@ -188,7 +189,7 @@ mod tests {
             }
         }
         let fs = c.findings();
-        let f = only(&fs, "link.latency");
+        let f = only(&fs, crate::link::ids::LATENCY);
         assert_eq!(f.status, Status::Warn, "{f:#?}");
         assert_eq!(f.node, Some(3));
         assert_eq!(f.evidence["send_median_rtt_us"], json!(4000.0));
@@ -198,6 +199,9 @@ mod tests {
                 l.rtt_us = Some(300.0);
             }
         }
-        assert_eq!(only(&c.findings(), "link.latency").status, Status::Pass);
+        assert_eq!(
+            only(&c.findings(), crate::link::ids::LATENCY).status,
+            Status::Pass
+        );
     }
 }

@@ -1,15 +1,15 @@
 //! `link.mtu-mismatch`: interface MTUs that differ on the chosen network, or a path that carries less than the interfaces.
 
-use super::ClusterInput;
-use super::common::{links_on, rank_map, ranks_phrase};
-use crate::model::{Finding, Fix, Status};
-use crate::networks::NetworkEval;
+use crate::core::ClusterInput;
+use crate::core::NetworkEval;
+use crate::core::cluster_common::{links_on, rank_map, ranks_phrase};
+use crate::core::{Finding, Fix, Status};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub(super) fn mtu_mismatch(input: &ClusterInput) -> Finding {
+pub(crate) fn mtu_mismatch(input: &ClusterInput) -> Finding {
     let Some(eval) = input.chosen else {
         return Finding::new(
-            "link.mtu-mismatch",
+            crate::link::ids::MTU_MISMATCH,
             Status::Skip,
             "mtu",
             "no network connects every node, so none is chosen to compare MTUs on",
@@ -47,13 +47,18 @@ pub(super) fn mtu_mismatch(input: &ClusterInput) -> Finding {
         .map(|(a, b, m)| (format!("{a}->{b}"), *m))
         .collect();
     let base = |status, summary: String| {
-        Finding::new("link.mtu-mismatch", status, subject.clone(), summary)
-            .with("network", &eval.network.id)
-            .with("mtu", rank_map(&mtus))
-            .with("path_mtu", &narrow)
-            .with("path_mtu_measured", measured)
-            .with("path_mtu_narrower", narrow_all.len())
-            .with("path_mtu_min", measured_min)
+        Finding::new(
+            crate::link::ids::MTU_MISMATCH,
+            status,
+            subject.clone(),
+            summary,
+        )
+        .with("network", &eval.network.id)
+        .with("mtu", rank_map(&mtus))
+        .with("path_mtu", &narrow)
+        .with("path_mtu_measured", measured)
+        .with("path_mtu_narrower", narrow_all.len())
+        .with("path_mtu_min", measured_min)
     };
     let distinct: BTreeSet<u32> = mtus.values().copied().collect();
     if distinct.len() > 1 {
@@ -164,8 +169,8 @@ fn interface_mtus_differ(
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::testkit::*;
-    use crate::model::Status;
+    use crate::core::Status;
+    use crate::testkit::*;
     use serde_json::json;
 
     #[test]
@@ -173,7 +178,7 @@ mod tests {
         let mut c = Cluster::healthy(3);
         c.facts[1].net.interfaces[0].mtu = Some(9000);
         let fs = c.findings();
-        let f = only(&fs, "link.mtu-mismatch");
+        let f = only(&fs, crate::link::ids::MTU_MISMATCH);
         assert_eq!(f.status, Status::Warn);
         assert_eq!(f.evidence["mtu"]["1"], json!(9000));
         assert_eq!(f.evidence["common_mtu"], json!(1500));
@@ -191,7 +196,7 @@ mod tests {
             f.net.interfaces[0].mtu = Some(9000);
         }
         assert_eq!(
-            only(&c.findings(), "link.mtu-mismatch").status,
+            only(&c.findings(), crate::link::ids::MTU_MISMATCH).status,
             Status::Pass
         );
         for l in &mut c.links {
@@ -202,7 +207,7 @@ mod tests {
             });
         }
         let fs = c.findings();
-        let f = only(&fs, "link.mtu-mismatch");
+        let f = only(&fs, crate::link::ids::MTU_MISMATCH);
         assert_eq!(f.status, Status::Warn);
         assert_eq!(f.evidence["path_mtu"]["0->1"], json!(1500));
         assert!(f.summary.contains("only 1500"), "{}", f.summary);

@@ -1,12 +1,12 @@
 //! `link.mtu-blackhole`: a connection was established but a large message stalled, and the largest don't-fragment packet that passed is below the interfaces' MTU: something between the nodes drops larger frames silently.
 
-use super::ClusterInput;
-use super::common::ranks_phrase;
-use crate::model::{Finding, Fix, LinkResult, Status};
+use crate::core::ClusterInput;
+use crate::core::cluster_common::ranks_phrase;
+use crate::core::{Finding, Fix, LinkResult, Status};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
-pub const ID: &str = "link.mtu-blackhole";
+pub use crate::link::ids::MTU_BLACKHOLE as ID;
 
 /// The MTU to set: 1500 when the path carries about that (the probe's search stops within
 /// 8 bytes), else the largest size that passed.
@@ -36,7 +36,7 @@ type Hole<'a> = (
     Option<(String, u32)>,
 );
 
-pub(super) fn mtu_blackhole(input: &ClusterInput) -> Finding {
+pub(crate) fn mtu_blackhole(input: &ClusterInput) -> Finding {
     // A stall whose path MTU is below what the receiving interface is set to.
     let holes: Vec<Hole> = input
         .links
@@ -148,8 +148,8 @@ pub(super) fn mtu_blackhole(input: &ClusterInput) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
-    use crate::model::LinkOutcome;
+    use crate::core::LinkOutcome;
+    use crate::testkit::*;
 
     fn jumbo(c: &mut Cluster) {
         for f in &mut c.facts {

@@ -1,14 +1,14 @@
 //! `cluster.nat`: a node whose join reached rank 0 from an address none of its interfaces hold sits behind NAT, so the address NCCL and gloo advertise for it is one its peers cannot reach.
 
-use super::ClusterInput;
-use super::common::GROUP_CHARS;
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::ClusterInput;
+use crate::core::cluster_common::GROUP_CHARS;
+use crate::core::{Finding, Fix, NodeFacts, Status};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 /// The finding's id.
-pub(crate) const ID: &str = "cluster.nat";
+pub(crate) use crate::link::ids::NAT as ID;
 
 /// Addresses of a node named in a summary before "and N more".
 const ADDRS_SHOWN: usize = 3;
@@ -97,7 +97,7 @@ fn addrs_text(addrs: &[IpAddr]) -> String {
 }
 
 /// One `fail` per node behind NAT (each leaves the healthy set), or one `pass`.
-pub(super) fn nat(input: &ClusterInput) -> Vec<Finding> {
+pub(crate) fn nat(input: &ClusterInput) -> Vec<Finding> {
     let found = translated(input);
     if found.is_empty() {
         let checked = input
@@ -181,7 +181,7 @@ pub(super) fn nat(input: &ClusterInput) -> Vec<Finding> {
 
 /// Appends to the symptom findings (a failed link into a node behind NAT, the network it is
 /// absent from) that the cause is `cluster.nat`, in words and in `evidence.caused_by`.
-pub(super) fn point_symptoms(input: &ClusterInput, findings: &mut [Finding]) {
+pub(crate) fn point_symptoms(input: &ClusterInput, findings: &mut [Finding]) {
     let found = translated(input);
     if found.is_empty() {
         return;
@@ -246,8 +246,8 @@ fn involved_ranks(f: &Finding) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
-    use crate::model::{IfAddr, LinkOutcome};
+    use crate::core::{IfAddr, LinkOutcome};
+    use crate::testkit::*;
 
     fn joined_from_own(c: &mut Cluster) {
         for (r, f) in c.facts.iter_mut().enumerate() {
@@ -288,7 +288,7 @@ mod tests {
         let fix = f.fix.as_ref().unwrap();
         assert!(fix.hint.contains("--network=host") && fix.hint.contains("hostNetwork: true"));
         // The symptom names its cause.
-        let sym: Vec<&Finding> = with_id(&fs, "link.unreachable")
+        let sym: Vec<&Finding> = with_id(&fs, crate::link::ids::UNREACHABLE)
             .into_iter()
             .filter(|f| f.status == Status::Fail)
             .collect();

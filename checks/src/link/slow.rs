@@ -1,15 +1,15 @@
-//! `link.slow`: the measured throughput judged by [`crate::fail_slow`] (a reference the slow part
+//! `link.slow`: the measured throughput judged by [`crate::link::fail_slow`] (a reference the slow part
 //! cannot move, a rated speed, `--min-link-gbit`), each slow part named as what it is: a node
 //! and its direction, a cut between two groups, a pair, one direction, or the whole link.
 
-use super::ClusterInput;
-use super::common::{GROUP_CHARS, links_on, links_to};
-use crate::fail_slow::{self, Cut, Direction, Sample, SlowNode, SlowPair, Verdict};
-use crate::model::{Finding, Fix, LinkResult, Status};
-use crate::networks::NetworkEval;
+use crate::core::ClusterInput;
+use crate::core::NetworkEval;
+use crate::core::cluster_common::{GROUP_CHARS, links_on, links_to};
+use crate::core::{Finding, Fix, LinkResult, Status};
+use crate::link::fail_slow::{self, Cut, Direction, Sample, SlowNode, SlowPair, Verdict};
 use std::collections::HashSet;
 
-pub use crate::fail_slow::SLOW_SHARE;
+pub use crate::link::fail_slow::SLOW_SHARE;
 
 /// One TCP stream rarely fills more than this (Gbit/s), so faster rated links are judged by
 /// the reference only.
@@ -17,7 +17,7 @@ const RATED_CHECK_MAX_GBIT: f64 = 25.0;
 
 /// The network whose measurements are judged: the chosen one, else (a failing cluster, where
 /// the healthy set needs the judgment most) the one on which the most pairs connected.
-pub(super) fn judged_network<'a>(input: &ClusterInput<'a>) -> Option<&'a NetworkEval> {
+pub(crate) fn judged_network<'a>(input: &ClusterInput<'a>) -> Option<&'a NetworkEval> {
     input.chosen.or_else(|| {
         input
             .evals
@@ -27,10 +27,10 @@ pub(super) fn judged_network<'a>(input: &ClusterInput<'a>) -> Option<&'a Network
     })
 }
 
-pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
+pub(crate) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
     let Some(eval) = judged_network(input) else {
         return vec![Finding::new(
-            "link.slow",
+            crate::link::ids::SLOW,
             Status::Skip,
             "throughput",
             "no network connected any pair, so no throughput was measured",
@@ -42,7 +42,7 @@ pub(super) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
     let Some(reference) = v.reference else {
         return vec![
             Finding::new(
-                "link.slow",
+                crate::link::ids::SLOW,
                 Status::Skip,
                 eval.network.id.clone(),
                 format!("no throughput was measured on {}", eval.network.id),
@@ -150,7 +150,7 @@ impl Ctx<'_> {
         &self.eval.network.id
     }
 
-    fn member(&self, rank: u32) -> Option<&crate::networks::Member> {
+    fn member(&self, rank: u32) -> Option<&crate::core::Member> {
         self.eval.network.members.get(&rank)
     }
 
@@ -199,7 +199,7 @@ impl Ctx<'_> {
 
     /// A warning; `part` names the slow part in a few words, for the all-reduce's finding.
     fn base(&self, subject: String, summary: String, kind: &str, part: String) -> Finding {
-        Finding::new("link.slow", Status::Warn, subject, summary)
+        Finding::new(crate::link::ids::SLOW, Status::Warn, subject, summary)
             .with("kind", kind)
             .with("unconfirmed", self.verdict.unconfirmed)
             .with("part", part)
@@ -536,7 +536,7 @@ impl Ctx<'_> {
                     .filter_map(|l| l.throughput_gbit_s.map(f64::from))
                     .filter(|t| t.is_finite())
                     .collect();
-                crate::stats::median(&mut v).map(|m| (e.network.id.clone(), m))
+                crate::infra::stats::median(&mut v).map(|m| (e.network.id.clone(), m))
             })
             .collect()
     }
@@ -554,7 +554,7 @@ impl Ctx<'_> {
             ),
         };
         Finding::new(
-            "link.slow",
+            crate::link::ids::SLOW,
             Status::Pass,
             self.net().to_string(),
             format!(
@@ -577,8 +577,8 @@ impl Ctx<'_> {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::testkit::*;
-    use crate::model::{LinkOutcome, Status};
+    use crate::core::{LinkOutcome, Status};
+    use crate::testkit::*;
     use serde_json::json;
 
     fn shape(c: &mut Cluster, f: impl Fn(u32, u32) -> Option<f32>) {
@@ -596,7 +596,7 @@ mod tests {
         let mut c = Cluster::healthy(3);
         shape(&mut c, |a, b| (a + b == 2 && a != b).then_some(1.0));
         let fs = c.findings();
-        let v = with_id(&fs, "link.slow");
+        let v = with_id(&fs, crate::link::ids::SLOW);
         assert_eq!(v.len(), 1, "{v:#?}");
         let f = v[0];
         assert_eq!(f.status, Status::Warn);
@@ -617,7 +617,7 @@ mod tests {
         shape(&mut c, |a, b| (a == 5 || b == 5).then_some(0.5));
         shape(&mut c, |a, b| (a == 1 && b == 2).then_some(1.0));
         let fs = c.findings();
-        let v = with_id(&fs, "link.slow");
+        let v = with_id(&fs, crate::link::ids::SLOW);
         assert_eq!(v.len(), 2, "{v:#?}");
         let node = v.iter().find(|f| f.node == Some(5)).expect("rank 5 named");
         assert!(
@@ -647,7 +647,7 @@ mod tests {
             Some(if a == 2 || b == 2 { 0.01 } else { 17.0 })
         });
         let fs = c.findings();
-        let v = with_id(&fs, "link.slow");
+        let v = with_id(&fs, crate::link::ids::SLOW);
         assert_eq!(v.len(), 1, "{v:#?}");
         assert_eq!(v[0].node, Some(2));
         assert_eq!(v[0].evidence["reference_gbit_s"], json!(17.0));
@@ -658,7 +658,7 @@ mod tests {
         let mut c = Cluster::healthy(2);
         shape(&mut c, |_, _| Some(2.0));
         let fs = c.findings();
-        let v = with_id(&fs, "link.slow");
+        let v = with_id(&fs, crate::link::ids::SLOW);
         assert_eq!(v.len(), 1, "{v:#?}");
         assert_eq!(v[0].evidence["kind"], json!("everywhere"));
         assert!(
@@ -674,11 +674,14 @@ mod tests {
             f.net.interfaces[0].speed_mbps = Some(200_000);
         }
         shape(&mut c, |_, _| Some(30.0));
-        assert_eq!(only(&c.findings(), "link.slow").status, Status::Pass);
+        assert_eq!(
+            only(&c.findings(), crate::link::ids::SLOW).status,
+            Status::Pass
+        );
         // ... unless the user's floor says so.
         c.min_link_gbit = Some(40.0);
         let fs = c.findings();
-        let f = only(&fs, "link.slow");
+        let f = only(&fs, crate::link::ids::SLOW);
         assert!(f.summary.contains("--min-link-gbit 40.00"), "{}", f.summary);
     }
 
@@ -688,6 +691,9 @@ mod tests {
         for l in &mut c.links {
             l.throughput_gbit_s = None;
         }
-        assert_eq!(only(&c.findings(), "link.slow").status, Status::Skip);
+        assert_eq!(
+            only(&c.findings(), crate::link::ids::SLOW).status,
+            Status::Skip
+        );
     }
 }

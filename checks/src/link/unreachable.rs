@@ -1,13 +1,13 @@
 //! `link.unreachable`: pairs of nodes that cannot connect on the judged network, one finding per destination (or one for a node that fails with every peer), with the command that opens it.
 
-use super::ClusterInput;
-use super::attribution::{
+use crate::core::ClusterInput;
+use crate::core::cluster_common::{LIST_CAP, host_port, links_on, rank_map, ranks_phrase};
+use crate::core::{Finding, FirewallFacts, Fix, LinkOutcome, LinkResult, Status};
+use crate::core::{Member, NetworkEval};
+use crate::firewall::{Direction, accept_peer_commands};
+use crate::link::attribution::{
     Attribution, Culprit, attribute, culprit_fix, culprit_phrase, undecided_fix,
 };
-use super::common::{LIST_CAP, host_port, links_on, rank_map, ranks_phrase};
-use crate::firewall::{Direction, accept_peer_commands};
-use crate::model::{Finding, FirewallFacts, Fix, LinkOutcome, LinkResult, Status};
-use crate::networks::{Member, NetworkEval};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -46,7 +46,7 @@ fn interfaces_by_rank(eval: &NetworkEval) -> Value {
 
 /// Commands that make a node accept every connection from `source` (a prefix), for the
 /// firewall it runs and the address family.
-pub(super) fn accept_subnet_commands(fw: Option<&FirewallFacts>, source: &str) -> Vec<String> {
+pub(crate) fn accept_subnet_commands(fw: Option<&FirewallFacts>, source: &str) -> Vec<String> {
     accept_peer_commands(fw, Direction::Incoming, source)
 }
 
@@ -109,12 +109,12 @@ fn dominant_outcome(failed: &[&LinkResult]) -> LinkOutcome {
     .unwrap_or(LinkOutcome::Error)
 }
 
-pub(super) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
+pub(crate) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
     let joined: Vec<u32> = input.joined().into_iter().collect();
     if joined.len() < 2 {
         return vec![
             Finding::new(
-                "link.unreachable",
+                crate::link::ids::UNREACHABLE,
                 Status::Skip,
                 "links",
                 "fewer than two nodes joined: no pairs to test",
@@ -125,7 +125,7 @@ pub(super) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
     let Some(eval) = judged_network(input) else {
         return vec![
             Finding::new(
-                "link.unreachable",
+                crate::link::ids::UNREACHABLE,
                 Status::Fail,
                 "links",
                 "the nodes share no network: no up interface with a usable IPv4 or IPv6 address was found to test",
@@ -181,7 +181,7 @@ pub(super) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
         if eval.fully_connected || input.chosen.is_some() {
             out.push(
                 Finding::new(
-                    "link.unreachable",
+                    crate::link::ids::UNREACHABLE,
                     Status::Pass,
                     eval.network.id.clone(),
                     format!(
@@ -198,7 +198,7 @@ pub(super) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
         } else {
             out.push(
                 Finding::new(
-                    "link.unreachable",
+                    crate::link::ids::UNREACHABLE,
                     Status::Fail,
                     eval.network.id.clone(),
                     format!(
@@ -394,7 +394,7 @@ fn isolated_node(
     let side = |l: &LinkResult, peer: u32| json!({"peer": peer, "host": input.host(peer), "result": l.result.as_str(), "port": l.port, "error": l.error});
     Some(
         Finding::new(
-            "link.unreachable",
+            crate::link::ids::UNREACHABLE,
             Status::Fail,
             format!("{x}<->* {iface}"),
             format!(
@@ -577,7 +577,7 @@ fn absent_members(
     }
     let fix = fix.command("ip -br addr");
     Finding::new(
-        "link.unreachable",
+        crate::link::ids::UNREACHABLE,
         Status::Fail,
         eval.network.id.clone(),
         format!(
@@ -685,22 +685,27 @@ fn unreachable_destination(
         Blame::Senders(c) if c.iter().all(|x| Some(x.node) == cause_node) => cause_node,
         _ => Some(to),
     };
-    let mut f = Finding::new("link.unreachable", Status::Fail, subject, summary)
-        .on_node(shown_on)
-        .with("cause_node", cause_node)
-        .with("cause_direction", cause_direction)
-        .with("cause_rule", &cause_rule)
-        .with("network", &eval.network.id)
-        .with("to", to)
-        .with("to_host", input.host(to))
-        .with("interface", &member.interface)
-        .with("address", &addr)
-        .with("ports", &ports)
-        .with("sources", sources_ev)
-        .with("not_measured", &not_measured)
-        .with("pairs_ok", eval.pairs_ok)
-        .with("pairs_total", eval.pairs_total)
-        .with("other_networks", others.clone());
+    let mut f = Finding::new(
+        crate::link::ids::UNREACHABLE,
+        Status::Fail,
+        subject,
+        summary,
+    )
+    .on_node(shown_on)
+    .with("cause_node", cause_node)
+    .with("cause_direction", cause_direction)
+    .with("cause_rule", &cause_rule)
+    .with("network", &eval.network.id)
+    .with("to", to)
+    .with("to_host", input.host(to))
+    .with("interface", &member.interface)
+    .with("address", &addr)
+    .with("ports", &ports)
+    .with("sources", sources_ev)
+    .with("not_measured", &not_measured)
+    .with("pairs_ok", eval.pairs_ok)
+    .with("pairs_total", eval.pairs_total)
+    .with("other_networks", others.clone());
     if !failed.is_empty() {
         f = f.fix(match &blamed {
             Blame::Senders(c) => culprit_fix(input, c, &eval.network.sources()),
@@ -877,7 +882,7 @@ fn destination_fix(
 
 /// The fix for [`local_drop`]: `net.arp-flux`'s, run on the node that drops.
 fn local_drop_fix(input: &ClusterInput, node: u32) -> Option<Fix> {
-    let own = crate::scale::arp_flux::check(input.facts(node)?).fix?;
+    let own = crate::net::arp_flux::check(input.facts(node)?).fix?;
     Some(Fix {
         hint: format!(
             "On {}: {}{}",
@@ -904,7 +909,7 @@ fn local_drop(
         _ => return None,
     };
     let (subnet, others) =
-        crate::scale::arp_flux::strict_shared_nic(input.facts(to)?, &member.interface)?;
+        crate::net::arp_flux::strict_shared_nic(input.facts(to)?, &member.interface)?;
     Some(format!(
         "{how} because {} drops them itself: its {} shares {subnet} with {} and has rp_filter 1 (strict), so a packet or ARP request arriving on {} whose route back leaves by another NIC is discarded (see net.arp-flux on that node; no firewall is involved)",
         input.who(to),
@@ -917,7 +922,7 @@ fn local_drop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
+    use crate::testkit::*;
 
     #[test]
     fn dropped_high_ports_fail_once_for_the_filtering_node_with_its_firewall_command() {
@@ -926,7 +931,7 @@ mod tests {
         c.set(1, 2, LinkOutcome::Timeout);
         c.facts[2].firewall.ufw = Some("active".into());
         let fs = c.findings();
-        let v = with_id(&fs, "link.unreachable");
+        let v = with_id(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(v.len(), 1, "{v:#?}");
         let f = v[0];
         assert_eq!(f.status, Status::Fail);
@@ -944,7 +949,10 @@ mod tests {
             json!("172.17.0.0/24")
         );
         // Nothing is chosen, so the MTU and speed checks have nothing to judge.
-        assert_eq!(only(&fs, "link.mtu-mismatch").status, Status::Skip);
+        assert_eq!(
+            only(&fs, crate::link::ids::MTU_MISMATCH).status,
+            Status::Skip
+        );
     }
 
     #[test]
@@ -955,7 +963,7 @@ mod tests {
             c.set(2, peer, LinkOutcome::Timeout);
         }
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.node, Some(2));
         assert!(
@@ -982,7 +990,7 @@ mod tests {
             c.set(2, peer, LinkOutcome::Timeout);
         }
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(f.node, Some(2));
         assert_eq!(f.evidence["direction"], json!("outbound"));
         assert!(
@@ -1001,13 +1009,13 @@ mod tests {
         for peer in [0, 1] {
             c.set(peer, 2, LinkOutcome::Timeout);
         }
-        c.facts[2].firewall.output = Some(crate::model::InputChain {
+        c.facts[2].firewall.output = Some(crate::core::InputChain {
             policy: "drop".into(),
             name: Some("filter OUTPUT".into()),
             ..Default::default()
         });
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(
             commands(f),
             vec!["iptables -I OUTPUT -d 10.0.0.0/24 -j ACCEPT"]
@@ -1027,14 +1035,14 @@ mod tests {
             c.set(2, peer, LinkOutcome::Unreachable);
         }
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(f.evidence["cause"], json!("route"), "{f:#?}");
         assert!(f.summary.contains("no route"), "{}", f.summary);
         c.facts[2].net.interfaces[0].up = false;
         c.facts[2].net.interfaces[0].oper_state = "down".into();
         // A node whose interface is down has no address on the network: named with why.
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(f.evidence["absent"], json!([2]));
         assert_eq!(f.evidence["interfaces_down"][0]["interface"], json!("eno1"));
         assert!(
@@ -1051,14 +1059,14 @@ mod tests {
         c.set(0, 2, LinkOutcome::Timeout);
         c.set(1, 2, LinkOutcome::Timeout);
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(f.evidence["direction"], json!("inbound"));
         assert!(f.summary.contains("fails with every peer"), "{}", f.summary);
         // One failing pair of three nodes: a link finding, not a node's.
         let mut c = Cluster::healthy(3);
         c.set(0, 2, LinkOutcome::Timeout);
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert!(!f.summary.contains("every peer"), "{}", f.summary);
         assert_eq!(f.subject, "0->2 eno1");
         // Two nodes: a failing pair cannot tell which side is the cause.
@@ -1067,7 +1075,7 @@ mod tests {
         c.set(1, 0, LinkOutcome::Timeout);
         let fs = c.findings();
         assert!(
-            with_id(&fs, "link.unreachable")
+            with_id(&fs, crate::link::ids::UNREACHABLE)
                 .iter()
                 .all(|f| !f.summary.contains("every peer"))
         );
@@ -1103,7 +1111,7 @@ mod tests {
         c.set(0, 1, LinkOutcome::Refused);
         c.facts[1].firewall.backend = Some("nftables".into());
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(f.node, Some(1));
         assert!(
             f.summary
@@ -1135,7 +1143,7 @@ mod tests {
         c.facts[1].firewall.backend = Some("nftables".into());
         let fs = c.findings();
         assert_eq!(
-            commands(only(&fs, "link.unreachable")),
+            commands(only(&fs, crate::link::ids::UNREACHABLE)),
             vec!["nft insert rule inet filter input ip saddr 10.0.0.0/24 accept"]
         );
     }
@@ -1145,7 +1153,7 @@ mod tests {
         let mut c = Cluster::healthy(2);
         c.set(1, 0, LinkOutcome::Unreachable);
         let fs = c.findings();
-        let f = only(&fs, "link.unreachable");
+        let f = only(&fs, crate::link::ids::UNREACHABLE);
         assert_eq!(commands(f), vec!["ip route get 10.0.0.1"]);
     }
 
@@ -1156,7 +1164,7 @@ mod tests {
         c.facts[2].net.interfaces[0].name = "eno9".into();
         c.facts[2].net.interfaces[0].ipv4[0].addr = "10.9.9.3".parse().unwrap();
         let fs = c.findings();
-        let v = with_id(&fs, "link.unreachable");
+        let v = with_id(&fs, crate::link::ids::UNREACHABLE);
         let absent = v
             .iter()
             .find(|f| f.evidence.contains_key("absent"))
@@ -1175,7 +1183,7 @@ mod tests {
             "10.0.0.103",
             1500,
             Some(10_000),
-            crate::model::IfKind::Physical,
+            crate::core::IfKind::Physical,
         ));
         f.scale.rp_filter.insert("all".into(), 1);
         f.scale.ip_rules = Some(Vec::new());
@@ -1183,7 +1191,7 @@ mod tests {
             c.set(from, 2, LinkOutcome::Timeout);
         }
         let fs = c.findings();
-        let f = with_id(&fs, "link.unreachable")
+        let f = with_id(&fs, crate::link::ids::UNREACHABLE)
             .into_iter()
             .find(|f| f.status == Status::Fail)
             .expect("a failing link.unreachable");
@@ -1207,7 +1215,7 @@ mod tests {
         c.facts[2].scale.rp_filter.insert("all".into(), 2);
         let fs = c.findings();
         assert!(
-            with_id(&fs, "link.unreachable")
+            with_id(&fs, crate::link::ids::UNREACHABLE)
                 .iter()
                 .all(|f| !f.summary.contains("drops them itself"))
         );

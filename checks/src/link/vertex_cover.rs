@@ -12,7 +12,7 @@ fn key(rank: u32, degree: usize, tp: &HashMap<u32, f64>) -> Key {
 
 /// The nodes to remove so that no failed pair is left: greedy by the most failures explained,
 /// then a bounded exact search when the conflict graph is small. Returns (removed, exact).
-pub(super) fn cover(edges: &BTreeSet<(u32, u32)>, tp: &HashMap<u32, f64>) -> (BTreeSet<u32>, bool) {
+pub(crate) fn cover(edges: &BTreeSet<(u32, u32)>, tp: &HashMap<u32, f64>) -> (BTreeSet<u32>, bool) {
     if edges.is_empty() {
         return (BTreeSet::new(), true);
     }

@@ -1,9 +1,13 @@
 //! Checks for the nccl concern (pure functions of facts): which libnccl the job loads.
 
-use crate::CheckContext;
-use crate::model::{Finding, Fix, NcclCandidate, NcclFacts, NodeFacts, Status};
+pub mod catalog;
+pub mod ids;
+pub mod probe;
 
-const ID: &str = "nccl.library";
+use crate::core::CheckContext;
+use crate::core::{Finding, Fix, NcclCandidate, NcclFacts, NodeFacts, Status};
+
+use crate::nccl::ids::LIBRARY as ID;
 
 /// The command that prints the NCCL PyTorch really uses.
 const TORCH_NCCL: &str =
@@ -307,11 +311,11 @@ mod tests {
 
     #[test]
     fn fixture_probe_feeds_the_check() {
-        let root = crate::root::Root::at(concat!(
+        let root = crate::infra::root::Root::at(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../tests/fixtures/nccl-envs"
         ));
-        let n = crate::probe::nccl::probe(&root, &Default::default());
+        let n = crate::nccl::probe::probe(&root, &Default::default());
         let f = check_library(&n);
         // ld.so.cache (2.23.4) and /usr/local/cuda/lib64 (2.17.1) differ.
         assert_eq!(f.status, Status::Warn);

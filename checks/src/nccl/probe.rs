@@ -13,8 +13,8 @@
 //! the real root or when asked; otherwise, or when that fails, from the file name
 //! (`libnccl.so.2.21.5`) or the wheel's `nvidia_nccl_cu12-2.21.5.dist-info`.
 
-use crate::model::{NcclCandidate, NcclFacts};
-use crate::root::Root;
+use crate::core::{NcclCandidate, NcclFacts};
+use crate::infra::root::Root;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -378,12 +378,12 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
-        #![proptest_config(crate::testutil::proptest_config())]
+        #![proptest_config(crate::infra::testutil::proptest_config())]
 
         /// `torch/version.py` lines and library file names: no panic, bounded time.
         #[test]
         fn version_parsers_take_any_text(
-            text in crate::testutil::near_lines("__version__ = '2.5.1+cu124'\n__version__: str = \"2.4.0\"\n__version__ = '\nlibnccl.so.2.21.5\nlibnccl.so.2\nlibnccl.so..1.\nnvidia_nccl_cu12-2.21.5.dist-info"),
+            text in crate::infra::testutil::near_lines("__version__ = '2.5.1+cu124'\n__version__: str = \"2.4.0\"\n__version__ = '\nlibnccl.so.2.21.5\nlibnccl.so.2\nlibnccl.so..1.\nnvidia_nccl_cu12-2.21.5.dist-info"),
         ) {
             let start = std::time::Instant::now();
             for line in text.lines() {
@@ -393,7 +393,7 @@ mod tests {
                 }
             }
             let took = start.elapsed();
-            proptest::prop_assert!(took < crate::testutil::PROP_LIMIT, "took {took:?}");
+            proptest::prop_assert!(took < crate::infra::testutil::PROP_LIMIT, "took {took:?}");
         }
     }
 

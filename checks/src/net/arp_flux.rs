@@ -5,11 +5,11 @@
 //! `rp_filter` (1) on a NIC the subnet's route does not leave by, the kernel also drops what
 //! arrives on it: peers dialling that NIC's address time out, as if a firewall dropped them.
 
-use crate::model::{Finding, Fix, IfKind, NodeFacts, Status};
+use crate::core::{Finding, Fix, IfKind, NodeFacts, Status};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-pub const ID: &str = "net.arp-flux";
+pub use crate::net::ids::ARP_FLUX as ID;
 
 fn subnet(a: Ipv4Addr, prefix: u8) -> (Ipv4Addr, u8) {
     let p = prefix.min(32);
@@ -217,7 +217,7 @@ fn flux_finding(
         .map(|(k, v)| (k.as_str(), v.clone()))
         .collect();
     let tag = if bad.is_empty() { "rp-filter" } else { "arp" };
-    for c in super::sysctl_fix(tag, &settings) {
+    for c in crate::infra::sysctl::sysctl_fix(tag, &settings) {
         fix = fix.command(c);
     }
     // One routing table per NIC of every subnet named, each NIC once.
@@ -270,8 +270,8 @@ fn flux_finding(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{IfAddr, Interface};
-    use crate::scale::testkit::defaults;
+    use crate::core::{IfAddr, Interface};
+    use crate::sys::scale::testkit::defaults;
 
     fn two_nics_one_subnet() -> NodeFacts {
         let mut f = defaults();
@@ -322,7 +322,7 @@ mod tests {
             ("scale-small", Status::Warn),
             ("scale-raised", Status::Pass),
         ] {
-            let read = crate::probe::scale::probe(&crate::testutil::fixture_root(tree));
+            let read = crate::sys::scale_probe::probe(&crate::infra::testutil::fixture_root(tree));
             f.scale.arp_ignore = read.arp_ignore;
             f.scale.arp_ignore.insert("ens1".into(), 0);
             f.scale.arp_ignore.insert("ens2".into(), 0);

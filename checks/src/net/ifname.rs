@@ -9,7 +9,7 @@
 //! `docker*`, `lo*`, `virbr*`), using only interfaces that are running and
 //! have an address. Gloo (PyTorch) takes a comma list of exact names.
 
-use crate::model::Interface;
+use crate::core::Interface;
 
 /// NCCL reads at most this many entries (`MAX_IFS`); later ones are ignored.
 pub const NCCL_MAX_IFS: usize = 16;
@@ -45,7 +45,7 @@ impl IfnameSpec {
             spec.ignored = true;
             spec.warnings.push(format!(
                 "value {} is {} byte(s) long; NCCL ignores values of 1 byte or less and auto-selects",
-                crate::shellword::quoted(raw),
+                crate::infra::shellword::quoted(raw),
                 raw.len()
             ));
             return spec;
@@ -64,7 +64,7 @@ impl IfnameSpec {
             spec.warnings.push(format!(
                 "NCCL silently drops the second leading {:?} in {}",
                 &rest[..1],
-                crate::shellword::quoted(raw)
+                crate::infra::shellword::quoted(raw)
             ));
             rest = r;
         }
@@ -102,13 +102,13 @@ impl IfnameSpec {
             if part.trim() != part {
                 spec.warnings.push(format!(
                     "entry {} has surrounding whitespace; Gloo uses it verbatim",
-                    crate::shellword::quoted(part)
+                    crate::infra::shellword::quoted(part)
                 ));
             }
             if part.starts_with(['^', '=']) {
                 spec.warnings.push(format!(
                     "entry {}: GLOO_SOCKET_IFNAME takes plain names; '^' and '=' are NCCL syntax",
-                    crate::shellword::quoted(part)
+                    crate::infra::shellword::quoted(part)
                 ));
             }
             spec.entries.push(part.to_string());
@@ -162,7 +162,7 @@ fn split_entries(list: &str, warnings: &mut Vec<String>) -> Vec<String> {
             Some((name, port)) => {
                 warnings.push(format!(
                     "entry {}: the \":{port}\" suffix is ignored when choosing interfaces",
-                    crate::shellword::quoted(part)
+                    crate::infra::shellword::quoted(part)
                 ));
                 name
             }
@@ -175,13 +175,13 @@ fn split_entries(list: &str, warnings: &mut Vec<String>) -> Vec<String> {
         if name.chars().any(char::is_whitespace) {
             warnings.push(format!(
                 "entry {} contains whitespace; NCCL compares it verbatim, so it matches no interface",
-                crate::shellword::quoted(name)
+                crate::infra::shellword::quoted(name)
             ));
         }
         if name.len() > IFNAME_MAX {
             warnings.push(format!(
                 "entry {} is longer than any Linux interface name ({IFNAME_MAX} bytes)",
-                crate::shellword::quoted(name)
+                crate::infra::shellword::quoted(name)
             ));
         }
         out.push(name.to_string());
@@ -236,7 +236,7 @@ pub fn nccl_default_select(ifaces: &[Interface]) -> Vec<&Interface> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{IfAddr, IfKind};
+    use crate::core::{IfAddr, IfKind};
 
     fn iface(name: &str, index: u32, up: bool, ipv4: Option<&str>) -> Interface {
         Interface {

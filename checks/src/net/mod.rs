@@ -1,30 +1,20 @@
 //! Checks for network interfaces, plus the name rules for virtual interfaces.
 
-use crate::CheckContext;
-use crate::model::{Finding, Fix, IfKind, Interface, NetFacts, NodeFacts, Status};
+pub mod arp_flux;
+pub mod catalog;
+pub mod ids;
+pub mod ifname;
+pub mod nccl_auto_pick;
+pub mod networks;
+pub mod probe;
+
+use crate::core::CheckContext;
+use crate::core::{Finding, Fix, IfKind, Interface, NetFacts, NodeFacts, Status};
+pub use crate::infra::host_port;
 use serde_json::{Value, json};
 use std::cmp::Reverse;
-use std::net::IpAddr;
 
-/// Name prefixes of virtual interfaces NCCL should not use.
-pub const VIRTUAL_PREFIXES: &[&str] = &[
-    "docker", "veth", "virbr", "br-", "cni", "flannel", "cali", "lo",
-];
-
-/// True when the name looks like a container/VM bridge or tunnel.
-pub fn is_virtual_name(name: &str) -> bool {
-    VIRTUAL_PREFIXES.iter().any(|p| name.starts_with(p))
-}
-
-/// Not loopback, not unspecified, not IPv6 link-local.
-pub fn is_usable_addr(addr: &IpAddr) -> bool {
-    match addr {
-        IpAddr::V4(a) => !a.is_loopback() && !a.is_unspecified() && !a.is_link_local(),
-        IpAddr::V6(a) => {
-            !a.is_loopback() && !a.is_unspecified() && (a.segments()[0] & 0xffc0) != 0xfe80
-        }
-    }
-}
+pub use crate::core::{VIRTUAL_PREFIXES, is_usable_addr, is_virtual_name};
 
 /// Up, not loopback, and holding an address another node could reach.
 pub fn is_usable_interface(iface: &Interface) -> bool {
@@ -90,7 +80,7 @@ pub fn check(facts: &NodeFacts, _ctx: &CheckContext) -> Vec<Finding> {
 
 /// `net.no-interface`: some interface must be up, non-loopback and hold a usable address.
 fn no_interface(net: &NetFacts) -> Finding {
-    const ID: &str = "net.no-interface";
+    use crate::net::ids::NO_INTERFACE as ID;
     let evidence: Vec<Value> = net.interfaces.iter().map(interface_evidence).collect();
     if net.interfaces.is_empty() {
         if let Some(err) = &net.error {
@@ -166,21 +156,12 @@ fn bring_up_fix(net: &NetFacts) -> Fix {
     fix.command("ip -br addr show")
 }
 
-/// `host:port` as torchrun writes an endpoint, bracketing IPv6 literals (`[fd00::1]:29500`).
-pub fn host_port(host: &str, port: impl std::fmt::Display) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::IfAddr;
+    use crate::core::IfAddr;
+    use crate::infra::root::Root;
     use crate::probe;
-    use crate::root::Root;
 
     fn fixture_net(name: &str) -> NetFacts {
         probe::net::probe(&Root::at(format!(
@@ -207,7 +188,7 @@ mod tests {
             &CheckContext::default(),
         );
         assert_eq!(f.len(), 1);
-        assert_eq!(f[0].id, "net.no-interface");
+        assert_eq!(f[0].id, crate::net::ids::NO_INTERFACE);
         assert_eq!(f[0].status, Status::Pass);
         assert!(
             f[0].summary.contains("ib0 (192.168.100.11/24)"),

@@ -3,14 +3,14 @@
 //! nodes cannot reach (a link-local address every node shares, a second NIC without a route, a
 //! wireless or management NIC) and what happens to the job without the advised value.
 
-use super::ClusterInput;
-use crate::ifname::{IfnameSpec, nccl_default_select};
-use crate::model::{Finding, Fix, Interface, LinkOutcome, Recommendation, Status};
+use crate::core::ClusterInput;
+use crate::core::{Finding, Fix, Interface, LinkOutcome, Recommendation, Status};
+use crate::net::ifname::{IfnameSpec, nccl_default_select};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
-pub const ID: &str = "net.nccl-auto-pick";
+pub use crate::net::ids::NCCL_AUTO_PICK as ID;
 const VAR: &str = "NCCL_SOCKET_IFNAME";
 /// Groups of (interface, cause) written out in the summary; the rest are counted.
 const GROUPS_SHOWN: usize = 4;
@@ -379,9 +379,9 @@ pub fn nccl_auto_pick(input: &ClusterInput, rec: &Recommendation) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
-    use crate::model::{IfAddr, IfKind, LinkResult, NodeFacts};
-    use crate::networks::{choose, discover, evaluate};
+    use crate::core::{IfAddr, IfKind, LinkResult, NodeFacts};
+    use crate::net::networks::{choose, discover, evaluate};
+    use crate::testkit::*;
 
     fn judge(facts: &[NodeFacts], links: &[LinkResult], advised: Option<&str>) -> Finding {
         let nodes: Vec<(u32, &NodeFacts)> = facts

@@ -6,8 +6,8 @@
 //! fixture root, as tools without netlink do. The default route always comes
 //! from `/proc/net/route`.
 
-use crate::model::{IfAddr, IfKind, Interface, NetFacts};
-use crate::root::Root;
+use crate::core::{IfAddr, IfKind, Interface, NetFacts};
+use crate::infra::root::Root;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -215,7 +215,7 @@ fn uevent_value(uevent: &str, key: &str) -> Option<String> {
     })
 }
 
-use super::parse_hex_u32;
+use crate::infra::parse_hex_u32;
 
 /// Rated speed; -1 (SPEED_UNKNOWN), 0 and garbage mean "not reported".
 pub fn parse_speed(s: &str) -> Option<u64> {
@@ -483,24 +483,24 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
-        #![proptest_config(crate::testutil::proptest_config())]
+        #![proptest_config(crate::infra::testutil::proptest_config())]
 
         /// Any `uevent` text and key: no panic, bounded time.
         #[test]
         fn uevent_values_take_any_text(
-            text in crate::testutil::near_lines("DEVTYPE=vlan\nINTERFACE=eth0.100\nIFINDEX=4\nDEVTYPE=bond\n=\n==\nDEVTYPE"),
+            text in crate::infra::testutil::near_lines("DEVTYPE=vlan\nINTERFACE=eth0.100\nIFINDEX=4\nDEVTYPE=bond\n=\n==\nDEVTYPE"),
             key in proptest::prop_oneof![proptest::strategy::Just("DEVTYPE".to_string()), "[ -~]{0,8}"],
         ) {
             let start = std::time::Instant::now();
             let _ = uevent_value(&text, &key);
             let _ = is_zero_mac(&text);
             let took = start.elapsed();
-            proptest::prop_assert!(took < crate::testutil::PROP_LIMIT, "took {took:?}");
+            proptest::prop_assert!(took < crate::infra::testutil::PROP_LIMIT, "took {took:?}");
         }
     }
 
     fn fixture(name: &str) -> Root {
-        crate::testutil::fixture_root(name)
+        crate::infra::testutil::fixture_root(name)
     }
 
     fn by_name<'a>(facts: &'a NetFacts, name: &str) -> &'a Interface {

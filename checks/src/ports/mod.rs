@@ -1,11 +1,13 @@
 //! `port.in-use`: can torchrun bind the master port here, and if not, who holds it.
 
-use crate::CheckContext;
-use crate::model::{
-    BindResult, BindStatus, Finding, Fix, NodeFacts, PortFacts, PortHolder, Status,
-};
+pub mod catalog;
+pub mod ids;
+pub mod probe;
 
-pub const ID: &str = "port.in-use";
+use crate::core::CheckContext;
+use crate::core::{BindResult, BindStatus, Finding, Fix, NodeFacts, PortFacts, PortHolder, Status};
+
+pub use crate::ports::ids::IN_USE as ID;
 
 /// Longest command shown in a summary; evidence keeps the whole one.
 const SUMMARY_COMMAND_CHARS: usize = 80;

@@ -4,8 +4,8 @@
 //! holders come from `/proc/net/tcp{,6}` and `/proc/<pid>/fd` read through [`Root`], so
 //! fixture trees can stand in for `/proc`.
 
-use crate::model::{BindResult, BindStatus, PortFacts, PortHolder};
-use crate::root::Root;
+use crate::core::{BindResult, BindStatus, PortFacts, PortHolder};
+use crate::infra::root::Root;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::BTreeMap;
 use std::io;
@@ -242,10 +242,9 @@ fn socket_inode(link: &str) -> Option<u64> {
 /// The command line as a shell user would type it (each NUL-separated argument quoted when it
 /// needs it, `$'...'` for a newline or another control character), else `comm`.
 fn command_of(root: &Root, pid: u32) -> Option<String> {
-    let cmdline = root
-        .read(format!("/proc/{pid}/cmdline"))
-        .ok()
-        .map(|raw| crate::shellword::command_line(raw.split('\0').filter(|a| !a.is_empty())));
+    let cmdline = root.read(format!("/proc/{pid}/cmdline")).ok().map(|raw| {
+        crate::infra::shellword::command_line(raw.split('\0').filter(|a| !a.is_empty()))
+    });
     match cmdline {
         Some(c) if !c.is_empty() => Some(c),
         _ => root.attr(format!("/proc/{pid}/comm")),
@@ -258,12 +257,12 @@ mod tests {
     use std::net::TcpListener;
 
     proptest::proptest! {
-        #![proptest_config(crate::testutil::proptest_config())]
+        #![proptest_config(crate::infra::testutil::proptest_config())]
 
         /// Any `/proc/net/tcp{,6}` text: no panic, bounded time, only LISTEN sockets on the port.
         #[test]
         fn proc_net_tcp_parser_takes_any_text(
-            text in crate::testutil::near_lines(concat!(
+            text in crate::infra::testutil::near_lines(concat!(
                 include_str!("../../../tests/fixtures/ports/held/proc/net/tcp"),
                 include_str!("../../../tests/fixtures/ports/held/proc/net/tcp6"),
             )),
@@ -277,7 +276,7 @@ mod tests {
                 let _ = socket_inode(word);
             }
             let took = start.elapsed();
-            proptest::prop_assert!(took < crate::testutil::PROP_LIMIT, "took {took:?}");
+            proptest::prop_assert!(took < crate::infra::testutil::PROP_LIMIT, "took {took:?}");
             for s in found {
                 proptest::prop_assert!(s.local_address.ends_with(&format!(":{port}")), "{}", s.local_address);
             }

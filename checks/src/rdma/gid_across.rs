@@ -3,8 +3,8 @@
 //! link-local on others makes the two ends of a queue pair disagree (NVIDIA/nccl #1131).
 
 use super::gid_index::{ID, best_index};
-use crate::cluster::ClusterInput;
-use crate::model::{Finding, Fix, GidEntry, NodeFacts, Status};
+use crate::core::ClusterInput;
+use crate::core::{Finding, Fix, GidEntry, NodeFacts, Status};
 use std::collections::BTreeMap;
 
 /// What the node's NCCL_IB_GID_INDEX selects on its first RoCE port, in words; None when the
@@ -106,11 +106,12 @@ pub fn check_cluster(input: &ClusterInput) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scale::testkit::defaults;
+    use crate::sys::scale::testkit::defaults;
 
     fn roce(index: &str) -> NodeFacts {
         let mut f = defaults();
-        f.scale.gids = crate::probe::gid::probe(&crate::testutil::fixture_root("roce-node"));
+        f.scale.gids =
+            crate::rdma::probe::gid::probe(&crate::infra::testutil::fixture_root("roce-node"));
         f.env.insert("NCCL_IB_GID_INDEX".into(), index.into());
         f
     }

@@ -4,9 +4,9 @@
 //! That the index names different kinds of GID on different nodes shows as this finding on the
 //! nodes where it is wrong.
 
-use crate::model::{Finding, Fix, GidEntry, NodeFacts, Status};
+use crate::core::{Finding, Fix, GidEntry, NodeFacts, Status};
 
-pub const ID: &str = "ib.gid-index";
+pub use crate::rdma::ids::GID_INDEX as ID;
 
 fn is_link_local(gid: &str) -> bool {
     gid.to_ascii_lowercase().starts_with("fe80:")
@@ -146,11 +146,12 @@ pub fn check(facts: &NodeFacts) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scale::testkit::defaults;
+    use crate::sys::scale::testkit::defaults;
 
     fn roce(index: Option<&str>) -> NodeFacts {
         let mut f = defaults();
-        f.scale.gids = crate::probe::gid::probe(&crate::testutil::fixture_root("roce-node"));
+        f.scale.gids =
+            crate::rdma::probe::gid::probe(&crate::infra::testutil::fixture_root("roce-node"));
         if let Some(i) = index {
             f.env.insert("NCCL_IB_GID_INDEX".into(), i.into());
         }

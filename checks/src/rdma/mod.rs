@@ -1,14 +1,21 @@
 //! InfiniBand / RoCE checks: ports that are not ACTIVE (`ib.port-down`), a missing libibverbs (`ib.verbs`),
 //! and, across the cluster, IB on some nodes but not on others (`ib.partial`).
 
-use crate::CheckContext;
-use crate::cluster::ClusterInput;
-use crate::cluster::common::{LIST_CAP, rank_map, ranks_phrase};
-use crate::model::{Finding, Fix, IbDevice, IbPort, NodeFacts, Status};
+pub mod catalog;
+pub mod gid_across;
+pub mod gid_index;
+pub mod ids;
+pub mod probe;
+pub mod rails;
+
+use crate::core::CheckContext;
+use crate::core::ClusterInput;
+use crate::core::cluster_common::{LIST_CAP, rank_map, ranks_phrase};
+use crate::core::{Finding, Fix, IbDevice, IbPort, NodeFacts, Status};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub const PORT_DOWN: &str = "ib.port-down";
-pub const VERBS: &str = "ib.verbs";
+pub use crate::rdma::ids::PORT_DOWN;
+pub use crate::rdma::ids::VERBS;
 
 pub fn check(facts: &NodeFacts, _ctx: &CheckContext) -> Vec<Finding> {
     let mut out = check_ports(facts);
@@ -234,10 +241,15 @@ pub(crate) fn check_partial(input: &ClusterInput) -> Finding {
         .map(|(r, _)| *r)
         .collect();
     let base = |status, summary: String| {
-        Finding::new("ib.partial", status, "InfiniBand/RoCE", summary)
-            .with("active_ports", rank_map(&per_rank))
-            .with("with_ib", &with)
-            .with("without_ib", &without)
+        Finding::new(
+            crate::rdma::ids::PARTIAL,
+            status,
+            "InfiniBand/RoCE",
+            summary,
+        )
+        .with("active_ports", rank_map(&per_rank))
+        .with("with_ib", &with)
+        .with("without_ib", &without)
     };
     if with.is_empty() {
         return base(
@@ -288,11 +300,27 @@ pub(crate) fn check_partial(input: &ClusterInput) -> Finding {
     .fix(fix)
 }
 
+/// The RDMA node checks: ports and verbs, then the rails judged from sysfs.
+pub fn check_node(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
+    let mut out = check(facts, ctx);
+    out.extend(rails::node::check(facts));
+    out
+}
+
+/// The RDMA cluster checks: InfiniBand on some nodes only, the rails across nodes, GID indexes
+/// that differ.
+pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
+    let mut out = vec![check_partial(input)];
+    out.extend(rails::across::check_cluster(input));
+    out.extend(gid_across::check_cluster(input));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::IbFacts;
-    use crate::root::Root;
+    use crate::core::IbFacts;
+    use crate::infra::root::Root;
 
     fn fixture_facts(node: &str) -> NodeFacts {
         let root = Root::at(format!(
@@ -300,12 +328,12 @@ mod tests {
             env!("CARGO_MANIFEST_DIR")
         ));
         NodeFacts {
-            ib: crate::probe::ib::probe(&root),
+            ib: crate::rdma::probe::ib::probe(&root),
             ..Default::default()
         }
     }
 
-    fn by_id<'a>(out: &'a [Finding], id: &str) -> Vec<&'a Finding> {
+    fn by_id<'a>(out: &'a [Finding], id: crate::core::FindingId) -> Vec<&'a Finding> {
         out.iter().filter(|f| f.id == id).collect()
     }
 
@@ -459,8 +487,8 @@ mod tests {
 
 #[cfg(test)]
 mod cluster_tests {
-    use crate::cluster::testkit::*;
-    use crate::model::{IbDevice, IbPort, NodeFacts, Status};
+    use crate::core::{IbDevice, IbPort, NodeFacts, Status};
+    use crate::testkit::*;
     use serde_json::json;
 
     fn with_ib(f: &mut NodeFacts, state: &str) {
@@ -483,7 +511,7 @@ mod cluster_tests {
         with_ib(&mut c.facts[1], "ACTIVE");
         with_ib(&mut c.facts[2], "DOWN");
         let fs = c.findings();
-        let f = only(&fs, "ib.partial");
+        let f = only(&fs, crate::rdma::ids::PARTIAL);
         assert_eq!(f.status, Status::Warn);
         assert_eq!(f.evidence["without_ib"], json!([2]));
         assert_eq!(f.evidence["active_ports"]["0"], json!(["mlx5_0/1"]));
@@ -491,6 +519,9 @@ mod cluster_tests {
         assert!(commands(f).contains(&"export NCCL_IB_DISABLE=1".to_string()));
 
         with_ib(&mut c.facts[2], "ACTIVE");
-        assert_eq!(only(&c.findings(), "ib.partial").status, Status::Pass);
+        assert_eq!(
+            only(&c.findings(), crate::rdma::ids::PARTIAL).status,
+            Status::Pass
+        );
     }
 }

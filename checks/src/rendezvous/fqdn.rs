@@ -3,8 +3,8 @@
 //! #73682, #150532). Every other node must resolve that name to an address of rank 0 it
 //! reached.
 
-use super::ClusterInput;
-use crate::model::{Finding, Fix, LinkOutcome, Status};
+use crate::core::ClusterInput;
+use crate::core::{Finding, Fix, LinkOutcome, Status};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -12,9 +12,9 @@ use std::net::IpAddr;
 /// Nodes named in the evidence; the count says how many there were in all.
 const NODES_SHOWN: usize = 64;
 
-pub(super) fn fqdn(input: &ClusterInput) -> Finding {
-    let id = "cluster.fqdn";
-    let lookups: Vec<(u32, &crate::model::NameLookup)> = input
+pub(crate) fn fqdn(input: &ClusterInput) -> Finding {
+    let id = crate::rendezvous::ids::FQDN;
+    let lookups: Vec<(u32, &crate::core::NameLookup)> = input
         .nodes
         .iter()
         .filter(|(r, _)| *r != 0)
@@ -113,7 +113,7 @@ pub(super) fn fqdn(input: &ClusterInput) -> Finding {
         format!(
             "rank 0's FQDN {name} (what torchrun's c10d publishes for the TCPStore) does not lead to rank 0 on {} of {judged} nodes ({}); e.g. {first}: their workers would time out at init",
             bad.len(),
-            super::common::ranks_phrase(&ranks)
+            crate::core::cluster_common::ranks_phrase(&ranks)
         )
     };
     let mut fix = Fix::new(format!(
@@ -157,8 +157,8 @@ fn list(addrs: &[IpAddr]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::testkit::*;
-    use crate::model::{NameLookup, Status};
+    use crate::core::{NameLookup, Status};
+    use crate::testkit::*;
 
     fn c10d(c: &mut Cluster, resolved: &[(u32, &[&str])]) {
         for (r, addrs) in resolved {
@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn a_static_rendezvous_is_skipped() {
         let fs = Cluster::healthy(3).findings();
-        assert_eq!(only(&fs, "cluster.fqdn").status, Status::Skip);
+        assert_eq!(only(&fs, crate::rendezvous::ids::FQDN).status, Status::Skip);
     }
 
     #[test]
@@ -181,7 +181,7 @@ mod tests {
         let mut c = Cluster::healthy(3);
         c10d(&mut c, &[(1, &["10.0.0.1"]), (2, &["10.0.0.1"])]);
         let fs = c.findings();
-        let f = only(&fs, "cluster.fqdn");
+        let f = only(&fs, crate::rendezvous::ids::FQDN);
         assert_eq!(f.status, Status::Pass, "{f:#?}");
         assert_eq!(f.evidence["nodes_checked"], 2);
     }
@@ -194,7 +194,7 @@ mod tests {
             &[(1, &["10.0.0.1"]), (2, &[]), (3, &["192.168.77.1"])],
         );
         let fs = c.findings();
-        let f = only(&fs, "cluster.fqdn");
+        let f = only(&fs, crate::rendezvous::ids::FQDN);
         assert_eq!(f.status, Status::Warn, "{f:#?}");
         assert_eq!(f.evidence["nodes_failing"], 2);
         assert!(
@@ -220,7 +220,7 @@ mod tests {
         let mut c = Cluster::healthy(2);
         c10d(&mut c, &[(1, &["127.0.1.1"])]);
         let fs = c.findings();
-        let f = only(&fs, "cluster.fqdn");
+        let f = only(&fs, crate::rendezvous::ids::FQDN);
         assert_eq!(f.status, Status::Warn);
         assert!(f.summary.contains("loopback"), "{}", f.summary);
     }

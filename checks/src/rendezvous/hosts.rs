@@ -1,8 +1,8 @@
 //! `cluster.duplicate-host`: ranks that NCCL would see as one host.
 
-use super::ClusterInput;
-use super::common::{rank_map, ranks_phrase};
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::ClusterInput;
+use crate::core::cluster_common::{rank_map, ranks_phrase};
+use crate::core::{Finding, Fix, NodeFacts, Status};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// NCCL's identity of a node: `host_id` as probed, else hostname + boot id.
@@ -16,7 +16,7 @@ fn nccl_host_id(f: &NodeFacts) -> Option<String> {
     (!host.is_empty() || !boot.is_empty()).then(|| format!("{host}{boot}"))
 }
 
-pub(super) fn duplicate_hosts(input: &ClusterInput) -> Vec<Finding> {
+pub(crate) fn duplicate_hosts(input: &ClusterInput) -> Vec<Finding> {
     let mut by_id: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for (rank, facts) in input.nodes {
         if let Some(id) = nccl_host_id(facts) {
@@ -41,7 +41,7 @@ pub(super) fn duplicate_hosts(input: &ClusterInput) -> Vec<Finding> {
                 fix = fix.command(format!("export NCCL_HOSTID=preflight-rank{r}   # on rank {r}"));
             }
             Finding::new(
-                "cluster.duplicate-host",
+                crate::rendezvous::ids::DUPLICATE_HOST,
                 Status::Fail,
                 id.clone(),
                 format!(
@@ -59,7 +59,7 @@ pub(super) fn duplicate_hosts(input: &ClusterInput) -> Vec<Finding> {
     if out.is_empty() {
         out.push(
             Finding::new(
-                "cluster.duplicate-host",
+                crate::rendezvous::ids::DUPLICATE_HOST,
                 Status::Pass,
                 "hosts",
                 format!("{} nodes, each on its own host", input.nodes.len()),
@@ -72,21 +72,21 @@ pub(super) fn duplicate_hosts(input: &ClusterInput) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::testkit::*;
-    use crate::model::Status;
+    use crate::core::Status;
+    use crate::testkit::*;
     use serde_json::json;
 
     #[test]
     fn duplicate_host_fires_on_a_shared_host_id_only() {
         let mut c = Cluster::healthy(3);
         assert_eq!(
-            only(&c.findings(), "cluster.duplicate-host").status,
+            only(&c.findings(), crate::rendezvous::ids::DUPLICATE_HOST).status,
             Status::Pass
         );
         c.facts[2].host_id = c.facts[1].host_id.clone();
         c.facts[2].hostname = c.facts[1].hostname.clone();
         let fs = c.findings();
-        let f = only(&fs, "cluster.duplicate-host");
+        let f = only(&fs, crate::rendezvous::ids::DUPLICATE_HOST);
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.evidence["ranks"], json!([1, 2]));
         assert!(f.summary.contains("ranks 1, 2"), "{}", f.summary);
@@ -103,12 +103,12 @@ mod tests {
             f.boot_id = Some("b1".into());
         }
         assert_eq!(
-            only(&c.findings(), "cluster.duplicate-host").status,
+            only(&c.findings(), crate::rendezvous::ids::DUPLICATE_HOST).status,
             Status::Fail
         );
         c.facts[1].boot_id = Some("b2".into());
         assert_eq!(
-            only(&c.findings(), "cluster.duplicate-host").status,
+            only(&c.findings(), crate::rendezvous::ids::DUPLICATE_HOST).status,
             Status::Pass
         );
     }

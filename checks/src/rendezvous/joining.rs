@@ -2,9 +2,9 @@
 //! address is itself ([`MasterIsSelf`]), how it dialed the master ([`Dialed`]), and why rank 0
 //! turned it away ([`refused_here`]).
 
-use super::refused::RefusalKind;
-use crate::model::{Finding, Fix, Status};
-use crate::net::host_port;
+use crate::core::RefusalKind;
+use crate::core::{Finding, Fix, Status};
+use crate::infra::host_port;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
@@ -58,7 +58,7 @@ pub(crate) fn is_name(master: &str) -> bool {
 /// of its own addresses as the master address, so it would wait for itself.
 pub struct MasterIsSelf<'a> {
     /// The finding id to report under (`cluster.rendezvous`, `launch.endpoint`, `env.master`).
-    pub id: &'a str,
+    pub id: crate::core::FindingId,
     pub rank: u32,
     /// The master address as given.
     pub master: &'a str,
@@ -220,16 +220,21 @@ pub fn refused_here(
                 .command("ps -o args= -C preflight"),
         ),
     };
-    Finding::new("cluster.refused", Status::Fail, target, summary)
-        .on_node(Some(rank))
-        .with("rank", rank)
-        .with("nnodes", me.nnodes)
-        .with("kind", kind)
-        .with("reason", reason)
-        .with("secret_from", me.secret_from)
-        .with("master", master)
-        .with("port", port)
-        .fix(fix)
+    Finding::new(
+        crate::rendezvous::ids::REFUSED,
+        Status::Fail,
+        target,
+        summary,
+    )
+    .on_node(Some(rank))
+    .with("rank", rank)
+    .with("nnodes", me.nnodes)
+    .with("kind", kind)
+    .with("reason", reason)
+    .with("secret_from", me.secret_from)
+    .with("master", master)
+    .with("port", port)
+    .fix(fix)
 }
 
 #[cfg(test)]
@@ -247,7 +252,7 @@ mod tests {
         let resolved = ips(&["10.200.1.2"]);
         let r0 = ips(&["10.200.1.1"]);
         let f = MasterIsSelf {
-            id: "cluster.rendezvous",
+            id: crate::rendezvous::ids::RENDEZVOUS,
             rank: 1,
             master: "10.200.1.2",
             port: 29500,
@@ -286,7 +291,7 @@ mod tests {
     fn without_a_host_list_it_says_it_cannot_know_and_how_to_find_out() {
         let own = ips(&["10.0.0.2"]);
         let f = MasterIsSelf {
-            id: "launch.endpoint",
+            id: crate::launch::ids::ENDPOINT,
             rank: 3,
             master: "gpu02",
             port: 29400,
@@ -297,7 +302,7 @@ mod tests {
         }
         .judge()
         .expect("fires");
-        assert_eq!(f.id, "launch.endpoint");
+        assert_eq!(f.id, crate::launch::ids::ENDPOINT);
         assert!(
             f.summary
                 .contains("gpu02 (which resolves to its own address 10.0.0.2 here)")
@@ -315,7 +320,7 @@ mod tests {
         let own = ips(&["10.0.0.2"]);
         let base = |rank, resolved: &[IpAddr]| {
             MasterIsSelf {
-                id: "env.master",
+                id: crate::env::ids::MASTER,
                 rank,
                 master: "m",
                 port: 1,
@@ -369,7 +374,7 @@ mod tests {
             Some(RefusalKind::Secret),
             "bad proof",
         );
-        assert_eq!(s.id, "cluster.refused");
+        assert_eq!(s.id, crate::rendezvous::ids::REFUSED);
         assert_eq!(s.node, Some(2));
         assert!(s.summary.contains("the secret differs"), "{}", s.summary);
         assert!(s.summary.contains("--rdzv-id=other"), "{}", s.summary);

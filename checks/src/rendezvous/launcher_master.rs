@@ -5,16 +5,16 @@
 //! than the one with `SLURM_NODEID=0` (Primus#721), which torchrun's `--node-rank=$SLURM_NODEID`
 //! makes rank 0.
 
-use super::ClusterInput;
-use super::common::{LIST_CAP, ranks_phrase};
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::ClusterInput;
+use crate::core::cluster_common::{LIST_CAP, ranks_phrase};
+use crate::core::{Finding, Fix, NodeFacts, Status};
 use std::net::IpAddr;
 
-const ID: &str = "cluster.launcher-master";
+use crate::rendezvous::ids::LAUNCHER_MASTER as ID;
 /// What a Slurm batch script runs to name the first node of the job.
 const SLURM_FIRST_NODE: &str = "scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1";
 
-pub(super) fn launcher_master(input: &ClusterInput) -> Finding {
+pub(crate) fn launcher_master(input: &ClusterInput) -> Finding {
     let seen: Vec<(u32, &str)> = input
         .nodes
         .iter()
@@ -194,8 +194,8 @@ fn named_node(input: &ClusterInput, value: &str) -> Option<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::testkit::*;
-    use crate::model::Status;
+    use crate::core::Status;
+    use crate::testkit::*;
 
     fn slurm(c: &mut Cluster, master: &str) {
         for (i, f) in c.facts.iter_mut().enumerate() {
@@ -213,7 +213,7 @@ mod tests {
         let first = c.facts[0].hostname.clone();
         slurm(&mut c, &second);
         let fs = c.findings();
-        let f = only(&fs, "cluster.launcher-master");
+        let f = only(&fs, crate::rendezvous::ids::LAUNCHER_MASTER);
         assert_eq!(f.status, Status::Fail, "{f:#?}");
         assert!(
             f.summary.contains(&format!(
@@ -229,7 +229,7 @@ mod tests {
         let addr = c.facts[2].net.interfaces[0].ipv4[0].addr.to_string();
         slurm(&mut c, &addr);
         let fs = c.findings();
-        let f = only(&fs, "cluster.launcher-master");
+        let f = only(&fs, crate::rendezvous::ids::LAUNCHER_MASTER);
         assert_eq!(f.status, Status::Fail, "{f:#?}");
         assert_eq!(f.evidence["named_slurm_nodeid"], 2);
     }
@@ -239,7 +239,7 @@ mod tests {
         let mut c = Cluster::healthy(2);
         slurm(&mut c, "");
         let fs = c.findings();
-        let f = only(&fs, "cluster.launcher-master");
+        let f = only(&fs, crate::rendezvous::ids::LAUNCHER_MASTER);
         assert_eq!(f.status, Status::Fail);
         assert!(
             f.summary
@@ -261,12 +261,12 @@ mod tests {
         let first = c.facts[0].hostname.clone();
         slurm(&mut c, &first);
         assert_eq!(
-            only(&c.findings(), "cluster.launcher-master").status,
+            only(&c.findings(), crate::rendezvous::ids::LAUNCHER_MASTER).status,
             Status::Pass
         );
         let c = Cluster::healthy(2);
         assert_eq!(
-            only(&c.findings(), "cluster.launcher-master").status,
+            only(&c.findings(), crate::rendezvous::ids::LAUNCHER_MASTER).status,
             Status::Skip
         );
     }

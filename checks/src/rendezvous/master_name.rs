@@ -4,12 +4,12 @@
 //! rank 0's host that failed, while another address of that host worked: a short name resolving
 //! through /etc/hosts or a search domain to an admin network).
 
-use super::ClusterInput;
-use super::common::{LIST_CAP, host_port};
-use crate::model::{AddressTry, Finding, Fix, Status};
+use crate::core::ClusterInput;
+use crate::core::cluster_common::{LIST_CAP, host_port};
+use crate::core::{AddressTry, Finding, Fix, Status};
 
-const LATE: &str = "cluster.master-late";
-const ELSEWHERE: &str = "cluster.master-elsewhere";
+use crate::rendezvous::ids::MASTER_ELSEWHERE as ELSEWHERE;
+use crate::rendezvous::ids::MASTER_LATE as LATE;
 
 /// The fix for a name that appears late or never: what makes the record exist from the start.
 fn late_fix(master: &str) -> Fix {
@@ -48,8 +48,8 @@ pub fn master_never_resolved(
 
 /// `cluster.master-late`: the joined nodes on which the master's name resolved only after a
 /// while (warn), else pass; skip when no node reported its resolution.
-pub(super) fn master_late(input: &ClusterInput) -> Finding {
-    let reports: Vec<(u32, &crate::model::MasterResolution)> = input
+pub(crate) fn master_late(input: &ClusterInput) -> Finding {
+    let reports: Vec<(u32, &crate::core::MasterResolution)> = input
         .nodes
         .iter()
         .filter_map(|(r, f)| f.master_resolution.as_ref().map(|m| (*r, m)))
@@ -114,7 +114,7 @@ pub(super) fn master_late(input: &ClusterInput) -> Finding {
 
 /// `cluster.master-elsewhere`: FAIL on each joined node whose master name led to addresses that
 /// failed while another address of rank 0's host worked; a pass when none.
-pub(super) fn master_elsewhere(input: &ClusterInput) -> Vec<Finding> {
+pub(crate) fn master_elsewhere(input: &ClusterInput) -> Vec<Finding> {
     let mut out = Vec::new();
     for (r, f) in input.nodes {
         let Some(m) = f
@@ -217,8 +217,8 @@ fn elsewhere(
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::testkit::*;
-    use crate::model::{AddressTry, MasterResolution, Status};
+    use crate::core::{AddressTry, MasterResolution, Status};
+    use crate::testkit::*;
 
     fn resolution(c: &mut Cluster, rank: usize, m: MasterResolution) {
         c.facts[rank].master_resolution = Some(m);
@@ -254,7 +254,7 @@ mod tests {
             },
         );
         let fs = c.findings();
-        let f = only(&fs, "cluster.master-elsewhere");
+        let f = only(&fs, crate::rendezvous::ids::MASTER_ELSEWHERE);
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.node, Some(2));
         assert!(
@@ -268,7 +268,10 @@ mod tests {
         assert_eq!(cmds[0], "export MASTER_ADDR=10.0.0.1");
         assert!(cmds[1].contains("--master-addr=node0.data"), "{cmds:?}");
         assert_eq!(f.evidence["failed"][0]["result"], "refused");
-        assert_eq!(only(&fs, "cluster.master-late").status, Status::Pass);
+        assert_eq!(
+            only(&fs, crate::rendezvous::ids::MASTER_LATE).status,
+            Status::Pass
+        );
     }
 
     #[test]
@@ -285,7 +288,7 @@ mod tests {
             },
         );
         let fs = c.findings();
-        let f = only(&fs, "cluster.master-late");
+        let f = only(&fs, crate::rendezvous::ids::MASTER_LATE);
         assert_eq!(f.status, Status::Warn);
         assert!(
             f.summary
@@ -301,12 +304,15 @@ mod tests {
                 .contains("publishNotReadyAddresses: true")
         );
         assert_eq!(f.evidence["slowest_s"], 4.2);
-        assert_eq!(only(&fs, "cluster.master-elsewhere").status, Status::Pass);
+        assert_eq!(
+            only(&fs, crate::rendezvous::ids::MASTER_ELSEWHERE).status,
+            Status::Pass
+        );
     }
 
     #[test]
     fn a_name_that_never_resolved_says_the_whole_timeout() {
-        let f = super::master_never_resolved(
+        let f = crate::rendezvous::master_name::master_never_resolved(
             1,
             "master-0.train",
             29500,
@@ -333,7 +339,13 @@ mod tests {
         let mut c = Cluster::healthy(2);
         c.facts.iter_mut().for_each(|f| f.master_resolution = None);
         let fs = c.findings();
-        assert_eq!(only(&fs, "cluster.master-late").status, Status::Skip);
-        assert_eq!(only(&fs, "cluster.master-elsewhere").status, Status::Skip);
+        assert_eq!(
+            only(&fs, crate::rendezvous::ids::MASTER_LATE).status,
+            Status::Skip
+        );
+        assert_eq!(
+            only(&fs, crate::rendezvous::ids::MASTER_ELSEWHERE).status,
+            Status::Skip
+        );
     }
 }

@@ -1,22 +1,22 @@
 //! `cluster.rendezvous`: which ranks never joined the coordinator, and what a node that cannot reach it says about itself.
 
-use super::ClusterInput;
-use super::common::{LIST_CAP, host_port};
-use super::joining::{Dialed, is_name};
-use crate::model::{Finding, Fix, LinkOutcome, Status};
+use crate::core::ClusterInput;
+use crate::core::cluster_common::{LIST_CAP, host_port};
+use crate::core::{Finding, Fix, LinkOutcome, Status};
+use crate::rendezvous::joining::{Dialed, is_name};
 use serde_json::{Value, json};
 
 /// The error text the agent uses when the master port answered but the peer does not speak preflight.
 pub const NOT_PREFLIGHT: &str = "the port answered but is not preflight";
 
-pub(super) fn rendezvous(input: &ClusterInput) -> Finding {
+pub(crate) fn rendezvous(input: &ClusterInput) -> Finding {
     let joined = input.joined();
     let missing: Vec<u32> = (0..input.nnodes).filter(|r| !joined.contains(r)).collect();
     let master = host_port(&input.master_label(), input.master_port);
     let joined_list: Vec<u32> = joined.iter().copied().collect();
     if missing.is_empty() {
         return Finding::new(
-            "cluster.rendezvous",
+            crate::rendezvous::ids::RENDEZVOUS,
             Status::Pass,
             master,
             format!("all {} nodes joined", input.nnodes),
@@ -79,7 +79,7 @@ pub(super) fn rendezvous(input: &ClusterInput) -> Finding {
     };
     let (mhost, mport) = (input.master_label(), input.master_port);
     Finding::new(
-        "cluster.rendezvous",
+        crate::rendezvous::ids::RENDEZVOUS,
         Status::Fail,
         master.clone(),
         format!(
@@ -204,23 +204,28 @@ pub fn master_unreachable(
     } else {
         fix
     };
-    Finding::new("cluster.rendezvous", Status::Fail, target, summary)
-        .on_node(Some(rank))
-        .with("master", master)
-        .with("port", port)
-        .with("result", outcome.as_str())
-        .with("waited_s", waited_s)
-        .with("error", error)
-        .with("resolved", &dialed.resolved)
-        .with("tried", &dialed.tried)
-        .with("resolve_error", &dialed.resolve_error)
-        .fix(fix)
+    Finding::new(
+        crate::rendezvous::ids::RENDEZVOUS,
+        Status::Fail,
+        target,
+        summary,
+    )
+    .on_node(Some(rank))
+    .with("master", master)
+    .with("port", port)
+    .with("result", outcome.as_str())
+    .with("waited_s", waited_s)
+    .with("error", error)
+    .with("resolved", &dialed.resolved)
+    .with("tried", &dialed.tried)
+    .with("resolve_error", &dialed.resolve_error)
+    .fix(fix)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
+    use crate::testkit::*;
 
     fn none() -> Dialed {
         Dialed::default()
@@ -304,7 +309,7 @@ mod tests {
         c.expected = (1..=4).map(|i| format!("gpu{i:02}")).collect();
         c.not_joined = vec![2];
         let fs = c.findings();
-        let f = only(&fs, "cluster.rendezvous");
+        let f = only(&fs, crate::rendezvous::ids::RENDEZVOUS);
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.node, None);
         assert!(f.summary.contains("rank 2 (gpu03)"), "{}", f.summary);
@@ -320,16 +325,16 @@ mod tests {
     fn a_refused_rank_is_said_refused_not_never_joined() {
         let mut c = Cluster::healthy(3);
         c.not_joined = vec![2];
-        c.refused = vec![crate::cluster::Refusal {
+        c.refused = vec![crate::core::Refusal {
             address: "10.0.0.3".into(),
             claimed_rank: Some(2),
             hostname: None,
-            kind: crate::cluster::RefusalKind::Nnodes,
+            kind: crate::core::RefusalKind::Nnodes,
             reason: "rank 0 expects 3 nodes; rank 2 was started with --nnodes=4".into(),
             holder: None,
         }];
         let fs = c.findings();
-        let f = only(&fs, "cluster.rendezvous");
+        let f = only(&fs, crate::rendezvous::ids::RENDEZVOUS);
         assert_eq!(f.status, Status::Fail);
         assert!(!f.summary.contains("never joined"), "{}", f.summary);
         assert!(!f.summary.contains("unknown host"), "{}", f.summary);
@@ -349,7 +354,7 @@ mod tests {
         let mut c = Cluster::healthy(3);
         c.nnodes = 4;
         let fs = c.findings();
-        let f = only(&fs, "cluster.rendezvous");
+        let f = only(&fs, crate::rendezvous::ids::RENDEZVOUS);
         assert_eq!(f.status, Status::Fail);
         assert!(f.summary.contains("rank 3 (unknown host)"), "{}", f.summary);
         assert_eq!(commands(f), vec!["nc -vz node01 29500"]);
@@ -366,7 +371,7 @@ mod tests {
             "",
             &none(),
         );
-        assert_eq!(f.id, "cluster.rendezvous");
+        assert_eq!(f.id, crate::rendezvous::ids::RENDEZVOUS);
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.node, Some(2));
         assert_eq!(f.subject, "10.0.0.1:29500");

@@ -1,56 +1,8 @@
 //! `cluster.refused`: nodes that reached the coordinator and were turned away, and why.
 
-use super::ClusterInput;
-use super::common::LIST_CAP;
-use crate::model::{Finding, Fix, Status};
-use serde::{Deserialize, Serialize};
-
-/// Why the coordinator turned a node away.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(rename_all = "kebab-case")]
-pub enum RefusalKind {
-    /// It does not know the job's secret.
-    Secret,
-    /// It was started with another `--nnodes`, or a rank outside it.
-    Nnodes,
-    /// It runs another preflight protocol version.
-    Version,
-    /// Its rank had already joined from another host.
-    RankTaken,
-    /// Its address is not one of the known hosts'.
-    NotAdmitted,
-    /// What it sent broke a limit (too many interfaces, a huge hostname, ...).
-    Limits,
-    /// It advertised a data listener that is not its own (another host's address, a port of
-    /// 0 or the master's): refused, so no node is sent to a host that did not join.
-    Listener,
-}
-
-/// One node the coordinator refused.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    /// The address it connected from.
-    pub address: String,
-    /// The rank it said it is (unverified when the secret was wrong).
-    pub claimed_rank: Option<u32>,
-    /// Its hostname, when it got as far as sending its facts.
-    pub hostname: Option<String>,
-    pub kind: RefusalKind,
-    /// What differs, in words.
-    pub reason: String,
-    /// For [`RefusalKind::RankTaken`]: the host that holds the rank (it keeps it).
-    pub holder: Option<String>,
-}
-
-impl Refusal {
-    /// "10.0.0.9 (gpu09)" or "10.0.0.9".
-    pub fn who(&self) -> String {
-        match &self.hostname {
-            Some(h) => format!("{} ({h})", self.address),
-            None => self.address.clone(),
-        }
-    }
-}
+use crate::core::ClusterInput;
+use crate::core::cluster_common::LIST_CAP;
+use crate::core::{Finding, Fix, Refusal, RefusalKind, Status};
 
 fn fix_for(r: &Refusal) -> Fix {
     match r.kind {
@@ -92,10 +44,10 @@ fn fix_for(r: &Refusal) -> Fix {
     }
 }
 
-pub(super) fn refused(input: &ClusterInput) -> Vec<Finding> {
+pub(crate) fn refused(input: &ClusterInput) -> Vec<Finding> {
     if input.refused.is_empty() {
         return vec![Finding::new(
-            "cluster.refused",
+            crate::rendezvous::ids::REFUSED,
             Status::Pass,
             "coordinator",
             "no node was refused",
@@ -120,21 +72,26 @@ pub(super) fn refused(input: &ClusterInput) -> Vec<Finding> {
                 ),
                 _ => format!("{}{claimed} was refused: {}", r.who(), r.reason),
             };
-            Finding::new("cluster.refused", Status::Fail, subject, summary)
-                .with("address", &r.address)
-                .with("claimed_rank", r.claimed_rank)
-                .with("hostname", &r.hostname)
-                .with("kind", r.kind)
-                .with("reason", &r.reason)
-                .with("holder", &r.holder)
-                .fix(fix_for(r))
+            Finding::new(
+                crate::rendezvous::ids::REFUSED,
+                Status::Fail,
+                subject,
+                summary,
+            )
+            .with("address", &r.address)
+            .with("claimed_rank", r.claimed_rank)
+            .with("hostname", &r.hostname)
+            .with("kind", r.kind)
+            .with("reason", &r.reason)
+            .with("holder", &r.holder)
+            .fix(fix_for(r))
         })
         .collect();
     let more = input.refused.len().saturating_sub(LIST_CAP);
     if more > 0 {
         out.push(
             Finding::new(
-                "cluster.refused",
+                crate::rendezvous::ids::REFUSED,
                 Status::Fail,
                 "coordinator",
                 format!("{more} more connections were refused (the first {LIST_CAP} are listed)"),

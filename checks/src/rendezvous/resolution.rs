@@ -5,14 +5,14 @@
 //! different machines on different nodes (a stale /etc/hosts line, split DNS) is what made other
 //! nodes miss it, and what torchrun and NCCL will resolve again at launch.
 
-use super::ClusterInput;
-use super::common::{LIST_CAP, rank_map};
-use super::joining::is_name;
-use crate::model::{Finding, Fix, Status};
+use crate::core::ClusterInput;
+use crate::core::cluster_common::{LIST_CAP, rank_map};
+use crate::core::{Finding, Fix, Status};
+use crate::rendezvous::joining::is_name;
 use std::collections::BTreeMap;
 
-pub(super) fn master_resolution(input: &ClusterInput) -> Finding {
-    const ID: &str = "cluster.master-resolution";
+pub(crate) fn master_resolution(input: &ClusterInput) -> Finding {
+    use crate::rendezvous::ids::MASTER_RESOLUTION as ID;
     let answers: BTreeMap<u32, (&str, Vec<String>)> = input
         .nodes
         .iter()
@@ -127,8 +127,8 @@ pub(super) fn master_resolution(input: &ClusterInput) -> Finding {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::testkit::*;
-    use crate::model::{MasterResolution, Status};
+    use crate::core::{MasterResolution, Status};
+    use crate::testkit::*;
     use serde_json::json;
 
     fn resolved(c: &mut Cluster, rank: usize, name: &str, addrs: &[&str]) {
@@ -147,7 +147,7 @@ mod tests {
         resolved(&mut c, 1, "node01", &["10.0.0.1"]);
         resolved(&mut c, 2, "node01", &["10.0.0.1", "10.0.0.77"]);
         let fs = c.findings();
-        let f = only(&fs, "cluster.master-resolution");
+        let f = only(&fs, crate::rendezvous::ids::MASTER_RESOLUTION);
         assert_eq!(f.status, Status::Warn);
         assert!(
             f.summary.contains("ranks 0, 1: node01 -> 10.0.0.1"),
@@ -172,19 +172,19 @@ mod tests {
         let mut c = Cluster::healthy(2);
         c.facts.iter_mut().for_each(|f| f.master_resolution = None);
         assert_eq!(
-            only(&c.findings(), "cluster.master-resolution").status,
+            only(&c.findings(), crate::rendezvous::ids::MASTER_RESOLUTION).status,
             Status::Skip
         );
         resolved(&mut c, 0, "node01", &["10.0.0.1"]);
         resolved(&mut c, 1, "node01", &["10.0.0.1"]);
         assert_eq!(
-            only(&c.findings(), "cluster.master-resolution").status,
+            only(&c.findings(), crate::rendezvous::ids::MASTER_RESOLUTION).status,
             Status::Pass
         );
         resolved(&mut c, 0, "10.0.0.1", &["10.0.0.1"]);
         resolved(&mut c, 1, "10.0.0.1", &["10.0.0.1"]);
         let f = c.findings();
-        let f = only(&f, "cluster.master-resolution");
+        let f = only(&f, crate::rendezvous::ids::MASTER_RESOLUTION);
         assert_eq!(f.status, Status::Pass);
         assert!(f.summary.contains("nothing to resolve"));
     }

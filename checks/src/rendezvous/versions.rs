@@ -1,8 +1,8 @@
 //! `cluster.versions`: driver, CUDA, NCCL and torch versions that differ across nodes, with the install command for the odd ones.
 
-use super::ClusterInput;
-use super::common::{most_common, rank_map, ranks_phrase};
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::ClusterInput;
+use crate::core::cluster_common::{most_common, rank_map, ranks_phrase};
+use crate::core::{Finding, Fix, NodeFacts, Status};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -43,7 +43,7 @@ fn major_minor(v: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-pub(super) fn versions(input: &ClusterInput) -> Vec<Finding> {
+pub(crate) fn versions(input: &ClusterInput) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut common = Map::new();
     let mut unknown_all = Map::new();
@@ -87,9 +87,14 @@ pub(super) fn versions(input: &ClusterInput) -> Vec<Finding> {
             format!("same on every node: {}", parts.join(", "))
         };
         out.push(
-            Finding::new("cluster.versions", Status::Pass, "versions", summary)
-                .with("versions", Value::Object(common))
-                .with("unknown", Value::Object(unknown_all)),
+            Finding::new(
+                crate::rendezvous::ids::VERSIONS,
+                Status::Pass,
+                "versions",
+                summary,
+            )
+            .with("versions", Value::Object(common))
+            .with("unknown", Value::Object(unknown_all)),
         );
     }
     out
@@ -135,7 +140,7 @@ fn version_differs(
         .map(|(r, _)| *r)
         .collect();
     Finding::new(
-        "cluster.versions",
+        crate::rendezvous::ids::VERSIONS,
         status,
         field.key,
         format!(
@@ -205,8 +210,8 @@ fn pip_torch_command(version: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::testkit::*;
-    use crate::model::Status;
+    use crate::core::Status;
+    use crate::testkit::*;
     use serde_json::json;
 
     #[test]
@@ -214,7 +219,7 @@ mod tests {
         let mut c = Cluster::healthy(3);
         c.facts[2].nccl.version = Some("2.18.1".into());
         let fs = c.findings();
-        let f = only(&fs, "cluster.versions");
+        let f = only(&fs, crate::rendezvous::ids::VERSIONS);
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.subject, "nccl");
         assert_eq!(f.evidence["per_rank"]["2"], json!("2.18.1"));
@@ -224,7 +229,10 @@ mod tests {
 
         c.facts[2].nccl.version = Some("2.21.3".into());
         let fs = c.findings();
-        assert_eq!(only(&fs, "cluster.versions").status, Status::Warn);
+        assert_eq!(
+            only(&fs, crate::rendezvous::ids::VERSIONS).status,
+            Status::Warn
+        );
     }
 
     #[test]
@@ -233,7 +241,7 @@ mod tests {
         c.facts[0].gpu.driver_version = Some("535.104.05".into());
         c.facts[1].nccl.torch_version = Some("2.4.0+cu121".into());
         let fs = c.findings();
-        let v = with_id(&fs, "cluster.versions");
+        let v = with_id(&fs, crate::rendezvous::ids::VERSIONS);
         assert_eq!(v.len(), 2, "{v:#?}");
         assert!(v.iter().all(|f| f.status == Status::Warn));
         let torch = v.iter().find(|f| f.subject == "torch").unwrap();
@@ -252,7 +260,7 @@ mod tests {
         let mut c = Cluster::healthy(3);
         c.facts[1].nccl.version = None;
         let fs = c.findings();
-        let f = only(&fs, "cluster.versions");
+        let f = only(&fs, crate::rendezvous::ids::VERSIONS);
         assert_eq!(f.status, Status::Pass);
         assert_eq!(f.evidence["unknown"]["nccl"], json!([1]));
         assert_eq!(f.evidence["versions"]["nccl"], json!("2.21.5"));

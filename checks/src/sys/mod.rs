@@ -1,13 +1,21 @@
 //! System checks: /dev/shm size (`sys.shm`), memlock with RDMA (`sys.memlock`), and a
 //! hostname that resolves to loopback (`net.hostname-loopback`).
 
-use crate::CheckContext;
-use crate::model::{Finding, Fix, NodeFacts, Status};
+pub mod catalog;
+pub mod ids;
+pub mod nccl_shm_probe;
+pub mod probe;
+pub mod scale;
+pub mod scale_probe;
+
+use crate::core::CheckContext;
+use crate::core::{Finding, Fix, NodeFacts, Status};
+use crate::infra::format_bytes;
 use std::net::IpAddr;
 
-pub const SHM: &str = "sys.shm";
-pub const MEMLOCK: &str = "sys.memlock";
-pub const HOSTNAME_LOOPBACK: &str = "net.hostname-loopback";
+pub use crate::sys::ids::HOSTNAME_LOOPBACK;
+pub use crate::sys::ids::MEMLOCK;
+pub use crate::sys::ids::SHM;
 
 /// NCCL's shared-memory transport and DataLoader workers need at least this much /dev/shm.
 pub const MIN_SHM_BYTES: u64 = 1 << 30;
@@ -18,21 +26,6 @@ pub fn check(facts: &NodeFacts, _ctx: &CheckContext) -> Vec<Finding> {
         check_memlock(facts),
         check_hostname(facts),
     ]
-}
-
-/// Exact size in the largest binary unit that divides it: "64 MiB", "1536 MiB", "65536 bytes" -> "64 KiB".
-pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (1 << 40, "TiB"),
-        (1 << 30, "GiB"),
-        (1 << 20, "MiB"),
-        (1 << 10, "KiB"),
-    ];
-    UNITS
-        .iter()
-        .find(|(size, _)| bytes >= *size && bytes % size == 0)
-        .map(|(size, unit)| format!("{} {unit}", bytes / size))
-        .unwrap_or_else(|| format!("{bytes} bytes"))
 }
 
 fn check_shm(facts: &NodeFacts) -> Finding {
@@ -200,7 +193,7 @@ fn check_hostname(facts: &NodeFacts) -> Finding {
 /// The address the hostname should map to: the first up, non-loopback IPv4,
 /// preferring the default-route interface, then physical over virtual ones.
 fn node_address(facts: &NodeFacts) -> Option<IpAddr> {
-    let candidates: Vec<(&crate::model::Interface, IpAddr)> = facts
+    let candidates: Vec<(&crate::core::Interface, IpAddr)> = facts
         .net
         .interfaces
         .iter()
@@ -267,24 +260,24 @@ fn hosts_fix(facts: &NodeFacts, loopback: &[&IpAddr]) -> Fix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{IbDevice, IfAddr, IfKind, Interface, SysFacts};
+    use crate::core::{IbDevice, IfAddr, IfKind, Interface, SysFacts};
 
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
 
-    use crate::testutil::fixture_root;
+    use crate::infra::testutil::fixture_root;
 
     fn fixture_facts(node: &str, host: &str) -> NodeFacts {
         let root = fixture_root(node);
         NodeFacts {
             hostname: host.into(),
-            sys: crate::probe::sys::probe(&root, host),
-            ib: crate::probe::ib::probe(&root),
+            sys: crate::sys::probe::probe(&root, host),
+            ib: crate::rdma::probe::ib::probe(&root),
             ..Default::default()
         }
     }
 
-    fn find<'a>(out: &'a [Finding], id: &str) -> &'a Finding {
+    fn find<'a>(out: &'a [Finding], id: crate::core::FindingId) -> &'a Finding {
         let all: Vec<_> = out.iter().filter(|f| f.id == id).collect();
         assert_eq!(all.len(), 1, "{id}");
         all[0]
@@ -411,7 +404,7 @@ mod tests {
     #[test]
     fn memlock_unreadable_with_rdma_is_error() {
         let facts = NodeFacts {
-            ib: crate::model::IbFacts {
+            ib: crate::core::IbFacts {
                 devices: vec![IbDevice {
                     name: "mlx5_0".into(),
                     ..Default::default()
@@ -498,12 +491,12 @@ mod tests {
         }
         let text = std::fs::read_to_string(&hosts).unwrap();
         assert!(
-            crate::probe::sys::lookup_in_hosts(&text, "localhost")
+            crate::sys::probe::lookup_in_hosts(&text, "localhost")
                 .iter()
                 .any(|a| a.is_loopback()),
             "localhost must survive: {text}"
         );
-        crate::probe::sys::lookup_in_hosts(&text, host)
+        crate::sys::probe::lookup_in_hosts(&text, host)
     }
 
     #[test]

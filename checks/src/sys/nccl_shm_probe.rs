@@ -2,8 +2,8 @@
 //! them (from /proc/<pid>/maps and /proc/<pid>/fd), so leftovers of a crashed job can be told
 //! from the segments of a running one.
 
-use crate::model::ShmFile;
-use crate::root::Root;
+use crate::core::ShmFile;
+use crate::infra::root::Root;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant, SystemTime};
 

@@ -1,7 +1,7 @@
 //! System limits: /dev/shm size, RLIMIT_MEMLOCK, and what the hostname resolves to.
 
-use crate::model::SysFacts;
-use crate::root::Root;
+use crate::core::SysFacts;
+use crate::infra::root::Root;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -50,8 +50,8 @@ pub const CONNTRACK_ESTABLISHED: &str =
 
 /// What this node's resolver gives for `name`, within [`RESOLVE_TIMEOUT`]; at most 16
 /// addresses are kept.
-pub fn lookup(name: &str) -> crate::model::NameLookup {
-    let mut out = crate::model::NameLookup {
+pub fn lookup(name: &str) -> crate::core::NameLookup {
+    let mut out = crate::core::NameLookup {
         name: name.to_string(),
         ..Default::default()
     };
@@ -446,7 +446,7 @@ mod tests {
     }
 
     fn fixture(name: &str) -> Root {
-        crate::testutil::fixture_root(name)
+        crate::infra::testutil::fixture_root(name)
     }
 
     const GIB: u64 = 1 << 30;

@@ -1,8 +1,8 @@
 //! Node settings that only bite at scale: network sysctls (listen backlog, ephemeral ports,
 //! neighbour table, arp_ignore), RLIMIT_NOFILE/NPROC, the cgroup pids limit and `ip rule`.
 
-use crate::model::{PidsLimit, ScaleFacts};
-use crate::root::Root;
+use crate::core::{PidsLimit, ScaleFacts};
+use crate::infra::root::Root;
 
 /// Most `ip rule` lines kept (a node with thousands of rules is judged on the first ones).
 const MAX_RULES: usize = 256;
@@ -117,8 +117,8 @@ pub fn probe(root: &Root) -> ScaleFacts {
     f.arp_ignore = conf_values(root, "arp_ignore");
     f.rp_filter = conf_values(root, "rp_filter");
     f.ip_rules = ip_rules(root);
-    f.nccl_shm = super::nccl_shm::probe(root);
-    f.gids = super::gid::probe(root);
+    f.nccl_shm = super::nccl_shm_probe::probe(root);
+    f.gids = crate::rdma::probe::gid::probe(root);
     f
 }
 
@@ -262,7 +262,7 @@ fn ip_rules(root: &Root) -> Option<Vec<String>> {
     if !root.is_system() {
         return None;
     }
-    use super::firewall::runner::{find_tool, run_with_timeout};
+    use crate::firewall::probe::runner::{find_tool, run_with_timeout};
     let ip = find_tool("ip")?;
     let out = run_with_timeout(&ip, &["-4", "rule", "show"]).ok()?;
     out.success.then(|| {

@@ -57,7 +57,7 @@ fn hook(mode: SlurmMode, drain: bool, dry_run: bool) -> SlurmHook {
 
 fn held() -> Finding {
     Finding::new(
-        "port.in-use",
+        preflight_checks::core::FindingId::new("port.in-use"),
         Status::Fail,
         "29500",
         "master port 29500 is already in use by pid 42 (python3); torchrun will fail",

@@ -23,7 +23,7 @@ pub(super) fn args(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correcti
     if bad.is_empty() {
         let what = if p.has("module") { "module" } else { "script" };
         let f = finding(
-            "launch.args",
+            preflight_checks::launch::ids::ARGS,
             Status::Pass,
             plan.rank,
             p.script().unwrap_or_default(),
@@ -49,7 +49,7 @@ pub(super) fn args(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correcti
         return (f, None);
     }
     let f = finding(
-        "launch.args",
+        preflight_checks::launch::ids::ARGS,
         Status::Fail,
         plan.rank,
         "command",
@@ -115,7 +115,7 @@ pub(super) fn unknown_flags(p: &Parsed, plan: &CommandShape) -> (Finding, Option
     }
     if words.is_empty() {
         let f = finding(
-            "launch.unknown-flag",
+            preflight_checks::launch::ids::UNKNOWN_FLAG,
             Status::Pass,
             plan.rank,
             "options",
@@ -131,7 +131,7 @@ pub(super) fn unknown_flags(p: &Parsed, plan: &CommandShape) -> (Finding, Option
         return (f, None);
     }
     let f = finding(
-        "launch.unknown-flag",
+        preflight_checks::launch::ids::UNKNOWN_FLAG,
         Status::Fail,
         plan.rank,
         words.join(" "),

@@ -40,7 +40,7 @@ pub(super) fn endpoint(
     if plan.standalone {
         return (
             finding(
-                "launch.endpoint",
+                preflight_checks::launch::ids::ENDPOINT,
                 Status::Pass,
                 rank,
                 "standalone",
@@ -51,7 +51,7 @@ pub(super) fn endpoint(
     }
     if let Some(e) = &plan.endpoint_error {
         let f = finding(
-            "launch.endpoint",
+            preflight_checks::launch::ids::ENDPOINT,
             Status::Fail,
             rank,
             "endpoint",
@@ -66,7 +66,7 @@ pub(super) fn endpoint(
     let Some((host, port)) = plan.endpoint.clone() else {
         return (
             finding(
-                "launch.endpoint",
+                preflight_checks::launch::ids::ENDPOINT,
                 Status::Skip,
                 rank,
                 "endpoint",
@@ -86,20 +86,26 @@ pub(super) fn endpoint(
         .map(|a| a.addr.to_string())
         .collect();
     let base = |status, summary: String| {
-        finding("launch.endpoint", status, rank, subject.clone(), summary)
-            .with("host", &host)
-            .with("port", port)
-            .with("from", plan.endpoint_from)
-            .with("backend", &plan.backend)
-            .with(
-                "resolved",
-                resolved
-                    .addrs
-                    .iter()
-                    .map(|a| a.to_string())
-                    .collect::<Vec<_>>(),
-            )
-            .with("this_node_addresses", &local_addrs)
+        finding(
+            preflight_checks::launch::ids::ENDPOINT,
+            status,
+            rank,
+            subject.clone(),
+            summary,
+        )
+        .with("host", &host)
+        .with("port", port)
+        .with("from", plan.endpoint_from)
+        .with("backend", &plan.backend)
+        .with(
+            "resolved",
+            resolved
+                .addrs
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>(),
+        )
+        .with("this_node_addresses", &local_addrs)
     };
     // Only rank 0 may be pointed at its own address: any other node needs rank 0's.
     let use_addr = ctx
@@ -180,7 +186,7 @@ pub(super) fn endpoint(
             },
         );
         let judged = MasterIsSelf {
-            id: "launch.endpoint",
+            id: preflight_checks::launch::ids::ENDPOINT,
             rank,
             master: &host,
             port,
@@ -248,7 +254,7 @@ pub(super) fn port(
     let Some((host, port)) = plan.endpoint.clone() else {
         return (
             finding(
-                "launch.port",
+                preflight_checks::launch::ids::PORT,
                 Status::Skip,
                 rank,
                 "port",
@@ -260,7 +266,7 @@ pub(super) fn port(
     if !hosts_store(plan, ctx.resolved.as_ref(), ctx.facts) {
         return (
             finding(
-                "launch.port",
+                preflight_checks::launch::ids::PORT,
                 Status::Skip,
                 rank,
                 port.to_string(),
@@ -274,7 +280,7 @@ pub(super) fn port(
     if facts.port != port {
         return (
             finding(
-                "launch.port",
+                preflight_checks::launch::ids::PORT,
                 Status::Skip,
                 rank,
                 port.to_string(),
@@ -289,12 +295,18 @@ pub(super) fn port(
     }
     let held = facts.ipv4.status == BindStatus::InUse || facts.ipv6.status == BindStatus::InUse;
     let base = |status, summary: String| {
-        finding("launch.port", status, rank, port.to_string(), summary)
-            .with("port", port)
-            .with("ipv4", facts.ipv4.status)
-            .with("ipv6", facts.ipv6.status)
-            .with("holders", &facts.holders)
-            .with("suggested_free", facts.suggested_free)
+        finding(
+            preflight_checks::launch::ids::PORT,
+            status,
+            rank,
+            port.to_string(),
+            summary,
+        )
+        .with("port", port)
+        .with("ipv4", facts.ipv4.status)
+        .with("ipv6", facts.ipv6.status)
+        .with("holders", &facts.holders)
+        .with("suggested_free", facts.suggested_free)
     };
     if !held {
         return match facts.ipv4.status {

@@ -35,7 +35,7 @@ fn legacy_finding(
 ) -> Option<(Finding, Option<Correction>)> {
     if p.has("use-env") {
         return Some((
-            finding("launch.legacy", Status::Warn, rank, subject, "torch.distributed.launch is deprecated; with --use-env it behaves as torchrun (LOCAL_RANK in the environment)".into())
+            finding(preflight_checks::launch::ids::LEGACY, Status::Warn, rank, subject, "torch.distributed.launch is deprecated; with --use-env it behaves as torchrun (LOCAL_RANK in the environment)".into())
                 .fix(Fix::new("replace `python -m torch.distributed.launch --use-env` with `torchrun`")),
             None,
         ));
@@ -45,7 +45,7 @@ fn legacy_finding(
     match reads_arg {
         Some(false) => Some((
             finding(
-                "launch.legacy",
+                preflight_checks::launch::ids::LEGACY,
                 Status::Fail,
                 rank,
                 subject,
@@ -56,14 +56,14 @@ fn legacy_finding(
             Some(Correction::SetValue { name: "use-env", value: String::new() }),
         )),
         Some(true) => Some((
-            finding("launch.legacy", Status::Warn, rank, subject, format!("torch.distributed.launch is deprecated; {script_name} reads local_rank, so --local-rank=N works"))
+            finding(preflight_checks::launch::ids::LEGACY, Status::Warn, rank, subject, format!("torch.distributed.launch is deprecated; {script_name} reads local_rank, so --local-rank=N works"))
                 .with("script", script_name)
                 .fix(Fix::new("switch to torchrun and read LOCAL_RANK from the environment")),
             None,
         )),
         None => Some((
             finding(
-                "launch.legacy",
+                preflight_checks::launch::ids::LEGACY,
                 Status::Warn,
                 rank,
                 subject,

@@ -33,12 +33,18 @@ pub(super) fn program(p: &Parsed, plan: &CommandShape) -> Option<(Finding, Optio
     let rank = plan.rank;
     let script = p.script().unwrap_or_default().to_string();
     let base = |status, summary: String| {
-        finding("launch.args", status, rank, p.head.program.clone(), summary)
-            .with("launcher", format!("{:?}", p.launcher))
-            .with("program", &p.head.program)
-            .with("wrappers", &p.head.wrappers)
-            .with("script", p.script())
-            .with("script_args", p.script_args())
+        finding(
+            preflight_checks::launch::ids::ARGS,
+            status,
+            rank,
+            p.head.program.clone(),
+            summary,
+        )
+        .with("launcher", format!("{:?}", p.launcher))
+        .with("program", &p.head.program)
+        .with("wrappers", &p.head.wrappers)
+        .with("script", p.script())
+        .with("script_args", p.script_args())
     };
     let f = match p.launcher {
         Launcher::Accelerate => {
@@ -123,7 +129,7 @@ pub(super) fn variables(p: &Parsed, plan: &CommandShape) -> Option<(Finding, Opt
         .collect::<Vec<_>>()
         .join("; ");
     let f = finding(
-        "launch.variables",
+        preflight_checks::launch::ids::VARIABLES,
         Status::Warn,
         plan.rank,
         names.join(" "),
@@ -165,12 +171,18 @@ pub(super) fn script(
     let rank = plan.rank;
     let no_python = p.has("no-python");
     let base = |status, summary: String| {
-        finding("launch.script", status, rank, script.to_string(), summary)
-            .with("script", script)
-            .with("cwd", &file.cwd)
-            .with("exists", file.exists)
-            .with("executable", file.executable)
-            .with("no_python", no_python)
+        finding(
+            preflight_checks::launch::ids::SCRIPT,
+            status,
+            rank,
+            script.to_string(),
+            summary,
+        )
+        .with("script", script)
+        .with("cwd", &file.cwd)
+        .with("exists", file.exists)
+        .with("executable", file.executable)
+        .with("no_python", no_python)
     };
     let f = if !file.exists {
         base(

@@ -198,7 +198,7 @@ fn flag(p: &Parsed, name: &str) -> String {
 }
 
 fn finding(
-    id: &str,
+    id: preflight_checks::core::FindingId,
     status: Status,
     rank: u32,
     subject: impl Into<String>,
@@ -233,7 +233,7 @@ pub fn check(p: &Parsed, ctx: &Context) -> Vec<(Finding, Option<Correction>)> {
     if plan.endpoint.as_ref().is_some_and(|(_, port)| *port == 0) {
         out.push((
             finding(
-                "launch.port",
+                preflight_checks::launch::ids::PORT,
                 Status::Pass,
                 plan.rank,
                 "0",

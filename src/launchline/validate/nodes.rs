@@ -11,7 +11,7 @@ pub(super) fn nnodes(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correc
     let rank = plan.rank;
     let f = match (given, plan.nnodes) {
         (Some(v), None) => finding(
-            "launch.nnodes",
+            preflight_checks::launch::ids::NNODES,
             Status::Fail,
             rank,
             v,
@@ -26,7 +26,7 @@ pub(super) fn nnodes(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correc
                 "1".to_string()
             };
             let f = finding(
-                "launch.nnodes",
+                preflight_checks::launch::ids::NNODES,
                 Status::Fail,
                 rank,
                 v,
@@ -44,7 +44,7 @@ pub(super) fn nnodes(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correc
         }
         (Some(v), Some((min, max))) if min != max && plan.backend == "static" && !plan.standalone => {
             finding(
-                "launch.nnodes",
+                preflight_checks::launch::ids::NNODES,
                 Status::Warn,
                 rank,
                 v,
@@ -57,7 +57,7 @@ pub(super) fn nnodes(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correc
             let why = multi_node_hint(p, plan).unwrap_or_default();
             let at_least = (plan.rank + 1).max(2);
             finding(
-                "launch.nnodes",
+                preflight_checks::launch::ids::NNODES,
                 Status::Fail,
                 rank,
                 "--nnodes",
@@ -71,7 +71,7 @@ pub(super) fn nnodes(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correc
             let (min, max) = plan.nnodes.unwrap_or((1, 1));
             let shown = given.unwrap_or("1 (default)");
             finding(
-                "launch.nnodes",
+                preflight_checks::launch::ids::NNODES,
                 Status::Pass,
                 rank,
                 shown,
@@ -124,7 +124,7 @@ pub(super) fn node_rank(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Cor
     if let Some(v) = given {
         if v.trim().parse::<u32>().is_err() {
             let f = finding(
-                "launch.node-rank",
+                preflight_checks::launch::ids::NODE_RANK,
                 Status::Fail,
                 0,
                 v,
@@ -142,7 +142,7 @@ pub(super) fn node_rank(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Cor
     if plan.nnodes.is_some() && max > 0 && plan.rank >= max && !plan.standalone {
         let last = max - 1;
         let f = finding(
-            "launch.node-rank",
+            preflight_checks::launch::ids::NODE_RANK,
             Status::Fail,
             plan.rank,
             plan.rank.to_string(),
@@ -172,7 +172,7 @@ pub(super) fn node_rank(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Cor
     }
     if plan.is_multi_node() && plan.backend == "static" && !plan.rank_given {
         let f = finding(
-            "launch.node-rank",
+            preflight_checks::launch::ids::NODE_RANK,
             Status::Fail,
             0,
             "--node-rank",
@@ -188,7 +188,7 @@ pub(super) fn node_rank(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Cor
         return (f, None);
     }
     let f = finding(
-        "launch.node-rank",
+        preflight_checks::launch::ids::NODE_RANK,
         Status::Pass,
         plan.rank,
         plan.rank.to_string(),

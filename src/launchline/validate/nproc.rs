@@ -76,14 +76,20 @@ pub(super) fn nproc(
     let counted = facts.gpu.nvml_error.is_none();
     let visible = preflight_checks::visible_devices::visible_gpu_count(facts);
     let base = |status, summary: String| {
-        finding("launch.nproc", status, rank, shown.clone(), summary)
-            .with("nproc_per_node", value)
-            .with("cpu_only", cpu_only)
-            .with("visible_gpus", counted.then_some(visible))
-            .with(
-                "cuda_visible_devices",
-                facts.env.get("CUDA_VISIBLE_DEVICES"),
-            )
+        finding(
+            preflight_checks::launch::ids::NPROC,
+            status,
+            rank,
+            shown.clone(),
+            summary,
+        )
+        .with("nproc_per_node", value)
+        .with("cpu_only", cpu_only)
+        .with("visible_gpus", counted.then_some(visible))
+        .with(
+            "cuda_visible_devices",
+            facts.env.get("CUDA_VISIBLE_DEVICES"),
+        )
     };
     let no_driver = |n: String| {
         let why = facts.gpu.nvml_error.clone().unwrap_or_default();

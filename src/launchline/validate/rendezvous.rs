@@ -26,7 +26,7 @@ pub(super) fn standalone(p: &Parsed, plan: &CommandShape) -> Option<(Finding, Op
     let points_elsewhere = p.has("rdzv-endpoint") || p.has("master-addr");
     if plan.max_nodes() > 1 {
         let f = finding(
-            "launch.standalone",
+            preflight_checks::launch::ids::STANDALONE,
             Status::Fail,
             rank,
             "--standalone",
@@ -52,7 +52,7 @@ pub(super) fn standalone(p: &Parsed, plan: &CommandShape) -> Option<(Finding, Op
     }
     if !multi.is_empty() {
         let f = finding(
-            "launch.standalone",
+            preflight_checks::launch::ids::STANDALONE,
             Status::Warn,
             rank,
             "--standalone",
@@ -69,7 +69,7 @@ pub(super) fn standalone(p: &Parsed, plan: &CommandShape) -> Option<(Finding, Op
     }
     Some((
         finding(
-            "launch.standalone",
+            preflight_checks::launch::ids::STANDALONE,
             Status::Pass,
             rank,
             "--standalone",
@@ -85,9 +85,9 @@ pub(super) fn rdzv_backend(p: &Parsed, plan: &CommandShape) -> Vec<(Finding, Opt
     if let Some(v) = p.value("rdzv-backend") {
         let name = flag(p, "rdzv-backend");
         let f = match v {
-            "static" | "c10d" => finding("launch.rdzv-backend", Status::Pass, rank, v, format!("rendezvous backend {v}")),
+            "static" | "c10d" => finding(preflight_checks::launch::ids::RDZV_BACKEND, Status::Pass, rank, v, format!("rendezvous backend {v}")),
             "etcd" | "etcd-v2" => finding(
-                "launch.rdzv-backend",
+                preflight_checks::launch::ids::RDZV_BACKEND,
                 Status::Warn,
                 rank,
                 v,
@@ -97,7 +97,7 @@ pub(super) fn rdzv_backend(p: &Parsed, plan: &CommandShape) -> Vec<(Finding, Opt
             other => {
                 let near = BACKENDS.iter().min_by_key(|b| edit_distance(b, other)).copied().unwrap_or("c10d");
                 finding(
-                    "launch.rdzv-backend",
+                    preflight_checks::launch::ids::RDZV_BACKEND,
                     Status::Fail,
                     rank,
                     other,
@@ -122,7 +122,7 @@ pub(super) fn rdzv_backend(p: &Parsed, plan: &CommandShape) -> Vec<(Finding, Opt
             .collect();
         let f = if bad.is_empty() {
             finding(
-                "launch.rdzv-conf",
+                preflight_checks::launch::ids::RDZV_CONF,
                 Status::Pass,
                 rank,
                 v,
@@ -130,7 +130,7 @@ pub(super) fn rdzv_backend(p: &Parsed, plan: &CommandShape) -> Vec<(Finding, Opt
             )
         } else {
             finding(
-                "launch.rdzv-conf",
+                preflight_checks::launch::ids::RDZV_CONF,
                 Status::Fail,
                 rank,
                 v,

@@ -298,7 +298,7 @@ pub fn verdict(report: &Report, own: &[&Finding], style: Style, whole: bool) -> 
     let as_written = report
         .findings
         .iter()
-        .any(|f| f.id == "launch.as-written" && f.status == Status::Warn);
+        .any(|f| f.id == preflight_checks::launch::ids::AS_WRITTEN && f.status == Status::Warn);
     let text = if problems.is_empty() && as_written {
         let mut t = format!(
             "{} ready to launch with the commands above, not your command as written: it would hang (launch.as-written)",

@@ -9,7 +9,7 @@ use super::where_;
 use preflight_checks::model::{Finding, Report};
 use serde_json::Value;
 
-const ID: &str = "link.unreachable";
+use preflight_checks::link::ids::UNREACHABLE as ID;
 
 /// One direction of a pair: the only failed source of a destination's finding.
 struct OneWay<'a> {

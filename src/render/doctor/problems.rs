@@ -80,11 +80,11 @@ pub fn blocks(report: &Report, findings: &[&Finding], style: Style) -> String {
 /// group as the node whose own firewall drops incoming connections: the same fault seen from
 /// the links, whose fix (accept the nodes' network) covers the warning's. `None` otherwise.
 fn same_firewall<'a>(findings: &[&'a Finding], g: &[&Finding]) -> Option<&'a Finding> {
-    if g[0].id != "firewall.rules" || g[0].status != Status::Warn {
+    if g[0].id != preflight_checks::firewall::ids::RULES || g[0].status != Status::Warn {
         return None;
     }
     let blames = |f: &Finding, node: u32| {
-        f.id == "link.unreachable"
+        f.id == preflight_checks::link::ids::UNREACHABLE
             && f.status >= Status::Fail
             && f.evidence.get("cause_node").and_then(Value::as_u64) == Some(u64::from(node))
             && f.evidence.get("cause_direction").and_then(Value::as_str) == Some("incoming")
@@ -316,20 +316,25 @@ mod tests {
 
     #[test]
     fn a_firewall_warning_on_the_node_a_failure_blames_points_at_that_fix() {
-        let fail = Finding::new("link.unreachable", Status::Fail, "61<->* eth0", "drops")
-            .on_node(Some(61))
-            .with("cause_node", 61)
-            .with("cause_direction", "incoming")
-            .fix(preflight_checks::model::Fix::new("accept").command("nft insert rule x"));
+        let fail = Finding::new(
+            preflight_checks::core::FindingId::new("link.unreachable"),
+            Status::Fail,
+            "61<->* eth0",
+            "drops",
+        )
+        .on_node(Some(61))
+        .with("cause_node", 61)
+        .with("cause_direction", "incoming")
+        .fix(preflight_checks::model::Fix::new("accept").command("nft insert rule x"));
         let warn = Finding::new(
-            "firewall.rules",
+            preflight_checks::core::FindingId::new("firewall.rules"),
             Status::Warn,
             "29500",
             "not plainly allowed",
         )
         .on_node(Some(61));
         let other = Finding::new(
-            "firewall.rules",
+            preflight_checks::core::FindingId::new("firewall.rules"),
             Status::Warn,
             "29500",
             "not plainly allowed",
@@ -363,12 +368,17 @@ mod tests {
 
     #[test]
     fn evidence_is_a_few_words() {
-        let f = Finding::new("x.y", Status::Warn, "s", "sum")
-            .with("port", 29500)
-            .with("holders", serde_json::json!([{"pid": 1}]))
-            .with("names", serde_json::json!(["eth0", "ib0"]))
-            .with("long", "z".repeat(100))
-            .with("none", Value::Null);
+        let f = Finding::new(
+            preflight_checks::core::FindingId::new("x.y"),
+            Status::Warn,
+            "s",
+            "sum",
+        )
+        .with("port", 29500)
+        .with("holders", serde_json::json!([{"pid": 1}]))
+        .with("names", serde_json::json!(["eth0", "ib0"]))
+        .with("long", "z".repeat(100))
+        .with("none", Value::Null);
         let e = evidence_words(&f, true).unwrap();
         assert_eq!(
             e,

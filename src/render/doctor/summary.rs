@@ -136,7 +136,10 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
     let slow_warnings: Vec<&preflight_checks::model::Finding> = report
         .findings
         .iter()
-        .filter(|f| f.id == "link.slow" && f.status == preflight_checks::model::Status::Warn)
+        .filter(|f| {
+            f.id == preflight_checks::link::ids::SLOW
+                && f.status == preflight_checks::model::Status::Warn
+        })
         .collect();
     let named_pairs: Vec<(u32, u32)> = slow_warnings
         .iter()

@@ -43,7 +43,7 @@ pub(super) fn receive(stream: &mut TcpStream, p: &Placement) -> Result<u32, Stri
 pub(super) fn no_rank_finding(p: &Placement, why: &str) -> Finding {
     let at = preflight_checks::net::host_port(&p.master_addr, p.master_port);
     Finding::new(
-        "cluster.rendezvous",
+        preflight_checks::rendezvous::ids::RENDEZVOUS,
         model::Status::Fail,
         at.clone(),
         format!(

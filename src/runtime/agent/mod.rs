@@ -358,7 +358,7 @@ fn master_is_self(p: &Placement, own: &[IpAddr]) -> Option<Finding> {
     let rank0_host = p.expected_hosts.first().map(String::as_str);
     let check = |rank0: Option<(&str, &[IpAddr])>| {
         MasterIsSelf {
-            id: "cluster.rendezvous",
+            id: preflight_checks::rendezvous::ids::RENDEZVOUS,
             rank: p.rank,
             master: &p.master_addr,
             port: p.master_port,
@@ -470,7 +470,7 @@ fn c10d_unreachable(f: Finding, p: &Placement) -> Finding {
 
 fn lost_coordinator(p: &Placement, e: &WireError) -> Finding {
     Finding::new(
-        "cluster.rendezvous",
+        preflight_checks::rendezvous::ids::RENDEZVOUS,
         model::Status::Fail,
         format!("{}:{}", p.master_addr, p.master_port),
         format!(
@@ -519,7 +519,7 @@ pub fn auth_finding(source: &SecretSource, master: &str, port: u16) -> Finding {
     let subject = preflight_checks::net::host_port(master, port);
     if source.is_secret() {
         return Finding::new(
-            "cluster.auth",
+            preflight_checks::rendezvous::ids::AUTH,
             model::Status::Pass,
             subject,
             format!("nodes authenticate with {}", source.describe()),
@@ -527,7 +527,7 @@ pub fn auth_finding(source: &SecretSource, master: &str, port: u16) -> Finding {
         .with("source", source.describe());
     }
     Finding::new(
-        "cluster.auth",
+        preflight_checks::rendezvous::ids::AUTH,
         model::Status::Warn,
         subject.clone(),
         format!(

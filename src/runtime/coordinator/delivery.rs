@@ -201,7 +201,7 @@ mod tests {
             b = b.node(r as u32, f);
         }
         b.findings([Finding::new(
-            "cluster.rendezvous",
+            preflight_checks::core::FindingId::new("cluster.rendezvous"),
             Status::Pass,
             "x",
             "all joined",
@@ -227,7 +227,13 @@ mod tests {
         let n = 100;
         let mut r = synthetic(n);
         r.findings.push(
-            Finding::new("gpu.count", Status::Warn, "gpus", "rank 7 has 7 GPUs").on_node(Some(7)),
+            Finding::new(
+                preflight_checks::core::FindingId::new("gpu.count"),
+                Status::Warn,
+                "gpus",
+                "rank 7 has 7 GPUs",
+            )
+            .on_node(Some(7)),
         );
         crate::report_compact::compact(&mut r);
         let whole = serde_json::to_vec(&r).unwrap().len();

@@ -119,7 +119,7 @@ pub(crate) fn build_report(
     for m in members.iter().filter(|m| !m.alive) {
         findings.push(
             model::Finding::new(
-                "cluster.rendezvous",
+                preflight_checks::rendezvous::ids::RENDEZVOUS,
                 model::Status::Fail,
                 format!("rank {}", m.rank),
                 format!(

@@ -4,7 +4,7 @@
 
 use super::signatures::{self, Scope, Signature, Tier, When};
 use super::{Found, Hit, JobSeen, Scan, Unmatched};
-use crate::catalog;
+use crate::explain::catalog;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -179,7 +179,7 @@ fn why(base: &str, sig: &Signature, hit: &Hit) -> String {
     let mut facts = Vec::new();
     if let Some(a) = v.get("addr") {
         match v.get("port") {
-            Some(p) => facts.push(format!("the text names {}", crate::net::host_port(a, p))),
+            Some(p) => facts.push(format!("the text names {}", crate::infra::host_port(a, p))),
             None => facts.push(format!("the text names {a}")),
         }
     } else if let Some(p) = v.get("port") {

@@ -966,7 +966,7 @@ pub fn errno_of(m: &str) -> Option<(u32, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog;
+    use crate::explain::catalog;
 
     #[test]
     fn every_cause_is_a_catalog_id_and_every_source_is_named() {

@@ -1,7 +1,7 @@
 //! Parses `iptables-save` output into the filter table's INPUT (or OUTPUT) chain, user chains inlined.
 
 use super::{ParsedRule, Target, flatten_base, normalize_protocol};
-use crate::model::{FwAction, FwRule, InputChain};
+use crate::core::{FwAction, FwRule, InputChain};
 use std::collections::HashMap;
 
 /// The `filter` table's INPUT chain from `iptables-save` output, with user chains
@@ -205,8 +205,8 @@ fn parse_port_list(s: &str, range_sep: char) -> Vec<(u16, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::firewall::matches_everything;
-    use crate::probe::firewall::tests::{fixture, texts};
+    use crate::firewall::probe::matches_everything;
+    use crate::firewall::probe::tests::{fixture, texts};
 
     #[test]
     fn iptables_plain_drop_policy_with_ssh() {

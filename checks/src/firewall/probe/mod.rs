@@ -21,8 +21,8 @@ pub use iptables_save::{parse_iptables_save, parse_iptables_save_chain};
 pub use nat::{parse_iptables_save_nat, parse_nft_nat};
 pub use nft::{parse_nft_json, parse_nft_json_family, parse_nft_json_hook};
 
-use crate::model::{FirewallFacts, FwAction, FwRule, InputChain};
-use crate::root::Root;
+use crate::core::{FirewallFacts, FwAction, FwRule, InputChain};
+use crate::infra::root::Root;
 use runner::{command_failure, find_tool, run_with_timeout};
 use std::collections::HashMap;
 use ufw_firewalld::{firewalld_state, ufw_outgoing, ufw_state};
@@ -63,7 +63,7 @@ pub fn probe(root: &Root) -> FirewallFacts {
 
 /// The nat table's REDIRECT and DNAT rules: `iptables-save -t nat` (it prints iptables-nft's
 /// rules with their target options), else nftables' nat chains; none when neither tool runs.
-fn read_nat_rules() -> Vec<crate::model::NatRule> {
+fn read_nat_rules() -> Vec<crate::core::NatRule> {
     let from_iptables = find_tool("iptables-save")
         .and_then(|t| run_with_timeout(&t, &["-t", "nat"]).ok())
         .filter(|o| o.success)
@@ -361,7 +361,7 @@ mod tests {
     use super::*;
 
     pub(super) fn fixture(name: &str) -> String {
-        crate::testutil::fixture_text(&format!("firewall/{name}"))
+        crate::infra::testutil::fixture_text(&format!("firewall/{name}"))
     }
 
     pub(super) fn texts(chain: &InputChain) -> Vec<&str> {

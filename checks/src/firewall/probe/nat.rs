@@ -3,7 +3,7 @@
 use super::iptables_save::{parse_iptables_rule, split_words};
 use super::nft::{nft_port_sets, parse_nft_rule, str_field};
 use super::{Target, merge_matches};
-use crate::model::{FwRule, NatRule};
+use crate::core::{FwRule, NatRule};
 use serde_json::Value;
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
 //! Parses `nft -j list ruleset` into the input-hook (or output-hook) base chains, in priority order, jumps inlined and named port sets resolved.
 
 use super::{ParsedRule, Target, flatten_base, no_rules, normalize_protocol};
-use crate::model::{FwAction, FwRule, InputChain};
+use crate::core::{FwAction, FwRule, InputChain};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -411,8 +411,8 @@ fn nft_protocol(right: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::firewall::tests::{fixture, texts};
-    use crate::probe::firewall::{matches_everything, uses_xtables_compat};
+    use crate::firewall::probe::tests::{fixture, texts};
+    use crate::firewall::probe::{matches_everything, uses_xtables_compat};
 
     #[test]
     fn nft_plain_ruleset_with_sets_and_named_set() {

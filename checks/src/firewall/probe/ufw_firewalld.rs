@@ -1,7 +1,7 @@
 //! Whether ufw and firewalld are on: ufw from its config file, firewalld from its pid file, else `firewall-cmd --state`.
 
 use super::runner::{find_tool, run_with_timeout};
-use crate::root::Root;
+use crate::infra::root::Root;
 
 /// `active`/`inactive` from `/etc/ufw/ufw.conf` (`ENABLED=yes`); None when ufw is not installed.
 pub(super) fn ufw_state(root: &Root) -> Option<String> {
@@ -64,7 +64,7 @@ pub(super) fn firewalld_state(root: &Root) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::firewall::probe;
+    use crate::firewall::probe::probe;
 
     #[test]
     fn ufw_and_firewalld_state_from_files() {

@@ -8,8 +8,8 @@
 //! the power brake are judged.
 
 use super::{SLOW_SHARE, reference};
-use crate::model::{BurnSample, BurnTimeline, Finding, Fix, GpuCompute, Status};
-use crate::stats::median;
+use crate::core::{BurnSample, BurnTimeline, Finding, Fix, GpuCompute, Status};
+use crate::infra::stats::median;
 
 /// Clock event reasons that mean the GPU is held back by something wrong.
 pub const BAD_REASONS: &[&str] = &[
@@ -116,7 +116,7 @@ fn judge(t: &BurnTimeline, peers_end: Option<f64>) -> Option<(Status, String)> {
 }
 
 pub fn check(compute: &GpuCompute) -> Vec<Finding> {
-    let id = "gpu.compute-throttle";
+    let id = crate::gpu::ids::COMPUTE_THROTTLE;
     let Some(burn) = &compute.burn else {
         return Vec::new();
     };

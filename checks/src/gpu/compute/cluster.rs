@@ -3,13 +3,13 @@
 //! each checksum against the cluster's. What a node's own judgment already names is not
 //! repeated.
 
-use super::ClusterInput;
-use crate::gpu_compute::{self, Sample, Slow, Wrong};
-use crate::model::{Finding, Status};
+use crate::core::ClusterInput;
+use crate::core::{Finding, Status};
+use crate::gpu::compute::{Sample, Slow, Wrong};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
-    let measured: Vec<(u32, &crate::model::NodeFacts)> = input
+    let measured: Vec<(u32, &crate::core::NodeFacts)> = input
         .nodes
         .iter()
         .filter(|(_, f)| {
@@ -25,30 +25,30 @@ pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
     }
     let all: Vec<Sample> = measured
         .iter()
-        .flat_map(|(r, f)| gpu_compute::node_samples(*r, f))
+        .flat_map(|(r, f)| crate::gpu::compute::node_samples(*r, f))
         .collect();
     // What each node's own judgment names already.
     let mut named_slow: HashSet<(u32, u32, String)> = HashSet::new();
     let mut named_wrong: HashSet<(u32, u32, String)> = HashSet::new();
     for (r, f) in &measured {
-        let own = gpu_compute::node_samples(*r, f);
+        let own = crate::gpu::compute::node_samples(*r, f);
         named_slow.extend(
-            gpu_compute::slow_gpus(&own)
+            crate::gpu::compute::slow_gpus(&own)
                 .into_iter()
                 .map(|s| (s.rank, s.gpu, s.dtype)),
         );
         named_wrong.extend(
-            gpu_compute::wrong_gpus(&own)
+            crate::gpu::compute::wrong_gpus(&own)
                 .into_iter()
                 .map(|w| (w.rank, w.gpu, w.dtype)),
         );
     }
-    let slow: Vec<Slow> = gpu_compute::slow_gpus(&all)
+    let slow: Vec<Slow> = crate::gpu::compute::slow_gpus(&all)
         .into_iter()
         .filter(|s| s.reference.is_some())
         .filter(|s| !named_slow.contains(&(s.rank, s.gpu, s.dtype.clone())))
         .collect();
-    let wrong: Vec<Wrong> = gpu_compute::wrong_gpus(&all)
+    let wrong: Vec<Wrong> = crate::gpu::compute::wrong_gpus(&all)
         .into_iter()
         .filter(|w| !named_wrong.contains(&(w.rank, w.gpu, w.dtype.clone())))
         .collect();
@@ -57,7 +57,7 @@ pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
         .map(|(r, f)| (*r, f.hostname.as_str()))
         .collect();
     let host = |rank: u32| hosts.get(&rank).copied().unwrap_or("?");
-    let by_gpu: HashMap<(u32, u32), &crate::model::GpuGemm> =
+    let by_gpu: HashMap<(u32, u32), &crate::core::GpuGemm> =
         all.iter().map(|s| ((s.rank, s.gpu.gpu), s.gpu)).collect();
     let gpu_of = |rank: u32, gpu: u32| by_gpu.get(&(rank, gpu)).copied();
     let mut per_node: HashMap<u32, usize> = HashMap::new();
@@ -108,7 +108,7 @@ pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
             .map(|s| s.gpu)
             .unwrap_or(gpus[0]);
         let state = gpu_of(*rank, slowest)
-            .map(|g| format!("; GPU {slowest}: {}", gpu_compute::state_text(g)))
+            .map(|g| format!("; GPU {slowest}: {}", crate::gpu::compute::state_text(g)))
             .unwrap_or_default();
         let first = gpu_of(*rank, slowest);
         let named: Vec<String> = gpus.iter().map(|g| g.to_string()).collect();
@@ -121,7 +121,7 @@ pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
             format!(
                 "{} {} of {h} {} slower than the same model across the cluster: {}{state}",
                 if gpus.len() == 1 { "GPU" } else { "GPUs" },
-                gpu_compute::listed(&named),
+                crate::gpu::compute::listed(&named),
                 if gpus.len() == 1 {
                     "multiplies"
                 } else {
@@ -130,7 +130,7 @@ pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
                 rates.join("; ")
             )
         };
-        let mut f = Finding::new("gpu.compute-slow", Status::Fail, "gpus", summary)
+        let mut f = Finding::new(crate::gpu::ids::COMPUTE_SLOW, Status::Fail, "gpus", summary)
             .on_node(Some(*rank))
             .with("host", h)
             .with("gpus", &gpus)
@@ -141,7 +141,7 @@ pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
                     .collect::<Vec<_>>(),
             );
         if let Some(g) = first {
-            f = f.fix(gpu_compute::slow_fix(g));
+            f = f.fix(crate::gpu::compute::slow_fix(g));
         }
         out.push(f);
     }
@@ -151,31 +151,31 @@ pub fn gpu_compute(input: &ClusterInput) -> Vec<Finding> {
         };
         let h = host(w.rank);
         out.push(
-            gpu_compute::gpu_finding(
-                "gpu.compute-wrong",
+            crate::gpu::compute::gpu_finding(
+                crate::gpu::ids::COMPUTE_WRONG,
                 Status::Fail,
                 g,
                 h,
-                gpu_compute::wrong_text(w, &g.model, h),
+                crate::gpu::compute::wrong_text(w, &g.model, h),
             )
             .on_node(Some(w.rank))
             .with("dtype", &w.dtype)
             .with("checksum", &w.checksum)
             .with("usual_checksum", &w.usual)
-            .fix(gpu_compute::wrong_fix(g)),
+            .fix(crate::gpu::compute::wrong_fix(g)),
         );
     }
     if out.is_empty() {
         out.push(
             Finding::new(
-                "gpu.compute-slow",
+                crate::gpu::ids::COMPUTE_SLOW,
                 Status::Pass,
                 "gpus",
                 format!(
                     "{} GPUs on {} nodes multiply at their model's pace and agree bit for bit ({})",
                     all.len(),
                     measured.len(),
-                    gpu_compute::rate_summary(&all).join("; ")
+                    crate::gpu::compute::rate_summary(&all).join("; ")
                 ),
             )
             .with("nodes", measured.len())

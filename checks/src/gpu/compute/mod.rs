@@ -10,12 +10,14 @@
 //!   is a fault, and every correct GPU returns the same checksum whatever its model or cuBLAS.
 //! - **Throttle**: the sustained load's timeline ([`burn`]).
 
+pub mod cluster;
+
 pub mod burn;
 pub mod expected;
 #[cfg(test)]
 mod tests;
 
-use crate::model::{Finding, Fix, GpuCompute, GpuGemm, NodeFacts, Status};
+use crate::core::{Finding, Fix, GpuCompute, GpuGemm, NodeFacts, Status};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A GPU below this share of its model's reference rate is slow (20% slower holds a
@@ -107,7 +109,7 @@ pub struct Wrong {
     pub checksum: String,
     /// The checksum most GPUs returned for this type, when others were compared.
     pub usual: Option<String>,
-    pub first_wrong: Option<crate::model::WrongElement>,
+    pub first_wrong: Option<crate::core::WrongElement>,
 }
 
 /// The wrong GPUs among `samples`.
@@ -172,17 +174,20 @@ pub fn check(rank: u32, facts: &NodeFacts) -> Vec<Finding> {
         return Vec::new();
     };
     if let Some(why) = &compute.skipped {
-        return ["gpu.compute-slow", "gpu.compute-wrong"]
-            .iter()
-            .map(|id| {
-                Finding::new(
-                    id,
-                    Status::Skip,
-                    "gpus",
-                    format!("GPU matrix-multiply test {why}"),
-                )
-            })
-            .collect();
+        return [
+            crate::gpu::ids::COMPUTE_SLOW,
+            crate::gpu::ids::COMPUTE_WRONG,
+        ]
+        .iter()
+        .map(|id| {
+            Finding::new(
+                *id,
+                Status::Skip,
+                "gpus",
+                format!("GPU matrix-multiply test {why}"),
+            )
+        })
+        .collect();
     }
     let samples = node_samples(rank, facts);
     let mut out = slow_findings(&samples, compute, &facts.hostname);
@@ -191,7 +196,7 @@ pub fn check(rank: u32, facts: &NodeFacts) -> Vec<Finding> {
     if let Some(e) = &compute.error {
         out.push(
             Finding::new(
-                "gpu.compute-slow",
+                crate::gpu::ids::COMPUTE_SLOW,
                 Status::Warn,
                 "gpus",
                 format!("the GPU matrix-multiply test stopped early on {}: {e}", facts.hostname),
@@ -203,7 +208,7 @@ pub fn check(rank: u32, facts: &NodeFacts) -> Vec<Finding> {
     }
     for g in compute.gpus.iter().filter(|g| g.error.is_some()) {
         out.push(
-            gpu_finding("gpu.compute-slow", Status::Fail, g, &facts.hostname, format!(
+            gpu_finding(crate::gpu::ids::COMPUTE_SLOW, Status::Fail, g, &facts.hostname, format!(
                 "GPU {} on {} could not run the matrix-multiply test: {}",
                 g.gpu,
                 facts.hostname,
@@ -216,7 +221,13 @@ pub fn check(rank: u32, facts: &NodeFacts) -> Vec<Finding> {
 }
 
 /// A finding about one GPU, with what names it.
-pub fn gpu_finding(id: &str, status: Status, g: &GpuGemm, host: &str, summary: String) -> Finding {
+pub fn gpu_finding(
+    id: crate::core::FindingId,
+    status: Status,
+    g: &GpuGemm,
+    host: &str,
+    summary: String,
+) -> Finding {
     let subject = match &g.pci_bus_id {
         Some(b) => format!("GPU {} ({b})", g.gpu),
         None => format!("GPU {}", g.gpu),
@@ -302,7 +313,7 @@ pub fn slow_fix(g: &GpuGemm) -> Fix {
 }
 
 fn slow_findings(samples: &[Sample], compute: &GpuCompute, host: &str) -> Vec<Finding> {
-    let id = "gpu.compute-slow";
+    let id = crate::gpu::ids::COMPUTE_SLOW;
     let slow = slow_gpus(samples);
     if slow.is_empty() {
         let rates: Vec<String> = rate_summary(samples);
@@ -402,7 +413,7 @@ pub fn rate_summary(samples: &[Sample]) -> Vec<String> {
                 .iter()
                 .filter_map(|t| {
                     let mut v = types.get(t)?.clone();
-                    crate::stats::median(&mut v).map(|m| format!("{t} {m:.0}"))
+                    crate::infra::stats::median(&mut v).map(|m| format!("{t} {m:.0}"))
                 })
                 .collect();
             format!("{model}: {} TFLOP/s, median of {n}", list.join(", "))
@@ -411,7 +422,7 @@ pub fn rate_summary(samples: &[Sample]) -> Vec<String> {
 }
 
 fn wrong_findings(samples: &[Sample], compute: &GpuCompute, host: &str) -> Vec<Finding> {
-    let id = "gpu.compute-wrong";
+    let id = crate::gpu::ids::COMPUTE_WRONG;
     let wrong = wrong_gpus(samples);
     if wrong.is_empty() {
         let types: BTreeSet<&str> = samples

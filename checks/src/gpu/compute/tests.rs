@@ -2,8 +2,8 @@
 //! models, a throttle during the burn, at 2, 3 and 4096 nodes.
 
 use super::*;
-use crate::cluster::ClusterInput;
-use crate::model::{
+use crate::core::ClusterInput;
+use crate::core::{
     BurnSample, BurnTimeline, GemmBurn, GemmCheck, GemmRate, GpuCompute, GpuGemm, GpuLoadState,
     NodeFacts, WrongElement,
 };
@@ -83,7 +83,7 @@ fn cluster(nodes: &[NodeFacts]) -> Vec<Finding> {
         .map(|(i, f)| (i as u32, f))
         .collect();
     let input = ClusterInput::of_nodes(&refs, nodes.len() as u32);
-    crate::cluster::gpu_compute::gpu_compute(&input)
+    crate::gpu::compute::cluster::gpu_compute(&input)
 }
 
 #[test]
@@ -100,7 +100,7 @@ fn one_slow_gpu_on_one_node_is_named_with_its_numbers_and_state() {
     assert_eq!(
         fails,
         vec![(
-            "gpu.compute-slow".into(),
+            crate::gpu::ids::COMPUTE_SLOW.into(),
             None,
             "GPU 3 (0000:1c:00.0)".into()
         )]
@@ -140,7 +140,7 @@ fn one_slow_gpu_on_one_node_is_named_with_its_numbers_and_state() {
     // The exact results pass.
     assert!(
         out.iter()
-            .any(|f| f.id == "gpu.compute-wrong" && f.status == Status::Pass)
+            .any(|f| f.id == crate::gpu::ids::COMPUTE_WRONG && f.status == Status::Pass)
     );
 }
 
@@ -179,7 +179,11 @@ fn one_slow_node_is_named_by_the_cluster_not_by_itself() {
         let fails = ids(&out, Status::Fail);
         assert_eq!(
             fails,
-            vec![("gpu.compute-slow".into(), Some(n as u32 - 1), "gpus".into())],
+            vec![(
+                crate::gpu::ids::COMPUTE_SLOW.into(),
+                Some(n as u32 - 1),
+                "gpus".into()
+            )],
             "{n} nodes"
         );
         assert!(
@@ -203,7 +207,11 @@ fn a_slow_node_among_4096_is_the_only_one_named_and_the_judgment_is_fast() {
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert_eq!(
         ids(&out, Status::Fail),
-        vec![("gpu.compute-slow".into(), Some(1234), "gpus".into())]
+        vec![(
+            crate::gpu::ids::COMPUTE_SLOW.into(),
+            Some(1234),
+            "gpus".into()
+        )]
     );
     // Output stays bounded: the node's 8 GPUs listed once.
     assert!(out[0].summary.len() < 4000, "{}", out[0].summary.len());
@@ -238,12 +246,15 @@ fn a_wrong_gpu_is_named_with_the_count_and_the_first_element() {
     assert_eq!(
         fails,
         vec![(
-            "gpu.compute-wrong".into(),
+            crate::gpu::ids::COMPUTE_WRONG.into(),
             None,
             "GPU 6 (0000:1f:00.0)".into()
         )]
     );
-    let w = out.iter().find(|f| f.id == "gpu.compute-wrong").unwrap();
+    let w = out
+        .iter()
+        .find(|f| f.id == crate::gpu::ids::COMPUTE_WRONG)
+        .unwrap();
     assert!(w.summary.contains("17 elements of its bf16 product differ from the exact result (first at row 12, column 900: 1536 instead of 1535)"), "{}", w.summary);
     assert!(
         w.summary.contains(&format!(
@@ -267,7 +278,7 @@ fn a_lone_gpu_with_an_odd_checksum_is_named_by_the_cluster() {
     assert_eq!(
         ids(&out, Status::Fail),
         vec![(
-            "gpu.compute-wrong".into(),
+            crate::gpu::ids::COMPUTE_WRONG.into(),
             Some(2),
             "GPU 0 (0000:19:00.0)".into()
         )]
@@ -376,9 +387,16 @@ fn a_gpu_that_throttles_under_the_burn_is_named_with_its_timeline() {
     let fails = ids(&out, Status::Fail);
     assert_eq!(
         fails,
-        vec![("gpu.compute-throttle".into(), None, "GPU 4".into())]
+        vec![(
+            crate::gpu::ids::COMPUTE_THROTTLE.into(),
+            None,
+            "GPU 4".into()
+        )]
     );
-    let t = out.iter().find(|f| f.id == "gpu.compute-throttle").unwrap();
+    let t = out
+        .iter()
+        .find(|f| f.id == crate::gpu::ids::COMPUTE_THROTTLE)
+        .unwrap();
     assert!(
         t.summary
             .contains("slowed from 740 to 560 TFLOP/s (76%) under sustained load"),
@@ -407,7 +425,7 @@ fn a_gpu_that_throttles_under_the_burn_is_named_with_its_timeline() {
     let out = check(0, &calm);
     assert!(
         out.iter()
-            .any(|f| f.id == "gpu.compute-throttle" && f.status == Status::Pass)
+            .any(|f| f.id == crate::gpu::ids::COMPUTE_THROTTLE && f.status == Status::Pass)
     );
 }
 

@@ -2,10 +2,10 @@
 //! metal node routes peer-to-peer traffic through the root complex: slow, or hanging. Inside a
 //! VM, ACS is the hypervisor's business and the check skips.
 
-use crate::model::{Finding, Fix, GpuNodeHealth, Status};
+use crate::core::{Finding, Fix, GpuNodeHealth, Status};
 
 pub fn check(node: &GpuNodeHealth) -> Finding {
-    let id = "pcie.acs";
+    let id = crate::gpu::ids::PCIE_ACS;
     if node.virtualized == Some(true) {
         return Finding::new(
             id,
@@ -25,7 +25,7 @@ pub fn check(node: &GpuNodeHealth) -> Finding {
         .with("error", err)
         .fix(Fix::new("Run preflight as root").command("sudo lspci -vvv | grep -i acsctl"));
     }
-    let on: Vec<&crate::model::AcsBridge> =
+    let on: Vec<&crate::core::AcsBridge> =
         node.acs.bridges.iter().filter(|b| b.src_valid).collect();
     if on.is_empty() {
         return Finding::new(

@@ -3,7 +3,7 @@
 //! (`cluster.gpu-health`).
 
 use super::{Probed, about};
-use crate::model::{Finding, Fix, GpuNodeHealth, Status};
+use crate::core::{Finding, Fix, GpuNodeHealth, Status};
 
 /// Measured below this share of the link's theoretical rate is a warning.
 pub const MIN_SHARE: f64 = 0.5;
@@ -22,13 +22,13 @@ pub fn per_lane_gb_s(gen_: u32) -> Option<f64> {
 }
 
 /// What the link can carry at its maximum width and generation, GB/s.
-pub fn theoretical_gb_s(h: &crate::model::GpuHealth) -> Option<f64> {
+pub fn theoretical_gb_s(h: &crate::core::GpuHealth) -> Option<f64> {
     let p = h.pcie?;
     Some(per_lane_gb_s(p.max_gen)? * f64::from(p.max_width))
 }
 
 pub fn check(gpus: &[Probed], node: &GpuNodeHealth) -> Vec<Finding> {
-    let id = "gpu.bandwidth";
+    let id = crate::gpu::ids::BANDWIDTH;
     if node.bandwidth.is_empty() {
         let why = node
             .bandwidth_skipped
@@ -87,10 +87,10 @@ pub fn check(gpus: &[Probed], node: &GpuNodeHealth) -> Vec<Finding> {
     }
     // Peer-to-peer: a pair under half the node's median (three pairs or more) has a degraded
     // path (an NVLink down, a PCIe switch at low width, P2P routed through the CPU).
-    let p2p: Vec<&crate::model::GpuBandwidth> =
+    let p2p: Vec<&crate::core::GpuBandwidth> =
         node.bandwidth.iter().filter(|m| m.kind == "p2p").collect();
     let mut rates: Vec<f64> = p2p.iter().map(|m| m.gb_s).collect();
-    if let Some(mid) = crate::stats::median(&mut rates).filter(|_| p2p.len() >= 3) {
+    if let Some(mid) = crate::infra::stats::median(&mut rates).filter(|_| p2p.len() >= 3) {
         for m in p2p.iter().filter(|m| m.gb_s < mid * MIN_SHARE) {
             let peer = m.peer.map_or("?".to_string(), |p| p.to_string());
             let summary = format!(

@@ -2,7 +2,7 @@
 //! `gpu.persistence` (persistence mode off).
 
 use super::{Judged, Probed, about, per_gpu, why_missing};
-use crate::model::{Finding, Fix, Status};
+use crate::core::{Finding, Fix, Status};
 
 /// Clock event reasons that mean the hardware is holding the GPU back.
 const SLOWDOWNS: &[(&str, &str)] = &[
@@ -19,7 +19,7 @@ const SLOWDOWNS: &[(&str, &str)] = &[
 ];
 
 pub fn events(gpus: &[Probed]) -> Vec<Finding> {
-    per_gpu("gpu.clocks", "clock slowdowns", gpus, |g, h| {
+    per_gpu(crate::gpu::ids::CLOCKS, "clock slowdowns", gpus, |g, h| {
         let Some(reasons) = &h.clock_event_reasons else {
             return Judged::Unknown(why_missing(h, "clock_event_reasons"));
         };
@@ -33,7 +33,7 @@ pub fn events(gpus: &[Probed]) -> Vec<Finding> {
         }
         Judged::Problem(
             about(
-                "gpu.clocks",
+                crate::gpu::ids::CLOCKS,
                 Status::Warn,
                 g,
                 format!(
@@ -60,7 +60,7 @@ pub fn events(gpus: &[Probed]) -> Vec<Finding> {
 
 pub fn persistence(gpus: &[Probed]) -> Vec<Finding> {
     per_gpu(
-        "gpu.persistence",
+        crate::gpu::ids::PERSISTENCE,
         "persistence mode",
         gpus,
         |g, h| match h.persistence_mode {
@@ -68,7 +68,7 @@ pub fn persistence(gpus: &[Probed]) -> Vec<Finding> {
             Some(true) => Judged::Fine,
             Some(false) => Judged::Problem(
                 about(
-                    "gpu.persistence",
+                    crate::gpu::ids::PERSISTENCE,
                     Status::Warn,
                     g,
                     format!(

@@ -3,9 +3,9 @@
 //! the others have it, copies far below the model's median). Models are judged apart, so an
 //! A100 beside a V100 beside a T4 is never an outlier for being a different GPU.
 
-use super::ClusterInput;
-use crate::model::{Finding, Fix, NodeFacts, Status};
-use crate::stats::median;
+use crate::core::ClusterInput;
+use crate::core::{Finding, Fix, NodeFacts, Status};
+use crate::infra::stats::median;
 use std::collections::BTreeMap;
 
 /// Copy bandwidth under this share of the model's median across the cluster is odd.
@@ -36,7 +36,7 @@ struct Odd {
 }
 
 pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
-    let id = "cluster.gpu-health";
+    let id = crate::gpu::ids::GPU_HEALTH;
     let probed: Vec<(u32, &NodeFacts)> = input
         .nodes
         .iter()
@@ -126,7 +126,7 @@ pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
         // Each kind of copy against the median of the same model's GPUs across the nodes.
         let kinds: [(&str, Rate); 3] = [("h2d", |s| s.h2d), ("d2h", |s| s.d2h), ("p2p", |s| s.p2p)];
         for (kind, rate) in kinds {
-            let kind = crate::gpu_health::bandwidth::direction(kind);
+            let kind = crate::gpu::health::bandwidth::direction(kind);
             let mut rates: Vec<f64> = samples.iter().filter_map(rate).collect();
             let enough = rates.len() >= 2;
             let Some(mid) = median(&mut rates).filter(|_| enough) else {
@@ -235,8 +235,8 @@ fn most_common<T: Ord + Copy>(values: impl Iterator<Item = T>) -> Option<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testkit::*;
-    use crate::model::{GpuBandwidth, GpuHealth, GpuNodeHealth, IbDevice, NvLinkState, PcieLink};
+    use crate::core::{GpuBandwidth, GpuHealth, GpuNodeHealth, IbDevice, NvLinkState, PcieLink};
+    use crate::testkit::*;
 
     fn health(width: u32, links: usize) -> GpuHealth {
         GpuHealth {
@@ -283,10 +283,10 @@ mod tests {
 
     #[test]
     fn healthy_probed_cluster_passes_and_unprobed_one_has_no_finding() {
-        assert!(with_id(&Cluster::healthy(3).findings(), "cluster.gpu-health").is_empty());
+        assert!(with_id(&Cluster::healthy(3).findings(), crate::gpu::ids::GPU_HEALTH).is_empty());
         let mut c = Cluster::healthy(3);
         probed(&mut c, "NVIDIA H100 80GB HBM3", 18);
-        let f = only(&c.findings(), "cluster.gpu-health").clone();
+        let f = only(&c.findings(), crate::gpu::ids::GPU_HEALTH).clone();
         assert_eq!(f.status, Status::Pass, "{f:#?}");
     }
 
@@ -304,7 +304,7 @@ mod tests {
                 ..Default::default()
             });
         }
-        let f = only(&c.findings(), "cluster.gpu-health").clone();
+        let f = only(&c.findings(), crate::gpu::ids::GPU_HEALTH).clone();
         assert_eq!(f.status, Status::Warn, "{f:#?}");
         assert!(
             f.summary.contains("peer-to-peer at 9.0 GB/s"),
@@ -321,7 +321,7 @@ mod tests {
         if let Some(n) = c.facts[3].gpu.node_health.as_mut() {
             n.peermem_module = None;
         }
-        let f = only(&c.findings(), "cluster.gpu-health").clone();
+        let f = only(&c.findings(), crate::gpu::ids::GPU_HEALTH).clone();
         assert_eq!(f.status, Status::Warn);
         assert!(
             f.summary.contains("node03 (rank 2): GPU 3 at PCIe x8"),
@@ -344,7 +344,7 @@ mod tests {
         if let Some(n) = c.facts[0].gpu.node_health.as_mut() {
             n.bandwidth[2].gb_s = 20.0;
         }
-        let f = only(&c.findings(), "cluster.gpu-health").clone();
+        let f = only(&c.findings(), crate::gpu::ids::GPU_HEALTH).clone();
         assert_eq!(f.status, Status::Warn);
         assert!(
             f.summary.contains("GPU 5 has 17 active NVLinks"),
@@ -379,7 +379,7 @@ mod tests {
                 m.gb_s = 12.0;
             }
         }
-        let f = only(&c.findings(), "cluster.gpu-health").clone();
+        let f = only(&c.findings(), crate::gpu::ids::GPU_HEALTH).clone();
         assert_eq!(f.status, Status::Pass, "{f:#?}");
     }
 }

@@ -2,10 +2,10 @@
 //! or CUDA init fails or hangs; GB200-class GPUs report their fabric registration through NVML.
 
 use super::Probed;
-use crate::model::{Finding, Fix, GpuNodeHealth, Status};
+use crate::core::{Finding, Fix, GpuNodeHealth, Status};
 
 pub fn check(gpus: &[Probed], node: &GpuNodeHealth) -> Finding {
-    let id = "gpu.fabric-manager";
+    let id = crate::gpu::ids::FABRIC_MANAGER;
     let bad_fabric: Vec<String> = gpus
         .iter()
         .filter_map(|(g, h)| {

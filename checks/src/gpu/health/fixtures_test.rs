@@ -1,10 +1,10 @@
 //! Every GPU health judgment from a fixture node tree (`tests/fixtures/gpu/<case>`): the NVML
 //! snapshot, kernel log and sysfs read through the same probe code as a real node.
 
-use crate::CheckContext;
-use crate::model::{Finding, NodeFacts, Status};
+use crate::core::CheckContext;
+use crate::core::{Finding, NodeFacts, Status};
+use crate::infra::testutil::fixture_root;
 use crate::probe;
-use crate::testutil::fixture_root;
 
 fn facts(case: &str) -> NodeFacts {
     let root = fixture_root(&format!("gpu/{case}"));
@@ -24,13 +24,13 @@ fn findings(case: &str) -> Vec<Finding> {
 }
 
 /// The findings of `id`, asserting there is at least one.
-fn of<'a>(fs: &'a [Finding], id: &str) -> Vec<&'a Finding> {
+fn of<'a>(fs: &'a [Finding], id: crate::core::FindingId) -> Vec<&'a Finding> {
     let v: Vec<&Finding> = fs.iter().filter(|f| f.id == id).collect();
     assert!(!v.is_empty(), "no {id} in {fs:#?}");
     v
 }
 
-fn status(fs: &[Finding], id: &str) -> Status {
+fn status(fs: &[Finding], id: crate::core::FindingId) -> Status {
     of(fs, id)
         .iter()
         .map(|f| f.status)
@@ -38,20 +38,20 @@ fn status(fs: &[Finding], id: &str) -> Status {
         .unwrap_or(Status::Skip)
 }
 
-const IDS: &[&str] = &[
-    "gpu.pcie-link",
-    "gpu.pcie-replay",
-    "gpu.xid",
-    "gpu.ecc",
-    "gpu.row-remap",
-    "gpu.retired-pages",
-    "gpu.nvlink",
-    "gpu.fabric-manager",
-    "gpu.peermem",
-    "pcie.acs",
-    "gpu.clocks",
-    "gpu.persistence",
-    "gpu.bandwidth",
+const IDS: &[crate::core::FindingId] = &[
+    crate::gpu::ids::PCIE_LINK,
+    crate::gpu::ids::PCIE_REPLAY,
+    crate::gpu::ids::XID,
+    crate::gpu::ids::ECC,
+    crate::gpu::ids::ROW_REMAP,
+    crate::gpu::ids::RETIRED_PAGES,
+    crate::gpu::ids::NVLINK,
+    crate::gpu::ids::FABRIC_MANAGER,
+    crate::gpu::ids::PEERMEM,
+    crate::gpu::ids::PCIE_ACS,
+    crate::gpu::ids::CLOCKS,
+    crate::gpu::ids::PERSISTENCE,
+    crate::gpu::ids::BANDWIDTH,
 ];
 
 #[test]
@@ -69,23 +69,23 @@ fn healthy_h100_node_passes_every_check() {
     assert_eq!(node.kernel_log.xids.len(), 1);
     let fs = super::check(&f, &CheckContext::default());
     for id in IDS {
-        let st = status(&fs, id);
+        let st = status(&fs, *id);
         let expected = match *id {
             // H100 remaps rows; bandwidth is measured by `preflight check`, not from a tree.
-            "gpu.retired-pages" | "gpu.bandwidth" => Status::Skip,
+            crate::gpu::ids::RETIRED_PAGES | crate::gpu::ids::BANDWIDTH => Status::Skip,
             _ => Status::Pass,
         };
-        assert_eq!(st, expected, "{id}: {:#?}", of(&fs, id));
+        assert_eq!(st, expected, "{id}: {:#?}", of(&fs, *id));
     }
     // The benign XID 13 is information, not a problem.
-    let xid = of(&fs, "gpu.xid")[0];
+    let xid = of(&fs, crate::gpu::ids::XID)[0];
     assert!(xid.summary.contains("XID 13 x1"), "{}", xid.summary);
 }
 
 #[test]
 fn x8_link_at_p0_warns_with_the_gpu() {
     let fs = findings("x8-at-p0");
-    let f = of(&fs, "gpu.pcie-link");
+    let f = of(&fs, crate::gpu::ids::PCIE_LINK);
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].status, Status::Warn);
     assert_eq!(f[0].subject, "GPU 1 (0000:3b:00.0)");
@@ -103,19 +103,23 @@ fn x8_link_at_p0_warns_with_the_gpu() {
 #[test]
 fn idle_gpu_lowering_its_link_speed_is_no_alarm_but_a_narrow_link_still_is() {
     assert_eq!(
-        status(&findings("gen1-at-p8"), "gpu.pcie-link"),
+        status(&findings("gen1-at-p8"), crate::gpu::ids::PCIE_LINK),
         Status::Pass
     );
     // Width does not drop when idle: x8 is a fault whatever the P-state.
     let fs = findings("x8-at-p8");
-    assert_eq!(status(&fs, "gpu.pcie-link"), Status::Warn);
-    assert!(!of(&fs, "gpu.pcie-link")[0].summary.contains("gen"));
+    assert_eq!(status(&fs, crate::gpu::ids::PCIE_LINK), Status::Warn);
+    assert!(
+        !of(&fs, crate::gpu::ids::PCIE_LINK)[0]
+            .summary
+            .contains("gen")
+    );
 }
 
 #[test]
 fn xid79_within_the_window_fails_and_names_the_gpu() {
     let fs = findings("xid79-recent");
-    let f = of(&fs, "gpu.xid");
+    let f = of(&fs, crate::gpu::ids::XID);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(f[0].status, Status::Fail);
     assert_eq!(f[0].subject, "GPU 1 (0000:3b:00.0)");
@@ -131,7 +135,7 @@ fn xid79_within_the_window_fails_and_names_the_gpu() {
 #[test]
 fn xid79_outside_the_window_passes_and_a_wider_window_catches_it() {
     let fs = findings("xid79-old");
-    let f = of(&fs, "gpu.xid");
+    let f = of(&fs, crate::gpu::ids::XID);
     assert_eq!(f[0].status, Status::Pass);
     assert_eq!(f[0].evidence["older"], 1);
     let wide = CheckContext {
@@ -139,13 +143,13 @@ fn xid79_outside_the_window_passes_and_a_wider_window_catches_it() {
         ..Default::default()
     };
     let fs = super::check(&facts("xid79-old"), &wide);
-    assert_eq!(status(&fs, "gpu.xid"), Status::Fail);
+    assert_eq!(status(&fs, crate::gpu::ids::XID), Status::Fail);
 }
 
 #[test]
 fn pending_row_remap_fails() {
     let fs = findings("row-remap-pending");
-    let f = of(&fs, "gpu.row-remap");
+    let f = of(&fs, crate::gpu::ids::ROW_REMAP);
     assert_eq!(f[0].status, Status::Fail);
     assert_eq!(f[0].evidence["gpu"], 1);
     let cmds = &f[0].fix.as_ref().expect("fix").commands;
@@ -158,7 +162,7 @@ fn pending_row_remap_fails() {
 #[test]
 fn inactive_nvlink_fails_naming_the_link() {
     let fs = findings("nvlink-down");
-    let f = of(&fs, "gpu.nvlink");
+    let f = of(&fs, crate::gpu::ids::NVLINK);
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].status, Status::Fail);
     assert_eq!(f[0].evidence["inactive_links"], serde_json::json!([3]));
@@ -168,7 +172,7 @@ fn inactive_nvlink_fails_naming_the_link() {
 #[test]
 fn hgx_without_fabric_manager_fails() {
     let fs = findings("no-fabric-manager");
-    let f = of(&fs, "gpu.fabric-manager");
+    let f = of(&fs, crate::gpu::ids::FABRIC_MANAGER);
     assert_eq!(f[0].status, Status::Fail);
     assert_eq!(f[0].evidence["nvswitches"], 4);
     let cmds = &f[0].fix.as_ref().expect("fix").commands;
@@ -178,7 +182,7 @@ fn hgx_without_fabric_manager_fails() {
 #[test]
 fn infiniband_without_peermem_warns_with_modprobe() {
     let fs = findings("ib-no-peermem");
-    let f = of(&fs, "gpu.peermem");
+    let f = of(&fs, crate::gpu::ids::PEERMEM);
     assert_eq!(f[0].status, Status::Warn);
     assert!(f[0].summary.contains("will not use GPUDirect RDMA"));
     assert_eq!(
@@ -190,7 +194,7 @@ fn infiniband_without_peermem_warns_with_modprobe() {
 #[test]
 fn acs_on_a_bridge_warns_with_setpci_and_skips_in_a_vm() {
     let fs = findings("acs-bridge");
-    let f = of(&fs, "pcie.acs");
+    let f = of(&fs, crate::gpu::ids::PCIE_ACS);
     assert_eq!(f[0].status, Status::Warn);
     let cmds = &f[0].fix.as_ref().expect("fix").commands;
     assert!(
@@ -201,13 +205,16 @@ fn acs_on_a_bridge_warns_with_setpci_and_skips_in_a_vm() {
         cmds.contains(&"sudo setpci -s 0000:02:01.0 ECAP_ACS+0x6.w=0000".to_string()),
         "{cmds:?}"
     );
-    assert_eq!(status(&findings("acs-in-vm"), "pcie.acs"), Status::Skip);
+    assert_eq!(
+        status(&findings("acs-in-vm"), crate::gpu::ids::PCIE_ACS),
+        Status::Skip
+    );
 }
 
 #[test]
 fn hardware_slowdown_warns() {
     let fs = findings("hw-slowdown");
-    let f = of(&fs, "gpu.clocks");
+    let f = of(&fs, crate::gpu::ids::CLOCKS);
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].status, Status::Warn);
     assert!(
@@ -218,7 +225,7 @@ fn hardware_slowdown_warns() {
 }
 
 /// The cases the fixtures have no tree for: flip one field of the healthy node's facts.
-fn healthy_with(edit: impl Fn(&mut crate::model::GpuHealth)) -> Vec<Finding> {
+fn healthy_with(edit: impl Fn(&mut crate::core::GpuHealth)) -> Vec<Finding> {
     let mut f = facts("healthy-h100");
     if let Some(h) = f.gpu.gpus[1].health.as_mut() {
         edit(h);
@@ -229,36 +236,36 @@ fn healthy_with(edit: impl Fn(&mut crate::model::GpuHealth)) -> Vec<Finding> {
 #[test]
 fn replay_counter_above_dcgm_threshold_warns() {
     let fs = healthy_with(|h| h.pcie_replay_counter = Some(81));
-    assert_eq!(status(&fs, "gpu.pcie-replay"), Status::Warn);
+    assert_eq!(status(&fs, crate::gpu::ids::PCIE_REPLAY), Status::Warn);
     let fs = healthy_with(|h| h.pcie_replay_counter = Some(80));
-    assert_eq!(status(&fs, "gpu.pcie-replay"), Status::Pass);
+    assert_eq!(status(&fs, crate::gpu::ids::PCIE_REPLAY), Status::Pass);
 }
 
 #[test]
 fn uncorrectable_ecc_fails_and_many_correctable_warn() {
     let fs = healthy_with(|h| h.ecc_volatile_uncorrected = Some(2));
-    assert_eq!(status(&fs, "gpu.ecc"), Status::Fail);
+    assert_eq!(status(&fs, crate::gpu::ids::ECC), Status::Fail);
     let fs = healthy_with(|h| h.ecc_volatile_corrected = Some(5000));
-    assert_eq!(status(&fs, "gpu.ecc"), Status::Warn);
+    assert_eq!(status(&fs, crate::gpu::ids::ECC), Status::Warn);
 }
 
 #[test]
 fn pending_retired_pages_fail_on_a_v100() {
     let fs = healthy_with(|h| {
         h.remapped_rows = None;
-        h.retired_pages = Some(crate::model::RetiredPages {
+        h.retired_pages = Some(crate::core::RetiredPages {
             single_bit: 3,
             double_bit: 1,
             pending: true,
         });
     });
-    assert_eq!(status(&fs, "gpu.retired-pages"), Status::Fail);
+    assert_eq!(status(&fs, crate::gpu::ids::RETIRED_PAGES), Status::Fail);
 }
 
 #[test]
 fn persistence_off_warns_with_nvidia_smi_pm() {
     let fs = healthy_with(|h| h.persistence_mode = Some(false));
-    let f = of(&fs, "gpu.persistence");
+    let f = of(&fs, crate::gpu::ids::PERSISTENCE);
     assert_eq!(f[0].status, Status::Warn);
     assert_eq!(
         f[0].fix.as_ref().expect("fix").commands[0],
@@ -273,7 +280,7 @@ fn unsupported_queries_skip_with_nvmls_reason() {
         h.unsupported
             .insert("pcie_replay_counter".into(), "Not Supported".into());
     });
-    let f = of(&fs, "gpu.pcie-replay");
+    let f = of(&fs, crate::gpu::ids::PCIE_REPLAY);
     assert_eq!(f[0].status, Status::Pass);
     assert!(
         f[0].summary.contains("GPU 1: Not Supported"),
@@ -287,7 +294,7 @@ fn with_copies(copies: &[(&str, u32, Option<u32>, f64)]) -> NodeFacts {
     let mut f = facts("healthy-h100");
     let node = f.gpu.node_health.as_mut().expect("node");
     for (kind, gpu, peer, gb_s) in copies {
-        node.bandwidth.push(crate::model::GpuBandwidth {
+        node.bandwidth.push(crate::core::GpuBandwidth {
             kind: (*kind).into(),
             gpu: *gpu,
             peer: *peer,
@@ -303,7 +310,7 @@ fn with_copies(copies: &[(&str, u32, Option<u32>, f64)]) -> NodeFacts {
 fn slow_copies_warn_against_the_link_rate() {
     let f = with_copies(&[("h2d", 0, None, 52.0), ("h2d", 1, None, 20.0)]);
     let fs = super::check(&f, &CheckContext::default());
-    let bw = of(&fs, "gpu.bandwidth");
+    let bw = of(&fs, crate::gpu::ids::BANDWIDTH);
     assert_eq!(bw.len(), 1, "{bw:#?}");
     assert_eq!(bw[0].status, Status::Warn);
     assert_eq!(bw[0].evidence["gpu"], 1);
@@ -318,7 +325,7 @@ fn a_slow_peer_to_peer_pair_warns_against_the_nodes_median() {
         ("p2p", 3, Some(0), 251.0),
     ]);
     let fs = super::check(&f, &CheckContext::default());
-    let bw = of(&fs, "gpu.bandwidth");
+    let bw = of(&fs, crate::gpu::ids::BANDWIDTH);
     assert_eq!(bw.len(), 1, "{bw:#?}");
     assert_eq!(bw[0].status, Status::Warn);
     assert_eq!(bw[0].evidence["gpu"], 2);
@@ -345,7 +352,7 @@ fn a_slow_peer_to_peer_pair_names_the_gpu_as_every_gpu_finding_does() {
         f.gpu.gpus.push(g);
     }
     let fs = super::check(&f, &CheckContext::default());
-    let bw = of(&fs, "gpu.bandwidth");
+    let bw = of(&fs, crate::gpu::ids::BANDWIDTH);
     assert_eq!(bw.len(), 1, "{bw:#?}");
     assert_eq!(bw[0].evidence["gpu"], 2);
     assert_eq!(bw[0].evidence["uuid"], "GPU-test-2");

@@ -3,7 +3,7 @@
 //! `gpu.retired-pages` (pages waiting for retirement, pre-Ampere: V100, T4).
 
 use super::{Judged, Probed, about, per_gpu, why_missing};
-use crate::model::{Finding, Fix, Gpu, Status};
+use crate::core::{Finding, Fix, Gpu, Status};
 
 /// Volatile correctable ECC errors (since the driver loaded) above which a GPU is flagged.
 pub const CORRECTED_WARN: u64 = 1000;
@@ -19,7 +19,7 @@ fn reset_fix(g: &Gpu, hint: &str) -> Fix {
 }
 
 pub fn ecc(gpus: &[Probed]) -> Vec<Finding> {
-    per_gpu("gpu.ecc", "ECC errors", gpus, |g, h| {
+    per_gpu(crate::gpu::ids::ECC, "ECC errors", gpus, |g, h| {
         if h.ecc_enabled == Some(false) {
             return Judged::Unknown("ECC is disabled".into());
         }
@@ -29,7 +29,7 @@ pub fn ecc(gpus: &[Probed]) -> Vec<Finding> {
         if unc > 0 {
             return Judged::Problem(
                 about(
-                    "gpu.ecc",
+                    crate::gpu::ids::ECC,
                     Status::Fail,
                     g,
                     format!(
@@ -51,7 +51,7 @@ pub fn ecc(gpus: &[Probed]) -> Vec<Finding> {
         if cor > CORRECTED_WARN {
             return Judged::Problem(
                 about(
-                    "gpu.ecc",
+                    crate::gpu::ids::ECC,
                     Status::Warn,
                     g,
                     format!(
@@ -75,7 +75,7 @@ pub fn ecc(gpus: &[Probed]) -> Vec<Finding> {
 }
 
 pub fn row_remap(gpus: &[Probed]) -> Vec<Finding> {
-    per_gpu("gpu.row-remap", "row remapping", gpus, |g, h| {
+    per_gpu(crate::gpu::ids::ROW_REMAP, "row remapping", gpus, |g, h| {
         let Some(r) = h.remapped_rows else {
             return Judged::Unknown(why_missing(h, "remapped_rows"));
         };
@@ -89,7 +89,7 @@ pub fn row_remap(gpus: &[Probed]) -> Vec<Finding> {
         };
         Judged::Problem(
             about(
-                "gpu.row-remap",
+                crate::gpu::ids::ROW_REMAP,
                 Status::Fail,
                 g,
                 format!("GPU {}: {what}", g.index),
@@ -112,34 +112,39 @@ pub fn row_remap(gpus: &[Probed]) -> Vec<Finding> {
 }
 
 pub fn retired_pages(gpus: &[Probed]) -> Vec<Finding> {
-    per_gpu("gpu.retired-pages", "page retirement", gpus, |g, h| {
-        let Some(r) = h.retired_pages else {
-            if h.remapped_rows.is_some() {
-                return Judged::Unknown("uses row remapping instead".into());
+    per_gpu(
+        crate::gpu::ids::RETIRED_PAGES,
+        "page retirement",
+        gpus,
+        |g, h| {
+            let Some(r) = h.retired_pages else {
+                if h.remapped_rows.is_some() {
+                    return Judged::Unknown("uses row remapping instead".into());
+                }
+                return Judged::Unknown(why_missing(h, "retired_pages"));
+            };
+            if !r.pending {
+                return Judged::Fine;
             }
-            return Judged::Unknown(why_missing(h, "retired_pages"));
-        };
-        if !r.pending {
-            return Judged::Fine;
-        }
-        Judged::Problem(
-            about(
-                "gpu.retired-pages",
-                Status::Fail,
-                g,
-                format!(
-                    "GPU {} has pages waiting to be retired ({} from double-bit, {} from \
+            Judged::Problem(
+                about(
+                    crate::gpu::ids::RETIRED_PAGES,
+                    Status::Fail,
+                    g,
+                    format!(
+                        "GPU {} has pages waiting to be retired ({} from double-bit, {} from \
                      single-bit errors so far): the bad pages stay in use until a reboot",
-                    g.index, r.double_bit, r.single_bit
-                ),
+                        g.index, r.double_bit, r.single_bit
+                    ),
+                )
+                .with("pending", r.pending)
+                .with("double_bit", r.double_bit)
+                .with("single_bit", r.single_bit)
+                .fix(reset_fix(
+                    g,
+                    "Reboot the node (or reset the GPU) so the driver retires the pages",
+                )),
             )
-            .with("pending", r.pending)
-            .with("double_bit", r.double_bit)
-            .with("single_bit", r.single_bit)
-            .fix(reset_fix(
-                g,
-                "Reboot the node (or reset the GPU) so the driver retires the pages",
-            )),
-        )
-    })
+        },
+    )
 }

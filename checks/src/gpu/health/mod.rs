@@ -2,6 +2,8 @@
 //! pure function of the facts. Nodes whose facts carry no health data (no GPU, NVML failed,
 //! facts of an older release) get no findings here: `gpu.nvml` already says why.
 
+pub mod cluster;
+
 mod acs;
 pub(crate) mod bandwidth;
 mod clocks;
@@ -18,8 +20,8 @@ mod fixtures_test;
 pub use bandwidth::theoretical_gb_s;
 pub use xid::{CRITICAL_XIDS, xid_meaning};
 
-use crate::CheckContext;
-use crate::model::{Finding, Gpu, GpuHealth, GpuNodeHealth, NodeFacts, Status};
+use crate::core::CheckContext;
+use crate::core::{Finding, Gpu, GpuHealth, GpuNodeHealth, NodeFacts, Status};
 
 /// Default window for XIDs in the kernel log (`--xid-window`).
 pub const DEFAULT_XID_WINDOW_S: u64 = 2 * 3600;
@@ -99,14 +101,19 @@ pub fn gpudirect_reason(nodes: &[&NodeFacts]) -> Option<String> {
 
 /// "GPU 3 (0000:3b:00.0)".
 pub(crate) fn gpu_subject(g: &Gpu) -> String {
-    match crate::probe::gpu_node::sysfs_bdf(&g.pci_bus_id) {
+    match crate::gpu::probe::node::sysfs_bdf(&g.pci_bus_id) {
         Some(bdf) => format!("GPU {} ({bdf})", g.index),
         None => format!("GPU {}", g.index),
     }
 }
 
 /// A finding about one GPU, with the GPU's index, bus id, UUID and model as evidence.
-pub(crate) fn about(id: &str, status: Status, g: &Gpu, summary: String) -> Finding {
+pub(crate) fn about(
+    id: crate::core::FindingId,
+    status: Status,
+    g: &Gpu,
+    summary: String,
+) -> Finding {
     Finding::new(id, status, gpu_subject(g), summary)
         .with("gpu", g.index)
         .with("pci_bus_id", &g.pci_bus_id)
@@ -124,7 +131,7 @@ pub(crate) enum Judged {
 
 /// The problems, else one pass over the GPUs judged, else one skip with NVML's reasons.
 pub(crate) fn per_gpu(
-    id: &str,
+    id: crate::core::FindingId,
     what: &str,
     gpus: &[Probed],
     judge: impl Fn(&Gpu, &GpuHealth) -> Judged,

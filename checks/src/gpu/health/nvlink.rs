@@ -3,11 +3,11 @@
 //! none anywhere, and that is fine). Across nodes, `cluster.gpu-health` compares the counts.
 
 use super::{Probed, about};
-use crate::model::{Finding, Fix, Status};
+use crate::core::{Finding, Fix, Status};
 use std::collections::BTreeMap;
 
 pub fn check(gpus: &[Probed]) -> Vec<Finding> {
-    let id = "gpu.nvlink";
+    let id = crate::gpu::ids::NVLINK;
     let with_links: Vec<&Probed> = gpus.iter().filter(|(_, h)| !h.nvlinks.is_empty()).collect();
     if with_links.is_empty() {
         let why: Vec<String> = gpus
@@ -92,7 +92,7 @@ pub fn check(gpus: &[Probed]) -> Vec<Finding> {
     out
 }
 
-pub fn active(h: &crate::model::GpuHealth) -> usize {
+pub fn active(h: &crate::core::GpuHealth) -> usize {
     h.nvlinks.iter().filter(|l| l.active).count()
 }
 

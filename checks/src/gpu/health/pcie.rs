@@ -2,14 +2,14 @@
 //! `gpu.pcie-replay` (link-level retransmissions above DCGM's threshold).
 
 use super::{Judged, Probed, about, per_gpu, why_missing};
-use crate::model::{Finding, Fix, Status};
+use crate::core::{Finding, Fix, Status};
 
 /// DCGM's `nvvs` PCIe replay threshold.
 pub const REPLAY_THRESHOLD: u64 = 80;
 
 pub fn link(gpus: &[Probed]) -> Vec<Finding> {
     per_gpu(
-        "gpu.pcie-link",
+        crate::gpu::ids::PCIE_LINK,
         "PCIe link width and generation",
         gpus,
         |g, h| {
@@ -35,10 +35,10 @@ pub fn link(gpus: &[Probed]) -> Vec<Finding> {
                     p.current_gen, p.max_gen
                 ));
             }
-            let bdf = crate::probe::gpu_node::sysfs_bdf(&g.pci_bus_id).unwrap_or_default();
+            let bdf = crate::gpu::probe::node::sysfs_bdf(&g.pci_bus_id).unwrap_or_default();
             Judged::Problem(
                 about(
-                    "gpu.pcie-link",
+                    crate::gpu::ids::PCIE_LINK,
                     Status::Warn,
                     g,
                     format!(
@@ -79,34 +79,39 @@ fn share(w: u32, max_w: u32, gen_: u32, max_gen: u32, gen_counts: bool) -> f64 {
 }
 
 pub fn replay(gpus: &[Probed]) -> Vec<Finding> {
-    per_gpu("gpu.pcie-replay", "PCIe replay counter", gpus, |g, h| {
-        let Some(n) = h.pcie_replay_counter else {
-            return Judged::Unknown(why_missing(h, "pcie_replay_counter"));
-        };
-        if n <= REPLAY_THRESHOLD {
-            return Judged::Fine;
-        }
-        Judged::Problem(
-            about(
-                "gpu.pcie-replay",
-                Status::Warn,
-                g,
-                format!(
-                    "GPU {}'s PCIe link replayed {n} transfers since the driver loaded (over \
+    per_gpu(
+        crate::gpu::ids::PCIE_REPLAY,
+        "PCIe replay counter",
+        gpus,
+        |g, h| {
+            let Some(n) = h.pcie_replay_counter else {
+                return Judged::Unknown(why_missing(h, "pcie_replay_counter"));
+            };
+            if n <= REPLAY_THRESHOLD {
+                return Judged::Fine;
+            }
+            Judged::Problem(
+                about(
+                    crate::gpu::ids::PCIE_REPLAY,
+                    Status::Warn,
+                    g,
+                    format!(
+                        "GPU {}'s PCIe link replayed {n} transfers since the driver loaded (over \
                      DCGM's {REPLAY_THRESHOLD}): a marginal link that retransmits, slows copies \
                      and can end in XID 79",
-                    g.index
+                        g.index
+                    ),
+                )
+                .with("replay_counter", n)
+                .with("threshold", REPLAY_THRESHOLD)
+                .fix(
+                    Fix::new(
+                        "Reseat the GPU and its riser or cable; if the counter keeps rising after \
+                     a reboot, have the slot or GPU replaced",
+                    )
+                    .command(format!("nvidia-smi -q -i {} -d PCIE", g.index)),
                 ),
             )
-            .with("replay_counter", n)
-            .with("threshold", REPLAY_THRESHOLD)
-            .fix(
-                Fix::new(
-                    "Reseat the GPU and its riser or cable; if the counter keeps rising after \
-                     a reboot, have the slot or GPU replaced",
-                )
-                .command(format!("nvidia-smi -q -i {} -d PCIE", g.index)),
-            ),
-        )
-    })
+        },
+    )
 }

@@ -3,10 +3,10 @@
 //! module on Linux 5.12+, `NCCL_DMABUF_ENABLE` not 0): NCCL stages every transfer through host
 //! memory.
 
-use crate::model::{Finding, Fix, GpuNodeHealth, NodeFacts, Status};
+use crate::core::{Finding, Fix, GpuNodeHealth, NodeFacts, Status};
 
 pub fn check(facts: &NodeFacts, node: &GpuNodeHealth) -> Finding {
-    let id = "gpu.peermem";
+    let id = crate::gpu::ids::PEERMEM;
     let ports = facts.ib.active_ports();
     if facts.ib.devices.is_empty() {
         return Finding::new(
@@ -95,7 +95,7 @@ pub fn dmabuf(facts: &NodeFacts, node: &GpuNodeHealth) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{IbDevice, IbFacts};
+    use crate::core::{IbDevice, IbFacts};
 
     fn facts(kernel: &str, dmabuf_env: Option<&str>) -> NodeFacts {
         let mut f = NodeFacts {

@@ -2,7 +2,7 @@
 //! Azure's health checks (aznhc) fail a node on; the rest are application faults (13, 31, 43,
 //! 45 ...) and are reported as information only.
 
-use crate::model::{Finding, Fix, Gpu, GpuNodeHealth, Status, XidEvent};
+use crate::core::{Finding, Fix, Gpu, GpuNodeHealth, Status, XidEvent};
 use std::collections::BTreeMap;
 
 /// XIDs that fail a node (aznhc's list).
@@ -42,7 +42,7 @@ pub fn xid_meaning(xid: u32) -> &'static str {
 }
 
 pub fn check(gpus: &[Gpu], node: &GpuNodeHealth, window_s: u64) -> Vec<Finding> {
-    let id = "gpu.xid";
+    let id = crate::gpu::ids::XID;
     let log = &node.kernel_log;
     if let Some(err) = &log.error {
         return vec![
@@ -123,7 +123,7 @@ fn critical_finding(
     source: &str,
 ) -> Finding {
     let gpu = gpus.iter().find(|g| {
-        crate::probe::gpu_node::sysfs_bdf(&g.pci_bus_id).is_some_and(|b| b.starts_with(pci))
+        crate::gpu::probe::node::sysfs_bdf(&g.pci_bus_id).is_some_and(|b| b.starts_with(pci))
     });
     let list: Vec<String> = distinct(events)
         .iter()
@@ -153,10 +153,15 @@ fn critical_finding(
             fix = fix
                 .command(format!("sudo nvidia-smi -r -i {}", g.index))
                 .command(format!("dcgmi diag -r 1 -i {}", g.index));
-            super::about("gpu.xid", Status::Fail, g, summary)
+            super::about(crate::gpu::ids::XID, Status::Fail, g, summary)
         }
-        None => Finding::new("gpu.xid", Status::Fail, format!("PCI {pci}"), summary)
-            .with("pci_bus_id", pci),
+        None => Finding::new(
+            crate::gpu::ids::XID,
+            Status::Fail,
+            format!("PCI {pci}"),
+            summary,
+        )
+        .with("pci_bus_id", pci),
     };
     f = f
         .with("xids", events.iter().map(|x| x.xid).collect::<Vec<_>>())

@@ -4,8 +4,8 @@
 //! else `dmesg`, each bounded in bytes and time. In a fixture tree, `/dev/kmsg` is a plain
 //! file of kmsg records and `/proc/uptime` gives "now"; the tools are not run there.
 
-use crate::model::{KernelLog, XidEvent};
-use crate::root::Root;
+use crate::core::{KernelLog, XidEvent};
+use crate::infra::root::Root;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! A GPU's clocks, temperature, power and clock event reasons at one moment (NVML), read while
 //! the GEMM test loads it. Each query fails on its own and leaves its field empty.
 
-use crate::model::GpuLoadState;
+use crate::core::GpuLoadState;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 
@@ -13,13 +13,13 @@ pub struct LoadSampler {
 impl LoadSampler {
     /// Opens NVML (the same library search as the GPU probe); Err says why not.
     pub fn open() -> Result<LoadSampler, String> {
-        super::gpu::init_nvml().map(|nvml| LoadSampler { nvml })
+        super::init_nvml().map(|nvml| LoadSampler { nvml })
     }
 
     /// The state of the GPU at `pci_bus_id` (NVML's or the sysfs form), None when NVML does not
     /// know it.
     pub fn read(&self, pci_bus_id: &str) -> Option<GpuLoadState> {
-        let bdf = super::gpu_node::sysfs_bdf(pci_bus_id)?;
+        let bdf = super::node::sysfs_bdf(pci_bus_id)?;
         let d = self.nvml.device_by_pci_bus_id(bdf.as_str()).ok()?;
         let mw = |v: u32| f64::from(v) / 1000.0;
         Some(GpuLoadState {
@@ -31,7 +31,7 @@ impl LoadSampler {
             power_default_limit_w: d.power_management_limit_default().ok().map(mw),
             clock_event_reasons: d
                 .current_throttle_reasons()
-                .map(super::gpu_nvml_health::reason_names)
+                .map(super::nvml_health::reason_names)
                 .unwrap_or_default(),
         })
     }

@@ -3,11 +3,17 @@
 //! [`NvmlSource`] is the only code that calls NVML. It reads through the small
 //! [`GpuBackend`] trait, so the assembly of [`GpuFacts`] (per-GPU errors, process
 //! names) is tested with fakes; [`GpuSource`] lets callers swap the whole probe. A fixture
-//! tree may carry an NVML snapshot (`/nvml-snapshot.json`, see [`super::gpu_snapshot`]) that
+//! tree may carry an NVML snapshot (`/nvml-snapshot.json`, see [`snapshot`]) that
 //! stands in for NVML, as the tree stands in for sysfs and the kernel log.
 
-use crate::model::{Gpu, GpuFacts, GpuHealth, GpuProcess};
-use crate::root::Root;
+pub mod kmsg;
+pub mod load;
+pub mod node;
+mod nvml_health;
+pub mod snapshot;
+
+use crate::core::{Gpu, GpuFacts, GpuHealth, GpuProcess};
+use crate::infra::root::Root;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
@@ -61,7 +67,7 @@ pub struct NvmlSource {
 
 impl GpuSource for NvmlSource {
     fn snapshot(&self) -> GpuFacts {
-        if let Some(snap) = super::gpu_snapshot::in_tree(&self.root) {
+        if let Some(snap) = snapshot::in_tree(&self.root) {
             return match snap {
                 Ok(backend) => collect(&backend, &self.root),
                 Err(reason) => GpuFacts {
@@ -282,7 +288,7 @@ impl GpuBackend for NvmlBackend {
             ),
             mig_enabled: Some(mig_enabled),
             mig_devices,
-            health: Some(super::gpu_nvml_health::read(&self.nvml, &d)),
+            health: Some(nvml_health::read(&self.nvml, &d)),
         })
     }
 

@@ -3,8 +3,8 @@
 //! RDMA NICs. Everything through `Root`; run only on nodes whose GPUs NVML listed.
 
 use super::kmsg;
-use crate::model::{AcsBridge, AcsFacts, Gpu, GpuNodeHealth, IbFacts};
-use crate::root::Root;
+use crate::core::{AcsBridge, AcsFacts, Gpu, GpuNodeHealth, IbFacts};
+use crate::infra::root::Root;
 use std::path::{Path, PathBuf};
 
 /// The fabric manager daemon's process name (`/proc/<pid>/comm`).

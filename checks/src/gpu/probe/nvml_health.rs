@@ -4,7 +4,7 @@
 //! Each query fails on its own: a failure (not supported on this GPU, no permission) lands in
 //! `GpuHealth::unsupported` with NVML's reason, never in a wrong value.
 
-use crate::model::{GpuFabric, GpuHealth, NvLinkState, PcieLink, RemappedRows, RetiredPages};
+use crate::core::{GpuFabric, GpuHealth, NvLinkState, PcieLink, RemappedRows, RetiredPages};
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, RetirementCause};
 use nvml_wrapper::enums::device::DeviceArchitecture;

@@ -7,8 +7,8 @@
 //!  "devices": [{"name": {"Ok": "NVIDIA H100 80GB HBM3"}, "health": {"pcie": {...}}}]}
 //! ```
 
-use super::gpu::{DeviceReading, GpuBackend};
-use crate::root::Root;
+use super::{DeviceReading, GpuBackend};
+use crate::infra::root::Root;
 use serde::Deserialize;
 
 /// Where a fixture tree keeps its snapshot.

@@ -26,7 +26,7 @@ mod tests;
 
 pub use retest::{RETEST_PAIRS, RETEST_ROUNDS, retest_plan};
 
-use crate::stats::median;
+use crate::infra::stats::median;
 use groups::Groups;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 

@@ -2,8 +2,8 @@
 //! (`gid_attrs/types/<i>`: "RoCE v2", "IB/RoCE v1") and net device (`gid_attrs/ndevs/<i>`),
 //! for the ports whose link layer is Ethernet. Empty (all-zero) entries are left out.
 
-use crate::model::GidEntry;
-use crate::root::Root;
+use crate::core::GidEntry;
+use crate::infra::root::Root;
 
 /// Most entries read per port (mlx5 exposes 255).
 const MAX_PER_PORT: usize = 256;
@@ -71,7 +71,7 @@ mod tests {
 
     #[test]
     fn the_roce_v2_fixture_port_lists_its_gid_table() {
-        let gids = probe(&crate::testutil::fixture_root("roce-node"));
+        let gids = probe(&crate::infra::testutil::fixture_root("roce-node"));
         let rows: Vec<(u32, &str, Option<&str>)> = gids
             .iter()
             .map(|g| (g.index, g.gid.as_str(), g.kind.as_deref()))
@@ -107,6 +107,6 @@ mod tests {
                 .all(|g| g.netdev.as_deref() == Some("ens1f0np0"))
         );
         // InfiniBand ports have no RoCE GIDs to judge.
-        assert!(probe(&crate::testutil::fixture_root("ib-node")).is_empty());
+        assert!(probe(&crate::infra::testutil::fixture_root("ib-node")).is_empty());
     }
 }

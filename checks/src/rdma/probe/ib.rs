@@ -1,7 +1,7 @@
 //! InfiniBand / RoCE devices and ports from /sys/class/infiniband, and whether libibverbs is installed.
 
-use crate::model::{IbDevice, IbFacts, IbPort};
-use crate::root::Root;
+use crate::core::{IbDevice, IbFacts, IbPort};
+use crate::infra::root::Root;
 use std::io::ErrorKind;
 
 const CLASS: &str = "/sys/class/infiniband";
@@ -39,7 +39,7 @@ pub fn probe(root: &Root) -> IbFacts {
         .map(|name| read_device(root, &name))
         .collect();
     if !facts.devices.is_empty() {
-        facts.dev_infiniband = Some(super::rdma::dev_infiniband(root));
+        facts.dev_infiniband = Some(super::paths::dev_infiniband(root));
     }
     facts
 }
@@ -60,8 +60,8 @@ fn read_device(root: &Root, name: &str) -> IbDevice {
             .into_iter()
             .map(|n| read_port(root, &dir, n))
             .collect(),
-        pci: super::rdma::hca_pci(root, name),
-        uverbs: super::rdma::hca_uverbs(root, name),
+        pci: super::paths::hca_pci(root, name),
+        uverbs: super::paths::hca_uverbs(root, name),
     }
 }
 
@@ -82,11 +82,11 @@ fn read_port(root: &Root, dev_dir: &str, port: u32) -> IbPort {
         rate,
         link_layer: root.attr(format!("{pdir}/link_layer")).unwrap_or_default(),
         netdev: port_netdev(root, dev_dir, port),
-        counters: super::rdma::counters(root, &format!("{pdir}/counters"), None),
-        hw_counters: super::rdma::counters(
+        counters: super::paths::counters(root, &format!("{pdir}/counters"), None),
+        hw_counters: super::paths::counters(
             root,
             &format!("{pdir}/hw_counters"),
-            Some(super::rdma::HW_COUNTERS),
+            Some(super::paths::HW_COUNTERS),
         ),
     }
 }
@@ -136,7 +136,7 @@ fn port_netdev(root: &Root, dev_dir: &str, port: u32) -> Option<String> {
     names.into_iter().next()
 }
 
-use super::parse_hex_u32 as parse_hex;
+use crate::infra::parse_hex_u32 as parse_hex;
 
 /// Path of libibverbs.so.1 in the usual library directories, else as named in /etc/ld.so.cache.
 pub fn find_verbs_library(root: &Root) -> Option<String> {
@@ -169,7 +169,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> Root {
-        crate::testutil::fixture_root(name)
+        crate::infra::testutil::fixture_root(name)
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! link), its driver and IOMMU group, its verbs device, its port counters, and the GPUs' PCIe
 //! paths. Read only on nodes that have RDMA devices, so a node without HCAs pays nothing.
 
-use crate::model::{Gpu, GpuPciPath, RdmaPci};
-use crate::root::Root;
+use crate::core::{Gpu, GpuPciPath, RdmaPci};
+use crate::infra::root::Root;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -76,7 +76,7 @@ pub fn counters(root: &Root, dir: &str, only: Option<&[&str]>) -> BTreeMap<Strin
 pub fn gpu_paths(root: &Root, gpus: &[Gpu]) -> Vec<GpuPciPath> {
     gpus.iter()
         .filter_map(|g| {
-            let bdf = super::gpu_node::sysfs_bdf(&g.pci_bus_id)?;
+            let bdf = crate::gpu::probe::node::sysfs_bdf(&g.pci_bus_id)?;
             let dev = format!("/sys/bus/pci/devices/{bdf}");
             let (root_complex, path) = pci_path(root, &dev)?;
             if path.is_empty() {

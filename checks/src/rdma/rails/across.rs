@@ -4,13 +4,13 @@
 
 use super::mapping::{Rail, map_rails, port_of};
 use super::node::{RATE, link_commands, port_label};
-use crate::cluster::ClusterInput;
-use crate::model::{Finding, Fix, GidEntry, NodeFacts, Status};
+use crate::core::ClusterInput;
+use crate::core::{Finding, Fix, GidEntry, NodeFacts, Status};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub const RAILS: &str = "ib.rails";
-pub const FIRMWARE: &str = "ib.firmware";
-pub const ROCE_GID: &str = "ib.roce-gid";
+pub use crate::rdma::ids::FIRMWARE;
+pub use crate::rdma::ids::RAILS;
+pub use crate::rdma::ids::ROCE_GID;
 
 pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
     let with: Vec<(u32, &NodeFacts, Vec<Rail>)> = input
@@ -40,7 +40,7 @@ pub fn check_cluster(input: &ClusterInput) -> Vec<Finding> {
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
-    crate::stats::median(&mut v)
+    crate::infra::stats::median(&mut v)
 }
 
 /// ACTIVE ports slower than the same rail's median across three or more nodes, where the node's

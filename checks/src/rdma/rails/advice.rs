@@ -5,7 +5,7 @@
 use super::across::nccl_gid;
 use super::localise::{Blame, RailVerdict};
 use super::mapping::{map_rails, port_of};
-use crate::model::{GidEntry, IbPort, NodeFacts};
+use crate::core::{GidEntry, IbPort, NodeFacts};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Nodes from which a RoCE fabric is taken to span several switches, where more queue pairs per
@@ -232,7 +232,7 @@ fn roce(nodes: &[(u32, &NodeFacts)], kept: &[String], advice: &mut RailAdvice) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rails::fixtures_test::{eight_rail_node, roce_node};
+    use crate::rdma::rails::fixtures_test::{eight_rail_node, roce_node};
 
     const NDR: &str = "400 Gb/sec (4X NDR)";
     const ACTIVE: &str = "4: ACTIVE";

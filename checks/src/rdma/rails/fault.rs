@@ -3,11 +3,11 @@
 
 use super::localise::{Blame, RailResult, RailVerdict, localise};
 use super::mapping::{Rail, map_rails};
-use crate::cluster::ClusterInput;
-use crate::model::{Finding, Fix, Status};
+use crate::core::ClusterInput;
+use crate::core::{Finding, Fix, Status};
 use std::collections::BTreeMap;
 
-pub const ID: &str = "ib.rail-fault";
+pub use crate::rdma::ids::RAIL_FAULT as ID;
 
 /// One node's rails by rail number.
 fn rails_by_rank(input: &ClusterInput) -> BTreeMap<u32, Vec<Rail>> {
@@ -305,7 +305,7 @@ pub fn findings(input: &ClusterInput, v: &RailVerdict) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::NodeFacts;
+    use crate::core::NodeFacts;
 
     #[test]
     fn nodes_left_out_are_named_once_per_reason() {

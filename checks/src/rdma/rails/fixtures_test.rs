@@ -4,8 +4,8 @@
 //! layout where NCCL's GPU-to-HCA mapping differs from enumeration order.
 
 use super::*;
-use crate::model::{Finding, Gpu, NodeFacts, Status};
-use crate::root::Root;
+use crate::core::{Finding, Gpu, NodeFacts, Status};
+use crate::infra::root::Root;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
@@ -136,9 +136,9 @@ impl Sysfs {
 
     pub fn facts(&self, gpus: &[Gpu]) -> NodeFacts {
         let root = self.root();
-        let mut ib = crate::probe::ib::probe(&root);
+        let mut ib = crate::rdma::probe::ib::probe(&root);
         if !ib.devices.is_empty() {
-            ib.gpu_pci_paths = crate::probe::rdma::gpu_paths(&root, gpus);
+            ib.gpu_pci_paths = crate::rdma::probe::paths::gpu_paths(&root, gpus);
         }
         let mut f = NodeFacts {
             hostname: "gpu01".into(),
@@ -146,7 +146,7 @@ impl Sysfs {
             ..Default::default()
         };
         f.gpu.gpus = gpus.to_vec();
-        f.scale.gids = crate::probe::gid::probe(&root);
+        f.scale.gids = crate::rdma::probe::gid::probe(&root);
         f
     }
 }
@@ -205,7 +205,7 @@ const NDR: &str = "400 Gb/sec (4X NDR)";
 const HDR: &str = "200 Gb/sec (4X HDR)";
 const ACTIVE: &str = "4: ACTIVE";
 
-fn by_id<'a>(fs: &'a [Finding], id: &str) -> Vec<&'a Finding> {
+fn by_id<'a>(fs: &'a [Finding], id: crate::core::FindingId) -> Vec<&'a Finding> {
     fs.iter().filter(|f| f.id == id).collect()
 }
 
@@ -272,10 +272,10 @@ fn one_rail_at_hdr_among_ndr_and_one_port_down() {
         "{cmds:?}"
     );
     // The down port is ib.port-down's, and counts as a missing rail across nodes.
-    let down = crate::ib::check(&f, &crate::CheckContext::default());
+    let down = crate::rdma::check(&f, &crate::core::CheckContext::default());
     assert!(
         down.iter()
-            .any(|d| d.id == "ib.port-down" && d.subject == "mlx5_3/1")
+            .any(|d| d.id == crate::rdma::ids::PORT_DOWN && d.subject == "mlx5_3/1")
     );
 }
 
@@ -479,7 +479,7 @@ fn cluster_findings(nodes: &[NodeFacts]) -> Vec<Finding> {
         .enumerate()
         .map(|(i, f)| (i as u32, f))
         .collect();
-    across::check_cluster(&crate::cluster::ClusterInput::of_nodes(
+    across::check_cluster(&crate::core::ClusterInput::of_nodes(
         &pairs,
         nodes.len() as u32,
     ))
@@ -571,8 +571,8 @@ fn the_roce_gid_nccl_picks_must_be_of_one_kind() {
     );
 }
 
-fn input_of<'a>(pairs: &'a [(u32, &'a NodeFacts)]) -> crate::cluster::ClusterInput<'a> {
-    crate::cluster::ClusterInput::of_nodes(pairs, pairs.len() as u32)
+fn input_of<'a>(pairs: &'a [(u32, &'a NodeFacts)]) -> crate::core::ClusterInput<'a> {
+    crate::core::ClusterInput::of_nodes(pairs, pairs.len() as u32)
 }
 
 #[test]
@@ -668,9 +668,9 @@ fn a_node_with_a_slow_rail_bad_counters_and_an_hca_missing_in_the_container() {
     assert_eq!(
         warned,
         [
-            (node::RATE, "mlx5_6/1"),
-            (node::COUNTERS, "mlx5_1/1"),
-            (node::CONTAINER, "/dev/infiniband"),
+            (node::RATE.as_str(), "mlx5_6/1"),
+            (node::COUNTERS.as_str(), "mlx5_1/1"),
+            (node::CONTAINER.as_str(), "/dev/infiniband"),
         ]
     );
     // `preflight check --facts` on this node gives the notes' node sample.

@@ -5,11 +5,11 @@
 use super::counters::{Growth, port_growth, spec};
 use super::mapping::map_rails;
 use super::node::{link_commands, port_label};
-use crate::cluster::ClusterInput;
-use crate::model::{Finding, Fix, IbFacts, Status};
+use crate::core::ClusterInput;
+use crate::core::{Finding, Fix, IbFacts, Status};
 use std::collections::BTreeMap;
 
-pub const ID: &str = "ib.counters-grew";
+pub use crate::rdma::ids::COUNTERS_GREW as ID;
 
 /// Counters that flag a failed link when they grow at all.
 const FATAL: &[&str] = &[
@@ -165,7 +165,7 @@ pub fn check_cluster(input: &ClusterInput, after: &BTreeMap<u32, IbFacts>) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{IbDevice, IbPort, NodeFacts};
+    use crate::core::{IbDevice, IbPort, NodeFacts};
 
     fn facts(host: &str, downed: u64) -> NodeFacts {
         let mut f = NodeFacts {

@@ -1,6 +1,6 @@
 //! Localisation of per-rail pair results (issue 34), a pure function: which (node, rail), node,
 //! rail switch or pair explains the failed or slow NCCL pair tests. The fail-slow model
-//! (`crate::fail_slow`) applied to rails: the reference is the upper quartile of the passing
+//! (`crate::link::fail_slow`) applied to rails: the reference is the upper quartile of the passing
 //! results (a slow minority, or one dead rail, cannot move it), and a part is named only when
 //! partners that pass elsewhere agree.
 //!
@@ -130,7 +130,7 @@ pub fn localise(results: &[RailResult]) -> RailVerdict {
         .filter(|v| v.is_finite())
         .collect();
     passing.sort_by(f64::total_cmp);
-    let reference = crate::stats::percentile(&passing, 0.75).filter(|v| *v > 0.0);
+    let reference = crate::infra::stats::percentile(&passing, 0.75).filter(|v| *v > 0.0);
     let is_bad = |r: &RailResult| match (r.gbps, reference) {
         (None, _) => true,
         (Some(v), Some(reference)) => !v.is_finite() || v < RAIL_SLOW_SHARE * reference,
@@ -222,7 +222,7 @@ pub fn localise(results: &[RailResult]) -> RailVerdict {
             rail: *rail,
             bad_with: u.bad_with.iter().copied().collect(),
             good_with: u.good_with.iter().copied().collect(),
-            median_gbps: crate::stats::median(&mut values),
+            median_gbps: crate::infra::stats::median(&mut values),
             errors: u.errors.clone(),
         });
     }

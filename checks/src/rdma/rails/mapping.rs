@@ -2,7 +2,7 @@
 //! between them, never one under another root complex while a closer one exists), not the HCA
 //! of the same enumeration index. Rail r is GPU r with its HCA.
 
-use crate::model::{GpuPciPath, IbDevice, IbFacts, IbPort};
+use crate::core::{GpuPciPath, IbDevice, IbFacts, IbPort};
 
 /// How far apart a GPU and an HCA sit, in NCCL's words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -161,7 +161,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> RailLog {
-        parse(&crate::testutil::fixture_text(&format!(
+        parse(&crate::infra::testutil::fixture_text(&format!(
             "nccl-logs/rails/{name}"
         )))
     }

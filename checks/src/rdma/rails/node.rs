@@ -5,12 +5,12 @@
 
 use super::counters::{ERROR_COUNTERS, Level, level};
 use super::mapping::{Rail, map_rails};
-use crate::model::{Finding, Fix, IbDevice, IbFacts, IbPort, NodeFacts, Status};
+use crate::core::{Finding, Fix, IbDevice, IbFacts, IbPort, NodeFacts, Status};
 
-pub const RATE: &str = "ib.rate";
-pub const COUNTERS: &str = "ib.counters";
-pub const CONTAINER: &str = "ib.container";
-pub const IOMMU: &str = "ib.iommu";
+pub use crate::rdma::ids::CONTAINER;
+pub use crate::rdma::ids::COUNTERS;
+pub use crate::rdma::ids::IOMMU;
+pub use crate::rdma::ids::RATE;
 
 pub fn check(facts: &NodeFacts) -> Vec<Finding> {
     let ib = &facts.ib;

@@ -3,9 +3,9 @@
 //! makes every rank's listener take one from every other rank, all at once at init.
 
 use super::job::{Job, NO_WORLD};
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::{Finding, Fix, NodeFacts, Status};
 
-pub const ID: &str = "sys.listen-backlog";
+pub use crate::sys::scale::ids::LISTEN_BACKLOG as ID;
 
 pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
     let s = &facts.scale;
@@ -81,7 +81,7 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
             ""
         }
     ));
-    for c in super::sysctl_fix("backlog", &settings) {
+    for c in crate::infra::sysctl::sysctl_fix("backlog", &settings) {
         fix = fix.command(c);
     }
     base(
@@ -98,9 +98,9 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scale::testkit::{ctx, defaults};
+    use crate::sys::scale::testkit::{ctx, defaults};
 
-    fn judge(f: &NodeFacts, c: &crate::CheckContext) -> Finding {
+    fn judge(f: &NodeFacts, c: &crate::core::CheckContext) -> Finding {
         check(f, &Job::of(f, c))
     }
 
@@ -144,7 +144,7 @@ mod tests {
     fn passes_when_it_holds_the_world_and_skips_without_one() {
         let f = defaults();
         assert_eq!(judge(&f, &ctx(0, 3, 10)).status, Status::Pass);
-        let out = judge(&f, &crate::CheckContext::default());
+        let out = judge(&f, &crate::core::CheckContext::default());
         assert_eq!(out.status, Status::Skip);
         assert!(out.summary.contains("no world size known"));
         let mut none = defaults();

@@ -1,8 +1,8 @@
 //! The job as the scale checks see it (world size, nodes, processes on this node, whether NCCL
 //! runs over sockets) and the estimates they judge against, each with its formula in words.
 
-use crate::CheckContext;
-use crate::model::NodeFacts;
+use crate::core::CheckContext;
+use crate::core::NodeFacts;
 
 /// fds a Python/torch worker holds before it talks to anyone (stdio, libraries, pipes).
 pub const BASE_FDS: u64 = 64;
@@ -40,7 +40,7 @@ fn env_num(facts: &NodeFacts, name: &str) -> Option<u64> {
 
 impl Job {
     pub fn of(facts: &NodeFacts, ctx: &CheckContext) -> Job {
-        let visible = crate::visible_devices::visible_gpu_count(facts) as u64;
+        let visible = crate::gpu::visible_devices::visible_gpu_count(facts) as u64;
         let world = ctx.world_size.map(u64::from);
         let per_node_of_world = match (world, ctx.nnodes) {
             (Some(w), Some(n)) if n > 0 => Some(w / u64::from(n)),
@@ -173,7 +173,7 @@ pub const NO_WORLD: &str = "no world size known (give --nnodes N and --nproc-per
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scale::testkit::{ctx, defaults};
+    use crate::sys::scale::testkit::{ctx, defaults};
 
     #[test]
     fn world_and_sockets_from_the_context_and_the_environment() {

@@ -1,10 +1,9 @@
 //! Node settings that break a job only at scale, each judged against the job's world size on the
 //! node where it bites: one module per concern, [`job::Job`] the job as they see it.
 
-pub mod arp_flux;
 pub mod backlog;
-pub mod gid_across;
-pub mod gid_index;
+pub mod catalog;
+pub mod ids;
 pub mod job;
 pub mod neigh;
 pub mod nofile;
@@ -13,8 +12,8 @@ pub mod port_range;
 pub mod stale_nccl;
 pub mod tcpstore;
 
-use crate::CheckContext;
-use crate::model::{Finding, NodeFacts};
+use crate::core::CheckContext;
+use crate::core::{Finding, NodeFacts};
 
 /// Every scale check of one node. Facts of a release before these checks (not probed) give none.
 pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
@@ -29,40 +28,20 @@ pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
         neigh::check(facts, &job),
         pids::check(facts, &job),
         stale_nccl::check(facts),
-        arp_flux::check(facts),
+        crate::net::arp_flux::check(facts),
     ];
-    out.extend(gid_index::check(facts));
+    out.extend(crate::rdma::gid_index::check(facts));
     out.extend(tcpstore::check(facts, &job));
     out
 }
 
 /// `sysctl -w` for each setting, then the persistent half: `/etc/sysctl.d/90-preflight-<name>.conf`
 /// (a file per concern, so one fix never overwrites another's).
-pub(crate) fn sysctl_fix(name: &str, settings: &[(&str, String)]) -> Vec<String> {
-    let mut cmds: Vec<String> = settings
-        .iter()
-        .map(|(k, v)| format!("sysctl -w {k}={}", shell_value(v)))
-        .collect();
-    let lines: Vec<String> = settings.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-    cmds.push(format!(
-        "printf '{}\\n' > /etc/sysctl.d/90-preflight-{name}.conf",
-        lines.join("\\n")
-    ));
-    cmds
-}
-
-fn shell_value(v: &str) -> String {
-    if v.is_empty() || v.contains(char::is_whitespace) {
-        format!("\"{v}\"")
-    } else {
-        v.to_string()
-    }
-}
 
 #[cfg(test)]
 pub(crate) mod testkit {
     //! Facts for the scale checks' tests: a Linux node with today's defaults.
-    use crate::model::{NodeFacts, ScaleFacts};
+    use crate::core::{NodeFacts, ScaleFacts};
 
     pub fn defaults() -> NodeFacts {
         NodeFacts {
@@ -86,8 +65,8 @@ pub(crate) mod testkit {
         }
     }
 
-    pub fn ctx(rank: u32, nnodes: u32, nproc: u32) -> crate::CheckContext {
-        crate::CheckContext {
+    pub fn ctx(rank: u32, nnodes: u32, nproc: u32) -> crate::core::CheckContext {
+        crate::core::CheckContext {
             rank: Some(rank),
             master_port: 29500,
             nproc_per_node: Some(nproc),
@@ -102,6 +81,7 @@ pub(crate) mod testkit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::infra::sysctl::sysctl_fix;
 
     #[test]
     fn unprobed_facts_of_an_older_release_give_no_findings() {
@@ -137,7 +117,7 @@ mod tests {
             let out = check(&f, &testkit::ctx(rank, 3, 10));
             let bad: Vec<_> = out
                 .iter()
-                .filter(|x| x.status >= crate::model::Status::Warn)
+                .filter(|x| x.status >= crate::core::Status::Warn)
                 .collect();
             assert!(bad.is_empty(), "{bad:#?}");
         }

@@ -3,10 +3,10 @@
 //! cap the kernel logs 'neighbor table overflow' and new connections fail at random.
 
 use super::job::{Job, NO_WORLD};
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::{Finding, Fix, NodeFacts, Status};
 use std::net::IpAddr;
 
-pub const ID: &str = "sys.neigh-table";
+pub use crate::sys::scale::ids::NEIGH_TABLE as ID;
 
 /// Hosts a subnet of this prefix can hold (saturating).
 fn capacity(v4: bool, prefix: u8) -> u64 {
@@ -135,7 +135,7 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
     let mut fix = Fix::new(
         "Raise the neighbour table's thresholds above the number of on-link peers (twice, for headroom), now and at boot.",
     );
-    for c in super::sysctl_fix("neigh", &refs) {
+    for c in crate::infra::sysctl::sysctl_fix("neigh", &refs) {
         fix = fix.command(c);
     }
     base(
@@ -152,8 +152,8 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{IfAddr, Interface};
-    use crate::scale::testkit::{ctx, defaults};
+    use crate::core::{IfAddr, Interface};
+    use crate::sys::scale::testkit::{ctx, defaults};
 
     fn node_with(addrs: &[(&str, &str, u8)]) -> NodeFacts {
         let mut f = defaults();
@@ -205,7 +205,7 @@ mod tests {
         let f = node_with(&[("eth0", "10.0.1.5", 16), ("ens5", "172.31.0.9", 32)]);
         assert_eq!(check(&f, &Job::of(&f, &ctx(1, 64, 8))).status, Status::Pass);
         assert_eq!(
-            check(&f, &Job::of(&f, &crate::CheckContext::default())).status,
+            check(&f, &Job::of(&f, &crate::core::CheckContext::default())).status,
             Status::Skip
         );
     }

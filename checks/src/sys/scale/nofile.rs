@@ -3,9 +3,9 @@
 //! bootstrap root raises its own limit; the workers and the store live with what they get.
 
 use super::job::{Job, NO_WORLD};
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::{Finding, Fix, NodeFacts, Status};
 
-pub const ID: &str = "sys.nofile";
+pub use crate::sys::scale::ids::NOFILE as ID;
 
 fn shown(v: Option<u64>) -> String {
     v.map(|n| n.to_string())
@@ -106,8 +106,8 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CheckContext;
-    use crate::scale::testkit::{ctx, defaults};
+    use crate::core::CheckContext;
+    use crate::sys::scale::testkit::{ctx, defaults};
 
     fn gloo(rank: u32) -> CheckContext {
         CheckContext {

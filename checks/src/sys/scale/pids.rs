@@ -3,9 +3,9 @@
 //! fails: 'pthread_create failed: Resource temporarily unavailable', NCCL proxy errors.
 
 use super::job::Job;
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::{Finding, Fix, NodeFacts, Status};
 
-pub const ID: &str = "sys.pids";
+pub use crate::sys::scale::ids::PIDS as ID;
 
 pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
     let s = &facts.scale;
@@ -108,13 +108,14 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::PidsLimit;
-    use crate::scale::testkit::{ctx, defaults};
+    use crate::core::PidsLimit;
+    use crate::sys::scale::testkit::{ctx, defaults};
 
     #[test]
     fn the_fixture_cgroup_v2_limit_fires_for_8_workers() {
         let mut f = defaults();
-        f.scale = crate::probe::scale::probe(&crate::testutil::fixture_root("scale-small"));
+        f.scale =
+            crate::sys::scale_probe::probe(&crate::infra::testutil::fixture_root("scale-small"));
         let out = check(&f, &Job::of(&f, &ctx(1, 4, 8)));
         assert_eq!(out.status, Status::Warn, "{out:#?}");
         assert_eq!(out.evidence["pids_max"], 512);
@@ -129,7 +130,8 @@ mod tests {
     #[test]
     fn ample_room_passes_and_root_ignores_ulimit_u() {
         let mut f = defaults();
-        f.scale = crate::probe::scale::probe(&crate::testutil::fixture_root("scale-raised"));
+        f.scale =
+            crate::sys::scale_probe::probe(&crate::infra::testutil::fixture_root("scale-raised"));
         assert_eq!(check(&f, &Job::of(&f, &ctx(1, 4, 8))).status, Status::Pass);
         f.scale.pids = Some(PidsLimit {
             max: None,

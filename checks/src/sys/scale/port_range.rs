@@ -4,9 +4,9 @@
 //! plain connects share ports across destinations, so a gloo-only job is not judged.
 
 use super::job::{Job, NO_WORLD};
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::{Finding, Fix, NodeFacts, Status};
 
-pub const ID: &str = "sys.port-range";
+pub use crate::sys::scale::ids::PORT_RANGE as ID;
 
 /// Ports in [lo, hi] not covered by any reserved range.
 pub fn usable_ports(range: [u32; 2], reserved: &[[u32; 2]]) -> u64 {
@@ -103,7 +103,7 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
     if !s.reserved_ports.is_empty() {
         settings.push(("net.ipv4.ip_local_reserved_ports", String::new()));
     }
-    for c in super::sysctl_fix("ports", &settings) {
+    for c in crate::infra::sysctl::sysctl_fix("ports", &settings) {
         fix = fix.command(c);
     }
     base(
@@ -123,8 +123,8 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CheckContext;
-    use crate::scale::testkit::{ctx, defaults};
+    use crate::core::CheckContext;
+    use crate::sys::scale::testkit::{ctx, defaults};
 
     #[test]
     fn usable_ports_subtracts_overlapping_reserved_ranges_once() {
@@ -144,8 +144,10 @@ mod tests {
 
     #[test]
     fn judged_from_the_fixture_trees_of_gpu_nodes_that_run_nccl_over_sockets() {
-        let narrow = crate::probe::scale::probe(&crate::testutil::fixture_root("scale-small"));
-        let wide = crate::probe::scale::probe(&crate::testutil::fixture_root("scale-raised"));
+        let narrow =
+            crate::sys::scale_probe::probe(&crate::infra::testutil::fixture_root("scale-small"));
+        let wide =
+            crate::sys::scale_probe::probe(&crate::infra::testutil::fixture_root("scale-raised"));
         let facts = |scale| NodeFacts {
             scale,
             ..defaults()
@@ -179,7 +181,7 @@ mod tests {
             ..ctx(1, 64, 8)
         };
         assert_eq!(check(&f, &Job::of(&f, &gloo)).status, Status::Skip);
-        f.ib = crate::probe::ib::probe(&crate::testutil::fixture_root("ib-node"));
+        f.ib = crate::rdma::probe::ib::probe(&crate::infra::testutil::fixture_root("ib-node"));
         let out = check(&f, &Job::of(&f, &ctx(1, 64, 8)));
         assert_eq!(out.status, Status::Skip, "{out:#?}");
         assert!(out.summary.contains("InfiniBand"));

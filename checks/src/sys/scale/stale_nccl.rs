@@ -1,9 +1,9 @@
 //! `sys.stale-nccl`: NCCL shared-memory segments in /dev/shm whose owning processes are gone
 //! (a crashed or killed job). They hold tmpfs memory until removed and can fill a small /dev/shm.
 
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::{Finding, Fix, NodeFacts, Status};
 
-pub const ID: &str = "sys.stale-nccl";
+pub use crate::sys::scale::ids::STALE_NCCL as ID;
 
 /// Most file names put into the fix command.
 const MAX_NAMED: usize = 64;
@@ -64,7 +64,7 @@ pub fn check(facts: &NodeFacts) -> Finding {
         format!(
             "{} NCCL shared-memory segment(s) ({}) in /dev/shm belong to processes that are gone (leftovers of a crashed job): they hold memory a new job's NCCL needs",
             stale.len(),
-            crate::sys::format_bytes(bytes)
+            crate::infra::format_bytes(bytes)
         ),
     )
     .with("stale_bytes", bytes)
@@ -77,12 +77,13 @@ pub fn check(facts: &NodeFacts) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scale::testkit::defaults;
+    use crate::sys::scale::testkit::defaults;
 
     #[test]
     fn leftovers_in_the_fixture_fire_and_held_ones_do_not() {
         let mut f = defaults();
-        f.scale = crate::probe::scale::probe(&crate::testutil::fixture_root("scale-small"));
+        f.scale =
+            crate::sys::scale_probe::probe(&crate::infra::testutil::fixture_root("scale-small"));
         let out = check(&f);
         assert_eq!(out.status, Status::Warn, "{out:#?}");
         assert_eq!(out.evidence["stale"].as_array().unwrap().len(), 1);
@@ -92,7 +93,8 @@ mod tests {
             out.fix.unwrap().commands,
             vec!["rm -f /dev/shm/nccl-Dd8kPq"]
         );
-        f.scale = crate::probe::scale::probe(&crate::testutil::fixture_root("scale-raised"));
+        f.scale =
+            crate::sys::scale_probe::probe(&crate::infra::testutil::fixture_root("scale-raised"));
         assert_eq!(check(&f).status, Status::Pass);
         // One another user's process could not be read for: not called stale.
         f.scale.nccl_shm[0].holders.clear();

@@ -3,9 +3,9 @@
 //! libuv backend (the default from torch 2.4) does not.
 
 use super::job::Job;
-use crate::model::{Finding, Fix, NodeFacts, Status};
+use crate::core::{Finding, Fix, NodeFacts, Status};
 
-pub const ID: &str = "launch.tcpstore";
+pub use crate::sys::scale::ids::TCPSTORE as ID;
 /// Above this many ranks the legacy store is known to time out at init.
 pub const LEGACY_LIMIT: u64 = 1024;
 
@@ -86,7 +86,7 @@ pub fn check(facts: &NodeFacts, job: &Job) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scale::testkit::{ctx, defaults};
+    use crate::sys::scale::testkit::{ctx, defaults};
 
     #[test]
     fn the_legacy_store_above_1024_ranks_warns_on_the_master_only() {

@@ -1,11 +1,58 @@
-//! GPU compute facts (issue 35): per GPU the measured matrix-multiply rate per data type, the
-//! result's checksum and its check against the exact product, the clocks, power and
-//! temperature read while it ran, and (under `--burn`) the timeline of a sustained load.
+//! GPU facts: the GPUs NVML lists with their processes, and what the GEMM test measured on them
+//! (per GPU the matrix-multiply rate per data type, the result's check against the exact product,
+//! the clocks, power and temperature while it ran, and the timeline of a sustained load).
 //!
 //! Every field is optional or empty by default, so facts of older releases still load.
 
+use super::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct GpuFacts {
+    /// Why NVML could not be used (no driver, library missing); None when it loaded.
+    pub nvml_error: Option<String>,
+    pub driver_version: Option<String>,
+    /// CUDA version the driver supports, "12.8".
+    pub cuda_driver_version: Option<String>,
+    pub gpus: Vec<Gpu>,
+    /// Node-level GPU health (kernel log XIDs, fabric manager, peermem, ACS, bandwidth).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_health: Option<GpuNodeHealth>,
+    /// Matrix-multiply speed and exactness per GPU (`check --thorough`, `--gemm`, `--burn`,
+    /// and every node of `cluster`); absent when not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute: Option<GpuCompute>,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct Gpu {
+    pub index: u32,
+    pub name: String,
+    pub uuid: String,
+    pub pci_bus_id: String,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_total_bytes: Option<u64>,
+    pub processes: Vec<GpuProcess>,
+    pub mig_enabled: Option<bool>,
+    /// UUIDs of this GPU's MIG devices ("MIG-..."), when MIG is enabled.
+    pub mig_devices: Vec<String>,
+    /// Why some fields are missing, when a per-GPU query failed.
+    pub error: Option<String>,
+    /// PCIe, memory, NVLink, clocks and fabric as NVML reports them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<GpuHealth>,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct GpuProcess {
+    pub pid: u32,
+    pub used_bytes: Option<u64>,
+    pub command: Option<String>,
+}
 
 /// What the GEMM test measured on one node. Absent when it did not run (not asked for, or
 /// facts of an older release); `skipped` says why when it was asked for and could not run.

@@ -1,10 +1,11 @@
 //! Test fixture for the cluster checks: a healthy cluster to break one thing at a time, and finding lookups.
 
-use super::{ClusterInput, check_cluster};
-use crate::model::{
+use crate::core::ClusterInput;
+use crate::core::{
     Finding, Gpu, IfAddr, IfKind, Interface, LinkOutcome, LinkResult, NetFacts, NodeFacts,
 };
-use crate::networks::{choose, discover, evaluate};
+use crate::net::networks::{choose, discover, evaluate};
+use crate::registry::check_cluster;
 
 pub(crate) fn iface(
     name: &str,
@@ -62,7 +63,7 @@ pub(crate) fn node(rank: u32) -> NodeFacts {
     f.nccl.version = Some("2.21.5".into());
     f.nccl.torch_version = Some("2.5.1+cu124".into());
     f.nccl.source = Some("python:/opt/venv".into());
-    f.master_resolution = Some(crate::model::MasterResolution {
+    f.master_resolution = Some(crate::core::MasterResolution {
         name: "node01".into(),
         addrs: vec!["10.0.0.1".into()],
         joined_via: Some("10.0.0.1:29500".into()),
@@ -97,7 +98,7 @@ pub(crate) struct Cluster {
     pub(crate) nnodes: u32,
     pub(crate) expected: Vec<String>,
     pub(crate) not_joined: Vec<u32>,
-    pub(crate) refused: Vec<super::Refusal>,
+    pub(crate) refused: Vec<crate::core::Refusal>,
     pub(crate) min_link_gbit: Option<f64>,
 }
 
@@ -183,11 +184,11 @@ impl Cluster {
     }
 }
 
-pub(crate) fn with_id<'a>(findings: &'a [Finding], id: &str) -> Vec<&'a Finding> {
+pub(crate) fn with_id<'a>(findings: &'a [Finding], id: crate::core::FindingId) -> Vec<&'a Finding> {
     findings.iter().filter(|f| f.id == id).collect()
 }
 
-pub(crate) fn only<'a>(findings: &'a [Finding], id: &str) -> &'a Finding {
+pub(crate) fn only<'a>(findings: &'a [Finding], id: crate::core::FindingId) -> &'a Finding {
     let v = with_id(findings, id);
     assert_eq!(v.len(), 1, "expected one {id}, got {v:#?}");
     v[0]
@@ -200,20 +201,20 @@ pub(crate) fn commands(f: &Finding) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub(crate) const IDS: &[&str] = &[
-    "cluster.rendezvous",
-    "cluster.refused",
-    "cluster.master-resolution",
-    "cluster.duplicate-host",
-    "cluster.versions",
-    "cluster.gpus",
-    "ib.partial",
-    "link.unreachable",
-    "link.mtu-mismatch",
-    "link.mtu-blackhole",
-    "link.degraded",
-    "link.slow",
-    "link.latency",
-    "cluster.nat",
-    "link.intercepted",
+pub(crate) const IDS: &[crate::core::FindingId] = &[
+    crate::rendezvous::ids::RENDEZVOUS,
+    crate::rendezvous::ids::REFUSED,
+    crate::rendezvous::ids::MASTER_RESOLUTION,
+    crate::rendezvous::ids::DUPLICATE_HOST,
+    crate::rendezvous::ids::VERSIONS,
+    crate::gpu::ids::GPUS,
+    crate::rdma::ids::PARTIAL,
+    crate::link::ids::UNREACHABLE,
+    crate::link::ids::MTU_MISMATCH,
+    crate::link::ids::MTU_BLACKHOLE,
+    crate::link::ids::DEGRADED,
+    crate::link::ids::SLOW,
+    crate::link::ids::LATENCY,
+    crate::link::ids::NAT,
+    crate::link::ids::INTERCEPTED,
 ];

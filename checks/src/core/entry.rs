@@ -1,0 +1,45 @@
+//! What one finding id means: the catalog entry each concern keeps beside its ids.
+//!
+//! `preflight explain ID` prints an entry; README's finding-id table lists them in
+//! the explain catalog's order.
+
+use super::FindingId;
+
+/// What one finding id means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Stable id, `area.name`.
+    pub id: FindingId,
+    /// The status(es) it has when it fires: "warn", "warn / fail".
+    pub fires: &'static str,
+    /// One line, as README's table shows it.
+    pub meaning: &'static str,
+    /// Why it matters: what the job does without the fix, with the error users see.
+    pub why: &'static str,
+    /// How to fix it, with commands.
+    pub fix: &'static str,
+}
+
+/// An entry; the area is the id's part before the dot.
+pub const fn entry(
+    id: FindingId,
+    fires: &'static str,
+    meaning: &'static str,
+    why: &'static str,
+    fix: &'static str,
+) -> Entry {
+    Entry {
+        id,
+        fires,
+        meaning,
+        why,
+        fix,
+    }
+}
+
+impl Entry {
+    /// The part before the dot: `gpu`, `net`, `cluster`, ...
+    pub fn area(&self) -> &'static str {
+        self.id.area()
+    }
+}
