@@ -9,60 +9,8 @@
 //! The option table follows `torch/distributed/run.py` (`get_args_parser`) and
 //! `torch/distributed/launch.py` (`--use-env`).
 
-/// Which launcher the command names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Launcher {
-    /// `torchrun`
-    Torchrun,
-    /// `python -m torch.distributed.run`: the same parser as torchrun.
-    RunModule,
-    /// `python -m torch.distributed.launch`: deprecated; passes `--local-rank` unless `--use-env`.
-    Launch,
-    /// `accelerate launch`: HF Accelerate; it rendezvouses as torchrun does (it calls torch.distributed.run).
-    Accelerate,
-    /// `deepspeed`: DeepSpeed's launcher (static MASTER_ADDR/MASTER_PORT rendezvous; ssh/pdsh with a hostfile).
-    Deepspeed,
-    /// Some other program (`python train.py`, `bash run.sh`): not a launcher preflight reads.
-    Other,
-    /// No launcher words: just the arguments.
-    Bare,
-}
-
-impl Launcher {
-    /// True for the deprecated `torch.distributed.launch`.
-    pub fn is_legacy(self) -> bool {
-        self == Launcher::Launch
-    }
-
-    /// torchrun's own parser: torchrun, `python -m torch.distributed.{run,launch}`, bare arguments.
-    pub fn is_torch(self) -> bool {
-        matches!(
-            self,
-            Launcher::Torchrun | Launcher::RunModule | Launcher::Launch | Launcher::Bare
-        )
-    }
-
-    /// The options this launcher takes (mapped onto torchrun's canonical names where they mean the same).
-    pub fn table(self) -> &'static [OptSpec] {
-        match self {
-            Launcher::Accelerate => ACCELERATE,
-            Launcher::Deepspeed => DEEPSPEED,
-            Launcher::Other => &[],
-            _ => OPTIONS,
-        }
-    }
-
-    /// Flags (no value) of a launcher whose table is not exhaustive; every other option takes a value.
-    fn known_flags(self) -> &'static [&'static str] {
-        match self {
-            Launcher::Accelerate => ACCELERATE_FLAGS,
-            Launcher::Deepspeed => DEEPSPEED_FLAGS,
-            _ => &[],
-        }
-    }
-}
-
 use super::head::Head;
+pub use super::head::{Launcher, Word};
 
 /// One option torchrun knows.
 #[derive(Debug)]
@@ -233,34 +181,6 @@ pub fn spec(name: &str) -> Option<&'static OptSpec> {
 
 fn spec_of_spelling(table: &'static [OptSpec], spelling: &str) -> Option<&'static OptSpec> {
     table.iter().find(|o| o.spellings.contains(&spelling))
-}
-
-/// One word of the command: its value and, when it came from a pasted line, its text there.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Word {
-    /// The word as the program receives it (quotes removed).
-    pub value: String,
-    /// The word as written in the pasted line (quotes kept); None when it came as argv.
-    pub raw: Option<String>,
-    /// `$VAR`s in it that were not set, so the shell would put nothing there.
-    pub unset: Vec<String>,
-}
-
-impl Word {
-    pub fn plain(value: impl Into<String>) -> Word {
-        Word {
-            value: value.into(),
-            raw: None,
-            unset: Vec::new(),
-        }
-    }
-
-    /// The word for a shell: as written when known, else quoted when needed.
-    pub fn shell_text(&self) -> String {
-        self.raw
-            .clone()
-            .unwrap_or_else(|| crate::shell::quote(&self.value))
-    }
 }
 
 /// How an option's value was written.
@@ -803,6 +723,40 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+impl Launcher {
+    /// True for the deprecated `torch.distributed.launch`.
+    pub fn is_legacy(self) -> bool {
+        self == Launcher::Launch
+    }
+
+    /// torchrun's own parser: torchrun, `python -m torch.distributed.{run,launch}`, bare arguments.
+    pub fn is_torch(self) -> bool {
+        matches!(
+            self,
+            Launcher::Torchrun | Launcher::RunModule | Launcher::Launch | Launcher::Bare
+        )
+    }
+
+    /// The options this launcher takes (mapped onto torchrun's canonical names where they mean the same).
+    pub fn table(self) -> &'static [OptSpec] {
+        match self {
+            Launcher::Accelerate => ACCELERATE,
+            Launcher::Deepspeed => DEEPSPEED,
+            Launcher::Other => &[],
+            _ => OPTIONS,
+        }
+    }
+
+    /// Flags (no value) of a launcher whose table is not exhaustive; every other option takes a value.
+    fn known_flags(self) -> &'static [&'static str] {
+        match self {
+            Launcher::Accelerate => ACCELERATE_FLAGS,
+            Launcher::Deepspeed => DEEPSPEED_FLAGS,
+            _ => &[],
+        }
+    }
 }
 
 #[cfg(test)]

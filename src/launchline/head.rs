@@ -6,7 +6,52 @@
 //! Each wrapper's options are read from its own manual: an option listed as taking a value
 //! consumes the next word when written apart (`srun -N 2`), every other `-x` word is a flag.
 
-use super::args::{Launcher, Word};
+/// Which launcher the command names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// `torchrun`
+    Torchrun,
+    /// `python -m torch.distributed.run`: the same parser as torchrun.
+    RunModule,
+    /// `python -m torch.distributed.launch`: deprecated; passes `--local-rank` unless `--use-env`.
+    Launch,
+    /// `accelerate launch`: HF Accelerate; it rendezvouses as torchrun does (it calls torch.distributed.run).
+    Accelerate,
+    /// `deepspeed`: DeepSpeed's launcher (static MASTER_ADDR/MASTER_PORT rendezvous; ssh/pdsh with a hostfile).
+    Deepspeed,
+    /// Some other program (`python train.py`, `bash run.sh`): not a launcher preflight reads.
+    Other,
+    /// No launcher words: just the arguments.
+    Bare,
+}
+
+/// One word of the command: its value and, when it came from a pasted line, its text there.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Word {
+    /// The word as the program receives it (quotes removed).
+    pub value: String,
+    /// The word as written in the pasted line (quotes kept); None when it came as argv.
+    pub raw: Option<String>,
+    /// `$VAR`s in it that were not set, so the shell would put nothing there.
+    pub unset: Vec<String>,
+}
+
+impl Word {
+    pub fn plain(value: impl Into<String>) -> Word {
+        Word {
+            value: value.into(),
+            raw: None,
+            unset: Vec::new(),
+        }
+    }
+
+    /// The word for a shell: as written when known, else quoted when needed.
+    pub fn shell_text(&self) -> String {
+        self.raw
+            .clone()
+            .unwrap_or_else(|| crate::shell::quote(&self.value))
+    }
+}
 
 /// One `NAME=value` word of the job's environment.
 #[derive(Clone, Debug, PartialEq, Eq)]

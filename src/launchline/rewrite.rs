@@ -2,7 +2,17 @@
 //! flags, every other word unchanged (same order, same spelling, same script arguments).
 
 use super::args::{Launcher, Parsed, ValueForm, Word};
-use super::validate::Correction;
+
+/// A change to the user's command that fixes a finding on this node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Correction {
+    /// Give the last occurrence of option `name` this value (add the option when absent).
+    SetValue { name: &'static str, value: String },
+    /// Drop every occurrence of option `name`.
+    Remove { name: &'static str },
+    /// Drop the word at this index (an option torchrun rejects).
+    RemoveWord { index: usize },
+}
 use std::collections::BTreeMap;
 
 /// What happens to one original word.

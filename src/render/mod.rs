@@ -1,6 +1,5 @@
 //! Renderers: Report -> text. No logic beyond presentation; nothing else prints.
 
-pub mod collective;
 pub mod doctor;
 pub mod drain;
 pub mod explain;
@@ -16,6 +15,8 @@ pub mod prom;
 pub mod sanitize;
 pub mod simulation;
 pub mod taskprolog;
+
+pub use doctor::collective;
 
 /// How the terminal report may decorate its output.
 #[derive(Clone, Copy, Debug)]

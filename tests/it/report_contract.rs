@@ -8,7 +8,7 @@ use preflight_checks::model::{
     NodeEntry, NodeFacts, Recommendation, Report, SCHEMA, Status, Tool, overall_status,
 };
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 const FACTS: [&str; 5] = [
@@ -88,102 +88,36 @@ fn string_literals(text: &str) -> Vec<&str> {
     out
 }
 
-fn is_id_shaped(s: &str, areas: &BTreeSet<&str>) -> bool {
-    s.split_once('.').is_some_and(|(a, n)| {
-        areas.contains(a)
-            && !n.is_empty()
-            && n.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-    })
-}
-
-/// `const NAME: &str = "value"` and `let NAME = "value"` bindings in `text`.
-fn string_bindings(text: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let t = line.trim_start().trim_start_matches("pub ");
-        let decl = t
-            .strip_prefix("const ")
-            .or_else(|| t.strip_prefix("static "))
-            .or_else(|| t.strip_prefix("let "));
-        let Some(decl) = decl else { continue };
-        let name: String = decl
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect();
-        let Some(eq) = decl.find('=') else { continue };
-        if let Some(lit) = string_literals(&decl[eq..]).first() {
-            out.insert(name, lit.to_string());
-        }
-    }
-    out
-}
-
 /// Ids the code can emit: literal first arguments of `Finding::new(`, consts and `let`s they
 /// name, and id-shaped consts. A first argument that names neither (a function parameter)
 /// counts every id-shaped literal of that file.
 fn emitted_ids() -> (BTreeMap<String, String>, Vec<String>) {
-    let areas: BTreeSet<&str> = catalog::all().iter().map(|e| e.area()).collect();
+    // A finding takes a `FindingId` (the compiler checks it), and a `FindingId` is made only in
+    // a concern's `ids.rs`: every id the code can emit is one of those constants.
     let mut files = Vec::new();
     rust_files(&root().join("src"), &mut files);
     rust_files(&root().join("checks/src"), &mut files);
-    let sources: Vec<(PathBuf, String)> = files
-        .into_iter()
-        .map(|p| {
-            let t = non_test_source(&p);
-            (p, t)
-        })
-        .collect();
-    let mut global = BTreeMap::new();
-    for (_, text) in &sources {
-        global.extend(string_bindings(text));
-    }
     let mut ids: BTreeMap<String, String> = BTreeMap::new();
     let mut unresolved = Vec::new();
-    for (path, text) in &sources {
+    for path in files {
+        let text = non_test_source(&path);
         let rel = path
             .strip_prefix(root())
-            .unwrap_or(path)
+            .unwrap_or(&path)
             .display()
             .to_string();
-        let local = string_bindings(text);
-        for (name, value) in &local {
-            if name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
-                && is_id_shaped(value, &areas)
-            {
-                ids.entry(value.clone()).or_insert_with(|| rel.clone());
-            }
-        }
-        for (at, _) in text.match_indices("Finding::new(") {
-            let arg = text[at + "Finding::new(".len()..].trim_start();
+        let in_ids_file = path.file_name().is_some_and(|n| n == "ids.rs");
+        for (at, _) in text.match_indices("FindingId::new(") {
+            let arg = text[at + "FindingId::new(".len()..].trim_start();
             let line = text[..at].lines().count() + 1;
-            if arg.starts_with('"') {
-                if let Some(lit) = string_literals(arg).first() {
+            match string_literals(arg).first() {
+                Some(lit) if in_ids_file && arg.starts_with('"') => {
                     ids.insert(lit.to_string(), format!("{rel}:{line}"));
                 }
-                continue;
-            }
-            let path_expr: String = arg
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
-            let name = path_expr.rsplit("::").next().unwrap_or_default();
-            match local.get(name).or_else(|| global.get(name)) {
-                Some(v) => {
-                    ids.insert(v.clone(), format!("{rel}:{line}"));
-                }
-                None => {
-                    let found: Vec<&str> = string_literals(text)
-                        .into_iter()
-                        .filter(|s| is_id_shaped(s, &areas))
-                        .collect();
-                    if found.is_empty() {
-                        unresolved.push(format!("{rel}:{line}: Finding::new({path_expr}, ..)"));
-                    }
-                    for id in found {
-                        ids.entry(id.to_string()).or_insert_with(|| rel.clone());
-                    }
-                }
+                _ if rel.ends_with("core/id.rs") => {}
+                _ => unresolved.push(format!(
+                    "{rel}:{line}: a FindingId made outside a concern's ids.rs"
+                )),
             }
         }
     }
@@ -195,7 +129,7 @@ fn every_emitted_finding_id_is_in_the_catalog() {
     let (ids, unresolved) = emitted_ids();
     assert!(
         unresolved.is_empty(),
-        "cannot tell which id these findings carry; write the id as a literal or a const:\n{}",
+        "finding ids are constants in a concern's ids.rs:\n{}",
         unresolved.join("\n")
     );
     // The scan must see the code: these ids are emitted as literals, consts and `let`s.

@@ -23,6 +23,7 @@ pub use endpoint::hosts_store;
 pub use line::ScriptFile;
 pub use nproc::per_node;
 
+pub use super::rewrite::Correction;
 use crate::launchline::args::{Launcher, Parsed};
 use crate::placement::{DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, split_endpoint};
 use preflight_checks::model::{Finding, NodeFacts, Status};
@@ -59,17 +60,6 @@ pub struct LineJob {
 }
 
 pub use crate::placement::Resolved;
-
-/// A change to the user's command that fixes a finding on this node.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Correction {
-    /// Give the last occurrence of option `name` this value (add the option when absent).
-    SetValue { name: &'static str, value: String },
-    /// Drop every occurrence of option `name`.
-    Remove { name: &'static str },
-    /// Drop the word at this index (an option torchrun rejects).
-    RemoveWord { index: usize },
-}
 
 /// The rendezvous the command asks for, as torchrun reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]

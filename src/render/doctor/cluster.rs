@@ -3,6 +3,7 @@
 
 use super::super::Style;
 use super::super::sanitize::{cut, shown};
+use super::number::bw;
 use super::paint;
 use super::wrap::wrap;
 use comfy_table::{ContentArrangement, Table, presets};
@@ -46,22 +47,6 @@ pub fn tables(report: &Report, style: Style) -> String {
     out.push_str(&allreduce(report, style));
     out.push('\n');
     out
-}
-
-/// Bandwidth with three significant digits: `0.0921`, `3.92`, `41.2`, `118`.
-pub fn bw(x: f64) -> String {
-    let a = x.abs();
-    if a >= 100.0 {
-        format!("{x:.0}")
-    } else if a >= 10.0 {
-        format!("{x:.1}")
-    } else if a >= 1.0 {
-        format!("{x:.2}")
-    } else if a >= 0.1 {
-        format!("{x:.3}")
-    } else {
-        format!("{x:.4}")
-    }
 }
 
 /// Rank, host, address, GPUs and versions per node (interfaces too with `-v`).
@@ -498,7 +483,7 @@ fn allreduce(report: &Report, style: Style) -> String {
     let mut out = String::new();
     for c in report.collectives.iter().filter(|c| c.ranks >= 2) {
         out.push('\n');
-        out.push_str(&super::super::collective::block(c, style));
+        out.push_str(&super::collective::block(c, style));
     }
     out
 }

@@ -7,15 +7,17 @@
 mod advice;
 mod areas;
 mod cluster;
+pub mod collective;
 mod healthy;
 mod hosts;
+pub mod number;
 pub mod paint;
 mod pairs;
 mod problems;
 mod summary;
 pub mod wrap;
 
-pub use cluster::bw;
+pub use number::bw;
 pub use paint::bold;
 
 use super::Style;

@@ -4,8 +4,8 @@
 
 use super::super::Style;
 use super::super::sanitize::shown;
-use super::cluster::bw;
 use super::hosts::hostlist;
+use super::number::bw;
 use super::{count, paint, wrap::wrap};
 use crate::report_compact::{self, NetworkLinks};
 use preflight_checks::model::{LinkOutcome, Report};

@@ -1,9 +1,9 @@
 //! The measured all-reduce as nccl-tests prints it: one block per transport and configuration.
 
 use super::Style;
-use super::doctor::bw;
-use super::doctor::wrap::wrap;
-use super::sanitize::shown;
+use super::number::bw;
+use super::wrap::wrap;
+use crate::render::sanitize::shown;
 use preflight_checks::collective::{human_bytes, large_row};
 use preflight_checks::model::CollectiveResult;
 use std::fmt::Write;
@@ -33,7 +33,7 @@ pub fn block(c: &CollectiveResult, style: Style) -> String {
         ""
     };
     let width = usize::from(style.width);
-    out.push_str(&super::doctor::bold(
+    out.push_str(&super::paint::bold(
         &wrap(&format!("All-reduce{config}: {what}"), width, "", "  "),
         style,
     ));
@@ -83,7 +83,11 @@ pub fn block(c: &CollectiveResult, style: Style) -> String {
         );
     }
     if let Some(e) = &c.error {
-        let _ = writeln!(out, "# Could not finish: {}", super::sanitize::line(e));
+        let _ = writeln!(
+            out,
+            "# Could not finish: {}",
+            crate::render::sanitize::line(e)
+        );
     }
     out
 }
