@@ -12,10 +12,12 @@ use std::net::IpAddr;
 mod gpu_compute;
 mod gpu_health;
 mod label;
+mod name_order;
 mod rdma;
 pub use gpu_compute::*;
 pub use gpu_health::*;
 pub use label::{Label, Labels};
+pub use name_order::{AddressOrigin, FirstDial};
 pub use rdma::*;
 
 /// Schema name written into every report.
@@ -255,6 +257,14 @@ pub struct MasterResolution {
     /// The other name of rank 0's host that led to the address that worked (`node0.data`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worked_name: Option<String>,
+    /// Where each address of `addrs` came from here (a hosts file line, DNS), in `addrs`'
+    /// order; empty in facts of releases before it, and for an IP address.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<AddressOrigin>,
+    /// The name's own addresses dialled before the one the join went through, in the
+    /// resolver's order, with what each gave (a stale first address that timed out).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passed_over: Vec<AddressTry>,
 }
 
 /// One address a node dialled to reach rank 0, and what it gave.
@@ -697,9 +707,19 @@ pub struct SysFacts {
 #[serde(default)]
 pub struct NameLookup {
     pub name: String,
+    /// In the resolver's order (getaddrinfo's, after RFC 6724 sorting): the order a TCPStore
+    /// client dials them in.
     pub addresses: Vec<IpAddr>,
     /// Why nothing was found (no such name, a slow DNS).
     pub error: Option<String>,
+    /// Where each address came from (a hosts file line, DNS), in `addresses`' order; empty in
+    /// facts of releases before it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<AddressOrigin>,
+    /// The connect this node made to the first address on the master port when that address
+    /// was not one it knew as rank 0's; absent when it was, or nothing resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_dial: Option<FirstDial>,
 }
 
 /// What the scale checks read (`checks/src/scale/`): every value is None when it could not be

@@ -10,6 +10,7 @@ mod gpu_nvml_health;
 pub mod gpu_snapshot;
 pub mod ib;
 pub mod kmsg;
+pub mod name_origin;
 pub mod nccl;
 pub mod nccl_shm;
 pub mod net;
