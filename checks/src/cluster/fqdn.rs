@@ -198,7 +198,11 @@ fn judge_node(
             l.error.as_deref().unwrap_or("no address")
         )
     } else if got.iter().all(|a| a.is_loopback()) {
-        format!("{name} resolves to loopback {} on {}", list(got), input.who(r))
+        format!(
+            "{name} resolves to loopback {} on {}",
+            list(got),
+            input.who(r)
+        )
     } else if !got.iter().any(|a| theirs.is_some_and(|t| t.contains(a))) {
         format!(
             "{name} resolves to {} on {}, an address of rank 0 it did not reach{}",
@@ -272,6 +276,16 @@ fn stale_first(
     ))
 }
 
+/// The command that drops line `line` of `file` when it still maps the address `written` (as
+/// the line writes it). It rewrites the file in place instead of `sed -i`'s rename, which fails
+/// on a bind-mounted /etc/hosts (Docker, Kubernetes pods).
+pub(super) fn drop_hosts_line(file: &str, line: u32, written: &str) -> String {
+    format!(
+        "t=$(mktemp) && sed '{line}{{/^{}[[:space:]]/d}}' {file} > \"$t\" && cat \"$t\" > {file} && rm \"$t\"",
+        written.replace('.', "\\.")
+    )
+}
+
 /// `/etc/hosts line 1: 10.0.0.9 fake-host`, or `DNS`.
 fn described(o: &AddressOrigin) -> String {
     match &o.text {
@@ -331,7 +345,11 @@ fn stale_fix(input: &ClusterInput, name: &str, bad: &[Bad], target: Option<&str>
     let mut dns: Vec<(u32, IpAddr)> = Vec::new();
     for b in bad {
         let Some(s) = &b.stale else { continue };
-        match s.origin.as_ref().and_then(|o| Some((o.file.clone()?, o.line?))) {
+        match s
+            .origin
+            .as_ref()
+            .and_then(|o| Some((o.file.clone()?, o.line?)))
+        {
             Some((file, line)) => lines
                 .entry((file, line, s.written()))
                 .or_default()
@@ -359,8 +377,8 @@ fn stale_fix(input: &ClusterInput, name: &str, bad: &[Bad], target: Option<&str>
     let mut fix = Fix::new(hint);
     for ((file, line, stale), ranks) in lines.iter().take(LIST_CAP) {
         fix = fix.command(format!(
-            "sed -i '{line}{{/^{}[[:space:]]/d}}' {file}   # on {}: drops line {line}, {stale} {name}",
-            stale.replace('.', "\\."),
+            "{}   # on {}: drops line {line}, {stale} {name}",
+            drop_hosts_line(file, *line, stale),
             super::common::ranks_phrase(ranks)
         ));
     }
@@ -504,11 +522,16 @@ mod tests {
         let cmds = commands(f);
         assert_eq!(
             cmds[0],
-            r"sed -i '2{/^10\.0\.0\.77[[:space:]]/d}' /etc/hosts   # on rank 1: drops line 2, 10.0.0.77 fake-host"
+            r#"t=$(mktemp) && sed '2{/^10\.0\.0\.77[[:space:]]/d}' /etc/hosts > "$t" && cat "$t" > /etc/hosts && rm "$t"   # on rank 1: drops line 2, 10.0.0.77 fake-host"#
         );
-        assert!(cmds[1].starts_with("torchrun --local-addr=10.0.0.1 "), "{cmds:?}");
         assert!(
-            cmds[2].starts_with("torchrun --rdzv-backend=static --master-addr=10.0.0.1 --master-port=29500 "),
+            cmds[1].starts_with("torchrun --local-addr=10.0.0.1 "),
+            "{cmds:?}"
+        );
+        assert!(
+            cmds[2].starts_with(
+                "torchrun --rdzv-backend=static --master-addr=10.0.0.1 --master-port=29500 "
+            ),
             "{cmds:?}"
         );
         assert!(cmds[3].starts_with("getent ahosts fake-host"), "{cmds:?}");
@@ -560,7 +583,11 @@ mod tests {
         let fs = c.findings();
         let f = only(&fs, "cluster.fqdn");
         assert_eq!(f.status, Status::Fail, "{f:#?}");
-        assert!(f.summary.contains("172.17.0.1, which is not rank 0"), "{}", f.summary);
+        assert!(
+            f.summary.contains("172.17.0.1, which is not rank 0"),
+            "{}",
+            f.summary
+        );
         assert!(
             f.fix.as_ref().unwrap().hint.contains("Fix the DNS record"),
             "{f:#?}"

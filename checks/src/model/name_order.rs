@@ -22,7 +22,7 @@ pub struct AddressOrigin {
     /// The 1-based line of `file` that maps the name to the address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
-    /// That line as written (at most 256 characters).
+    /// That line as written, its blanks collapsed to single spaces (at most 256 characters).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
 }

@@ -19,12 +19,7 @@ pub fn origins(root: &Root, name: &str, addrs: &[IpAddr]) -> Vec<AddressOrigin> 
 }
 
 /// [`origins`] over the texts of `/etc/hosts` and `/etc/nsswitch.conf`.
-pub fn origins_in(
-    hosts: &str,
-    nsswitch: &str,
-    name: &str,
-    addrs: &[IpAddr],
-) -> Vec<AddressOrigin> {
+pub fn origins_in(hosts: &str, nsswitch: &str, name: &str, addrs: &[IpAddr]) -> Vec<AddressOrigin> {
     let name = name.trim_end_matches('.');
     let lines: Vec<(u32, IpAddr, &str)> = hosts
         .lines()
@@ -47,7 +42,14 @@ pub fn origins_in(
                 source: "files".into(),
                 file: Some(HOSTS.into()),
                 line: Some(*n),
-                text: Some(text.trim().chars().take(TEXT_CAP).collect()),
+                text: Some(
+                    text.split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                        .chars()
+                        .take(TEXT_CAP)
+                        .collect(),
+                ),
             },
             None => AddressOrigin {
                 address: a.to_string(),
@@ -92,7 +94,7 @@ mod tests {
             &ips(&["10.0.0.9", "10.0.0.1", "10.0.0.5"]),
         );
         assert_eq!(o[0].line, Some(3));
-        assert_eq!(o[0].text.as_deref(), Some("10.0.0.9\tfake-host # stale"));
+        assert_eq!(o[0].text.as_deref(), Some("10.0.0.9 fake-host # stale"));
         assert_eq!(o[0].describe(), "/etc/hosts line 3");
         assert_eq!(o[1].line, Some(4));
         assert_eq!(o[2].source, "mdns4_minimal");
@@ -104,7 +106,12 @@ mod tests {
         let o = origins_in("", "", "node0", &ips(&["fd00::1"]));
         assert_eq!(o[0].describe(), "DNS");
         assert_eq!(o[0].address, "fd00::1");
-        let o = origins_in("", "hosts: files dns myhostname", "node0", &ips(&["10.0.0.1"]));
+        let o = origins_in(
+            "",
+            "hosts: files dns myhostname",
+            "node0",
+            &ips(&["10.0.0.1"]),
+        );
         assert_eq!(o[0].source, "dns");
     }
 
