@@ -415,7 +415,10 @@ fn a_stale_reverse_entry_for_rank_0s_address_is_the_fqdn_torchrun_publishes() {
 /// endpoint's owner, .2), stale-box (.3): from .1, glibc's RFC 6724 sort ties .2 and .3 on
 /// its longest-matching-prefix rule, so the resolver keeps the file's order (checked with
 /// `getent ahosts` before the run). With `stale_first` the stale line comes first.
-pub(crate) fn stale_fqdn_cluster(tag: &str, stale_first: bool) -> Option<(Cluster, String, String)> {
+pub(crate) fn stale_fqdn_cluster(
+    tag: &str,
+    stale_first: bool,
+) -> Option<(Cluster, String, String)> {
     let c = Cluster::new(tag)
         .network(Net::new("data", 1))
         .host(Host::new("node1").on("data", "eth0"))

@@ -111,24 +111,8 @@ pub(super) fn fqdn(input: &ClusterInput) -> Finding {
                 .next()
                 .map(|a| a.to_string())
         });
-    let ranks: Vec<u32> = bad.iter().map(|b| b.rank).collect();
     let stale = bad.iter().any(|b| b.stale.is_some());
-    let first = bad[0].why.clone();
-    let summary = if bad.len() == 1 && stale {
-        format!(
-            "{first}: the workers' TCPStore client dials the name's addresses in getaddrinfo's order and waits on the first for its whole connect timeout, so they time out at init (`The client socket has timed out ... while trying to connect to ({name}, <port>)`) although rank 0 is reachable"
-        )
-    } else if bad.len() == 1 {
-        format!(
-            "{first}: under torchrun's c10d rendezvous the workers connect to rank 0's TCPStore at the name it publishes, so this node's workers would time out at init"
-        )
-    } else {
-        format!(
-            "rank 0's FQDN {name} (what torchrun's c10d publishes for the TCPStore) does not lead to rank 0 on {} node(s) ({}); e.g. {first}: their workers would time out at init",
-            bad.len(),
-            super::common::ranks_phrase(&ranks)
-        )
-    };
+    let summary = summary(&name, &bad, stale, judged);
     let fix = if stale {
         stale_fix(input, &name, &bad, target.as_deref())
     } else {
@@ -158,6 +142,30 @@ pub(super) fn fqdn(input: &ClusterInput) -> Finding {
             .with("first_origin", &s.origin);
     }
     f.fix(fix)
+}
+
+/// The finding's sentence: the one node's cause with what the job does, or how many nodes and
+/// the first one's cause.
+fn summary(name: &str, bad: &[Bad], stale: bool, judged: usize) -> String {
+    let ranks: Vec<u32> = bad.iter().map(|b| b.rank).collect();
+    // The workers judged, and rank 0 when its own lookup is one of the causes.
+    let of = judged + usize::from(ranks.contains(&0));
+    let first = &bad[0].why;
+    if bad.len() == 1 && stale {
+        format!(
+            "{first}: the workers' TCPStore client dials the name's addresses in getaddrinfo's order and waits on the first for its whole connect timeout, so they time out at init (`The client socket has timed out ... while trying to connect to ({name}, <port>)`) although rank 0 is reachable"
+        )
+    } else if bad.len() == 1 {
+        format!(
+            "{first}: under torchrun's c10d rendezvous the workers connect to rank 0's TCPStore at the name it publishes, so this node's workers would time out at init"
+        )
+    } else {
+        format!(
+            "rank 0's FQDN {name} (what torchrun's c10d publishes for the TCPStore) does not lead to rank 0 on {} of {of} nodes ({}); e.g. {first}: their workers would time out at init",
+            bad.len(),
+            super::common::ranks_phrase(&ranks)
+        )
+    }
 }
 
 /// What is wrong with `name` on rank `r` (its lookup `l`), if anything: nothing resolved,
@@ -447,6 +455,11 @@ mod tests {
         let f = only(&fs, "cluster.fqdn");
         assert_eq!(f.status, Status::Warn, "{f:#?}");
         assert_eq!(f.evidence["nodes_failing"], 2);
+        assert!(
+            f.summary.contains("on 2 of 3 nodes (ranks 2, 3)"),
+            "{}",
+            f.summary
+        );
         assert!(
             f.summary.contains("does not resolve on rank 2"),
             "{}",
