@@ -79,6 +79,7 @@ pub mod probe {
     pub use crate::net::probe as net;
     pub use crate::rdma::probe::ib;
     pub use crate::rdma::probe::paths as rdma;
+    pub use crate::sys::name_origin;
     pub use crate::sys::probe as sys;
     pub use crate::sys::scale_probe as scale;
 }

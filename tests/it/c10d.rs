@@ -3,7 +3,7 @@
 //! owns the endpoint is rank 0 and the others are assigned 1, 2 in join order, as torchrun does.
 //! Expected run time (2 cores): the healthy runs 3-8 s each, the missing owner about `--timeout`.
 
-use crate::netns::{Cluster, MASTER_PORT, NodeRun, PreflightRun, SLACK};
+use crate::netns::{Cluster, Host, MASTER_PORT, Net, NodeRun, PreflightRun, SLACK};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -405,4 +405,175 @@ fn a_stale_reverse_entry_for_rank_0s_address_is_the_fqdn_torchrun_publishes() {
             .starts_with(&format!("torchrun --local-addr={addr0} ")),
         "{f:#}"
     );
+}
+
+/// Issue 45 (pytorch#85300 as a user meets it): two nodes under c10d with the endpoint given as
+/// rank 0's IP, and on every node a stale `/etc/hosts` line before rank 0's own: `<stale box>
+/// fake-host`, `<rank 0> fake-host`, then the harness's `<rank 0> node0`. Rank 0's
+/// `socket.getfqdn()` is `fake-host` (what torchrun's c10d publishes for the TCPStore); the
+/// stale box drops everything. Hosts: node1 (the worker, 10.200.1.1), node0 (rank 0, the
+/// endpoint's owner, .2), stale-box (.3): from .1, glibc's RFC 6724 sort ties .2 and .3 on
+/// its longest-matching-prefix rule, so the resolver keeps the file's order (checked with
+/// `getent ahosts` before the run). With `stale_first` the stale line comes first.
+pub(crate) fn stale_fqdn_cluster(
+    tag: &str,
+    stale_first: bool,
+) -> Option<(Cluster, String, String)> {
+    let c = Cluster::new(tag)
+        .network(Net::new("data", 1))
+        .host(Host::new("node1").on("data", "eth0"))
+        .host(Host::new("node0").on("data", "eth0"))
+        .host(Host::new("stale-box").on("data", "eth0"))
+        .build()?;
+    let (rank0, stale) = (c.addr(1, "data"), c.addr(2, "data"));
+    c.iptables(2, &["-A", "INPUT", "-j", "DROP"]);
+    for h in 0..2 {
+        let (second, first) = if stale_first {
+            (&rank0, &stale)
+        } else {
+            (&stale, &rank0)
+        };
+        c.prepend_host(h, second, &["fake-host"]);
+        c.prepend_host(h, first, &["fake-host"]);
+    }
+    let py = c.exec(
+        1,
+        &["python3", "-c", "import socket; print(socket.getfqdn())"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&py.stdout).trim(),
+        "fake-host",
+        "{py:?}"
+    );
+    let order = c.exec(0, &["getent", "ahosts", "fake-host"]);
+    let first = String::from_utf8_lossy(&order.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let expected = if stale_first { &stale } else { &rank0 };
+    assert_eq!(&first, expected, "the worker's resolver order: {order:?}");
+    Some((c, rank0, stale))
+}
+
+/// Both nodes run `preflight cluster` under c10d with the endpoint as rank 0's IP (host 1,
+/// node0, starts first); node0's report.
+fn run_stale_fqdn(c: &Cluster, rank0: &str) -> NodeRun {
+    let ep = format!("--rdzv-endpoint={rank0}:{MASTER_PORT}");
+    let token = format!("--token={}", c.token());
+    let timeout = format!("--timeout={HEALTHY_TIMEOUT}");
+    let runs = c
+        .preflight()
+        .ranks(&[1, 0])
+        .command(&[
+            "cluster",
+            "--nnodes=2",
+            "--rdzv-backend=c10d",
+            &ep,
+            &format!("--rdzv-id={RDZV_ID}"),
+            &token,
+            &timeout,
+            "--quick",
+            "--format=json",
+        ])
+        .deadline(Duration::from_secs(2 * HEALTHY_TIMEOUT + 30))
+        .run();
+    let r0 = runs
+        .iter()
+        .find(|r| r.rank == 1)
+        .expect("node0's run")
+        .clone();
+    assert_ran(&r0);
+    if let Some(dir) = std::env::var_os("PREFLIGHT_SAVE_REPORTS") {
+        let _ = std::fs::create_dir_all(&dir);
+        let path = std::path::Path::new(&dir).join("c10d-stale-first-rank0.json");
+        let _ = std::fs::write(path, serde_json::to_vec(r0.report()).unwrap_or_default());
+    }
+    r0
+}
+
+fn fqdn_finding(run: &NodeRun) -> Value {
+    let f = run.findings("cluster.fqdn");
+    assert_eq!(f.len(), 1, "{}", run.describe());
+    f[0].clone()
+}
+
+#[test]
+fn c10d_fqdn_whose_first_address_is_a_silent_stale_box_fails_with_the_line() {
+    let Some((c, rank0, stale)) = stale_fqdn_cluster("c10dstale", true) else {
+        return;
+    };
+    let r0 = run_stale_fqdn(&c, &rank0);
+    let f = fqdn_finding(&r0);
+    println!("{}", serde_json::to_string_pretty(&f).unwrap());
+    assert_eq!(f["status"], "fail", "{f:#}");
+    assert_eq!(r0.exit_code, Some(1), "{}", r0.describe());
+    assert_eq!(f["evidence"]["fqdn"], "fake-host");
+    assert_eq!(f["evidence"]["first_address"], stale.as_str(), "{f:#}");
+    assert_eq!(f["evidence"]["first_origin"]["file"], "/etc/hosts", "{f:#}");
+    assert_eq!(f["evidence"]["first_origin"]["line"], 1, "{f:#}");
+    let worker = f["evidence"]["nodes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["host"] == "node1"))
+        .cloned()
+        .unwrap_or_else(|| panic!("node1 not named: {f:#}"));
+    assert_eq!(worker["first_dial"]["result"], "timeout", "{f:#}");
+    assert_eq!(worker["resolved"][0], stale.as_str(), "{f:#}");
+    assert_eq!(worker["resolved"][1], rank0.as_str(), "{f:#}");
+    let summary = f["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.contains(&format!(
+            "rank 0's FQDN fake-host resolves first to {stale} (/etc/hosts line 1: {stale} fake-host), which is not rank 0 and did not answer on port {MASTER_PORT}"
+        )),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!(
+            "and only after it (2nd in the list) to rank 0's {rank0} (/etc/hosts line 2)"
+        )),
+        "{summary}"
+    );
+    let cmds: Vec<&str> = f["fix"]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let drop = format!(
+        "t=$(mktemp) && sed '1{{/^{}[[:space:]]/d}}' /etc/hosts > \"$t\" && cat \"$t\" > /etc/hosts",
+        stale.replace('.', "\\.")
+    );
+    assert!(cmds[0].starts_with(&drop), "{cmds:?}");
+    assert!(cmds[0].contains("# on rank 1:"), "{cmds:?}");
+    assert!(
+        cmds.iter()
+            .any(|c| c.starts_with(&format!("torchrun --local-addr={rank0} "))),
+        "{cmds:?}"
+    );
+    assert!(
+        cmds.iter().any(|c| c.starts_with(&format!(
+            "torchrun --rdzv-backend=static --master-addr={rank0} "
+        ))),
+        "{cmds:?}"
+    );
+    // The fix as printed, run where it says (rank 1: node1, host 0): the name leads to rank
+    // 0 first there, and passes.
+    let out = c.exec(0, &["sh", "-c", cmds[0]]);
+    assert!(out.status.success(), "{out:?}");
+    let r0 = run_stale_fqdn(&c, &rank0);
+    let f = fqdn_finding(&r0);
+    assert_eq!(f["status"], "pass", "{f:#}");
+}
+
+#[test]
+fn c10d_fqdn_with_the_stale_box_second_passes() {
+    let Some((c, rank0, _stale)) = stale_fqdn_cluster("c10dstale2", false) else {
+        return;
+    };
+    let r0 = run_stale_fqdn(&c, &rank0);
+    let f = fqdn_finding(&r0);
+    println!("{}", serde_json::to_string_pretty(&f).unwrap());
+    assert_eq!(f["status"], "pass", "{f:#}");
+    assert_eq!(f["evidence"]["nodes_checked"], 1, "{f:#}");
+    assert_eq!(r0.exit_code, Some(0), "{}", r0.describe());
 }

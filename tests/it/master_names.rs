@@ -349,3 +349,72 @@ fn an_ip_masters_reverse_name_is_said_on_a_failed_join() {
     );
     assert_eq!(f["evidence"]["reverse_name"], "fake-host");
 }
+
+/// Issue 45 under the static rendezvous: `--master-addr=fake-host` where every node's
+/// /etc/hosts puts a stale box that drops everything first (see
+/// `c10d::stale_fqdn_cluster`). The worker joins through rank 0's address, second in the
+/// list, after the first timed out; the job's store client would wait on the first for its
+/// whole timeout, so `cluster.master-elsewhere` fails on the worker with the line. With the
+/// stale line second it passes.
+#[test]
+fn a_master_name_whose_first_address_is_a_silent_stale_box_fails_with_the_line() {
+    let Some((c, rank0, stale)) = crate::c10d::stale_fqdn_cluster("mnstale", true) else {
+        return;
+    };
+    let run = |c: &Cluster| {
+        let runs = c
+            .preflight()
+            .ranks(&[1, 0])
+            .nnodes(2)
+            .claim(1, 0)
+            .claim(0, 1)
+            .master_host("fake-host")
+            .timeout(TIMEOUT)
+            .run();
+        runs.iter()
+            .find(|r| r.rank == 1)
+            .expect("node0's run")
+            .clone()
+    };
+    let r0 = run(&c);
+    assert!(!r0.timed_out, "{}", r0.describe());
+    save(&r0, "stale-first-rank0");
+    let f = one(&r0, "cluster.master-elsewhere");
+    println!("{}", serde_json::to_string_pretty(f).unwrap());
+    assert_eq!(f["status"], "fail", "{f:#}");
+    assert_eq!(f["node"], 1, "{f:#}");
+    assert_eq!(f["evidence"]["cause"], "stale-first-address", "{f:#}");
+    assert_eq!(f["evidence"]["first_address"], stale.as_str(), "{f:#}");
+    assert_eq!(f["evidence"]["first_origin"]["line"], 1, "{f:#}");
+    assert!(
+        summary(f).contains(&format!(
+            "on rank 1 the master address fake-host resolves first to {stale} (/etc/hosts line 1), which did not answer on port {MASTER_PORT}"
+        )),
+        "{}",
+        summary(f)
+    );
+    assert!(
+        summary(f).contains(&format!(
+            "and only after it to {rank0}:{MASTER_PORT}, where rank 0 answers"
+        )),
+        "{}",
+        summary(f)
+    );
+    assert!(
+        f["fix"]["commands"][1] == format!("export MASTER_ADDR={rank0}").as_str(),
+        "{f:#}"
+    );
+    // The two nodes' answers hold the same addresses in another order.
+    assert_eq!(one(&r0, "cluster.master-resolution")["status"], "warn");
+    assert_eq!(r0.exit_code, Some(1), "{}", r0.describe());
+
+    // The twin: the stale line second on every node.
+    for h in 0..2 {
+        c.unname_host(h, "fake-host");
+        c.prepend_host(h, &stale, &["fake-host"]);
+        c.prepend_host(h, &rank0, &["fake-host"]);
+    }
+    let r0 = run(&c);
+    assert_eq!(one(&r0, "cluster.master-elsewhere")["status"], "pass");
+    assert_eq!(r0.exit_code, Some(0), "{}", r0.describe());
+}

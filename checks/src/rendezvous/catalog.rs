@@ -38,48 +38,65 @@ pub static ENTRIES: &[Entry] = &[
     entry(
         MASTER_RESOLUTION,
         "warn",
-        "the nodes that joined resolved the master's name to different addresses (a stale \
-         /etc/hosts line, split DNS)",
+        "the nodes that joined resolved the master's name to different addresses, or to the \
+         same ones in another order (a stale /etc/hosts line, split DNS)",
         "torchrun and NCCL resolve MASTER_ADDR again on every node at launch: a node whose \
          /etc/hosts or DNS gives another address connects to another machine, or to nothing, \
          and waits until the rendezvous times out (`The client socket has timed out after \
          900s`), while the others look healthy.",
         "Make /etc/hosts or DNS agree on every node so the name resolves to rank 0's address \
-         everywhere; compare `getent hosts NAME` on each node (the finding lists each node's \
-         answer), or give --master-addr as rank 0's IP address.",
+         everywhere, first; compare `getent ahosts NAME` on each node (the order the job \
+         dials; the finding lists each node's answer in that order), or give --master-addr as \
+         rank 0's IP address.",
     ),
     entry(
         FQDN,
-        "warn",
+        "warn / fail",
         "under torchrun's c10d rendezvous, rank 0's FQDN (socket.getfqdn(), what torchrun \
          publishes unless --local-addr is given) does not resolve on a node to an address of \
-         rank 0 that node reached",
+         rank 0 that node reached (warn), or resolves first, in the resolver's order, to an \
+         address that is not rank 0's and does not answer (fail: a stale /etc/hosts line)",
         "With --rdzv-backend=c10d the agent of rank 0 publishes its fully qualified host name, \
          and every worker connects to the TCPStore at that name (pytorch/pytorch #73682, \
          #150532). A node where the name does not resolve, resolves to loopback or to another \
          network fails at init with `host not found: Name or service not known` or a connect \
-         timeout, although MASTER_ADDR and the endpoint work.",
+         timeout, although MASTER_ADDR and the endpoint work. The store client dials the \
+         name's addresses in getaddrinfo's order (after RFC 6724 sorting) and waits on the \
+         first for its whole connect timeout: a stale line that puts another box first fails \
+         the job (`The client socket has timed out after 35000ms while trying to connect to \
+         (fake-host, 37491)`, pytorch/pytorch #85300) even when rank 0's address comes second. \
+         Each node reports the addresses in its resolver's order, the /etc/hosts line (or DNS) \
+         that gave each, and a connect to the first on the master port when it is not rank \
+         0's, bounded by the connect timeout.",
         "Start rank 0's torchrun with --local-addr=ADDRESS (its address on the chosen network; \
          the finding gives it), or make the name resolve to that address on every node (DNS \
-         or /etc/hosts).",
+         or /etc/hosts); for a stale first address, remove the line the finding names (its \
+         command rewrites /etc/hosts in place, which works on a bind-mounted file too), or use \
+         --rdzv-backend=static with --master-addr=<rank 0's IP>. `getent ahosts NAME` shows \
+         the order the job dials.",
     ),
     entry(
         MASTER_ELSEWHERE,
         "fail",
         "on a node the master's name leads to an address of rank 0's host that refuses, times \
          out or has no route, while another address of that host works (a short name resolving \
-         through /etc/hosts or a search domain to an admin network)",
+         through /etc/hosts or a search domain to an admin network), or resolves first to an \
+         address that does not answer before the one where rank 0 does (a stale line)",
         "torchrun's rendezvous store dials the addresses getaddrinfo gives for MASTER_ADDR in \
          getaddrinfo's order, and gloo and NCCL find their peers through that store. When \
          a short name resolves on a node to another network of the master (an admin or IPMI \
          network where the port is rejected or filtered), that node's workers fail with \
          `Connection refused` or time out after 900 s, although rank 0 is up and reachable at \
          its data address (hpc-docs#2, accelerate#1489). The finding names both addresses and \
-         what each gave.",
+         what each gave. A first address that times out costs the store client its whole \
+         connect timeout even when the name's next address is rank 0's: the finding names that \
+         address and the /etc/hosts line (or DNS) that gave it.",
         "Give every node a master address that leads to the working address: the IP, or the \
          FQDN that resolves to it (`export MASTER_ADDR=<address>`); under torchrun's c10d \
          rendezvous start rank 0 with `--local-addr=<address>`; or fix the node's /etc/hosts \
-         or DNS so the short name resolves to the data address (`getent hosts NAME`).",
+         or DNS so the short name resolves to the data address, first (`getent ahosts NAME` \
+         lists the addresses in the order the job dials them; remove a stale line the finding \
+         names).",
     ),
     entry(
         MASTER_LATE,

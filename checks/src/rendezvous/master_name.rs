@@ -116,7 +116,16 @@ pub(crate) fn master_late(input: &ClusterInput) -> Finding {
 /// failed while another address of rank 0's host worked; a pass when none.
 pub(crate) fn master_elsewhere(input: &ClusterInput) -> Vec<Finding> {
     let mut out = Vec::new();
+    let c10d = input.nodes.iter().any(|(_, f)| f.sys.master_fqdn.is_some());
     for (r, f) in input.nodes {
+        if let Some(f) = f
+            .master_resolution
+            .as_ref()
+            .and_then(|m| stale_first(*r, m, input.master_port, c10d))
+        {
+            out.push(f);
+            continue;
+        }
         let Some(m) = f
             .master_resolution
             .as_ref()
@@ -131,7 +140,7 @@ pub(crate) fn master_elsewhere(input: &ClusterInput) -> Vec<Finding> {
             &m.failed,
             m.joined_via.as_deref().unwrap_or("another address"),
             m.worked_name.as_deref(),
-            input.nodes.iter().any(|(_, f)| f.sys.master_fqdn.is_some()),
+            c10d,
         ));
     }
     if out.is_empty() {
@@ -159,6 +168,92 @@ pub(crate) fn master_elsewhere(input: &ClusterInput) -> Vec<Finding> {
         ));
     }
     out
+}
+
+/// FAIL on rank `rank` when the master's name resolved there first to an address that did not
+/// answer within the join's wait, while a later address of the same name led to rank 0: the
+/// job's store client dials the list in order and waits on the first for its whole timeout.
+fn stale_first(
+    rank: u32,
+    m: &crate::core::MasterResolution,
+    port: u16,
+    c10d: bool,
+) -> Option<Finding> {
+    let first = m.addrs.first()?;
+    let tried = m
+        .passed_over
+        .first()
+        .filter(|t| &t.address == first && t.result == "timeout")?;
+    let via = m.joined_via.as_deref()?;
+    let worked = via
+        .rsplit_once(':')
+        .map_or(via, |(h, _)| h)
+        .trim_matches(|c| c == '[' || c == ']')
+        .to_string();
+    let origin = m.origins.first().filter(|o| &o.address == first);
+    let from = origin.map_or(String::new(), |o| format!(" ({})", o.describe()));
+    let master = &m.name;
+    let mut hint = String::new();
+    let mut fix_cmds = Vec::new();
+    if let Some((file, line)) = origin.and_then(|o| Some((o.file.as_deref()?, o.line?))) {
+        hint.push_str(&format!(
+            "Remove the stale line ({file} line {line} here) so {master} resolves first to {worked}; or "
+        ));
+        let written = origin
+            .and_then(|o| o.text.as_deref()?.split_whitespace().next())
+            .filter(|w| w.parse::<std::net::IpAddr>().ok() == first.parse().ok())
+            .unwrap_or(first);
+        fix_cmds.push(format!(
+            "{}   # here: drops line {line}, {first} {master}",
+            super::fqdn::drop_hosts_line(file, line, written)
+        ));
+    } else {
+        hint.push_str(&format!(
+            "Fix the DNS record that gives {first} first for {master}; or "
+        ));
+    }
+    hint.push_str(&format!(
+        "give every node the master as its IP address {worked} (MASTER_ADDR, --master-addr; under torchrun's c10d rendezvous also --local-addr on rank 0)"
+    ));
+    let mut fix = Fix::new(hint);
+    for c in fix_cmds {
+        fix = fix.command(c);
+    }
+    fix = fix
+        .command(format!("export MASTER_ADDR={worked}"))
+        .command(format!(
+            "torchrun --master-addr={worked} ...   # on every node"
+        ));
+    if c10d {
+        fix = fix.command(format!(
+            "torchrun --local-addr={worked} ...   # on rank 0, under the c10d rendezvous"
+        ));
+    }
+    fix = fix.command(format!(
+        "getent ahosts {master}   # here: the addresses in the order the job dials them"
+    ));
+    Some(
+        Finding::new(
+            ELSEWHERE,
+            Status::Fail,
+            host_port(master, port),
+            format!(
+                "on rank {rank} the master address {master} resolves first to {first}{from}, which did not answer on port {port} ({}), and only after it to {via}, where rank 0 answers: torchrun's store client dials getaddrinfo's list in order and waits on the first address for its whole connect timeout (`The client socket has timed out after ... while trying to connect to ({master}, {port})`), although rank 0 is reachable",
+                tried.error
+            ),
+        )
+        .on_node(Some(rank))
+        .with("cause", "stale-first-address")
+        .with("master", master)
+        .with("port", port)
+        .with("first_address", first)
+        .with("first_origin", origin)
+        .with("passed_over", &m.passed_over)
+        .with("worked", &worked)
+        .with("resolved", &m.addrs)
+        .with("origins", &m.origins)
+        .fix(fix),
+    )
 }
 
 /// The finding for one node: the name's addresses with what each gave, the one that worked.
@@ -346,6 +441,62 @@ mod tests {
         assert_eq!(
             only(&fs, crate::rendezvous::ids::MASTER_ELSEWHERE).status,
             Status::Skip
+        );
+    }
+
+    #[test]
+    fn a_stale_first_address_of_the_master_name_fails_with_its_line_and_the_ip() {
+        let mut c = Cluster::healthy(2);
+        resolution(&mut c, 0, plain("10.0.0.1"));
+        let m: MasterResolution = serde_json::from_value(serde_json::json!({
+            "name": "fake-host",
+            "addrs": ["10.0.0.77", "10.0.0.1"],
+            "joined_via": "10.0.0.1:29500",
+            "origins": [
+                {"address": "10.0.0.77", "source": "files", "file": "/etc/hosts", "line": 1,
+                 "text": "10.0.0.77 fake-host"},
+                {"address": "10.0.0.1", "source": "files", "file": "/etc/hosts", "line": 2}
+            ],
+            "passed_over": [{"address": "10.0.0.77", "result": "timeout",
+                             "error": "connection timed out"}]
+        }))
+        .unwrap();
+        resolution(&mut c, 1, m.clone());
+        let fs = c.findings();
+        let f = only(&fs, crate::rendezvous::ids::MASTER_ELSEWHERE);
+        assert_eq!(f.status, Status::Fail, "{f:#?}");
+        assert_eq!(f.node, Some(1));
+        assert!(
+            f.summary.contains(
+                "the master address fake-host resolves first to 10.0.0.77 (/etc/hosts line 1), which did not answer on port 29500 (connection timed out), and only after it to 10.0.0.1:29500, where rank 0 answers"
+            ),
+            "{}",
+            f.summary
+        );
+        let cmds = commands(f);
+        assert_eq!(
+            cmds[0],
+            r#"t=$(mktemp) && sed '1{/^10\.0\.0\.77[[:space:]]/d}' /etc/hosts > "$t" && cat "$t" > /etc/hosts && rm "$t"   # here: drops line 1, 10.0.0.77 fake-host"#
+        );
+        assert_eq!(cmds[1], "export MASTER_ADDR=10.0.0.1");
+        assert_eq!(f.evidence["first_origin"]["line"], 1);
+        // A refused first address: the store client moves on to the next at once.
+        let mut refused = m.clone();
+        refused.passed_over[0].result = "refused".into();
+        resolution(&mut c, 1, refused);
+        assert_eq!(
+            only(&c.findings(), crate::rendezvous::ids::MASTER_ELSEWHERE).status,
+            Status::Pass
+        );
+        // The stale address second: the join went through the first.
+        let mut second = m;
+        second.addrs.reverse();
+        second.origins.reverse();
+        second.passed_over.clear();
+        resolution(&mut c, 1, second);
+        assert_eq!(
+            only(&c.findings(), crate::rendezvous::ids::MASTER_ELSEWHERE).status,
+            Status::Pass
         );
     }
 }

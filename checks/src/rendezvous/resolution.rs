@@ -1,4 +1,5 @@
-//! `cluster.master-resolution`: the joined nodes resolved the master's name to different addresses.
+//! `cluster.master-resolution`: the joined nodes resolved the master's name to different addresses,
+//! or to the same ones in another order (the job dials them in the resolver's order).
 //!
 //! Each node reports how it resolved the master address when it joined
 //! (`NodeFacts::master_resolution`). Nodes that joined reached rank 0, but a name that means
@@ -18,9 +19,14 @@ pub(crate) fn master_resolution(input: &ClusterInput) -> Finding {
         .iter()
         .filter_map(|(r, f)| {
             let m = f.master_resolution.as_ref()?;
-            let mut addrs = m.addrs.clone();
-            addrs.sort();
-            addrs.dedup();
+            // In the resolver's order: the job dials the first address first and waits on it,
+            // so the same addresses in another order are another answer.
+            let mut addrs: Vec<String> = Vec::with_capacity(m.addrs.len());
+            for a in &m.addrs {
+                if !addrs.contains(a) {
+                    addrs.push(a.clone());
+                }
+            }
             Some((*r, (m.name.as_str(), addrs)))
         })
         .collect();
@@ -114,7 +120,7 @@ pub(crate) fn master_resolution(input: &ClusterInput) -> Finding {
         Status::Warn,
         name.clone(),
         format!(
-            "the nodes resolved the master address {name} differently ({}): a node with another answer may reach another machine, or none, and torchrun resolves the name again at launch",
+            "the nodes resolved the master address {name} differently ({}, each in its resolver's order, the order the job dials): a node with another answer, or another first address, may reach another machine, or none, and torchrun resolves the name again at launch",
             described.join("; ")
         ),
     )
@@ -187,5 +193,25 @@ mod tests {
         let f = only(&f, crate::rendezvous::ids::MASTER_RESOLUTION);
         assert_eq!(f.status, Status::Pass);
         assert!(f.summary.contains("nothing to resolve"));
+    }
+
+    #[test]
+    fn the_same_addresses_in_another_order_are_another_answer() {
+        let mut c = Cluster::healthy(2);
+        resolved(&mut c, 0, "node01", &["10.0.0.1", "10.0.0.77"]);
+        resolved(&mut c, 1, "node01", &["10.0.0.77", "10.0.0.1"]);
+        let fs = c.findings();
+        let f = only(&fs, crate::rendezvous::ids::MASTER_RESOLUTION);
+        assert_eq!(f.status, Status::Warn, "{f:#?}");
+        assert!(
+            f.summary.contains("rank 1: node01 -> 10.0.0.77, 10.0.0.1"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.summary.contains("the order the job dials"),
+            "{}",
+            f.summary
+        );
     }
 }

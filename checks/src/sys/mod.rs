@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod ids;
+pub mod name_origin;
 pub mod nccl_shm_probe;
 pub mod probe;
 pub mod scale;

@@ -65,6 +65,14 @@ pub fn lookup(name: &str) -> crate::core::NameLookup {
     out
 }
 
+/// [`lookup`], with where each address came from on this node (its `/etc/hosts` line, or
+/// DNS), read through `root`.
+pub fn lookup_traced(root: &Root, name: &str) -> crate::core::NameLookup {
+    let mut out = lookup(name);
+    out.origins = super::name_origin::origins(root, name, &out.addresses);
+    out
+}
+
 /// `socket.getfqdn()`'s answer for this host, as CPython computes it: `gethostbyaddr(name)`,
 /// which takes the first address getaddrinfo gives the hostname and asks for that address's
 /// name (the reverse entry: the first /etc/hosts line with the address, or DNS's PTR record),

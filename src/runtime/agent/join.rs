@@ -28,6 +28,9 @@ pub(super) struct Joined {
     pub failed: Vec<AddressTry>,
     /// The other name that led to the address joined through.
     pub worked_name: Option<String>,
+    /// The name's own addresses dialled before the one joined through, which failed, in the
+    /// resolver's order (a stale first address the job's store client would wait on).
+    pub passed_over: Vec<AddressTry>,
 }
 
 /// A join that did not: the outcome of the last attempt, in words, and how the master was dialed.
@@ -133,6 +136,7 @@ pub(super) fn join(
                             late,
                             failed: Vec::new(),
                             worked_name: None,
+                            passed_over: failed,
                         });
                     }
                     Err(Attempt::Fatal(f)) => {
@@ -188,6 +192,7 @@ pub(super) fn join(
                                 late,
                                 failed,
                                 worked_name: Some(name),
+                                passed_over: Vec::new(),
                             });
                         }
                         Err(Attempt::Fatal(f)) => {

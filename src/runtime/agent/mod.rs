@@ -4,6 +4,7 @@
 mod assign;
 mod data;
 pub(crate) mod dial;
+mod fqdn;
 mod idle;
 mod join;
 mod orders;
@@ -213,6 +214,8 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 resolve_error: joined.late.map(|(_, e)| e),
                 failed: joined.failed,
                 worked_name: joined.worked_name,
+                origins: traced_origins(&root, &placement.master_addr, &joined.dialed.resolved),
+                passed_over: joined.passed_over,
             });
             let mut stream = joined.stream;
             if placement.rank_pending() {
@@ -346,6 +349,17 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
         report,
         rank: placement.rank,
     })
+}
+
+/// Where each address the master's name resolved to came from here (its `/etc/hosts` line, or
+/// DNS); nothing for an IP address.
+fn traced_origins(root: &Root, name: &str, addrs: &[String]) -> Vec<model::AddressOrigin> {
+    let bare = name.trim_matches(|c| c == '[' || c == ']');
+    if bare.parse::<IpAddr>().is_ok() {
+        return Vec::new();
+    }
+    let ips: Vec<IpAddr> = addrs.iter().filter_map(|a| a.parse().ok()).collect();
+    probe::name_origin::origins(root, bare, &ips)
 }
 
 /// `cluster.rendezvous` FAIL when this node is not rank 0 and its master address is one of its

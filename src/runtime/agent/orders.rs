@@ -70,6 +70,19 @@ pub(super) fn serve_orders(
                         .allow(admitted.iter().filter_map(|a| a.parse().ok()));
                 }
                 let timeout = Duration::from_millis(connect_timeout_ms);
+                let rank0 = super::fqdn::known_rank0(
+                    peers
+                        .iter()
+                        .filter(|x| x.rank == 0)
+                        .flat_map(|x| x.listeners.iter().filter_map(|l| l.address.parse().ok())),
+                    node.facts
+                        .master_resolution
+                        .as_ref()
+                        .and_then(|m| m.joined_via.as_deref()),
+                    (p.rank == 0)
+                        .then(|| super::fqdn::own_addrs(&node.facts))
+                        .as_deref(),
+                );
                 // The order lists every node, this one too (one order for all): skip ourselves.
                 let peers: Vec<Peer> = peers.into_iter().filter(|x| x.rank != p.rank).collect();
                 let targets = peers.iter().map(|p| p.listeners.len()).sum();
@@ -78,11 +91,18 @@ pub(super) fn serve_orders(
                     .unwrap_or_else(|| crate::runtime::probe_budget(timeout, pings, targets));
                 // Waiting for the next order may now take as long as the slowest node's probe.
                 idle_limit = idle_limit.max(timeout_idle + budget);
-                // Rank 0's FQDN as this node's resolver gives it (bounded: 2 s), beside the
-                // connects, so a c10d job's TCPStore name is judged where its workers run.
+                // Rank 0's FQDN as this node's resolver gives it (bounded: 2 s), traced to its
+                // sources, and its first address dialled when it is not rank 0's (bounded by
+                // the connect timeout), beside the connects, so a c10d job's TCPStore name is
+                // judged in the order its workers dial it, where they run.
+                let (root, rank, port) = (node.root.clone(), p.rank, p.master_port);
                 let resolved = resolve
                     .filter(|n| !n.is_empty() && n.len() <= 255)
-                    .map(|n| std::thread::spawn(move || preflight_checks::probe::sys::lookup(&n)));
+                    .map(|n| {
+                        std::thread::spawn(move || {
+                            super::fqdn::lookup(&root, &n, &rank0, rank, port, timeout)
+                        })
+                    });
                 let links = with_progress(stream, |done| {
                     probe_peers(
                         p.rank,

@@ -96,13 +96,30 @@ pub fn check_join(facts: &NodeFacts, listeners: &[Listener]) -> Result<(), Strin
 }
 
 /// A peer's answer for rank 0's FQDN, kept within bounds: a name of at most 255 characters,
-/// 16 addresses and an error line of at most 512 characters.
+/// 16 addresses with 16 origins, short origin and dial fields, and an error line of at most
+/// 512 characters.
 pub(super) fn bounded_lookup(
     mut l: preflight_checks::model::NameLookup,
 ) -> preflight_checks::model::NameLookup {
+    let cap = |s: &mut String, n: usize| *s = s.chars().take(n).collect();
     l.name = l.name.chars().take(255).collect();
     l.addresses.truncate(16);
     l.error = l.error.map(|e| e.chars().take(512).collect());
+    l.origins.truncate(16);
+    for o in &mut l.origins {
+        cap(&mut o.address, 64);
+        cap(&mut o.source, 32);
+        o.file.iter_mut().for_each(|f| cap(f, 255));
+        o.text.iter_mut().for_each(|t| cap(t, 256));
+    }
+    if let Some(d) = &mut l.first_dial {
+        cap(&mut d.address, 64);
+        cap(&mut d.result, 16);
+        cap(&mut d.error, 512);
+        if !d.timeout_s.is_finite() || d.timeout_s < 0.0 {
+            d.timeout_s = 0.0;
+        }
+    }
     l
 }
 

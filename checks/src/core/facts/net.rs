@@ -1,6 +1,7 @@
 //! Network facts: interfaces and addresses, how the master's name resolved, the idle-connection test.
 
 use schemars::JsonSchema;
+use super::AddressOrigin;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
@@ -95,6 +96,14 @@ pub struct MasterResolution {
     /// The other name of rank 0's host that led to the address that worked (`node0.data`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worked_name: Option<String>,
+    /// Where each address of `addrs` came from here (a hosts file line, DNS), in `addrs`'
+    /// order; empty in facts of releases before it, and for an IP address.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<AddressOrigin>,
+    /// The name's own addresses dialled before the one the join went through, in the
+    /// resolver's order, with what each gave (a stale first address that timed out).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passed_over: Vec<AddressTry>,
 }
 
 /// One address a node dialled to reach rank 0, and what it gave.

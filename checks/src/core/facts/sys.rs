@@ -37,9 +37,19 @@ pub struct SysFacts {
 #[serde(default)]
 pub struct NameLookup {
     pub name: String,
+    /// In the resolver's order (getaddrinfo's, after RFC 6724 sorting): the order a TCPStore
+    /// client dials them in.
     pub addresses: Vec<IpAddr>,
     /// Why nothing was found (no such name, a slow DNS).
     pub error: Option<String>,
+    /// Where each address came from (a hosts file line, DNS), in `addresses`' order; empty in
+    /// facts of releases before it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<AddressOrigin>,
+    /// The connect this node made to the first address on the master port when that address
+    /// was not one it knew as rank 0's; absent when it was, or nothing resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_dial: Option<FirstDial>,
 }
 
 /// What the scale checks read (`checks/src/scale/`): every value is None when it could not be
