@@ -2,26 +2,9 @@
 
 use std::collections::BTreeMap;
 
-/// Quotes one word for a POSIX shell when it needs it. A newline stays as it is inside the
-/// single quotes: a script (`bash -c '...'`) reads as written; the terminal report shows it
-/// as `\n`.
-pub fn quote(word: &str) -> String {
-    let safe = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c));
-    if safe {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
-/// True for a character no printed command or terminal line may carry as it is: see
-/// [`preflight_checks::shellword::is_control`].
-pub fn is_control(c: char) -> bool {
-    preflight_checks::shellword::is_control(c)
-}
+/// Quoting for commands and scripts: one quoter for the whole tool (`quote` here keeps a
+/// newline inside the single quotes, as a script reads it; the terminal escapes it).
+pub use preflight_checks::infra::shellword::{is_control, quote_verbatim as quote};
 
 /// `KEY=value KEY2=value2` in a stable order (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_DISABLE, then the rest).
 pub fn env_prefix(env: &BTreeMap<String, String>) -> String {

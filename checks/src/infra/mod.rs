@@ -2,6 +2,7 @@
 //! path, budgets on JSON before parsing, host lists, the one shell quoter, statistics, units.
 
 pub mod budget;
+pub mod child;
 pub mod endpoint;
 pub mod hostlist;
 pub mod root;

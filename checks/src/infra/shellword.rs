@@ -46,11 +46,7 @@ pub fn escape_controls(s: &str) -> String {
 /// One word for a POSIX shell: as it is when safe, else in single quotes, else (a control
 /// character in it) in bash's `$'...'` with the character escaped.
 pub fn quote(word: &str) -> String {
-    let safe = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c));
-    if safe {
+    if is_plain(word) {
         word.to_string()
     } else if word.chars().any(is_control) {
         let mut out = String::from("$'");
@@ -65,8 +61,32 @@ pub fn quote(word: &str) -> String {
         out.push('\'');
         out
     } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
+        single_quoted(word)
     }
+}
+
+/// One word for a script a shell reads from a file (a TaskProlog, a launch script): as it is
+/// when safe, else in single quotes with any newline kept as it is, so the script reads as
+/// written (the terminal report escapes it when it shows the script).
+pub fn quote_verbatim(word: &str) -> String {
+    if is_plain(word) {
+        word.to_string()
+    } else {
+        single_quoted(word)
+    }
+}
+
+/// A word no shell reads specially: letters, digits and `-_./=:,+@%^`.
+fn is_plain(word: &str) -> bool {
+    !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c))
+}
+
+/// `'word'`, each `'` in it written `'\''`.
+fn single_quoted(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 /// A value quoted for a sentence: `"0,1"` as before, or `$'0\n1'` when it holds a control

@@ -2,10 +2,8 @@
 //! `scontrol update` drains or resumes it. Each call is bounded by [`CALL_TIMEOUT`].
 
 use super::decide::NodeState;
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest any one Slurm client call may take (two calls stay well inside Slurm's 60 s
 /// HealthCheckTimeout and PrologTimeout).
@@ -81,68 +79,20 @@ fn find(tool: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(tool))
 }
 
-/// Runs a Slurm client with `LC_ALL=C` under [`CALL_TIMEOUT`]; its stdout, or why it failed.
+/// Runs a Slurm client with `LC_ALL=C` under [`CALL_TIMEOUT`] (the crate's one bounded
+/// runner); its stdout, or why it failed.
 fn run(tool: &str, args: &[&str]) -> Result<String, String> {
     let program = find(tool);
     let shown = format!("{tool} {}", args.join(" "));
-    let mut child = Command::new(&program)
-        .args(args)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot run {}: {e} (is slurm-client installed?)",
-                program.display()
-            )
-        })?;
-    let read = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.by_ref().take(1 << 20).read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = read(
-        child
-            .stdout
-            .take()
-            .map(|r| Box::new(r) as Box<dyn Read + Send>),
-    );
-    let err = read(
-        child
-            .stderr
-            .take()
-            .map(|r| Box::new(r) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + CALL_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(format!("{shown}: {e}")),
-        }
-    };
-    let (out, err) = (
-        out.join().unwrap_or_default(),
-        err.join().unwrap_or_default(),
-    );
-    match status {
+    let out = preflight_checks::infra::child::run(&program, args, CALL_TIMEOUT, 1 << 20)
+        .map_err(|e| format!("{e} (is slurm-client installed?)"))?;
+    match out.status {
         None => Err(format!(
             "`{shown}` did not answer within {} s (is slurmctld reachable from this node?)",
             CALL_TIMEOUT.as_secs()
         )),
-        Some(s) if s.success() => Ok(out),
-        Some(s) => Err(format!("`{shown}` failed ({s}): {}", one_line(&err))),
+        Some(s) if s.success() => Ok(out.stdout),
+        Some(s) => Err(format!("`{shown}` failed ({s}): {}", one_line(&out.stderr))),
     }
 }
 

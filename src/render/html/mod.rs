@@ -14,6 +14,7 @@ pub mod escape;
 mod heatmap;
 mod matrix;
 
+use crate::report_compact::base64;
 use escape::{cmd, text};
 use preflight_checks::model::{Finding, Mode, Report, Status};
 use serde_json::Value;
@@ -467,28 +468,6 @@ fn nodes(report: &Report, grouped: &matrix::Grouped) -> String {
         );
     }
     out.push_str("</tbody></table>\n</section>\n");
-    out
-}
-
-/// Standard base64 with padding (the CSP hash source).
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
     out
 }
 

@@ -1,7 +1,7 @@
 //! Network facts: interfaces and addresses, how the master's name resolved, the idle-connection test.
 
-use schemars::JsonSchema;
 use super::AddressOrigin;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 

@@ -1,24 +1,12 @@
-//! Runs the firewall tools: found on PATH or in the sbin directories, with `LC_ALL=C`, under a timeout, output read on threads.
+//! Runs the firewall tools through the crate's one bounded runner, and says why one failed.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 /// Longest time any external command may run.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
-const SBIN_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
 
-pub(crate) fn find_tool(name: &str) -> Option<PathBuf> {
-    let path_dirs = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default();
-    path_dirs
-        .into_iter()
-        .chain(SBIN_DIRS.iter().map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
+pub(crate) use crate::infra::child::find_tool;
 
 pub(crate) struct CommandOutput {
     pub(crate) success: bool,
@@ -26,61 +14,24 @@ pub(crate) struct CommandOutput {
     pub(crate) stderr: String,
 }
 
-/// Runs a command with `LC_ALL=C`, killing it after [`COMMAND_TIMEOUT`]. Output is read on
-/// threads so a large ruleset cannot fill the pipe and stall the child.
+/// A ruleset's text is at most this big (the largest seen are a few MiB).
+const MAX_OUTPUT: usize = 64 << 20;
+
+/// Runs a command with `LC_ALL=C` through [`crate::infra::child::run`], stopped after
+/// [`COMMAND_TIMEOUT`].
 pub(crate) fn run_with_timeout(program: &Path, args: &[&str]) -> Result<CommandOutput, String> {
-    let mut child = Command::new(program)
-        .args(args)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-    let stdout = child.stdout.take().map(read_on_thread);
-    let stderr = child.stderr.take().map(read_on_thread);
-    let deadline = Instant::now() + COMMAND_TIMEOUT;
-    // These tools finish in milliseconds: poll often at first (1, 2, 4 ms ...), then every
-    // 10 ms, so `check` does not wait a fixed 10 ms per tool it runs.
-    let mut pause = Duration::from_millis(1);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(10));
-            }
-            Err(e) => return Err(format!("waiting for {}: {e}", program.display())),
-        }
-    };
-    let collect = |h: Option<std::thread::JoinHandle<String>>| {
-        h.and_then(|h| h.join().ok()).unwrap_or_default()
-    };
-    let (stdout, stderr) = (collect(stdout), collect(stderr));
-    match status {
-        Some(s) => Ok(CommandOutput {
-            success: s.success(),
-            stdout,
-            stderr,
-        }),
-        None => Err(format!(
+    let out = crate::infra::child::run(program, args, COMMAND_TIMEOUT, MAX_OUTPUT)?;
+    if out.status.is_none() {
+        return Err(format!(
             "{} timed out after {} s",
             program.display(),
             COMMAND_TIMEOUT.as_secs()
-        )),
+        ));
     }
-}
-
-fn read_on_thread<R: Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        String::from_utf8_lossy(&buf).into_owned()
+    Ok(CommandOutput {
+        success: out.success(),
+        stdout: out.stdout,
+        stderr: out.stderr,
     })
 }
 
@@ -99,6 +50,7 @@ pub(super) fn command_failure(tool: &str, out: &CommandOutput) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn commands_time_out_and_report_failures() {

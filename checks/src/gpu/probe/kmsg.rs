@@ -8,7 +8,6 @@ use crate::core::{KernelLog, XidEvent};
 use crate::infra::root::Root;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Most bytes of kernel log read (the ring buffer is 128 KiB to a few MiB).
@@ -192,46 +191,14 @@ fn read_kmsg_device(path: &Path, scan: &mut Scan) -> std::io::Result<bool> {
 
 /// Runs a log tool with `LC_ALL=C` for at most [`MAX_TIME`], keeping at most [`MAX_BYTES`].
 fn run_bounded(tool: &str, args: &[&str]) -> Result<(String, bool), String> {
-    let program = ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+    let program = crate::infra::child::SYSTEM_DIRS
         .iter()
         .map(|d| Path::new(d).join(tool))
         .find(|p| p.is_file())
         .ok_or_else(|| "not installed".to_string())?;
-    let mut child = Command::new(&program)
-        .args(args)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-    let out = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(o) = out {
-            let _ = o.take(MAX_BYTES as u64 + 1).read_to_end(&mut buf);
-        }
-        buf
-    });
-    let deadline = Instant::now() + MAX_TIME;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(e.to_string()),
-        }
-    };
-    let buf = reader.join().unwrap_or_default();
-    match status {
-        Some(s) if s.success() => {
-            let truncated = buf.len() > MAX_BYTES;
-            Ok((String::from_utf8_lossy(&buf).into_owned(), truncated))
-        }
+    let out = crate::infra::child::run(&program, args, MAX_TIME, MAX_BYTES)?;
+    match out.status {
+        Some(s) if s.success() => Ok((out.stdout, out.stdout_truncated)),
         Some(s) => Err(format!(
             "exited with {s} (no permission to read the kernel log?)"
         )),
