@@ -202,6 +202,65 @@ mod tests {
     use crate::testkit::*;
     use serde_json::json;
 
+    static FAKE: Concern = Concern {
+        name: "fake",
+        entries: crate::net::catalog::ENTRIES,
+        node: None,
+        cluster: None,
+    };
+
+    #[test]
+    fn a_concern_that_panics_is_an_error_finding_and_the_others_still_run() {
+        let out = run(&FAKE, NODE_BUDGET, || panic!("index out of bounds"));
+        assert_eq!(out.len(), 1, "{out:#?}");
+        assert_eq!(out[0].status, Status::Error);
+        assert_eq!(out[0].id, crate::net::ids::NO_INTERFACE);
+        assert!(
+            out[0]
+                .summary
+                .contains("the fake checks stopped on an internal error (index out of bounds)"),
+            "{}",
+            out[0].summary
+        );
+        assert_eq!(out[0].evidence["concern"], json!("fake"));
+    }
+
+    #[test]
+    fn a_concern_over_its_budget_keeps_its_findings_and_says_so() {
+        let found = Finding::new(crate::net::ids::ARP_FLUX, Status::Pass, "x", "fine");
+        let out = run(&FAKE, Duration::from_millis(1), || {
+            std::thread::sleep(Duration::from_millis(20));
+            vec![found.clone()]
+        });
+        assert_eq!(out.len(), 2, "{out:#?}");
+        assert_eq!(out[0], found);
+        assert_eq!(out[1].status, Status::Error);
+        assert!(
+            out[1].summary.contains("over their budget"),
+            "{}",
+            out[1].summary
+        );
+    }
+
+    #[test]
+    fn every_concern_registers_its_ids_once_and_the_catalog_orders_them_all() {
+        let mut seen = std::collections::BTreeSet::new();
+        for c in CONCERNS {
+            for e in c.entries {
+                assert!(seen.insert(e.id), "{} registered twice", e.id);
+            }
+        }
+        let listed: std::collections::BTreeSet<_> = crate::explain::catalog::all()
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(
+            listed, seen,
+            "README's order lists every registered id once"
+        );
+        assert_eq!(crate::explain::catalog::all().len(), seen.len());
+    }
+
     #[test]
     fn healthy_cluster_passes_every_check_once() {
         let fs = Cluster::healthy(3).findings();
