@@ -257,3 +257,79 @@ fn a_200_mb_log_streams_in_bounded_memory_and_time() {
     // Generous for an unoptimised test build on a shared machine; a release build is ~10x faster.
     assert!(took < std::time::Duration::from_secs(120), "took {took:?}");
 }
+
+/// One real error text: its body, where it came from, and the causes that count as right.
+struct Real {
+    name: String,
+    source: String,
+    accepted: Vec<String>,
+    body: String,
+}
+
+fn real_texts() -> Vec<Real> {
+    let dir = fixture_path("real");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+            let header = |key: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .unwrap_or_else(|| panic!("{name}: no `{key}` line"))
+                    .trim()
+                    .to_string()
+            };
+            let source = header("# source:");
+            let accepted = header("# cause:")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            let body = text
+                .lines()
+                .filter(|l| !l.starts_with("# "))
+                .collect::<Vec<_>>()
+                .join("\n");
+            Real {
+                name,
+                source,
+                accepted,
+                body,
+            }
+        })
+        .collect()
+}
+
+/// What the scanner names first for a text: the decisive error's first cause.
+fn named(body: &str) -> (Option<&'static str>, Option<&'static str>) {
+    let a = explain(&scan_text(body));
+    let e = a.errors.iter().find(|e| e.decisive);
+    (e.map(|e| e.signature), e.and_then(|e| e.causes.first()).map(|c| c.id))
+}
+
+#[test]
+fn real_error_texts_are_named() {
+    let texts = real_texts();
+    assert!(texts.len() >= 40, "{} real texts", texts.len());
+    let mut right = 0;
+    for t in &texts {
+        assert!(t.source.starts_with("https://github.com/"), "{}", t.name);
+        let (sig, cause) = named(&t.body);
+        let ok = cause.is_some_and(|c| t.accepted.iter().any(|a| a == c));
+        right += usize::from(ok);
+        eprintln!(
+            "{} {:<44} {:<34} {}",
+            if ok { "ok  " } else { "MISS" },
+            t.name,
+            sig.unwrap_or("-"),
+            cause.unwrap_or("-")
+        );
+    }
+    eprintln!("real error texts named right: {right} of {}", texts.len());
+}
