@@ -238,7 +238,11 @@ fn patterns() -> &'static Patterns {
             marks.push(Mark::Job);
         }
         Patterns {
-            ac: AhoCorasick::new(words).expect("literal patterns build"),
+            // A DFA: a few hundred literals stay small as one, and it scans fastest.
+            ac: AhoCorasick::builder()
+                .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+                .build(words)
+                .expect("literal patterns build"),
             marks,
             pattern_sig,
             near,

@@ -338,3 +338,15 @@ fn real_error_texts_are_named() {
     // 30 of 51 before the source inventory (commit fb9c2fb); 49 after. Keep it from sliding.
     assert!(right >= 49, "{right} of {} named right", texts.len());
 }
+
+#[test]
+fn the_automaton_of_needles_and_format_anchors_stays_small() {
+    let p = patterns();
+    let bytes = p.ac.memory_usage();
+    eprintln!(
+        "automaton: {} literals, {} KiB",
+        p.marks.len(),
+        bytes / 1024
+    );
+    assert!(bytes < 8 << 20, "{bytes} bytes");
+}
