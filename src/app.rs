@@ -138,6 +138,9 @@ fn show(outcome: Outcome, events: &Events, started: Started) -> anyhow::Result<u
         }
         Outcome::Explain(entry) => output::stdout(&render::explain::render(entry))?,
         Outcome::ExplainList => output::stdout(&render::explain::render_list())?,
+        Outcome::ExplainCoverage => {
+            output::stdout(&render::explain_log::coverage(Style::detect(false)))?
+        }
         Outcome::ExplainLog(e, json) => output::stdout(&if json {
             render::explain_log::json(&e)
         } else {

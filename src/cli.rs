@@ -205,11 +205,16 @@ pub struct LaunchArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ExplainArgs {
     /// The finding id, as a report shows it (`port.in-use`).
-    #[arg(required_unless_present_any = ["list", "log"], conflicts_with_all = ["list", "log"])]
+    #[arg(required_unless_present_any = ["list", "log", "coverage"], conflicts_with_all = ["list", "log", "coverage"])]
     pub id: Option<String>,
     /// List every finding id with its one-line meaning.
-    #[arg(long, conflicts_with = "log")]
+    #[arg(long, conflicts_with_all = ["log", "coverage"])]
     pub list: bool,
+    /// What --log recognises: the sources and versions read (NCCL, gloo, CUDA, c10d, torch's
+    /// rendezvous, errno), their error format strings, how many map to a finding or to the job
+    /// itself, and what is left unmapped and why.
+    #[arg(long, conflicts_with = "log")]
+    pub coverage: bool,
     /// Explain the errors in a failed job's output (`-` reads standard input): NCCL, torchrun,
     /// gloo and srun lines, several ranks interleaved, any size.
     #[arg(long, value_name = "FILE")]

@@ -129,6 +129,8 @@ pub struct RenderJob {
 pub enum ExplainJob {
     One(String),
     List,
+    /// `--coverage`: the error texts `--log` recognises, by source.
+    Coverage,
     /// `--log FILE` (`-`: standard input).
     Log {
         path: std::path::PathBuf,
@@ -245,6 +247,8 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                 path,
                 format: a.format,
             }
+        } else if a.coverage {
+            ExplainJob::Coverage
         } else if a.list {
             ExplainJob::List
         } else {

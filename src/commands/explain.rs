@@ -17,6 +17,7 @@ use std::path::Path;
 pub fn explain(job: &ExplainJob) -> anyhow::Result<Outcome> {
     match job {
         ExplainJob::List => Ok(Outcome::ExplainList),
+        ExplainJob::Coverage => Ok(Outcome::ExplainCoverage),
         ExplainJob::One(id) => catalog::get(id)
             .map(Outcome::Explain)
             .ok_or_else(|| anyhow::anyhow!("{}", unknown_id_message(id))),

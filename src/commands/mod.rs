@@ -32,6 +32,8 @@ pub enum Outcome {
     },
     Explain(&'static Entry),
     ExplainList,
+    /// `explain --coverage`: the error texts `--log` recognises, by source.
+    ExplainCoverage,
     /// `explain --log`: the answer, as JSON when true.
     ExplainLog(
         Box<preflight_checks::explain_log::answer::Explanation>,

@@ -230,3 +230,81 @@ fn verdict(e: &Explanation) -> String {
         }
     }
 }
+
+/// `preflight explain --coverage`: every source the scanner's messages were read from, its
+/// versions, its format strings and where they went, then what was left unmapped and why.
+pub fn coverage(style: Style) -> String {
+    use preflight_checks::explain_log::coverage::{LEFT_OUT, PATTERNS, SOURCES};
+    use preflight_checks::explain_log::SIGNATURES;
+    let width = usize::from(style.width).clamp(60, 160);
+    let total: u32 = SOURCES.iter().map(|s| s.formats).sum();
+    let mut s = format!(
+        "{}\n",
+        paint::bold(
+            &format!(
+                "preflight explain --log reads {} error format strings from {} sources; {} \
+                 signatures match them ({} patterns made from the formats)",
+                total,
+                SOURCES.len(),
+                SIGNATURES.len(),
+                PATTERNS.len()
+            ),
+            style
+        )
+    );
+    s.push_str(&format!(
+        "\n  {:<14} {:>7} {:>9} {:>7} {:>9} {:>9}\n",
+        "source", "formats", "finding", "job", "unmapped", "patterns"
+    ));
+    for c in SOURCES {
+        s.push_str(&format!(
+            "  {:<14} {:>7} {:>9} {:>7} {:>9} {:>9}\n",
+            c.source, c.formats, c.to_finding, c.to_job, c.unmapped, c.patterns
+        ));
+    }
+    s.push('\n');
+    for c in SOURCES {
+        s.push_str(&wrap(
+            &format!("{}: {}", c.source, c.what),
+            width,
+            "  ",
+            "    ",
+        ));
+        s.push_str(&wrap(
+            &format!("versions read: {}", c.versions.join(", ")),
+            width,
+            "    ",
+            "      ",
+        ));
+        if c.too_short > 0 {
+            s.push_str(&wrap(
+                &format!(
+                    "{} mapped formats have no literal of 10 characters to look for and are matched by the signatures' own words only",
+                    c.too_short
+                ),
+                width,
+                "    ",
+                "      ",
+            ));
+        }
+    }
+    s.push_str("\nLeft unmapped, and why:\n");
+    for l in LEFT_OUT {
+        s.push_str(&wrap(
+            &format!("{} {} ({}): {}", l.source, l.group, l.count, l.why),
+            width,
+            "  - ",
+            "    ",
+        ));
+    }
+    s.push_str(&wrap(
+        "\"finding\": the format names a cause a preflight check confirms (through a signature, or by \
+         the errno or CUDA error it carries); \"job\": the job itself (its own CUDA error, \
+         mismatched collectives, API usage). The full list: checks/src/explain_log/sources/inventory.tsv; \
+         scripts/explain-sources/extract.py makes it again from the sources.",
+        width,
+        "\n",
+        "",
+    ));
+    s
+}

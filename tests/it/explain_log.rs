@@ -94,3 +94,41 @@ fn explain_log_exit_codes_and_conflicts() {
     assert_eq!(none.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&none.stdout).contains("No known error"));
 }
+
+#[test]
+fn explain_coverage_lists_every_source_with_its_versions_and_counts() {
+    let out = bin()
+        .env("COLUMNS", "100")
+        .args(["explain", "--coverage"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for source in ["nccl", "gloo", "cuda", "torch-elastic", "c10d", "errno"] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(source)),
+            "{source} missing:\n{text}"
+        );
+    }
+    for tag in ["v2.4.8-1", "v2.12.12-1", "v2.29.7-1"] {
+        assert!(text.contains(tag), "{tag} missing");
+    }
+    assert!(text.contains("Left unmapped, and why:"));
+    let conflict = bin()
+        .args(["explain", "--coverage", "--log", "x.log"])
+        .output()
+        .unwrap();
+    assert_eq!(conflict.status.code(), Some(2));
+}
+
+#[test]
+fn explain_log_names_a_real_ephemeral_port_exhaustion_by_the_failing_call() {
+    let out = explain(
+        "real/nccl-1882-bind-in-use-ephemeral.log",
+        &["--format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v = json_of(&out.stdout);
+    assert_eq!(v["errors"][0]["signature"], "errno.bind-in-use-ephemeral");
+    assert_eq!(v["errors"][0]["causes"][0]["id"], "sys.port-range");
+}

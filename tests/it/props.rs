@@ -609,6 +609,7 @@ fn explain_logs() -> String {
     let mut names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
         .collect();
     names.sort();
     names

@@ -3,6 +3,7 @@
 //! it there (with the job's own flags when the log shows them) and the finding's fix.
 
 use super::signatures::{self, Scope, Signature, Tier, When};
+use super::signatures_sources;
 use super::{Found, Hit, JobSeen, Scan, Unmatched};
 use crate::explain::catalog;
 use serde::Serialize;
@@ -131,6 +132,7 @@ fn explain_one(
             When::Loopback => loopback,
             When::NotLoopback => !loopback,
             When::Errno(n) => errno == Some(n),
+            When::LinkLocal => addr.is_some_and(signatures::is_link_local),
         })
         .map(|c| {
             let node = node_for(c.scope, c.id, sig, hit, job, loopback);
@@ -139,7 +141,10 @@ fn explain_one(
                 why: why(c.why, sig, hit),
                 confirm: confirm(c.scope, c.id, sig, hit, job),
                 node,
-                fix: catalog::get(c.id).map_or("", |e| e.fix),
+                fix: catalog::get(c.id)
+                    .map(|e| e.fix)
+                    .or_else(|| signatures_sources::job(c.id).map(|j| j.fix))
+                    .unwrap_or(""),
             }
         })
         .collect();
@@ -229,7 +234,7 @@ fn node_for(
             match addr {
                 Some(a) => a.clone(),
                 // The loopback address was advertised by the master: its name is the job's.
-                None if loopback || id == "net.hostname-loopback" => job
+                None if loopback || id == crate::sys::ids::HOSTNAME_LOOPBACK.as_str() => job
                     .master_addr
                     .clone()
                     .filter(|a| !signatures::is_loopback(a))
@@ -258,14 +263,25 @@ fn master_port(sig: &Signature, hit: &Hit, job: &JobSeen) -> u16 {
 
 /// The preflight command that confirms a cause, with the job's flags where the log shows them.
 fn confirm(scope: Scope, id: &str, sig: &Signature, hit: &Hit, job: &JobSeen) -> String {
+    match id {
+        "job.cuda-error" => {
+            return "preflight check --gemm (a GPU that passes it points at the job's code; the rank's traceback above names the kernel)".into();
+        }
+        "job.mismatch" => {
+            return "no node check confirms it: rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL, which compares each collective's shapes across ranks".into();
+        }
+        _ => {}
+    }
     let port = master_port(sig, hit, job);
     let nproc = job
         .nproc_per_node
         .as_deref()
         .filter(|n| n.parse::<u32>().is_ok());
-    let gpu = id.starts_with("gpu.") || id == "cluster.duplicate-host";
+    let gpu = id.starts_with("gpu.") || id == crate::rendezvous::ids::DUPLICATE_HOST.as_str();
     match scope {
-        Scope::Reporter | Scope::Target if id != "cluster.duplicate-host" => {
+        Scope::Reporter | Scope::Target
+            if id != crate::rendezvous::ids::DUPLICATE_HOST.as_str() =>
+        {
             let mut c = format!("preflight check --master-port {port}");
             if let (true, Some(n)) = (gpu, nproc) {
                 c.push_str(&format!(" --nproc-per-node {n}"));

@@ -4,13 +4,28 @@
 
 pub mod answer;
 pub mod clean;
+pub mod coverage;
+mod generated_signatures;
+use generated_signatures as generated;
 pub mod signatures;
+pub mod signatures_sources;
 
 use aho_corasick::AhoCorasick;
 use serde::Serialize;
-use signatures::{SIGNATURES, Signature, Tier, Values};
+use signatures::{Signature, Tier, Values};
 use std::collections::BTreeMap;
 use std::io::BufRead;
+
+/// Every signature, in the order a line tries them: the ones the source inventory added
+/// (most specific) first, then these. A line that matches several takes the first.
+pub static SIGNATURES: std::sync::LazyLock<Vec<&'static Signature>> =
+    std::sync::LazyLock::new(|| {
+        signatures_sources::FIRST
+            .iter()
+            .chain(signatures::BASE.iter())
+            .collect()
+    });
+
 use std::sync::OnceLock;
 
 /// The bounds that keep a scan's memory independent of the log's size.
@@ -144,7 +159,12 @@ impl Scan {
 /// What a pattern of the automaton stands for.
 #[derive(Clone, Copy)]
 enum Mark {
+    /// A needle of the signature at this index of [`SIGNATURES`].
     Signature(usize),
+    /// The anchor of this generated pattern of [`coverage::PATTERNS`].
+    Pattern(usize),
+    /// A context marker of some signature's `near` (index into `Patterns::near`).
+    Near(usize),
     ErrorLike,
     Job,
 }
@@ -152,7 +172,14 @@ enum Mark {
 struct Patterns {
     ac: AhoCorasick,
     marks: Vec<Mark>,
+    /// The signature index of each generated pattern.
+    pattern_sig: Vec<usize>,
+    /// Every distinct `near` marker.
+    near: Vec<&'static str>,
 }
+
+/// Lines a `near` marker stays in force after the line it was seen on.
+const NEAR_LINES: u64 = 8;
 
 /// Words that make a line look like an error when no signature matched it.
 const ERROR_LIKE: &[&str] = &[
@@ -186,11 +213,33 @@ fn patterns() -> &'static Patterns {
     P.get_or_init(|| {
         let mut words: Vec<&str> = Vec::new();
         let mut marks = Vec::new();
+        let mut near: Vec<&'static str> = Vec::new();
         for (i, s) in SIGNATURES.iter().enumerate() {
             for n in s.needles {
                 words.push(n);
                 marks.push(Mark::Signature(i));
             }
+            for n in s.near {
+                if !near.contains(n) {
+                    near.push(n);
+                }
+            }
+        }
+        for (i, n) in near.iter().enumerate() {
+            words.push(n);
+            marks.push(Mark::Near(i));
+        }
+        let mut pattern_sig = Vec::with_capacity(coverage::PATTERNS.len());
+        for (i, p) in coverage::PATTERNS.iter().enumerate() {
+            // A pattern naming no signature cannot match (the coverage test checks there is none).
+            pattern_sig.push(
+                SIGNATURES
+                    .iter()
+                    .position(|s| s.id == p.signature)
+                    .unwrap_or(usize::MAX),
+            );
+            words.push(p.anchor());
+            marks.push(Mark::Pattern(i));
         }
         for w in ERROR_LIKE {
             words.push(w);
@@ -201,8 +250,14 @@ fn patterns() -> &'static Patterns {
             marks.push(Mark::Job);
         }
         Patterns {
-            ac: AhoCorasick::new(words).expect("literal patterns build"),
+            // A DFA: a few hundred literals stay small as one, and it scans fastest.
+            ac: AhoCorasick::builder()
+                .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+                .build(words)
+                .expect("literal patterns build"),
             marks,
+            pattern_sig,
+            near,
         }
     })
 }
@@ -310,6 +365,8 @@ pub struct Scanner {
     unmatched: Vec<Unmatched>,
     unmatched_count: u64,
     job: JobSeen,
+    /// The last line each `near` marker was seen on (0: never).
+    near_seen: Vec<u64>,
 }
 
 impl Scanner {
@@ -321,7 +378,20 @@ impl Scanner {
             unmatched: Vec::new(),
             unmatched_count: 0,
             job: JobSeen::default(),
+            near_seen: vec![0; patterns().near.len()],
         }
+    }
+
+    /// True when one of the signature's `near` markers was seen within [`NEAR_LINES`].
+    fn near_ok(&self, s: &Signature) -> bool {
+        let p = patterns();
+        s.near.is_empty()
+            || s.near.iter().any(|n| {
+                p.near.iter().position(|m| m == n).is_some_and(|i| {
+                    let at = self.near_seen[i];
+                    at > 0 && self.lines - at <= NEAR_LINES
+                })
+            })
     }
 
     /// Takes one raw line (already cut); `each` sees it without escapes.
@@ -329,16 +399,26 @@ impl Scanner {
         self.lines += 1;
         let p = patterns();
         let mut sigs: u64 = 0;
+        let mut anchors: u64 = 0;
+        let mut maybe: Vec<usize> = Vec::new();
         let mut error_like = false;
         let mut job = false;
         for m in p.ac.find_overlapping_iter(raw) {
             match p.marks[m.pattern().as_usize()] {
                 Mark::Signature(i) => sigs |= 1 << i,
+                Mark::Pattern(i) => {
+                    let s = p.pattern_sig[i];
+                    if s < 64 && maybe.len() < 16 && !maybe.contains(&i) {
+                        anchors |= 1 << s;
+                        maybe.push(i);
+                    }
+                }
+                Mark::Near(i) => self.near_seen[i] = self.lines,
                 Mark::ErrorLike => error_like = true,
                 Mark::Job => job = true,
             }
         }
-        let needs_clean = sigs != 0 || error_like || job;
+        let needs_clean = sigs != 0 || anchors != 0 || error_like || job;
         if !needs_clean {
             // Most lines: no escapes to show anyone but the NCCL parser.
             if raw.bytes().any(|b| b == 0x1b) {
@@ -354,15 +434,25 @@ impl Scanner {
             self.job_line(c.msg());
         }
         let msg = c.msg();
+        // A generated pattern matches when all its pieces are there, in order.
+        let mut formats: u64 = 0;
+        for &i in &maybe {
+            if coverage::PATTERNS[i].matches(msg) {
+                formats |= 1 << p.pattern_sig[i];
+            }
+        }
         let chosen = SIGNATURES
             .iter()
             .enumerate()
-            .filter(|(i, _)| sigs & (1 << i) != 0)
-            .map(|(_, s)| s)
-            .find(|s| {
-                s.requires.iter().all(|r| msg.contains(r))
-                    && s.needles.iter().any(|n| msg.contains(n))
-            });
+            .filter(|(i, _)| (sigs | formats) & (1 << i) != 0)
+            .map(|(i, s)| (i, *s))
+            .find(|(i, s)| {
+                let by_needle = sigs & (1 << i) != 0
+                    && s.requires.iter().all(|r| msg.contains(r))
+                    && s.needles.iter().any(|n| msg.contains(n));
+                (by_needle || formats & (1 << i) != 0) && self.near_ok(s)
+            })
+            .map(|(_, s)| s);
         match chosen {
             Some(sig) => self.hit(sig, &c),
             None if error_like => {

@@ -37,6 +37,8 @@ pub enum When {
     NotLoopback,
     /// The message's errno is this one.
     Errno(u32),
+    /// The address in the message is IPv6 link-local (fe80::), which needs its interface.
+    LinkLocal,
 }
 
 /// One likely cause of a message: a finding id and what in the text points to it.
@@ -48,7 +50,7 @@ pub struct Cause {
     pub when: When,
 }
 
-const fn cause(id: &'static str, scope: Scope, why: &'static str) -> Cause {
+pub(super) const fn cause(id: &'static str, scope: Scope, why: &'static str) -> Cause {
     Cause {
         id,
         why,
@@ -57,7 +59,12 @@ const fn cause(id: &'static str, scope: Scope, why: &'static str) -> Cause {
     }
 }
 
-const fn cause_if(id: &'static str, scope: Scope, when: When, why: &'static str) -> Cause {
+pub(super) const fn cause_if(
+    id: &'static str,
+    scope: Scope,
+    when: When,
+    why: &'static str,
+) -> Cause {
     Cause {
         id,
         why,
@@ -78,6 +85,9 @@ pub struct Signature {
     pub needles: &'static [&'static str],
     /// ... and every one of these.
     pub requires: &'static [&'static str],
+    /// ... and one of these within the last few lines (or on the line): `TCPStore(` before
+    /// a bare `Connection reset by peer`. Empty: no condition.
+    pub near: &'static [&'static str],
     /// Repository, file and version the format string was read from.
     pub source: &'static str,
     pub proves: &'static str,
@@ -96,8 +106,8 @@ impl std::fmt::Debug for Signature {
 
 use Scope::{Cluster, Reporter, Target};
 
-/// Every signature; a line that matches several takes the first (the most specific first).
-pub static SIGNATURES: &[Signature] = &[
+/// The signatures written first, each read from its source's format string.
+pub(super) static BASE: &[Signature] = &[
     Signature {
         id: "nccl.no-socket-interface",
         needles: &[
@@ -106,6 +116,7 @@ pub static SIGNATURES: &[Signature] = &[
             "NET/Socket : No usable listening interface found",
         ],
         requires: &[],
+        near: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/bootstrap.cc:114 WARN(\"Bootstrap : no socket interface found\"), \
                  :108 \"NET/Socket : No usable listening interface found\"; src/transport/net_socket.cc:60 \
                  \"NET/Socket : no interface found\" (same in v2.21.5-1)",
@@ -114,12 +125,12 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Cause,
         causes: &[
             cause(
-                "env.socket-ifname",
+                crate::env::ids::SOCKET_IFNAME.as_str(),
                 Reporter,
                 "NCCL_SOCKET_IFNAME (or NCCL_OOB_NET_IFNAME) matches no interface on the node that printed it",
             ),
             cause(
-                "net.no-interface",
+                crate::net::ids::NO_INTERFACE.as_str(),
                 Reporter,
                 "no interface is up with a non-loopback address on that node",
             ),
@@ -130,23 +141,24 @@ pub static SIGNATURES: &[Signature] = &[
         id: "nccl.duplicate-gpu",
         needles: &["Duplicate GPU detected : rank"],
         requires: &[],
+        near: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/init.cc:904 WARN(\"Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx\")",
         proves: "two ranks of one host (same NCCL host hash) opened the same GPU",
         suggests: "CUDA_VISIBLE_DEVICES or the rank-to-GPU mapping gives two processes one device, more processes than GPUs, or two hosts share one NCCL identity",
         tier: Tier::Cause,
         causes: &[
             cause(
-                "gpu.visible-devices",
+                crate::gpu::ids::VISIBLE_DEVICES.as_str(),
                 Reporter,
                 "both ranks saw the same device: CUDA_VISIBLE_DEVICES or torch.cuda.set_device(local_rank) is wrong",
             ),
             cause(
-                "gpu.count",
+                crate::gpu::ids::COUNT.as_str(),
                 Reporter,
                 "fewer GPUs than processes on that node (--nproc-per-node too high)",
             ),
             cause(
-                "cluster.duplicate-host",
+                crate::rendezvous::ids::DUPLICATE_HOST.as_str(),
                 Cluster,
                 "two machines with one NCCL identity (hostname + boot_id, or NCCL_HOSTID) look like one host",
             ),
@@ -169,6 +181,7 @@ pub static SIGNATURES: &[Signature] = &[
             "failed to extend /dev/shm",
         ],
         requires: &[],
+        near: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/misc/shmutils.cc:87 WARN(\"Error: failed to extend %s to %ld bytes, error: %s (%d)\"); \
                  v2.11.4-1 src/include/shm.h:28 SYSCHECK(shm_allocate(..), \"posix_fallocate\") with src/include/checks.h \
                  WARN(\"Call to \" name \" failed : %s\")",
@@ -177,12 +190,12 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Cause,
         causes: &[
             cause(
-                "sys.shm",
+                crate::sys::ids::SHM.as_str(),
                 Reporter,
                 "the shared-memory file system is too small for NCCL's segments",
             ),
             cause(
-                "sys.stale-nccl",
+                crate::sys::scale::ids::STALE_NCCL.as_str(),
                 Reporter,
                 "nccl-* segments left by killed runs fill /dev/shm",
             ),
@@ -196,18 +209,19 @@ pub static SIGNATURES: &[Signature] = &[
         id: "nccl.nvls-bind",
         needles: &["Failed to bind NVLink SHARP (NVLS) Multicast memory"],
         requires: &[],
+        near: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/transport/nvls.cc:285 WARN(\"Failed to bind NVLink SHARP (NVLS) Multicast memory of size %ld : CUDA error %d '%s'...\")",
         proves: "the CUDA driver refused NVLink multicast memory on this node",
         suggests: "the fabric manager or the NVSwitches are not in a working state",
         tier: Tier::Cause,
         causes: &[
             cause(
-                "gpu.fabric-manager",
+                crate::gpu::ids::FABRIC_MANAGER.as_str(),
                 Reporter,
                 "NVLS needs a running fabric manager with the NVSwitches configured",
             ),
             cause(
-                "gpu.nvlink",
+                crate::gpu::ids::NVLINK.as_str(),
                 Reporter,
                 "an NVLink down on one GPU breaks the multicast group",
             ),
@@ -220,13 +234,14 @@ pub static SIGNATURES: &[Signature] = &[
         id: "cuda.system-not-ready",
         needles: &["system not yet initialized"],
         requires: &[],
+        near: &[],
         source: "CUDA runtime error string of cudaErrorSystemNotReady (802) (closed source; the text as CUDA's \
                  cudaGetErrorString returns it, not read from a repository)",
         proves: "the CUDA driver reports the system not ready on this node",
         suggests: "an NVSwitch system whose fabric manager is stopped or failed",
         tier: Tier::Cause,
         causes: &[cause(
-            "gpu.fabric-manager",
+            crate::gpu::ids::FABRIC_MANAGER.as_str(),
             Reporter,
             "CUDA returns error 802 until nvidia-fabricmanager has configured the NVSwitches",
         )],
@@ -236,18 +251,19 @@ pub static SIGNATURES: &[Signature] = &[
         id: "cuda.invalid-device-ordinal",
         needles: &["invalid device ordinal"],
         requires: &[],
+        near: &[],
         source: "CUDA runtime error string of cudaErrorInvalidDevice (101) (closed source; the text as cudaGetErrorString returns it, not read from a repository)",
         proves: "a process asked for a GPU index this node does not show it",
         suggests: "more processes per node than visible GPUs, or CUDA_VISIBLE_DEVICES narrower than the job assumes",
         tier: Tier::Cause,
         causes: &[
             cause(
-                "gpu.count",
+                crate::gpu::ids::COUNT.as_str(),
                 Reporter,
                 "fewer visible GPUs than --nproc-per-node",
             ),
             cause(
-                "gpu.visible-devices",
+                crate::gpu::ids::VISIBLE_DEVICES.as_str(),
                 Reporter,
                 "CUDA_VISIBLE_DEVICES hides the GPU the rank asked for",
             ),
@@ -258,6 +274,7 @@ pub static SIGNATURES: &[Signature] = &[
         id: "gloo.family-mismatch",
         needles: &["ss1.ss_family == ss2.ss_family"],
         requires: &[],
+        near: &[],
         source: "facebookincubator/gloo cc441984 (2025-05-16) gloo/transport/tcp/device.cc:285 GLOO_ENFORCE_EQ(ss1.ss_family, ss2.ss_family); \
                  gloo/common/logging.h MakeString(x, \" vs \", y), gloo/common/logging.cc \"[enforce fail at \"",
         proves: "two gloo endpoints have different address families (2 = IPv4, 10 = IPv6)",
@@ -265,12 +282,12 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Cause,
         causes: &[
             cause(
-                "env.socket-ifname",
+                crate::env::ids::SOCKET_IFNAME.as_str(),
                 Cluster,
                 "GLOO_SOCKET_IFNAME unset or naming different interfaces lets each rank pick its own address family",
             ),
             cause(
-                "cluster.master-resolution",
+                crate::rendezvous::ids::MASTER_RESOLUTION.as_str(),
                 Cluster,
                 "the master's name resolves to IPv6 on some nodes and IPv4 on others",
             ),
@@ -293,6 +310,7 @@ pub static SIGNATURES: &[Signature] = &[
             "EADDRINUSE",
         ],
         requires: &[],
+        near: &[],
         source: "pytorch/pytorch 056b6f38 torch/csrc/distributed/c10d/socket.cpp SocketListenOp: \"The server socket has failed to listen on any local \
                  network address.\" + \"The server socket has failed to bind to {} {}.\" (errno text from getSocketError); NVIDIA/nccl v2.28.9-1 \
                  src/misc/socket.cc:413 SYSCHECK(bind(..), \"bind\") with src/include/checks.h WARN(\"Call to \" name \" failed: %s\")",
@@ -300,7 +318,7 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "a crashed or still-running job keeps the master port (or two jobs share one port on a node)",
         tier: Tier::Cause,
         causes: &[cause(
-            "port.in-use",
+            crate::ports::ids::IN_USE.as_str(),
             Reporter,
             "the port is held on the node that printed it; the finding names the pid and command",
         )],
@@ -316,6 +334,7 @@ pub static SIGNATURES: &[Signature] = &[
         id: "errno.cannot-assign-address",
         needles: &["Cannot assign requested address"],
         requires: &[],
+        near: &[],
         source: "strerror(EADDRNOTAVAIL = 99) as printed by NVIDIA/nccl v2.28.9-1 src/include/checks.h WARN(\"Call to \" name \" failed: %s\") \
                  and src/misc/socket.cc:596 \"%s: connect to %s failed : %s\", and by pytorch/pytorch 056b6f38 socket.cpp \"... {} {}.\" with the socket error",
         proves: "a bind or connect used a local address this node does not have",
@@ -323,17 +342,17 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Cause,
         causes: &[
             cause(
-                "env.socket-ifname",
+                crate::env::ids::SOCKET_IFNAME.as_str(),
                 Reporter,
                 "the interface NCCL or Gloo was told to use has no such address on this node",
             ),
             cause(
-                "net.hostname-loopback",
+                crate::sys::ids::HOSTNAME_LOOPBACK.as_str(),
                 Reporter,
                 "this node's hostname resolves to an address it does not own",
             ),
             cause(
-                "cluster.master-resolution",
+                crate::rendezvous::ids::MASTER_RESOLUTION.as_str(),
                 Cluster,
                 "the master's name resolves differently on different nodes",
             ),
@@ -346,13 +365,14 @@ pub static SIGNATURES: &[Signature] = &[
         id: "errno.too-many-open-files",
         needles: &["Too many open files"],
         requires: &[],
+        near: &[],
         source: "strerror(EMFILE = 24) as printed by NVIDIA/nccl v2.28.9-1 src/include/checks.h WARN(\"Call to \" name \" failed: %s\") \
                  and src/misc/socket.cc:458 \"socketTryAccept: Accept failed: %s\"",
         proves: "a process reached its open-file limit (sockets count as files)",
         suggests: "RLIMIT_NOFILE too low for the job's size: NCCL opens sockets per peer and channel",
         tier: Tier::Cause,
         causes: &[cause(
-            "sys.nofile",
+            crate::sys::scale::ids::NOFILE.as_str(),
             Reporter,
             "the soft open-file limit is below what the job's world size needs",
         )],
@@ -362,12 +382,13 @@ pub static SIGNATURES: &[Signature] = &[
         id: "nccl.ib-memory-registration",
         needles: &["ibv_reg_mr"],
         requires: &["failed"],
+        near: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/misc/ibvwrap.cc:66 WARN(\"Call to \" name \" failed with error %s errno %d\") for \"ibv_reg_mr\" / \"ibv_reg_mr_iova2\"",
         proves: "the HCA refused to register (pin) memory on this node",
         suggests: "the memlock limit is too low for RDMA (ENOMEM / Cannot allocate memory)",
         tier: Tier::Cause,
         causes: &[cause(
-            "sys.memlock",
+            crate::sys::ids::MEMLOCK.as_str(),
             Reporter,
             "RDMA pins buffers; a finite RLIMIT_MEMLOCK refuses the registration",
         )],
@@ -377,6 +398,7 @@ pub static SIGNATURES: &[Signature] = &[
         id: "nccl.ib-completion-error",
         needles: &["Got completion from peer"],
         requires: &[],
+        near: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/transport/net_ib.cc:2543 WARN(\"NET/IB: Got completion from peer %s with status=%s(%d) opcode=%s(%d) ...\"); \
                  v2.21.5-1 src/transport/net_ib.cc:1909 WARN(\"NET/IB : Got completion from peer %s with status=%d opcode=%d len=%d vendor err %d (%s)...\")",
         proves: "an RDMA operation to that peer failed on the fabric; status 12 (IBV_WC_RETRY_EXC_ERR) means the peer's HCA never acknowledged",
@@ -384,18 +406,22 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Cause,
         causes: &[
             cause(
-                "ib.port-down",
+                crate::rdma::ids::PORT_DOWN.as_str(),
                 Reporter,
                 "a port of this node's HCA is not ACTIVE (or the peer's: check both ends)",
             ),
             cause(
-                "ib.gid-index",
+                crate::rdma::ids::GID_INDEX.as_str(),
                 Reporter,
                 "on RoCE, a GID index that is link-local or RoCE v1 does not route between nodes",
             ),
-            cause("ib.partial", Cluster, "InfiniBand works on some nodes only"),
             cause(
-                "link.unreachable",
+                crate::rdma::ids::PARTIAL.as_str(),
+                Cluster,
+                "InfiniBand works on some nodes only",
+            ),
+            cause(
+                crate::link::ids::UNREACHABLE.as_str(),
                 Cluster,
                 "the pair cannot reach each other on the fabric",
             ),
@@ -423,18 +449,27 @@ pub static SIGNATURES: &[Signature] = &[
         id: "nccl.ibv-modify-qp",
         needles: &["ibv_modify_qp failed with"],
         requires: &[],
+        near: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/misc/ibvwrap.cc:307 WARN(\"Call to ibv_modify_qp failed with %d %s, %s\")",
         proves: "a queue pair to a peer could not be brought up; 110 (ETIMEDOUT) means no path to the peer's GID",
         suggests: "a RoCE GID index or address family that does not route, a port down, or InfiniBand on some nodes only",
         tier: Tier::Cause,
         causes: &[
             cause(
-                "ib.gid-index",
+                crate::rdma::ids::GID_INDEX.as_str(),
                 Reporter,
                 "the GID NCCL uses is not routable between the nodes (RoCE)",
             ),
-            cause("ib.port-down", Reporter, "a port is not ACTIVE on one end"),
-            cause("ib.partial", Cluster, "InfiniBand works on some nodes only"),
+            cause(
+                crate::rdma::ids::PORT_DOWN.as_str(),
+                Reporter,
+                "a port is not ACTIVE on one end",
+            ),
+            cause(
+                crate::rdma::ids::PARTIAL.as_str(),
+                Cluster,
+                "InfiniBand works on some nodes only",
+            ),
         ],
         extract: |m, v| {
             put(
@@ -448,6 +483,7 @@ pub static SIGNATURES: &[Signature] = &[
         id: "c10d.connect-timeout",
         needles: &["The client socket has timed out after"],
         requires: &["while trying to connect to ("],
+        near: &[],
         source: "pytorch/pytorch 056b6f38 torch/csrc/distributed/c10d/socket.cpp SocketConnectOp::throwTimeoutError: \
                  \"The client socket has timed out after {} while trying to connect to ({}, {}).\"",
         proves: "nothing accepted a connection at (host, port) within the timeout: packets were dropped by a filter, or no process listened there, or the host is down; the text does not say which",
@@ -455,24 +491,24 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Connection,
         causes: &[
             cause_if(
-                "net.hostname-loopback",
+                crate::sys::ids::HOSTNAME_LOOPBACK.as_str(),
                 Target,
                 When::Loopback,
                 "the address is loopback: the worker was told to reach the master on itself",
             ),
             cause_if(
-                "firewall.rules",
+                crate::firewall::ids::RULES.as_str(),
                 Target,
                 When::NotLoopback,
                 "a filter on the master drops the port (a timeout, not a refusal, means dropped)",
             ),
             cause(
-                "link.unreachable",
+                crate::link::ids::UNREACHABLE.as_str(),
                 Cluster,
                 "the worker cannot reach the master's address at all on that network",
             ),
             cause(
-                "cluster.rendezvous",
+                crate::rendezvous::ids::RENDEZVOUS.as_str(),
                 Cluster,
                 "the master (rank 0) never started listening or died before the others joined",
             ),
@@ -486,6 +522,7 @@ pub static SIGNATURES: &[Signature] = &[
         id: "c10d.connect-failed",
         needles: &["The client socket has failed to connect to"],
         requires: &[],
+        near: &[],
         source: "pytorch/pytorch 056b6f38 torch/csrc/distributed/c10d/socket.cpp SocketConnectOp::run: \"The client socket has failed to connect to any \
                  network address of ({}, {}).\" and tryConnect: \"The client socket has failed to connect to {} {}.\"",
         proves: "every address of (host, port) refused or failed the connection",
@@ -493,24 +530,24 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Connection,
         causes: &[
             cause_if(
-                "net.hostname-loopback",
+                crate::sys::ids::HOSTNAME_LOOPBACK.as_str(),
                 Target,
                 When::Loopback,
                 "the address is loopback: the master advertised 127.0.1.1 or localhost",
             ),
             cause(
-                "cluster.rendezvous",
+                crate::rendezvous::ids::RENDEZVOUS.as_str(),
                 Cluster,
                 "the master is not listening on that port (not started, or died first)",
             ),
             cause_if(
-                "firewall.rules",
+                crate::firewall::ids::RULES.as_str(),
                 Target,
                 When::NotLoopback,
                 "a REJECT rule on the master answers with a refusal",
             ),
             cause(
-                "cluster.master-resolution",
+                crate::rendezvous::ids::MASTER_RESOLUTION.as_str(),
                 Cluster,
                 "the master's name resolves to an address where it does not listen",
             ),
@@ -532,18 +569,19 @@ pub static SIGNATURES: &[Signature] = &[
         id: "c10d.listen-failed",
         needles: &["The server socket has failed to listen on any local network address"],
         requires: &[],
+        near: &[],
         source: "pytorch/pytorch 056b6f38 torch/csrc/distributed/c10d/socket.cpp SocketListenOp::run: \"The server socket has failed to listen on any local network address.\"",
         proves: "the TCPStore (master) could not listen on its port on this node",
         suggests: "the port is held by another process, or the address does not belong to this node",
         tier: Tier::Cause,
         causes: &[
             cause(
-                "port.in-use",
+                crate::ports::ids::IN_USE.as_str(),
                 Reporter,
                 "another process holds the master port on this node",
             ),
             cause(
-                "net.hostname-loopback",
+                crate::sys::ids::HOSTNAME_LOOPBACK.as_str(),
                 Reporter,
                 "the master address does not belong to this node",
             ),
@@ -560,6 +598,7 @@ pub static SIGNATURES: &[Signature] = &[
         id: "gloo.connect-full-mesh",
         needles: &["Gloo connectFullMesh failed"],
         requires: &[],
+        near: &[],
         source: "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp c10::str(\"Gloo connectFullMesh failed with \", err) \
                  (read in a vendored copy found by code search; pytorch/pytorch itself is too large to fetch here); the inner text from \
                  facebookincubator/gloo cc441984 gloo/transport/tcp/pair.cc",
@@ -568,18 +607,18 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Connection,
         causes: &[
             cause_if(
-                "net.hostname-loopback",
+                crate::sys::ids::HOSTNAME_LOOPBACK.as_str(),
                 Target,
                 When::Loopback,
                 "a rank advertised a loopback address (its hostname resolves to 127.x)",
             ),
             cause(
-                "env.socket-ifname",
+                crate::env::ids::SOCKET_IFNAME.as_str(),
                 Cluster,
                 "GLOO_SOCKET_IFNAME unset or wrong: gloo used an interface the others cannot reach",
             ),
             cause_if(
-                "firewall.rules",
+                crate::firewall::ids::RULES.as_str(),
                 Target,
                 When::NotLoopback,
                 "a filter drops gloo's ports between the nodes",
@@ -597,9 +636,11 @@ pub static SIGNATURES: &[Signature] = &[
         needles: &[
             "Connection closed by peer [",
             "Read timeout [",
+            "] Read error [",
             "timed out connecting: ",
         ],
         requires: &[],
+        near: &[],
         source: "facebookincubator/gloo cc441984 gloo/transport/tcp/pair.cc:544 GLOO_ERROR_MSG(\"Connection closed by peer \", peer_.str()), \
                  :520 \"Read timeout \", gloo/transport/tcp/helpers.h:208 \"timed out connecting: \"",
         proves: "a gloo peer closed its connection or did not answer in time",
@@ -607,12 +648,12 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Connection,
         causes: &[
             cause(
-                "cluster.rendezvous",
+                crate::rendezvous::ids::RENDEZVOUS.as_str(),
                 Cluster,
                 "the peer rank died or never joined; its own log holds the first error",
             ),
             cause(
-                "firewall.rules",
+                crate::firewall::ids::RULES.as_str(),
                 Target,
                 "a filter between the nodes drops gloo's connections",
             ),
@@ -634,6 +675,7 @@ pub static SIGNATURES: &[Signature] = &[
             "exceeded timeouts (",
         ],
         requires: &[],
+        near: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/misc/socket.cc:582 WARN(\"%s: connect to %s returned %s, exceeded error retry count after %d attempts\"), \
                  :596 \"%s: connect to %s failed : %s\", :622 \"socketPollConnect to %s failed with error %s\"; v2.21.5-1 :476/:484 \
                  \"socketStartConnect: exceeded timeouts (%d)\", \"socketStartConnect: Connect to %s failed : %s\"",
@@ -641,18 +683,24 @@ pub static SIGNATURES: &[Signature] = &[
         suggests: "timed out: a filter drops the high ports or the address is not reachable; refused: nothing listens (the peer died)",
         tier: Tier::Connection,
         causes: &[
+            cause_if(
+                crate::env::ids::SOCKET_IFNAME.as_str(),
+                Cluster,
+                When::LinkLocal,
+                "the address is IPv6 link-local (fe80::): NCCL chose an interface whose only address is valid on its own link; set NCCL_SOCKET_IFNAME to the routed one",
+            ),
             cause(
-                "firewall.rules",
+                crate::firewall::ids::RULES.as_str(),
                 Target,
                 "a filter allows the master port but drops NCCL's random high ports",
             ),
             cause(
-                "link.unreachable",
+                crate::link::ids::UNREACHABLE.as_str(),
                 Cluster,
                 "the pair cannot reach each other on the interface NCCL chose",
             ),
             cause(
-                "env.socket-ifname",
+                crate::env::ids::SOCKET_IFNAME.as_str(),
                 Cluster,
                 "NCCL_SOCKET_IFNAME lets NCCL pick an interface the peer cannot reach (docker0, a management NIC)",
             ),
@@ -669,18 +717,19 @@ pub static SIGNATURES: &[Signature] = &[
         id: "nccl.remote-closed",
         needles: &["Connection closed by remote peer"],
         requires: &[],
+        near: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/misc/socket.cc:71 WARN(\"socketProgress: Connection closed by remote peer %s\") (v2.21.5-1 :50)",
         proves: "a peer closed NCCL's socket: that process ended or aborted first",
         suggests: "look for the peer's own first error; a peer killed by the OOM killer or a failing rank shows up like this everywhere else",
         tier: Tier::Connection,
         causes: &[
             cause(
-                "cluster.rendezvous",
+                crate::rendezvous::ids::RENDEZVOUS.as_str(),
                 Cluster,
                 "the peer at that address died or left; its own log holds the first error",
             ),
             cause(
-                "link.unreachable",
+                crate::link::ids::UNREACHABLE.as_str(),
                 Cluster,
                 "a path that drops connections between the two nodes",
             ),
@@ -701,6 +750,7 @@ pub static SIGNATURES: &[Signature] = &[
             "RendezvousConnectionError",
         ],
         requires: &[],
+        near: &[],
         source: "pytorch/pytorch torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py raise RendezvousConnectionError(\"The connection \
                  to the C10d store has failed. See inner exception for details.\") (read in copies found by code search)",
         proves: "torchrun's c10d rendezvous could not reach its store at --rdzv-endpoint",
@@ -708,12 +758,12 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Consequence,
         causes: &[
             cause(
-                "firewall.rules",
+                crate::firewall::ids::RULES.as_str(),
                 Target,
                 "a filter drops the rendezvous endpoint's port",
             ),
             cause(
-                "cluster.rendezvous",
+                crate::rendezvous::ids::RENDEZVOUS.as_str(),
                 Cluster,
                 "the node hosting the endpoint is not up or not listening",
             ),
@@ -724,6 +774,7 @@ pub static SIGNATURES: &[Signature] = &[
         id: "c10d.watchdog-timeout",
         needles: &["Watchdog caught collective operation timeout"],
         requires: &[],
+        near: &[],
         source: "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: \"[Rank \", rank_, \"] \", \"Watchdog caught collective operation \
                  timeout: \", work, \" ran for \", .., \" milliseconds before timing out.\" (read in a copy found by code search)",
         proves: "a collective did not complete on this rank within the process group's timeout",
@@ -731,17 +782,17 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Consequence,
         causes: &[
             cause(
-                "firewall.rules",
+                crate::firewall::ids::RULES.as_str(),
                 Cluster,
                 "a filter allows the master port but drops NCCL's high ports: init passes, collectives hang",
             ),
             cause(
-                "link.unreachable",
+                crate::link::ids::UNREACHABLE.as_str(),
                 Cluster,
                 "a pair of nodes cannot reach each other on the interface NCCL uses",
             ),
             cause(
-                "cluster.rendezvous",
+                crate::rendezvous::ids::RENDEZVOUS.as_str(),
                 Cluster,
                 "a rank died or stalled and the others wait for it",
             ),
@@ -767,6 +818,7 @@ pub static SIGNATURES: &[Signature] = &[
             "remote process exited or there was a network error",
         ],
         requires: &[],
+        near: &[],
         source: "pytorch/pytorch torch/csrc/distributed/c10d/NCCLUtils.hpp C10D_NCCL_CHECK: \"NCCL error in: \", __FILE__, \":\", __LINE__, \", \", \
                  ncclGetErrorWithVersion(..) and NVIDIA/nccl v2.28.9-1 src/misc/argcheck.cc / ncclGetErrorString (\"unhandled system error\", \
                  \"remote process exited or there was a network error\") (PyTorch text read in copies found by code search)",
@@ -775,11 +827,15 @@ pub static SIGNATURES: &[Signature] = &[
         tier: Tier::Consequence,
         causes: &[
             cause(
-                "link.unreachable",
+                crate::link::ids::UNREACHABLE.as_str(),
                 Cluster,
                 "a network error between nodes is the most common reason",
             ),
-            cause("firewall.rules", Cluster, "a filter on NCCL's high ports"),
+            cause(
+                crate::firewall::ids::RULES.as_str(),
+                Cluster,
+                "a filter on NCCL's high ports",
+            ),
         ],
         extract: |m, v| {
             for e in [
@@ -800,13 +856,14 @@ pub static SIGNATURES: &[Signature] = &[
         id: "elastic.rendezvous-timeout",
         needles: &["RendezvousTimeoutError"],
         requires: &[],
+        near: &[],
         source: "pytorch/pytorch torch/distributed/elastic/rendezvous/api.py class RendezvousTimeoutError (the exception's name; its message \
                  was not read)",
         proves: "torchrun's rendezvous did not gather --nnodes nodes within its timeout",
         suggests: "a node never started or cannot reach the endpoint",
         tier: Tier::Consequence,
         causes: &[cause(
-            "cluster.rendezvous",
+            crate::rendezvous::ids::RENDEZVOUS.as_str(),
             Cluster,
             "ranks that never joined, by rank and host",
         )],
@@ -816,13 +873,14 @@ pub static SIGNATURES: &[Signature] = &[
         id: "slurm.task-exit",
         needles: &["srun: error: "],
         requires: &[": task", "xit"],
+        near: &[],
         source: "SchedMD/slurm src/srun/launch.c _task_finish: error(\"%s: task %s: Exited with exit code %d\") (the file at 03d38544 was found \
                  and read in part; this line's shape is srun's as printed, not read there)",
         proves: "a task of the job exited with an error on that node",
         suggests: "it is usually the first rank to fail; its own output (above) holds the cause",
         tier: Tier::Consequence,
         causes: &[cause(
-            "cluster.rendezvous",
+            crate::rendezvous::ids::RENDEZVOUS.as_str(),
             Cluster,
             "the others then wait for (or lose) that rank",
         )],
@@ -847,22 +905,22 @@ pub static SIGNATURES: &[Signature] = &[
 
 /// A signature by id.
 pub fn get(id: &str) -> Option<&'static Signature> {
-    SIGNATURES.iter().find(|s| s.id == id)
+    super::SIGNATURES.iter().find(|s| s.id == id).copied()
 }
 
-fn put(v: &mut Values, key: &'static str, value: Option<String>) {
+pub(super) fn put(v: &mut Values, key: &'static str, value: Option<String>) {
     if let Some(x) = value.filter(|x| !x.is_empty()) {
         v.insert(key, x.chars().take(120).collect());
     }
 }
 
 /// The text after `marker`.
-fn after<'a>(s: &'a str, marker: &str) -> Option<&'a str> {
+pub(super) fn after<'a>(s: &'a str, marker: &str) -> Option<&'a str> {
     s.find(marker).map(|i| &s[i + marker.len()..])
 }
 
 /// Leading decimal digits.
-fn number(s: &str) -> Option<String> {
+pub(super) fn number(s: &str) -> Option<String> {
     let d: String = s
         .trim_start()
         .chars()
@@ -872,7 +930,7 @@ fn number(s: &str) -> Option<String> {
 }
 
 /// Up to the first space, without trailing punctuation.
-fn first_word(s: &str) -> String {
+pub(super) fn first_word(s: &str) -> String {
     s.split_whitespace()
         .next()
         .unwrap_or("")
@@ -882,7 +940,7 @@ fn first_word(s: &str) -> String {
 }
 
 /// `10.0.0.2<55321>` to ("10.0.0.2", Some("55321")).
-fn split_angle(w: &str) -> (String, Option<String>) {
+pub(super) fn split_angle(w: &str) -> (String, Option<String>) {
     match w.split_once('<') {
         Some((a, p)) => (a.to_string(), number(p)),
         None => (w.to_string(), None),
@@ -890,7 +948,7 @@ fn split_angle(w: &str) -> (String, Option<String>) {
 }
 
 /// `(host, port)` after `marker`.
-fn host_port_paren(m: &str, marker: &str, v: &mut Values) {
+pub(super) fn host_port_paren(m: &str, marker: &str, v: &mut Values) {
     if let Some(r) = after(m, marker) {
         let inner = r.split(')').next().unwrap_or("");
         let mut it = inner.split(',');
@@ -900,7 +958,7 @@ fn host_port_paren(m: &str, marker: &str, v: &mut Values) {
 }
 
 /// The port of the first `host:port` / `[::]:port` in the text.
-fn port_after_colon(m: &str) -> Option<String> {
+pub(super) fn port_after_colon(m: &str) -> Option<String> {
     let b = m.as_bytes();
     for (i, _) in m.match_indices(':') {
         let prev = if i > 0 { b[i - 1] } else { b' ' };
@@ -936,6 +994,12 @@ pub fn is_loopback(addr: &str) -> bool {
         || a == "::ffff:127.0.0.1"
 }
 
+/// True when an address is IPv6 link-local (`fe80::...`, often with `%interface`).
+pub fn is_link_local(addr: &str) -> bool {
+    let a = addr.trim().trim_start_matches('[').to_ascii_lowercase();
+    a.starts_with("fe80:")
+}
+
 /// errno from `errno: 98 -` or from strerror's text.
 pub fn errno_of(m: &str) -> Option<(u32, &'static str)> {
     const KNOWN: &[(u32, &str)] = &[
@@ -947,6 +1011,10 @@ pub fn errno_of(m: &str) -> Option<(u32, &'static str)> {
         (101, "Network is unreachable"),
         (104, "Connection reset by peer"),
         (24, "Too many open files"),
+        (103, "Software caused connection abort"),
+        (97, "Address family not supported by protocol"),
+        (32, "Broken pipe"),
+        (19, "No such device"),
         (28, "No space left on device"),
         (12, "Cannot allocate memory"),
     ];
@@ -971,7 +1039,7 @@ mod tests {
     #[test]
     fn every_cause_is_a_catalog_id_and_every_source_is_named() {
         let mut ids = std::collections::BTreeSet::new();
-        for s in SIGNATURES {
+        for s in super::super::SIGNATURES.iter() {
             assert!(ids.insert(s.id), "duplicate signature {}", s.id);
             assert!(!s.causes.is_empty(), "{} has no cause", s.id);
             assert!(
@@ -981,7 +1049,8 @@ mod tests {
             );
             for c in s.causes {
                 assert!(
-                    catalog::get(c.id).is_some(),
+                    catalog::get(c.id).is_some()
+                        || super::super::signatures_sources::job(c.id).is_some(),
                     "{}: {} is not in the catalog",
                     s.id,
                     c.id

@@ -1,0 +1,130 @@
+//! The error formats read from the sources (NCCL, gloo, CUDA, c10d, torch's rendezvous,
+//! errno): the scanner's patterns made from them, and the coverage `preflight explain
+//! --coverage` reports. The data is generated (`generated.rs`, by
+//! `scripts/explain-sources/extract.py`); this module holds its types and the matching.
+
+pub use super::generated::{LEFT_OUT, PATTERNS, SOURCES};
+
+/// One format string mapped to a signature: its literal pieces, in order, between the
+/// printf conversions (each conversion matches any text, an empty one too).
+#[derive(Clone, Copy, Debug)]
+pub struct Pattern {
+    pub signature: &'static str,
+    pub pieces: &'static [&'static str],
+    /// The line must also hold one of these (a CUDA error string needs a CUDA word beside
+    /// it: "out of memory" alone is not CUDA's); empty: no condition.
+    pub context: &'static [&'static str],
+    /// Source, versions and place the format was read at.
+    pub source: &'static str,
+}
+
+impl Pattern {
+    /// The longest piece: the literal the scanner's automaton looks for.
+    pub fn anchor(&self) -> &'static str {
+        self.pieces
+            .iter()
+            .copied()
+            .max_by_key(|p| p.len())
+            .unwrap_or("")
+    }
+
+    /// True when `msg` holds every piece, in order, and the context.
+    pub fn matches(&self, msg: &str) -> bool {
+        if !self.context.is_empty() && !self.context.iter().any(|c| msg.contains(c)) {
+            return false;
+        }
+        let mut at = 0;
+        for p in self.pieces {
+            match msg.get(at..).and_then(|rest| rest.find(p)) {
+                Some(i) => at += i + p.len(),
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+/// One source read: how many format strings it has and where they went.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct SourceCoverage {
+    pub source: &'static str,
+    pub what: &'static str,
+    pub versions: &'static [&'static str],
+    pub formats: u32,
+    /// Mapped to a finding: through a signature, or by the errno or CUDA error in the text.
+    pub to_finding: u32,
+    /// Mapped to the job itself: its own CUDA error, mismatched collectives, API usage.
+    pub to_job: u32,
+    pub unmapped: u32,
+    /// Scanner patterns made from this source's formats.
+    pub patterns: u32,
+    /// Mapped formats with no literal piece long enough to anchor a pattern.
+    pub too_short: u32,
+}
+
+/// Formats left unmapped, by source and group, with the reason.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct LeftOut {
+    pub source: &'static str,
+    pub group: &'static str,
+    pub why: &'static str,
+    pub count: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explain::log::signatures;
+
+    #[test]
+    fn every_pattern_names_a_signature_and_has_an_anchor() {
+        assert!(PATTERNS.len() > 100, "{} patterns", PATTERNS.len());
+        for p in PATTERNS {
+            assert!(signatures::get(p.signature).is_some(), "{}", p.signature);
+            assert!(p.anchor().trim().len() >= 10, "{:?}", p.pieces);
+        }
+    }
+
+    #[test]
+    fn conversions_match_any_text_in_order() {
+        let p = Pattern {
+            signature: "nccl.socket-family",
+            pieces: &[
+                "ncclSocketInit: connecting to address ",
+                " with family ",
+                " is neither AF_INET(",
+            ],
+            context: &[],
+            source: "",
+        };
+        assert!(p.matches(
+            "ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)"
+        ));
+        assert!(!p.matches("with family 2 ncclSocketInit: connecting to address x"));
+        let cuda = Pattern {
+            context: &["CUDA", "cuda", "Cuda"],
+            pieces: &["out of memory"],
+            ..p
+        };
+        assert!(cuda.matches("RuntimeError: CUDA error: out of memory"));
+        assert!(!cuda.matches("kernel: Out of memory: Killed process 7 (python) out of memory"));
+    }
+
+    #[test]
+    fn the_coverage_adds_up() {
+        for s in SOURCES {
+            assert_eq!(
+                s.formats,
+                s.to_finding + s.to_job + s.unmapped,
+                "{}",
+                s.source
+            );
+            assert!(!s.versions.is_empty(), "{}", s.source);
+        }
+        let nccl = SOURCES.iter().find(|s| s.source == "nccl").unwrap();
+        assert!(nccl.versions.len() >= 10, "{:?}", nccl.versions);
+        for l in LEFT_OUT {
+            assert!(!l.why.is_empty(), "{l:?}");
+        }
+    }
+}
