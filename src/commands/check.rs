@@ -16,7 +16,12 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         Some(path) => load_facts(path)?,
         None => {
             let root = Root::at(&job.probe.root);
-            let mut facts = probe_facts(&root, job.master_port, job.probe.no_gpu);
+            let mut facts = probe_facts(
+                &root,
+                job.master_port,
+                job.probe.no_gpu,
+                job.probe.seams.as_ref(),
+            );
             crate::runtime::gpu_compute::measure_gpu_compute(&root, &mut facts, job.gemm, None);
             match hook_without_copies(&job) {
                 None => measure_gpu_bandwidth(&root, &mut facts),

@@ -2,6 +2,7 @@
 //! drives the NCCL child, answering the coordinator's orders (and hands the per-rail pair tests
 //! and the counters' second snapshot to `rail_node` and `rdma_snapshot`).
 
+use super::seams::SeamsRef;
 use crate::measure::ring::{self, Corrupt, RingConfig, RingListener, RingPeers};
 use crate::transport::auth::Secret;
 use crate::transport::events::Events;
@@ -10,10 +11,6 @@ use crate::transport::wire::{Msg, NcclOrder, RingOrder, WireError, write_msg};
 use preflight_checks::model::NodeFacts;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
-
-/// Test hook: a node with this variable set perturbs what it sends in the ring, so tests can
-/// prove that wrong values are caught.
-pub const CORRUPT_HOOK: &str = "PREFLIGHT_TEST_CORRUPT_ALLREDUCE";
 
 /// What a node keeps between the all-reduce orders.
 pub struct NodeState {
@@ -26,6 +23,8 @@ pub struct NodeState {
     pub admitted: Gate,
     /// Where this node's facts were probed (the counters' second snapshot reads it again).
     pub root: preflight_checks::root::Root,
+    /// What a test stands in for (the ring's corrupted value, the rails' network, RDMA's tree).
+    pub seams: SeamsRef,
     ring: Option<RingListener>,
     nccl: Option<crate::measure::nccl::Worker>,
     rails: super::rail_node::Held,
@@ -38,6 +37,7 @@ impl NodeState {
         secret: Secret,
         facts: NodeFacts,
         events: Events,
+        seams: SeamsRef,
     ) -> NodeState {
         NodeState {
             rank,
@@ -47,6 +47,7 @@ impl NodeState {
             events,
             admitted: Gate::pending().sized_for(nnodes),
             root: preflight_checks::root::Root::system(),
+            seams,
             ring: None,
             nccl: None,
             rails: Default::default(),
@@ -68,13 +69,15 @@ pub fn handle(
             super::nccl_node::run_nccl(&mut state.nccl, &state.facts, order, id)
         }
         Msg::RailStart { children } => {
-            super::rail_node::start(&mut state.rails, &state.facts, children)
+            let net = state.seams.rail_net();
+            super::rail_node::start(&mut state.rails, &state.facts, children, net)
         }
         Msg::RailRun { children } => {
-            super::rail_node::run(&mut state.rails, &state.facts, children)
+            let net = state.seams.rail_net();
+            super::rail_node::run(&mut state.rails, &state.facts, children, net)
         }
         Msg::CountersSnapshot => Msg::Counters {
-            ports: super::rdma_snapshot::snapshot(&state.root),
+            ports: super::rdma_snapshot::snapshot(&state.seams.rdma_root(&state.root)),
         },
         _ => return None,
     }))
@@ -139,11 +142,15 @@ fn run_ring(
         warmup: order.warmup.min(100),
         iters: order.iters.clamp(1, 1000),
         timeout: Duration::from_millis(order.timeout_ms.clamp(1000, 600_000)),
-        corrupt: std::env::var_os(CORRUPT_HOOK).map(|_| Corrupt { size_index: None }),
+        corrupt: state
+            .seams
+            .corrupt_ring()
+            .then_some(Corrupt { size_index: None }),
     };
     if cfg.corrupt.is_some() {
         state.events.log(format!(
-            "test hook {CORRUPT_HOOK} is set: this node perturbs one value it sends in the ring"
+            "test hook {} is set: this node perturbs one value it sends in the ring",
+            super::seams::vars::CORRUPT_ALLREDUCE
         ));
     }
     let mut sent: Result<(), WireError> = Ok(());

@@ -2,13 +2,14 @@
 
 use super::Timing;
 use super::allreduce::AllreducePlan;
+use super::seams::SeamsRef;
 use crate::placement::PlacementFlags;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where probes read the OS from, and whether NVML is loaded.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ProbeJob {
     pub root: PathBuf,
     pub no_gpu: bool,
@@ -17,6 +18,8 @@ pub struct ProbeJob {
     pub job_env: BTreeMap<String, String>,
     /// Names the line removes (`env -u NAME`).
     pub job_unset: Vec<String>,
+    /// What a test stands in for (fake GPUs, an RDMA fixture, ...); the real machine otherwise.
+    pub seams: SeamsRef,
 }
 
 impl ProbeJob {

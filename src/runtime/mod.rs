@@ -17,6 +17,7 @@ pub mod rail_pairs;
 pub mod rail_phase;
 pub mod rdma_snapshot;
 pub mod schedule;
+pub mod seams;
 pub mod sim;
 
 /// How long each measurement runs (`--quick`, default, `--thorough`).

@@ -3,21 +3,21 @@
 use crate::advise::{AdviceInput, advise_node};
 use crate::report::ReportBuilder;
 use crate::runtime::job::JobShape;
+use crate::runtime::seams::Seams;
 use preflight_checks::CheckContext;
 use preflight_checks::model::{Finding, Mode, NodeFacts, Report};
 use preflight_checks::probe::{self, ProbeOptions};
 use preflight_checks::root::Root;
 
-/// Probes this node (through `root`).
-pub fn probe_facts(root: &Root, master_port: u16, no_gpu: bool) -> NodeFacts {
+/// Probes this node (through `root`); `seams` may stand in for parts of it (tests).
+pub fn probe_facts(root: &Root, master_port: u16, no_gpu: bool, seams: &dyn Seams) -> NodeFacts {
     let opts = ProbeOptions {
         master_port,
         env: probe::env::all(),
         skip_gpu: no_gpu,
     };
     let mut facts = probe::collect(root, &opts);
-    fake_gpus_for_tests(&mut facts);
-    super::rdma_snapshot::apply_test_root(&mut facts);
+    seams.probed(&mut facts);
     facts
 }
 
@@ -134,33 +134,6 @@ pub fn intra_node_allreduce(
         }
     }
     Ok(result)
-}
-
-/// Test hook for machines without GPUs: `PREFLIGHT_TEST_FAKE_GPUS=N` adds N GPUs named as fakes
-/// and takes `PREFLIGHT_NCCL_WORKER` (the fake NCCL worker) as the libnccl, so the NCCL
-/// all-reduce path can run end to end with a fake worker in CI.
-pub const FAKE_GPUS_HOOK: &str = "PREFLIGHT_TEST_FAKE_GPUS";
-
-fn fake_gpus_for_tests(facts: &mut NodeFacts) {
-    let Some(n) = std::env::var(FAKE_GPUS_HOOK)
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-    else {
-        return;
-    };
-    facts.gpu.nvml_error = None;
-    facts.gpu.gpus = (0..n.min(16))
-        .map(|i| preflight_checks::model::Gpu {
-            index: i,
-            name: format!("fake GPU {i} ({FAKE_GPUS_HOOK})"),
-            uuid: format!("GPU-fake-{i}"),
-            ..Default::default()
-        })
-        .collect();
-    if let Ok(worker) = std::env::var(crate::measure::nccl::WORKER_ENV) {
-        facts.nccl.library = Some(worker);
-        facts.nccl.error = None;
-    }
 }
 
 /// One node's own findings as `rank`. Only rank 0 binds the master port, so `port.in-use` is

@@ -56,6 +56,8 @@ pub struct RailRun {
     pub lib: Option<PathBuf>,
     pub program: Option<PathBuf>,
     pub extra_env: BTreeMap<(u32, u32), BTreeMap<String, String>>,
+    /// The network counted as a rail's path beside NET/IB (a test seam, see `runtime::seams`).
+    pub test_net: Option<String>,
 }
 
 fn side(
@@ -121,8 +123,8 @@ fn run_pair(
     };
     let [r0, r1] = outcomes;
     combine([
-        rail_result(a, b, rail, round, &r0).0,
-        rail_result(a, b, rail, round, &r1).0,
+        rail_result(a, b, rail, round, &r0, run.test_net.as_deref()).0,
+        rail_result(a, b, rail, round, &r1, run.test_net.as_deref()).0,
     ])
 }
 

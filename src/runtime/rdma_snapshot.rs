@@ -1,54 +1,19 @@
 //! The RDMA ports' error counters read again at the end of a run (issue 34, `ib.counters-grew`):
 //! each node's second snapshot, and the "after" facts the coordinator compares with the join's.
-//! Also the test hook that reads the RDMA inventory from a fixture sysfs tree per node.
 
 use crate::transport::wire::PortCounters;
-use preflight_checks::model::{IbFacts, NodeFacts};
+use preflight_checks::model::IbFacts;
 use preflight_checks::probe;
 use preflight_checks::root::Root;
-
-/// Test hook: a fixture tree whose `/sys/class/infiniband` (and GPUs' `/sys/bus/pci/devices`)
-/// stands in for this node's RDMA inventory, while everything else is probed from `/` (the
-/// network namespaces' real interfaces). Both snapshots read it.
-pub const RDMA_ROOT_HOOK: &str = "PREFLIGHT_TEST_RDMA_ROOT";
-/// Test hook beside [`RDMA_ROOT_HOOK`]: PCI addresses of the fake GPUs
-/// (`PREFLIGHT_TEST_FAKE_GPUS`), comma-separated in GPU order, for the rail mapping.
-pub const FAKE_GPU_BUSES_HOOK: &str = "PREFLIGHT_TEST_FAKE_GPU_BUSES";
 
 /// Ports one snapshot carries at most (a node has a few HCAs of one or two ports).
 pub const MAX_PORTS: usize = 64;
 
-/// Where this node's RDMA inventory is read: the test hook's tree, else `root`.
-pub fn rdma_root(root: &Root) -> Root {
-    match std::env::var_os(RDMA_ROOT_HOOK) {
-        Some(dir) if !dir.is_empty() => Root::at(dir),
-        _ => root.clone(),
-    }
-}
-
-/// With [`RDMA_ROOT_HOOK`] set: this node's RDMA facts (and its fake GPUs' PCI paths) from the
-/// hook's tree. Without it nothing changes.
-pub fn apply_test_root(facts: &mut NodeFacts) {
-    let Some(dir) = std::env::var_os(RDMA_ROOT_HOOK).filter(|d| !d.is_empty()) else {
-        return;
-    };
-    let root = Root::at(dir);
-    if let Ok(buses) = std::env::var(FAKE_GPU_BUSES_HOOK) {
-        for (g, bus) in facts.gpu.gpus.iter_mut().zip(buses.split(',')) {
-            g.pci_bus_id = bus.trim().to_string();
-        }
-    }
-    facts.ib = probe::ib::probe(&root);
-    if !facts.ib.devices.is_empty() {
-        facts.ib.gpu_pci_paths = probe::rdma::gpu_paths(&root, &facts.gpu.gpus);
-    }
-}
-
 /// Every RDMA port's judged counters as they are now (those `ib.counters-grew` compares), at
-/// most [`MAX_PORTS`].
+/// most [`MAX_PORTS`], read under `root` (the node's, or a test's fixture: `Seams::rdma_root`).
 pub fn snapshot(root: &Root) -> Vec<PortCounters> {
     use preflight_checks::rails::counters::{GROWTH_HW_COUNTERS, spec};
-    probe::ib::probe(&rdma_root(root))
+    probe::ib::probe(root)
         .devices
         .into_iter()
         .flat_map(|d| {

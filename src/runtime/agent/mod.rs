@@ -100,7 +100,12 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
             placement.master_port
         )),
     }
-    let mut facts = probe_facts(&root, placement.master_port, job.probe.no_gpu);
+    let mut facts = probe_facts(
+        &root,
+        placement.master_port,
+        job.probe.no_gpu,
+        job.probe.seams.as_ref(),
+    );
     // The GPUs' copy bandwidth, compared across the nodes (cluster.gpu-health): bounded per GPU.
     measure_gpu_bandwidth(&root, &mut facts);
     // Matrix-multiply speed and exactness, compared across the nodes (gpu.compute-*), cut off
@@ -302,6 +307,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
                 secret.clone(),
                 facts.clone(),
                 events.clone(),
+                job.probe.seams.clone(),
             );
             node.facts.master_resolution = resolution;
             node.root = root.clone();
