@@ -6,8 +6,8 @@ use crate::launchline::args::Word;
 use crate::measure::nccl::worker::WorkerSpec;
 use crate::measure::sizes::{parse_size, parse_sizes};
 use crate::placement::{self, PlacementFlags};
-use crate::runtime::Timing;
-use crate::runtime::allreduce::{AllreduceMode, AllreducePlan};
+use crate::runtime::job::Timing;
+use crate::runtime::job::{AllreduceMode, AllreducePlan};
 pub use crate::runtime::job::{ClusterJob, JobShape, ProbeJob, Token};
 use crate::runtime::seams::{Fakes, vars};
 use anyhow::anyhow;
@@ -157,7 +157,7 @@ pub enum Job {
 #[derive(Clone, Debug)]
 pub struct SimulateJob {
     pub fabric: crate::runtime::sim::Fabric,
-    pub timing: crate::runtime::Timing,
+    pub timing: crate::runtime::job::Timing,
     pub report: Option<std::path::PathBuf>,
     /// `--facts FILE`: every node's facts beside its network.
     pub facts: Option<std::path::PathBuf>,

@@ -1,10 +1,15 @@
 //! The RDMA ports' error counters read again at the end of a run (issue 34, `ib.counters-grew`):
-//! each node's second snapshot, and the "after" facts the coordinator compares with the join's.
+//! the coordinator's order ([`Counters`]), each node's second snapshot, and the "after" facts
+//! the coordinator compares with the join's.
 
-use crate::transport::wire::PortCounters;
+use crate::runtime::members::{JoinedNode, Step, Wait, gather, send_orders};
+use crate::runtime::phases::ctx::{Lap, Phase, PhaseCtx};
+use crate::transport::wire::{Msg, PortCounters};
 use preflight_checks::model::IbFacts;
 use preflight_checks::probe;
 use preflight_checks::root::Root;
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Ports one snapshot carries at most (a node has a few HCAs of one or two ports).
 pub const MAX_PORTS: usize = 64;
@@ -54,6 +59,45 @@ pub fn after(before: &IbFacts, ports: &[PortCounters]) -> IbFacts {
         });
     }
     after.devices.retain(|d| !d.ports.is_empty());
+    after
+}
+
+/// The counters' second snapshot, after the traffic phases (its time counts in no lap).
+pub struct Counters;
+
+impl Phase for Counters {
+    fn name(&self) -> &'static str {
+        "counters"
+    }
+
+    fn run(&mut self, ctx: &mut PhaseCtx) -> Lap {
+        ctx.found.traffic.rails.counters_after =
+            counters_after(&mut ctx.members, ctx.run.join_timeout());
+        Lap::Untimed
+    }
+}
+
+/// The RDMA counters' second snapshot, after the traffic phases: every alive node with RDMA
+/// devices reads its counters again; the join's facts with those counters, by rank.
+fn counters_after(members: &mut [JoinedNode], timeout: Duration) -> BTreeMap<u32, IbFacts> {
+    let asked = send_orders(members, "the counters' second snapshot", |m| {
+        (!m.facts.ib.devices.is_empty()).then_some(Msg::CountersSnapshot)
+    });
+    let mut after = BTreeMap::new();
+    gather(
+        members,
+        &asked,
+        "the counters' second snapshot",
+        Wait::within(timeout.min(Duration::from_secs(10))),
+        |m| matches!(m, Msg::Counters { .. }),
+        |m, msg| match msg {
+            Msg::Counters { ports } => {
+                after.insert(m.rank, self::after(&m.facts.ib, &ports));
+                Step::Done
+            }
+            _ => Step::Unexpected,
+        },
+    );
     after
 }
 

@@ -7,7 +7,7 @@
 
 use crate::measure::tcp;
 use crate::placement::{Placement, resolve_host};
-use crate::runtime::Timing;
+use crate::runtime::job::Timing;
 use crate::transport::auth::{self, AuthError, Secret};
 use crate::transport::events::Events;
 use preflight_checks::cluster::{Dialed, RefusalKind};
@@ -17,7 +17,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// A join that worked: the control stream, the address it went through, how the master was dialed.
-pub(super) struct Joined {
+pub struct Joined {
     pub stream: TcpStream,
     pub via: SocketAddr,
     pub dialed: Dialed,
@@ -31,7 +31,7 @@ pub(super) struct Joined {
 }
 
 /// A join that did not: the outcome of the last attempt, in words, and how the master was dialed.
-pub(super) struct JoinFailed {
+pub struct JoinFailed {
     pub outcome: LinkOutcome,
     pub error: String,
     /// Rank 0 answered and turned this node away during the handshake: why.
@@ -57,7 +57,7 @@ fn dial_order(addrs: &[IpAddr]) -> Vec<IpAddr> {
 /// Connects to the coordinator, retrying until `deadline` and trying every address the master
 /// resolves to, then the addresses of `other_names` (the host's other names); tells timeout,
 /// refused and unreachable apart.
-pub(super) fn join(
+pub fn join(
     p: &Placement,
     secret: &Secret,
     deadline: Instant,

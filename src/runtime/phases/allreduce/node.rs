@@ -1,59 +1,11 @@
 //! A node's side of the all-reduce: opens its ring listener, runs its part of the TCP ring, and
-//! drives the NCCL child, answering the coordinator's orders (and hands the per-rail pair tests
-//! and the counters' second snapshot to `rail_node` and `rdma_snapshot`).
+//! drives the NCCL child (`nccl`), answering the coordinator's orders.
 
-use super::seams::SeamsRef;
 use crate::measure::ring::{self, Corrupt, RingConfig, RingListener, RingPeers};
-use crate::transport::auth::Secret;
-use crate::transport::events::Events;
-use crate::transport::gate::Gate;
-use crate::transport::wire::{Msg, NcclOrder, RingOrder, WireError, write_msg};
-use preflight_checks::model::NodeFacts;
+use crate::runtime::phases::state::NodeState;
+use crate::transport::wire::{Msg, RingOrder, WireError, write_msg};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
-
-/// What a node keeps between the all-reduce orders.
-pub struct NodeState {
-    pub rank: u32,
-    pub nnodes: u32,
-    pub secret: Secret,
-    pub facts: NodeFacts,
-    pub events: Events,
-    /// The nodes the coordinator admitted: the only ones this node's listeners serve.
-    pub admitted: Gate,
-    /// Where this node's facts were probed (the counters' second snapshot reads it again).
-    pub root: preflight_checks::root::Root,
-    /// What a test stands in for (the ring's corrupted value, the rails' network, RDMA's tree).
-    pub seams: SeamsRef,
-    ring: Option<RingListener>,
-    nccl: Option<crate::measure::nccl::Worker>,
-    rails: super::rail_node::Held,
-}
-
-impl NodeState {
-    pub fn new(
-        rank: u32,
-        nnodes: u32,
-        secret: Secret,
-        facts: NodeFacts,
-        events: Events,
-        seams: SeamsRef,
-    ) -> NodeState {
-        NodeState {
-            rank,
-            nnodes,
-            secret,
-            facts,
-            events,
-            admitted: Gate::pending().sized_for(nnodes),
-            root: preflight_checks::root::Root::system(),
-            seams,
-            ring: None,
-            nccl: None,
-            rails: Default::default(),
-        }
-    }
-}
 
 /// Answers one all-reduce order; `None` when `msg` is not one (the caller handles it).
 pub fn handle(
@@ -64,21 +16,10 @@ pub fn handle(
     Some(Ok(match msg {
         Msg::RingListen { address } => listen(state, address),
         Msg::Ring { order } => return Some(run_ring(state, order, stream)),
-        Msg::NcclStart { order } => super::nccl_node::start(&mut state.nccl, &state.facts, order),
+        Msg::NcclStart { order } => super::nccl::start(&mut state.nccl, &state.facts, order),
         Msg::NcclRun { order, id } => {
-            super::nccl_node::run_nccl(&mut state.nccl, &state.facts, order, id)
+            super::nccl::run_nccl(&mut state.nccl, &state.facts, order, id)
         }
-        Msg::RailStart { children } => {
-            let net = state.seams.rail_net();
-            super::rail_node::start(&mut state.rails, &state.facts, children, net)
-        }
-        Msg::RailRun { children } => {
-            let net = state.seams.rail_net();
-            super::rail_node::run(&mut state.rails, &state.facts, children, net)
-        }
-        Msg::CountersSnapshot => Msg::Counters {
-            ports: super::rdma_snapshot::snapshot(&state.seams.rdma_root(&state.root)),
-        },
         _ => return None,
     }))
 }
@@ -150,7 +91,7 @@ fn run_ring(
     if cfg.corrupt.is_some() {
         state.events.log(format!(
             "test hook {} is set: this node perturbs one value it sends in the ring",
-            super::seams::vars::CORRUPT_ALLREDUCE
+            crate::runtime::seams::vars::CORRUPT_ALLREDUCE
         ));
     }
     let mut sent: Result<(), WireError> = Ok(());
@@ -174,15 +115,4 @@ fn run_ring(
             error: Some(failure.error.to_string()),
         },
     })
-}
-
-/// The NCCL order's fields, checked (the coordinator is trusted only after the handshake, but
-/// still never trusted to size things without bounds).
-pub fn bounded(order: &NcclOrder) -> NcclOrder {
-    NcclOrder {
-        warmup: order.warmup.min(100),
-        iters: order.iters.clamp(1, 1000),
-        timeout_ms: order.timeout_ms.clamp(1000, 3_600_000),
-        ..order.clone()
-    }
 }

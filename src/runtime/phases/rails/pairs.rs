@@ -8,9 +8,9 @@
 //! single-host check); across hosts `rail_phase` (coordinator) and `rail_node` (each node)
 //! start the same children on the nodes, and both join the two sides with [`combine`].
 
-use super::schedule::schedule;
 use crate::measure::nccl::rail::{RailChild, rail_job, rail_result};
 use crate::measure::nccl::{self, NcclError, NcclOutcome};
+use crate::runtime::schedule::schedule;
 use preflight_checks::rails::localise::RailResult;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
