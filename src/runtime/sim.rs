@@ -123,55 +123,8 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     let mut phases = Vec::new();
 
     // Connectivity: every ordered pair among the nodes that joined, dialed as the agent does.
-    let mut links = Vec::with_capacity(alive.len() * alive.len().saturating_sub(1));
-    // Strings shared as the coordinator shares them (see `coordinator::phases::collect_links`).
-    let mut labels = Labels::default();
-    let mut slowest_probe = 0.0f64;
-    // The pings per link the coordinator orders for this many peers.
-    let pings = pings_per_link(timing.pings, alive.len().saturating_sub(1));
-    for &from in &alive {
-        let mut targets: Vec<u32> = alive.iter().copied().filter(|t| *t != from).collect();
-        targets.sort_by_key(|t| dial::ring_offset(from, *t, n));
-        let mut costs = Vec::with_capacity(targets.len());
-        for &to in &targets {
-            let (result, retries, cost) = if faults.bad.contains(&(from, to)) {
-                let attempts = 2.0;
-                (
-                    LinkOutcome::Timeout,
-                    1,
-                    attempts * timing.connect_timeout.as_secs_f64() + 0.1,
-                )
-            } else {
-                let one = rtt_s * (4.0 + pings as f64);
-                if faults.lossy.contains(&(from, to)) {
-                    (LinkOutcome::Ok, 1, one + rtt_s + 0.1)
-                } else {
-                    (LinkOutcome::Ok, 0, one)
-                }
-            };
-            costs.push(cost);
-            links.push(LinkResult {
-                from,
-                to,
-                interface: labels.get("eth0"),
-                address: labels.get(&address(to).to_string()),
-                port: 40000,
-                result,
-                rtt_us: (result == LinkOutcome::Ok).then_some((rtt_s * 1e6) as f32),
-                rtt_p99_us: (result == LinkOutcome::Ok).then_some((rtt_s * 1e6 * 1.5) as f32),
-                error: (result != LinkOutcome::Ok)
-                    .then(|| labels.get("timed out (modelled: a filter on this link)")),
-                retries,
-                ..Default::default()
-            });
-        }
-        slowest_probe =
-            slowest_probe.max(list_schedule(&costs, dial::START_WINDOW, CONNECT_WINDOW));
-    }
-    // The order to every node (all listeners, serialised once) leaves rank 0's NIC in parallel.
-    let order_bytes = alive.len() as f64 * 60.0;
-    let fan_out = order_bytes / 8.0 * alive.len() as f64 * 8.0 / (fabric.gbit * 1e9);
-    phases.push(phase("connectivity", slowest_probe + fan_out + rtt_s));
+    let (mut links, probe_s) = connectivity(fabric, timing, &faults, &alive, n);
+    phases.push(phase("connectivity", probe_s));
 
     // Second pass: the real selection of nodes that failed with many peers.
     let second = second_pass(&alive, &links, &faults);
@@ -189,18 +142,7 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     let rounds = schedule::schedule(&alive, timing.matchings, n as u64);
     // Kept as the coordinator keeps them: in (from, to, address) order, found by binary search.
     sort_links(&mut links);
-    for round in &rounds {
-        for &(a, b) in round {
-            for (from, to) in [(a, b), (b, a)] {
-                let addr = address(to).to_string();
-                if let Some(i) = find(&links, from, to, &addr)
-                    && links[i].result == LinkOutcome::Ok
-                {
-                    links[i].throughput_gbit_s = Some(faults.rate(from, to, bw) as f32);
-                }
-            }
-        }
-    }
+    throughput(&mut links, &rounds, &faults, bw);
     let per_round = timing.bulk.as_secs_f64() + rtt_s * 4.0 + 2.0 * fabric.latency_us / 1e6 * 10.0;
     phases.push(phase("throughput", rounds.len() as f64 * per_round));
 
@@ -277,6 +219,89 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
         report,
         faults,
         compute_seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// The connectivity phase on the modelled fabric: every ordered pair among the `alive` nodes,
+/// dialed in the agent's ring order and window; the links and the phase's predicted seconds.
+fn connectivity(
+    fabric: &Fabric,
+    timing: Timing,
+    faults: &Faults,
+    alive: &[u32],
+    n: u32,
+) -> (Vec<LinkResult>, f64) {
+    let rtt_s = 2.0 * fabric.latency_us / 1e6;
+    let mut links = Vec::with_capacity(alive.len() * alive.len().saturating_sub(1));
+    // Strings shared as the coordinator shares them (see `coordinator::phases::collect_links`).
+    let mut labels = Labels::default();
+    let mut slowest_probe = 0.0f64;
+    // The pings per link the coordinator orders for this many peers.
+    let pings = pings_per_link(timing.pings, alive.len().saturating_sub(1));
+    for &from in alive {
+        let mut targets: Vec<u32> = alive.iter().copied().filter(|t| *t != from).collect();
+        targets.sort_by_key(|t| dial::ring_offset(from, *t, n));
+        let mut costs = Vec::with_capacity(targets.len());
+        for &to in &targets {
+            let (result, retries, cost) = if faults.bad.contains(&(from, to)) {
+                let attempts = 2.0;
+                (
+                    LinkOutcome::Timeout,
+                    1,
+                    attempts * timing.connect_timeout.as_secs_f64() + 0.1,
+                )
+            } else {
+                let one = rtt_s * (4.0 + pings as f64);
+                if faults.lossy.contains(&(from, to)) {
+                    (LinkOutcome::Ok, 1, one + rtt_s + 0.1)
+                } else {
+                    (LinkOutcome::Ok, 0, one)
+                }
+            };
+            costs.push(cost);
+            links.push(LinkResult {
+                from,
+                to,
+                interface: labels.get("eth0"),
+                address: labels.get(&address(to).to_string()),
+                port: 40000,
+                result,
+                rtt_us: (result == LinkOutcome::Ok).then_some((rtt_s * 1e6) as f32),
+                rtt_p99_us: (result == LinkOutcome::Ok).then_some((rtt_s * 1e6 * 1.5) as f32),
+                error: (result != LinkOutcome::Ok)
+                    .then(|| labels.get("timed out (modelled: a filter on this link)")),
+                retries,
+                ..Default::default()
+            });
+        }
+        slowest_probe =
+            slowest_probe.max(list_schedule(&costs, dial::START_WINDOW, CONNECT_WINDOW));
+    }
+    // The order to every node (all listeners, serialised once) leaves rank 0's NIC in parallel.
+    let order_bytes = alive.len() as f64 * 60.0;
+    let fan_out = order_bytes / 8.0 * alive.len() as f64 * 8.0 / (fabric.gbit * 1e9);
+    (links, slowest_probe + fan_out + rtt_s)
+}
+
+/// Each pair of `rounds` that connected gets the slower end's rate, both directions (`links` in
+/// `members::links` order).
+fn throughput(
+    links: &mut [LinkResult],
+    rounds: &[Vec<(u32, u32)>],
+    faults: &Faults,
+    bw: impl Fn(u32) -> f64,
+) {
+    for round in rounds {
+        for &(a, b) in round {
+            for (from, to) in [(a, b), (b, a)] {
+                let addr = address(to).to_string();
+                if let Some(i) = find(links, from, to, &addr)
+                    && links[i].result == LinkOutcome::Ok
+                {
+                    links[i].throughput_gbit_s = Some(faults.rate(from, to, &bw) as f32);
+                }
+            }
+        }
     }
 }
 

@@ -52,7 +52,7 @@ pub fn intra_node(facts: &NodeFacts) -> Result<preflight_checks::model::Collecti
             result.rows = out
                 .rows
                 .iter()
-                .map(|r| super::row(r.bytes, r.time_us, gpus, r.wrong))
+                .map(|r| super::rows::row(r.bytes, r.time_us, gpus, r.wrong))
                 .collect();
         }
         Err(e) => {

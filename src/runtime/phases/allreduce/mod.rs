@@ -10,6 +10,7 @@ pub mod node;
 mod rows;
 mod tcp;
 
+use rows::merged_env;
 pub use rows::row;
 pub use tcp::working_ring;
 
@@ -207,20 +208,6 @@ fn tcp_compare_network<'a>(
                 "--compare-env NCCL_SOCKET_IFNAME={value} was not measured: it selects no network that connects every node"
             )
         })
-}
-
-/// The environment a node runs with: the advice, its own values, then the overrides.
-pub(super) fn merged_env(
-    env: &BTreeMap<String, String>,
-    own: Option<&BTreeMap<String, String>>,
-    overrides: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
-    let mut e = env.clone();
-    if let Some(own) = own {
-        e.extend(own.clone());
-    }
-    e.extend(overrides.clone());
-    e
 }
 
 fn base_result(

@@ -2,8 +2,7 @@
 //! hosting NCCL rank 0 makes the unique id, the coordinator hands it to every node, and each
 //! node's rows come back per size.
 
-use super::merged_env;
-use super::rows::{Ask, fail, index_of, merge_rows};
+use super::rows::{Ask, fail, index_of, merge_rows, merged_env};
 use crate::runtime::job::AllreducePlan;
 use crate::runtime::members::{JoinedNode, Step, Wait, send_orders};
 use crate::transport::events::Events;

@@ -88,6 +88,20 @@ pub(super) fn merge_rows(
     res.failed_ranks.sort_unstable();
 }
 
+/// The environment a node runs with: the advice, its own values, then the overrides.
+pub(super) fn merged_env(
+    env: &BTreeMap<String, String>,
+    own: Option<&BTreeMap<String, String>>,
+    overrides: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut e = env.clone();
+    if let Some(own) = own {
+        e.extend(own.clone());
+    }
+    e.extend(overrides.clone());
+    e
+}
+
 /// One nccl-tests row: algbw = bytes / time, busbw = algbw * 2(n-1)/n (GB/s = 1e9 B/s).
 pub fn row(bytes: u64, time_us: f64, n: u32, wrong: u64) -> CollectiveRow {
     use preflight_checks::collective::{algbw_gb_s, busbw_gb_s};

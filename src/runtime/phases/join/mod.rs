@@ -434,6 +434,64 @@ fn refuse(
     })
 }
 
+/// Why a node started for another cluster size, or claiming a rank past it, is refused.
+fn nnodes_mismatch(theirs: u32, rank: u32, nnodes: u32) -> Option<String> {
+    let asks = rank == UNASSIGNED_RANK;
+    if theirs == nnodes && (asks || rank < nnodes) {
+        return None;
+    }
+    let claim = if asks {
+        "a node waiting for its rank (c10d)".to_string()
+    } else {
+        format!("rank {rank}")
+    };
+    Some(if theirs != nnodes {
+        format!("rank 0 expects {nnodes} nodes; {claim} was started with --nnodes={theirs}")
+    } else {
+        format!(
+            "rank 0 expects {nnodes} nodes (ranks 0 to {}); this node said rank {rank}",
+            nnodes.saturating_sub(1)
+        )
+    })
+}
+
+/// A rank for a node that has none (c10d), told to it: the rank, or what becomes of the
+/// connection (a refusal when every rank is taken; nothing when it cannot be told).
+fn assign(
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    run: &Rendezvous,
+    book: &Book,
+) -> Result<u32, Option<Arrival>> {
+    let Some(rank) = with_book(book, RankBook::assign) else {
+        let last = run.nnodes().saturating_sub(1);
+        let reason = format!(
+            "more nodes joined than --nnodes={}: every rank 1..{last} was already assigned at join (c10d), so this one is left out; run preflight on exactly {} nodes, or raise --nnodes on every node",
+            run.nnodes(),
+            run.nnodes()
+        );
+        return Err(Some(refuse(
+            stream,
+            peer,
+            None,
+            RefusalKind::Nnodes,
+            reason,
+        )));
+    };
+    stream.set_write_timeout(Some(Duration::from_secs(5))).ok();
+    if let Err(e) = write_msg(stream, &Msg::Assigned { rank }) {
+        with_book(book, |b| b.release(rank));
+        run.events.log(format!(
+            "coordinator: could not tell {peer} its assigned rank {rank}: {e}"
+        ));
+        return Err(None);
+    }
+    run.events.log(format!(
+        "coordinator: assigned rank {rank} to {peer} (c10d)"
+    ));
+    Ok(rank)
+}
+
 /// Runs one connection's handshake and join; `None` when it was not preflight at all.
 fn handshake_and_join(
     mut stream: TcpStream,
@@ -503,26 +561,7 @@ fn handshake_and_join(
         }
     };
     let asks = info.rank == UNASSIGNED_RANK;
-    if info.nnodes != run.nnodes() || (!asks && info.rank >= run.nnodes()) {
-        let claim = if asks {
-            "a node waiting for its rank (c10d)".to_string()
-        } else {
-            format!("rank {}", info.rank)
-        };
-        let reason = if info.nnodes != run.nnodes() {
-            format!(
-                "rank 0 expects {} nodes; {claim} was started with --nnodes={}",
-                run.nnodes(),
-                info.nnodes
-            )
-        } else {
-            format!(
-                "rank 0 expects {} nodes (ranks 0 to {}); this node said rank {}",
-                run.nnodes(),
-                run.nnodes().saturating_sub(1),
-                info.rank
-            )
-        };
+    if let Some(reason) = nnodes_mismatch(info.nnodes, info.rank, run.nnodes()) {
         return Some(refuse(
             &mut stream,
             peer,
@@ -532,27 +571,10 @@ fn handshake_and_join(
         ));
     }
     let rank = if asks {
-        let Some(rank) = with_book(book, RankBook::assign) else {
-            let last = run.nnodes().saturating_sub(1);
-            let reason = format!(
-                "more nodes joined than --nnodes={}: every rank 1..{last} was already assigned at join (c10d), so this one is left out; run preflight on exactly {} nodes, or raise --nnodes on every node",
-                run.nnodes(),
-                run.nnodes()
-            );
-            return Some(refuse(&mut stream, peer, None, RefusalKind::Nnodes, reason));
-        };
-        stream.set_write_timeout(Some(Duration::from_secs(5))).ok();
-        if let Err(e) = write_msg(&mut stream, &Msg::Assigned { rank }) {
-            with_book(book, |b| b.release(rank));
-            run.events.log(format!(
-                "coordinator: could not tell {peer} its assigned rank {rank}: {e}"
-            ));
-            return None;
+        match assign(&mut stream, peer, run, book) {
+            Ok(rank) => rank,
+            Err(refused) => return refused,
         }
-        run.events.log(format!(
-            "coordinator: assigned rank {rank} to {peer} (c10d)"
-        ));
-        rank
     } else {
         info.rank
     };
