@@ -9,6 +9,7 @@ use crate::placement::local_group::{self, FOLLOWER_GRACE, JoinError, Limits, Loc
 use crate::placement::local_tasks::{Launcher, LayoutError};
 use crate::report::{ReportBuilder, add_findings};
 use crate::runtime::agent;
+use crate::runtime::group_files::GroupFiles;
 use crate::transport::events::Events;
 use preflight_checks::model::{Finding, Mode, NodeFacts};
 

@@ -13,6 +13,7 @@ pub mod budget;
 pub mod coordinator;
 pub mod dial;
 pub mod fds;
+pub mod group_files;
 pub mod job;
 pub(crate) mod members;
 pub mod node;
