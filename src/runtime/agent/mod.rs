@@ -79,7 +79,7 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
     let joined = join_coordinator(job, &mut start, events);
     let (report, servers) = match joined {
         Ok((stream, resolution)) => take_part(job, &start, stream, resolution, events),
-        Err(f) => (solo_report(&start, job, vec![f]), Vec::new()),
+        Err(f) => (solo_report(&start, job, vec![*f]), Vec::new()),
     };
     let report = match coordinator {
         // Rank 0 shows what the coordinator decided (it is the same report it sent to everyone).
@@ -215,7 +215,7 @@ fn join_coordinator(
     job: &ClusterJob,
     start: &mut Start,
     events: &Events,
-) -> Result<(TcpStream, MasterResolution), Finding> {
+) -> Result<(TcpStream, MasterResolution), Box<Finding>> {
     let placement = &start.placement;
     // Rank 0 may still multiply up to the grace before it listens.
     let deadline = Instant::now() + job.timeout + job.gemm.join_grace(job.timeout);
@@ -253,7 +253,7 @@ fn join_coordinator(
         Err(failed) => {
             let f = join_failure(job, start, *failed, master_is_self);
             events.log(f.summary.clone());
-            return Err(f);
+            return Err(Box::new(f));
         }
     };
     let resolution = MasterResolution {
@@ -277,7 +277,7 @@ fn join_coordinator(
             }
             Err(why) => {
                 events.log(format!("no rank assigned: {why}"));
-                return Err(assign::no_rank_finding(&start.placement, &why));
+                return Err(Box::new(assign::no_rank_finding(&start.placement, &why)));
             }
         }
     }

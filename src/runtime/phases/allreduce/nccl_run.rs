@@ -126,8 +126,8 @@ fn nccl_orders(
     orders
 }
 
-/// 1. The unique id from `first`, the node hosting NCCL rank 0 (`None`, noted on `res`, when
-/// it sent none).
+/// Step 1: the unique id from `first`, the node hosting NCCL rank 0 (`None`, noted on `res`,
+/// when it sent none).
 fn unique_id(
     members: &mut [JoinedNode],
     orders: &BTreeMap<u32, NcclOrder>,

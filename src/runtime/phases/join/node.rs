@@ -229,7 +229,7 @@ impl Dialing<'_> {
                         let j = self.joined(stream, addr, Vec::new(), None);
                         return Ok(Tried::Joined(Box::new(j)));
                     }
-                    Err(Attempt::Fatal(f)) => return Err(self.fatal(f)),
+                    Err(Attempt::Fatal(f)) => return Err(self.fatal(*f)),
                     Err(Attempt::Again(e)) => {
                         all_timed_out = false;
                         self.last = (LinkOutcome::Error, e);
@@ -290,7 +290,7 @@ impl Dialing<'_> {
                 ));
                 Ok(Some(self.joined(stream, via, failed, Some(name))))
             }
-            Err(Attempt::Fatal(f)) => Err(self.fatal(f)),
+            Err(Attempt::Fatal(f)) => Err(self.fatal(*f)),
             Err(Attempt::Again(e)) => {
                 self.last = (LinkOutcome::Error, e);
                 Ok(None)
@@ -315,10 +315,10 @@ impl Dialing<'_> {
         }
     }
 
-    fn fatal(&mut self, f: Box<JoinFailed>) -> Box<JoinFailed> {
+    fn fatal(&mut self, f: JoinFailed) -> Box<JoinFailed> {
         Box::new(JoinFailed {
             dialed: std::mem::take(&mut self.dialed),
-            ..*f
+            ..f
         })
     }
 }

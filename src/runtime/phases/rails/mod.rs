@@ -195,6 +195,9 @@ fn measure_rails(
     }
 }
 
+/// Per (node, peer, rail).
+type ByPair<T> = BTreeMap<(u32, u32, u32), T>;
+
 /// What every round shares.
 struct Round<'a> {
     rails: &'a RailsByRank,
@@ -266,7 +269,7 @@ impl Round<'_> {
         members: &mut [JoinedNode],
         firsts: &BTreeMap<u32, Vec<RailOrder>>,
         errors: &mut BTreeMap<(u32, u32, u32), String>,
-    ) -> (BTreeMap<(u32, u32, u32), String>, Vec<u32>) {
+    ) -> (ByPair<String>, Vec<u32>) {
         let asked = send_orders(members, "the per-rail tests", |m| {
             Some(Msg::RailStart {
                 children: firsts.get(&m.rank).cloned().unwrap_or_default(),
@@ -309,7 +312,7 @@ impl Round<'_> {
         &self,
         members: &mut [JoinedNode],
         run: &BTreeMap<u32, Vec<RailOrder>>,
-    ) -> (BTreeMap<(u32, u32, u32), RailSide>, Vec<u32>) {
+    ) -> (ByPair<RailSide>, Vec<u32>) {
         let asked = send_orders(members, "the per-rail tests", |m| {
             Some(Msg::RailRun {
                 children: run.get(&m.rank).cloned().unwrap_or_default(),
