@@ -5,7 +5,8 @@
 //!
 //! Layers, top to bottom (a module names only those below it): `agent` > `coordinator` >
 //! `phases` > `members`, `advice` > `rendezvous`, `node`, `dial`, `budget`, `fds`, `schedule`,
-//! `seams`, `job`; `sim` models the coordinator's judgment beside them.
+//! `seams`, `job`; `sim` models the coordinator's judgment beside them; `group_files` keeps the
+//! local task group's files (`placement::local_group`) under the cleanup registry.
 
 pub mod advice;
 pub mod agent;
