@@ -233,7 +233,7 @@ fn connectivity(
 ) -> (Vec<LinkResult>, f64) {
     let rtt_s = 2.0 * fabric.latency_us / 1e6;
     let mut links = Vec::with_capacity(alive.len() * alive.len().saturating_sub(1));
-    // Strings shared as the coordinator shares them (see `coordinator::phases::collect_links`).
+    // Strings shared as the coordinator shares them (see `members::links::collect_links`).
     let mut labels = Labels::default();
     let mut slowest_probe = 0.0f64;
     // The pings per link the coordinator orders for this many peers.

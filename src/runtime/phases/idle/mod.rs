@@ -119,7 +119,7 @@ fn hold(members: &mut [JoinedNode], run: &Rendezvous, links: &[LinkResult]) -> O
             idle_ms: idle.as_millis() as u64,
         })
     });
-    // Opening is a few connects and one echo each (see agent::idle): bounded well under this.
+    // Opening is a few connects and one echo each (see `idle::node`): bounded well under this.
     let wait =
         Wait::within(Duration::from_secs(30).min(run.join_timeout() + Duration::from_secs(5)));
     let is_final = |m: &Msg| matches!(m, Msg::IdleHeld { .. });

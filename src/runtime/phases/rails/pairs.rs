@@ -5,7 +5,7 @@
 //! retest's rounds.
 //!
 //! [`run_round_here`] runs a round's children on this host (the fake-worker test hook and a
-//! single-host check); across hosts `rail_phase` (coordinator) and `rail_node` (each node)
+//! single-host check); across hosts `rails` (coordinator) and `rails::node` (each node)
 //! start the same children on the nodes, and both join the two sides with [`combine`].
 
 use crate::measure::nccl::rail::{RailChild, rail_job, rail_result};
