@@ -6,9 +6,10 @@ use crate::launchline::args::Word;
 use crate::measure::nccl::worker::WorkerSpec;
 use crate::measure::sizes::{parse_size, parse_sizes};
 use crate::placement::{self, PlacementFlags};
-use crate::runtime::Timing;
-use crate::runtime::allreduce::{AllreduceMode, AllreducePlan};
+use crate::runtime::job::Timing;
+use crate::runtime::job::{AllreduceMode, AllreducePlan};
 pub use crate::runtime::job::{ClusterJob, JobShape, ProbeJob, Token};
+use crate::runtime::seams::{Fakes, vars};
 use anyhow::anyhow;
 use preflight_checks::cluster::healthy_set::HealthyOptions;
 use std::collections::BTreeMap;
@@ -158,7 +159,7 @@ pub enum Job {
 #[derive(Clone, Debug)]
 pub struct SimulateJob {
     pub fabric: crate::runtime::sim::Fabric,
-    pub timing: crate::runtime::Timing,
+    pub timing: crate::runtime::job::Timing,
     pub report: Option<std::path::PathBuf>,
     /// `--facts FILE`: every node's facts beside its network.
     pub facts: Option<std::path::PathBuf>,
@@ -168,7 +169,7 @@ pub struct SimulateJob {
 pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
     Ok(match cli.command {
         Command::Check(a) => Job::Check(Box::new(CheckJob {
-            probe: probe(&a.probe),
+            probe: probe(&a.probe, env),
             master_port: match a.master_port {
                 Some(p) => p,
                 // A garbage MASTER_PORT is env.master's finding, not a refusal to check.
@@ -197,7 +198,7 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             ),
         })),
         Command::Facts(a) => Job::Facts(FactsJob {
-            probe: probe(&a.probe),
+            probe: probe(&a.probe, env),
             master_port: a.master_port,
             output: a.output,
         }),
@@ -303,12 +304,32 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
     })
 }
 
-fn probe(a: &cli::ProbeArgs) -> ProbeJob {
+fn probe(a: &cli::ProbeArgs, env: &BTreeMap<String, String>) -> ProbeJob {
     ProbeJob {
         root: a.root.clone(),
         no_gpu: a.no_gpu,
         job_env: BTreeMap::new(),
         job_unset: Vec::new(),
+        seams: seams(env).into_ref(),
+    }
+}
+
+/// The test seams from the `PREFLIGHT_TEST_*` variables (`runtime::seams::vars`): the one
+/// place they are read. The integration tests set them on the real binary, node by node.
+pub fn seams(env: &BTreeMap<String, String>) -> Fakes {
+    let get = |name: &str| env.get(name).map(String::as_str);
+    let non_empty = |name: &str| get(name).filter(|v| !v.is_empty()).map(str::to_string);
+    let gpus = get(vars::FAKE_GPUS).and_then(|v| v.trim().parse::<u32>().ok());
+    Fakes {
+        gpus,
+        // A node with fake GPUs takes the fake NCCL worker as its libnccl.
+        nccl_worker: gpus
+            .and(get(crate::measure::nccl::WORKER_ENV))
+            .map(str::to_string),
+        gpu_buses: get(vars::FAKE_GPU_BUSES).map(|v| v.split(',').map(str::to_string).collect()),
+        rdma_root: non_empty(vars::RDMA_ROOT).map(PathBuf::from),
+        corrupt_ring: get(vars::CORRUPT_ALLREDUCE).is_some(),
+        rail_net: non_empty(vars::RAIL_NCCL_NET),
     }
 }
 
@@ -480,7 +501,7 @@ fn cluster(a: &cli::ClusterArgs, env: &BTreeMap<String, String>) -> anyhow::Resu
     shape.nproc_per_node = default_nproc(shape.nproc_per_node, env);
     rdzv_backend(a.rdzv_backend.as_deref())?;
     Ok(ClusterJob {
-        probe: probe(&a.probe),
+        probe: probe(&a.probe, env),
         placement: placement_flags(a),
         env: env.clone(),
         token: token(a.token.as_deref(), a.token_file.as_deref())?,
@@ -533,7 +554,7 @@ pub fn idle_test(seconds: Option<u64>, quick: bool, thorough: bool) -> Duration 
 
 fn torchrun(a: cli::TorchrunArgs, env: &BTreeMap<String, String>) -> anyhow::Result<TorchrunJob> {
     Ok(TorchrunJob {
-        probe: probe(&a.probe),
+        probe: probe(&a.probe, env),
         no_run: a.no_run,
         facts_file: a.facts,
         token: token(a.token.as_deref(), a.token_file.as_deref())?,
@@ -662,6 +683,33 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn the_test_variables_become_the_seams_and_nothing_else_does() {
+        assert!(!seams(&env(&[("PATH", "/bin"), (vars::RDMA_ROOT, "")])).any());
+        // The worker is the libnccl only of a node with fake GPUs.
+        let worker = (crate::measure::nccl::WORKER_ENV, "/w");
+        assert_eq!(seams(&env(&[worker])).nccl_worker, None);
+        let f = seams(&env(&[
+            worker,
+            (vars::FAKE_GPUS, " 2 "),
+            (vars::FAKE_GPU_BUSES, "0000:11:00.1,0000:21:00.1"),
+            (vars::RDMA_ROOT, "/tree"),
+            (vars::CORRUPT_ALLREDUCE, ""),
+            (vars::RAIL_NCCL_NET, "Socket"),
+        ]));
+        assert_eq!(
+            f,
+            Fakes {
+                gpus: Some(2),
+                nccl_worker: Some("/w".into()),
+                gpu_buses: Some(vec!["0000:11:00.1".into(), "0000:21:00.1".into()]),
+                rdma_root: Some("/tree".into()),
+                corrupt_ring: true,
+                rail_net: Some("Socket".into()),
+            }
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! - `app`: runs a command and is the only caller of `render` and `output`;
 //! - `cli` (clap structs) and `config` (clap + environment -> validated jobs);
 //! - `commands`: one module per subcommand, each returns an `Outcome`;
-//! - `runtime`: the node agent, the coordinator, all-reduce scheduling, the torchrun local group;
+//! - `runtime`: the node agent, the coordinator, the measurement phases (one module each);
 //! - `launchline` (the user's torchrun line), `placement` (ranks and master), `advise`, `report`;
 //! - `measure` (tcp, mtu, ring, NCCL worker) over `transport` (auth, wire, events);
 //! - `render` (text, JSON, JUnit, progress) and `shell` (quoting): leaves any layer may format with;

@@ -16,8 +16,13 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         Some(path) => load_facts(path)?,
         None => {
             let root = Root::at(&job.probe.root);
-            let mut facts = probe_facts(&root, job.master_port, job.probe.no_gpu);
-            crate::runtime::gpu_compute::measure_gpu_compute(&root, &mut facts, job.gemm, None);
+            let mut facts = probe_facts(
+                &root,
+                job.master_port,
+                job.probe.no_gpu,
+                job.probe.seams.as_ref(),
+            );
+            crate::runtime::phases::gemm::measure_gpu_compute(&root, &mut facts, job.gemm, None);
             match hook_without_copies(&job) {
                 None => measure_gpu_bandwidth(&root, &mut facts),
                 Some(hook) => {
@@ -43,7 +48,7 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
     };
     // --thorough: the NCCL all-reduce over this node's GPUs, judged as the cluster's is.
     let intra = (job.thorough && job.facts_file.is_none())
-        .then(|| crate::runtime::node::intra_node_allreduce(&facts));
+        .then(|| crate::runtime::phases::allreduce::intra::intra_node(&facts));
     let mut report = judge_as(rank, facts, job.master_port, shape, &job.script);
     if let Some(measured) = intra {
         let (results, not_run) = match measured {

@@ -5,10 +5,11 @@
 use super::{Outcome, Shown};
 use crate::cli::exit;
 use crate::config::{ClusterJob, View};
+use crate::placement::local_group::{self, FOLLOWER_GRACE, JoinError, Limits, LocalGroup};
 use crate::placement::local_tasks::{Launcher, LayoutError};
 use crate::report::{ReportBuilder, add_findings};
 use crate::runtime::agent;
-use crate::runtime::local_group::{self, FOLLOWER_GRACE, JoinError, Limits, LocalGroup};
+use crate::runtime::group_files::GroupFiles;
 use crate::transport::events::Events;
 use preflight_checks::model::{Finding, Mode, NodeFacts};
 

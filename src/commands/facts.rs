@@ -10,6 +10,7 @@ pub fn facts(job: FactsJob) -> Outcome {
         &Root::at(&job.probe.root),
         job.master_port,
         job.probe.no_gpu,
+        job.probe.seams.as_ref(),
     );
     Outcome::Facts {
         facts: Box::new(facts),

@@ -30,10 +30,16 @@ pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
         no_gpu: job.probe.no_gpu,
         job_env: parsed.line_env(),
         job_unset: parsed.head.unset.clone(),
+        seams: job.probe.seams.clone(),
     };
     let mut facts = match &job.facts_file {
         Some(path) => load_facts(path)?,
-        None => probe_facts(&Root::at(&probe.root), probe_port(&shape), probe.no_gpu),
+        None => probe_facts(
+            &Root::at(&probe.root),
+            probe_port(&shape),
+            probe.no_gpu,
+            probe.seams.as_ref(),
+        ),
     };
     // The line's own `VAR=value` words are the job's environment: the node checks judge them.
     probe.overlay(&mut facts.env);

@@ -30,6 +30,7 @@ use thiserror::Error;
 mod endpoint;
 mod hostlist;
 mod layers;
+pub mod local_group;
 pub mod local_tasks;
 mod other_names;
 mod resolve;

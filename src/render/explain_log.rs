@@ -234,8 +234,8 @@ fn verdict(e: &Explanation) -> String {
 /// `preflight explain --coverage`: every source the scanner's messages were read from, its
 /// versions, its format strings and where they went, then what was left unmapped and why.
 pub fn coverage(style: Style) -> String {
-    use preflight_checks::explain_log::coverage::{LEFT_OUT, PATTERNS, SOURCES};
     use preflight_checks::explain_log::SIGNATURES;
+    use preflight_checks::explain_log::coverage::{LEFT_OUT, PATTERNS, SOURCES};
     let width = usize::from(style.width).clamp(60, 160);
     let total: u32 = SOURCES.iter().map(|s| s.formats).sum();
     let mut s = format!(

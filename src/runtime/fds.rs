@@ -3,7 +3,7 @@
 //! when the run needs more, and a limit that stays too low is said before the run, not
 //! discovered as "Too many open files" halfway.
 
-use crate::runtime::agent::dial::CONNECT_WINDOW;
+use crate::runtime::dial::CONNECT_WINDOW;
 use crate::transport::gate::MAX_SERVED;
 
 /// Descriptors a node of a cluster of `nnodes` may hold at once: the coordinator's member

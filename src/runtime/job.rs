@@ -1,14 +1,13 @@
 //! The validated jobs the runtime takes (built by `config` from the flags and the environment).
 
-use super::Timing;
-use super::allreduce::AllreducePlan;
+use super::seams::SeamsRef;
 use crate::placement::PlacementFlags;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where probes read the OS from, and whether NVML is loaded.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ProbeJob {
     pub root: PathBuf,
     pub no_gpu: bool,
@@ -17,6 +16,8 @@ pub struct ProbeJob {
     pub job_env: BTreeMap<String, String>,
     /// Names the line removes (`env -u NAME`).
     pub job_unset: Vec<String>,
+    /// What a test stands in for (fake GPUs, an RDMA fixture, ...); the real machine otherwise.
+    pub seams: SeamsRef,
 }
 
 impl ProbeJob {
@@ -83,6 +84,36 @@ pub struct ClusterJob {
     pub gemm: GemmPlan,
 }
 
+impl ClusterJob {
+    /// A job with no flags and no environment (a simulation's, a test's): `timing` and
+    /// `allreduce` as given, a 60 s timeout, the real machine's seams, nothing else set.
+    pub fn standalone(timing: Timing, allreduce: AllreducePlan) -> ClusterJob {
+        ClusterJob {
+            probe: ProbeJob {
+                root: PathBuf::from("/"),
+                no_gpu: false,
+                job_env: BTreeMap::new(),
+                job_unset: Vec::new(),
+                seams: super::seams::real(),
+            },
+            placement: PlacementFlags::default(),
+            env: BTreeMap::new(),
+            token: None,
+            timeout: Duration::from_secs(60),
+            timing,
+            allreduce,
+            min_busbw: None,
+            min_link_gbit: None,
+            shape: JobShape::default(),
+            script: Vec::new(),
+            healthy: Default::default(),
+            whole_report: false,
+            idle_test: Duration::ZERO,
+            gemm: GemmPlan::default(),
+        }
+    }
+}
+
 /// Whether the GPUs multiply (`--gemm`, `--no-gemm`, `--burn`, `--thorough`), and for how long
 /// under sustained load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -140,5 +171,47 @@ pub struct Token {
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Token(from {})", self.from)
+    }
+}
+
+/// How long each measurement runs (`--quick`, default, `--thorough`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    pub connect_timeout: std::time::Duration,
+    pub pings: u32,
+    pub bulk: std::time::Duration,
+    /// Random perfect matchings measured for throughput beyond the ring (see `schedule`).
+    pub matchings: u32,
+}
+
+/// Which all-reduce to measure (`--allreduce`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AllreduceMode {
+    Off,
+    Tcp,
+    Nccl,
+    /// NCCL when every node has GPUs and libnccl, else TCP.
+    Auto,
+}
+
+/// What to measure, from the command line of rank 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllreducePlan {
+    pub mode: AllreduceMode,
+    pub sizes: Vec<u64>,
+    pub compare_env: BTreeMap<String, String>,
+    pub streams: u32,
+    pub warmup: u32,
+    pub iters: u32,
+    /// Bounds every wait inside one size (a connect, a chunk).
+    pub step_timeout: Duration,
+    /// The longest a node may stay silent before it is given up on (from `--timeout`).
+    pub silence: Duration,
+}
+
+impl AllreducePlan {
+    /// How long a whole run may take before a node is given up on.
+    pub fn limit(&self) -> Duration {
+        self.step_timeout * (self.sizes.len() as u32 + 2) + Duration::from_secs(10)
     }
 }

@@ -3,21 +3,21 @@
 use crate::advise::{AdviceInput, advise_node};
 use crate::report::ReportBuilder;
 use crate::runtime::job::JobShape;
+use crate::runtime::seams::Seams;
 use preflight_checks::CheckContext;
 use preflight_checks::model::{Finding, Mode, NodeFacts, Report};
 use preflight_checks::probe::{self, ProbeOptions};
 use preflight_checks::root::Root;
 
-/// Probes this node (through `root`).
-pub fn probe_facts(root: &Root, master_port: u16, no_gpu: bool) -> NodeFacts {
+/// Probes this node (through `root`); `seams` may stand in for parts of it (tests).
+pub fn probe_facts(root: &Root, master_port: u16, no_gpu: bool, seams: &dyn Seams) -> NodeFacts {
     let opts = ProbeOptions {
         master_port,
         env: probe::env::all(),
         skip_gpu: no_gpu,
     };
     let mut facts = probe::collect(root, &opts);
-    fake_gpus_for_tests(&mut facts);
-    super::rdma_snapshot::apply_test_root(&mut facts);
+    seams.probed(&mut facts);
     facts
 }
 
@@ -71,95 +71,6 @@ pub fn measure_gpu_bandwidth(root: &Root, facts: &mut NodeFacts) {
             node.bandwidth = rows;
         }
         Err(why) => node.bandwidth_skipped = Some(why),
-    }
-}
-
-/// Sizes of the one-node all-reduce: nccl-tests' 1M to 256M, doubling.
-const INTRA_NODE_SIZES: (u64, u64) = (1 << 20, 256 << 20);
-/// Longest the one-node all-reduce may take, CUDA and NCCL start-up included.
-const INTRA_NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// The NCCL all-reduce over every GPU this node sees (`check --thorough`): one worker child
-/// drives them in one group, as a single-node health check does. Err is why it does not apply
-/// (no GPU, no libnccl); a run that fails is a result with its `error`.
-pub fn intra_node_allreduce(
-    facts: &NodeFacts,
-) -> Result<preflight_checks::model::CollectiveResult, String> {
-    use crate::measure::nccl;
-    // The readiness the cluster's NCCL run uses: GPUs visible, libnccl loadable.
-    let lib = nccl::available(facts)?;
-    let gpus = preflight_checks::visible_devices::visible_gpu_count(facts);
-    let (lo, hi) = INTRA_NODE_SIZES;
-    let sizes: Vec<u64> = std::iter::successors(Some(lo), |s| Some(s * 2))
-        .take_while(|s| *s <= hi)
-        .collect();
-    let job = nccl::NcclJob {
-        nranks: gpus,
-        first_rank: 0,
-        gpus,
-        sizes,
-        warmup: 5,
-        iters: 20,
-        env: Default::default(),
-        timeout: INTRA_NODE_TIMEOUT,
-        lib: Some(lib),
-        program: None,
-    };
-    let mut result = preflight_checks::model::CollectiveResult {
-        op: "allreduce".into(),
-        transport: "nccl".into(),
-        ranks: gpus,
-        order: vec![0],
-        streams: Some(gpus),
-        config: "advice".into(),
-        ..Default::default()
-    };
-    let ran = nccl::start(&job).and_then(|mut w| {
-        let id = w.unique_id(INTRA_NODE_TIMEOUT)?;
-        w.give_id(&id)?;
-        w.finish()
-    });
-    match ran {
-        Ok(out) => {
-            result.net = out.net;
-            result.rows = out
-                .rows
-                .iter()
-                .map(|r| crate::runtime::allreduce::row(r.bytes, r.time_us, gpus, r.wrong))
-                .collect();
-        }
-        Err(e) => {
-            result.error = Some(e.to_string());
-            result.failed_ranks = vec![0];
-        }
-    }
-    Ok(result)
-}
-
-/// Test hook for machines without GPUs: `PREFLIGHT_TEST_FAKE_GPUS=N` adds N GPUs named as fakes
-/// and takes `PREFLIGHT_NCCL_WORKER` (the fake NCCL worker) as the libnccl, so the NCCL
-/// all-reduce path can run end to end with a fake worker in CI.
-pub const FAKE_GPUS_HOOK: &str = "PREFLIGHT_TEST_FAKE_GPUS";
-
-fn fake_gpus_for_tests(facts: &mut NodeFacts) {
-    let Some(n) = std::env::var(FAKE_GPUS_HOOK)
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-    else {
-        return;
-    };
-    facts.gpu.nvml_error = None;
-    facts.gpu.gpus = (0..n.min(16))
-        .map(|i| preflight_checks::model::Gpu {
-            index: i,
-            name: format!("fake GPU {i} ({FAKE_GPUS_HOOK})"),
-            uuid: format!("GPU-fake-{i}"),
-            ..Default::default()
-        })
-        .collect();
-    if let Ok(worker) = std::env::var(crate::measure::nccl::WORKER_ENV) {
-        facts.nccl.library = Some(worker);
-        facts.nccl.error = None;
     }
 }
 

@@ -5,19 +5,22 @@
 //! uses (dial window, retries, timeouts, bulk duration). Every fault comes from a seed, so a run
 //! is reproducible.
 
-use super::Timing;
-use super::agent::dial::{self, CONNECT_WINDOW};
-use super::allreduce::{AllreduceMode, AllreducePlan, Outcome};
-use super::coordinator::CoordConfig;
-use super::coordinator::verdict::{self, Seen};
-use super::job::JobShape;
+use super::advice::{self, Seen};
+use super::budget::pings_per_link;
+use super::coordinator::{self, verdict};
+use super::dial::{self, CONNECT_WINDOW};
+use super::job::{AllreduceMode, AllreducePlan, ClusterJob, Timing};
+use super::members::{find, sort_links};
+use super::phases::allreduce::working_ring;
+use super::phases::retest::pick as second_pass_pick;
+use super::phases::{Outcome, Traffic};
+use super::rendezvous::Rendezvous;
 use super::schedule;
 use crate::transport::auth::{Secret, SecretSource};
-use crate::transport::events::Events;
 use preflight_checks::model::{
     BindResult, BindStatus, CollectiveResult, CollectiveRow, IfAddr, IfKind, Interface, Labels,
-    LinkOutcome, LinkResult, Measurement, NetFacts, NodeFacts, PhaseTime, PlacementInfo, PortFacts,
-    Report, SecondPass, SysFacts,
+    LinkOutcome, LinkResult, Measurement, NetFacts, NodeFacts, PhaseTime, PortFacts, Report,
+    SecondPass, SysFacts,
 };
 use preflight_checks::networks;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -120,13 +123,122 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     let mut phases = Vec::new();
 
     // Connectivity: every ordered pair among the nodes that joined, dialed as the agent does.
+    let (mut links, probe_s) = connectivity(fabric, timing, &faults, &alive, n);
+    phases.push(phase("connectivity", probe_s));
+
+    // Second pass: the real selection of nodes that failed with many peers.
+    let second = second_pass(&alive, &links, &faults);
+    if !second.is_empty() {
+        let cost = rtt_s * (4.0 + timing.pings as f64) * second.len() as f64
+            + if second.iter().any(|p| p.verdict == "node") {
+                2.0 * timing.connect_timeout.as_secs_f64()
+            } else {
+                0.0
+            };
+        phases.push(phase("second pass", cost));
+    }
+
+    // Throughput: the real schedule; each pair gets the slower end's rate.
+    let rounds = schedule::schedule(&alive, timing.matchings, n as u64);
+    // Kept as the coordinator keeps them: in (from, to, address) order, found by binary search.
+    sort_links(&mut links);
+    throughput(&mut links, &rounds, &faults, bw);
+    let per_round = timing.bulk.as_secs_f64() + rtt_s * 4.0 + 2.0 * fabric.latency_us / 1e6 * 10.0;
+    phases.push(phase("throughput", rounds.len() as f64 * per_round));
+
+    // Path MTU: a few DF probes per peer, the dial window at once.
+    let mtu_costs = vec![rtt_s * 4.0; alive.len().saturating_sub(1)];
+    phases.push(phase(
+        "path MTU",
+        list_schedule(&mtu_costs, CONNECT_WINDOW, CONNECT_WINDOW),
+    ));
+    for l in links.iter_mut().filter(|l| l.result == LinkOutcome::Ok) {
+        l.mtu = Some(9000);
+    }
+
+    // Judgment: the real advice, ring and checks.
+    let cfg = rendezvous(n, timing);
+    let seen: Vec<Seen> = alive
+        .iter()
+        .map(|r| Seen {
+            rank: *r,
+            facts: &facts[*r as usize],
+            alive: true,
+        })
+        .collect();
+    let recommendation = advice::advise(&seen, &links, &cfg, BTreeMap::new(), None);
+    let evals = {
+        let nodes = advice::alive_or_joined(&seen);
+        networks::evaluate(&networks::discover(&nodes, &links), &links, &alive)
+    };
+    let (outcome, allreduce_s) = allreduce(&evals, &alive, fabric, &faults, &cfg.job.allreduce);
+    phases.push(phase("all-reduce", allreduce_s));
+    let links_total = links.len() as u64;
+    let links_retried = links.iter().filter(|l| l.retries > 0).count() as u64;
+    drop(seen);
+    let mut facts: Vec<Option<NodeFacts>> = facts.into_iter().map(Some).collect();
+    let members = alive
+        .iter()
+        .map(|r| verdict::Member {
+            rank: *r,
+            facts: facts[*r as usize].take().unwrap_or_default(),
+            alive: true,
+        })
+        .collect();
+    let mut report = verdict::build_report(
+        members,
+        links,
+        &cfg,
+        recommendation,
+        Traffic {
+            allreduce: outcome,
+            ..Default::default()
+        },
+        &[],
+        &[],
+    );
+    // Rank 0 sends one copy to every node, in parallel from one NIC: above 64 nodes the shared
+    // copy without the other nodes' facts and the links.
+    let json = if report.nodes.len() > crate::report_compact::COMPACT_ABOVE {
+        coordinator::json_size(&coordinator::shared_copy(&report))
+    } else {
+        coordinator::json_size(&report)
+    } as f64;
+    let deliver = json / 8.0 * alive.len() as f64 * 8.0 / (fabric.gbit * 1e9) + rtt_s;
+    phases.push(phase("report", deliver));
+    report.measurement = Some(Measurement {
+        links_total,
+        links_retried,
+        connect_window: CONNECT_WINDOW as u32,
+        throughput_schedule: schedule::describe(alive.len(), timing.matchings),
+        throughput_rounds: rounds.len() as u32,
+        second_pass: second,
+        phases,
+    });
+    Simulated {
+        report,
+        faults,
+        compute_seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// The connectivity phase on the modelled fabric: every ordered pair among the `alive` nodes,
+/// dialed in the agent's ring order and window; the links and the phase's predicted seconds.
+fn connectivity(
+    fabric: &Fabric,
+    timing: Timing,
+    faults: &Faults,
+    alive: &[u32],
+    n: u32,
+) -> (Vec<LinkResult>, f64) {
+    let rtt_s = 2.0 * fabric.latency_us / 1e6;
     let mut links = Vec::with_capacity(alive.len() * alive.len().saturating_sub(1));
-    // Strings shared as the coordinator shares them (see `coordinator::phases::collect_links`).
+    // Strings shared as the coordinator shares them (see `members::links::collect_links`).
     let mut labels = Labels::default();
     let mut slowest_probe = 0.0f64;
     // The pings per link the coordinator orders for this many peers.
-    let pings = crate::runtime::pings_per_link(timing.pings, alive.len().saturating_sub(1));
-    for &from in &alive {
+    let pings = pings_per_link(timing.pings, alive.len().saturating_sub(1));
+    for &from in alive {
         let mut targets: Vec<u32> = alive.iter().copied().filter(|t| *t != from).collect();
         targets.sort_by_key(|t| dial::ring_offset(from, *t, n));
         let mut costs = Vec::with_capacity(targets.len());
@@ -168,112 +280,28 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     // The order to every node (all listeners, serialised once) leaves rank 0's NIC in parallel.
     let order_bytes = alive.len() as f64 * 60.0;
     let fan_out = order_bytes / 8.0 * alive.len() as f64 * 8.0 / (fabric.gbit * 1e9);
-    phases.push(phase("connectivity", slowest_probe + fan_out + rtt_s));
+    (links, slowest_probe + fan_out + rtt_s)
+}
 
-    // Second pass: the real selection of nodes that failed with many peers.
-    let second = second_pass(&alive, &links, &faults);
-    if !second.is_empty() {
-        let cost = rtt_s * (4.0 + timing.pings as f64) * second.len() as f64
-            + if second.iter().any(|p| p.verdict == "node") {
-                2.0 * timing.connect_timeout.as_secs_f64()
-            } else {
-                0.0
-            };
-        phases.push(phase("second pass", cost));
-    }
-
-    // Throughput: the real schedule; each pair gets the slower end's rate.
-    let rounds = schedule::schedule(&alive, timing.matchings, n as u64);
-    // Kept as the coordinator keeps them: in (from, to, address) order, found by binary search.
-    crate::runtime::coordinator::sort_links(&mut links);
-    for round in &rounds {
+/// Each pair of `rounds` that connected gets the slower end's rate, both directions (`links` in
+/// `members::links` order).
+fn throughput(
+    links: &mut [LinkResult],
+    rounds: &[Vec<(u32, u32)>],
+    faults: &Faults,
+    bw: impl Fn(u32) -> f64,
+) {
+    for round in rounds {
         for &(a, b) in round {
             for (from, to) in [(a, b), (b, a)] {
                 let addr = address(to).to_string();
-                if let Some(i) = crate::runtime::coordinator::find(&links, from, to, &addr)
+                if let Some(i) = find(links, from, to, &addr)
                     && links[i].result == LinkOutcome::Ok
                 {
-                    links[i].throughput_gbit_s = Some(faults.rate(from, to, bw) as f32);
+                    links[i].throughput_gbit_s = Some(faults.rate(from, to, &bw) as f32);
                 }
             }
         }
-    }
-    let per_round = timing.bulk.as_secs_f64() + rtt_s * 4.0 + 2.0 * fabric.latency_us / 1e6 * 10.0;
-    phases.push(phase("throughput", rounds.len() as f64 * per_round));
-
-    // Path MTU: a few DF probes per peer, the dial window at once.
-    let mtu_costs = vec![rtt_s * 4.0; alive.len().saturating_sub(1)];
-    phases.push(phase(
-        "path MTU",
-        list_schedule(&mtu_costs, CONNECT_WINDOW, CONNECT_WINDOW),
-    ));
-    for l in links.iter_mut().filter(|l| l.result == LinkOutcome::Ok) {
-        l.mtu = Some(9000);
-    }
-
-    // Judgment: the real advice, ring and checks.
-    let cfg = coord_config(n, timing);
-    let seen: Vec<Seen> = alive
-        .iter()
-        .map(|r| Seen {
-            rank: *r,
-            facts: &facts[*r as usize],
-            alive: true,
-        })
-        .collect();
-    let recommendation = verdict::advise(&seen, &links, &cfg, BTreeMap::new(), None);
-    let evals = {
-        let nodes = verdict::alive_or_joined(&seen);
-        networks::evaluate(&networks::discover(&nodes, &links), &links, &alive)
-    };
-    let (outcome, allreduce_s) = allreduce(&evals, &alive, fabric, &faults, &cfg.allreduce);
-    phases.push(phase("all-reduce", allreduce_s));
-    let links_total = links.len() as u64;
-    let links_retried = links.iter().filter(|l| l.retries > 0).count() as u64;
-    drop(seen);
-    let mut facts: Vec<Option<NodeFacts>> = facts.into_iter().map(Some).collect();
-    let members = alive
-        .iter()
-        .map(|r| verdict::Member {
-            rank: *r,
-            facts: facts[*r as usize].take().unwrap_or_default(),
-            alive: true,
-        })
-        .collect();
-    let mut report = verdict::build_report(
-        members,
-        links,
-        &cfg,
-        recommendation,
-        verdict::Traffic {
-            allreduce: outcome,
-            ..Default::default()
-        },
-        &[],
-        &[],
-    );
-    // Rank 0 sends one copy to every node, in parallel from one NIC: above 64 nodes the shared
-    // copy without the other nodes' facts and the links.
-    let json = if report.nodes.len() > crate::report_compact::COMPACT_ABOVE {
-        crate::runtime::coordinator::json_size(&crate::runtime::coordinator::shared_copy(&report))
-    } else {
-        crate::runtime::coordinator::json_size(&report)
-    } as f64;
-    let deliver = json / 8.0 * alive.len() as f64 * 8.0 / (fabric.gbit * 1e9) + rtt_s;
-    phases.push(phase("report", deliver));
-    report.measurement = Some(Measurement {
-        links_total,
-        links_retried,
-        connect_window: CONNECT_WINDOW as u32,
-        throughput_schedule: schedule::describe(alive.len(), timing.matchings),
-        throughput_rounds: rounds.len() as u32,
-        second_pass: second,
-        phases,
-    });
-    Simulated {
-        report,
-        faults,
-        compute_seconds: started.elapsed().as_secs_f64(),
     }
 }
 
@@ -436,7 +464,7 @@ fn draw_faults(f: &Fabric) -> Faults {
 
 /// The runtime's selection for the second pass, with the model's answers.
 fn second_pass(alive: &[u32], links: &[LinkResult], faults: &Faults) -> Vec<SecondPass> {
-    let Some((partner, bad)) = super::coordinator::second_pass_pick(alive, links) else {
+    let Some((partner, bad)) = second_pass_pick(alive, links) else {
         return Vec::new();
     };
     bad.into_iter()
@@ -488,7 +516,7 @@ fn allreduce(
             0.0,
         );
     };
-    let Some(order) = super::allreduce::working_ring(net, alive) else {
+    let Some(order) = working_ring(net, alive) else {
         return (
             Outcome {
                 not_run: Some(
@@ -555,19 +583,12 @@ fn allreduce(
     )
 }
 
-fn coord_config(n: u32, timing: Timing) -> CoordConfig {
-    CoordConfig {
-        nnodes: n,
-        master_addr: address(0).to_string(),
-        master_port: 29500,
-        join_timeout: Duration::from_secs(60),
-        join_grace: Duration::ZERO,
+/// The rendezvous the simulated coordinator judges with: rank 0 at the first address, a TCP
+/// all-reduce of three sizes, `train.py` as the script.
+fn rendezvous(n: u32, timing: Timing) -> Rendezvous {
+    let mut job = ClusterJob::standalone(
         timing,
-        expected_hosts: Vec::new(),
-        secret: Secret::token("simulated"),
-        shape: JobShape::default(),
-        script: vec!["train.py".into()],
-        allreduce: AllreducePlan {
+        AllreducePlan {
             mode: AllreduceMode::Tcp,
             sizes: vec![1 << 20, 16 << 20, 64 << 20],
             compare_env: BTreeMap::new(),
@@ -577,21 +598,16 @@ fn coord_config(n: u32, timing: Timing) -> CoordConfig {
             step_timeout: Duration::from_secs(10),
             silence: Duration::from_secs(60),
         },
-        min_busbw: None,
-        min_link_gbit: None,
-        coordinator_note: None,
-        events: Events::none(),
-        secret_source: SecretSource::Token("simulation".into()),
-        own_addrs: vec![address(0)],
-        placement: PlacementInfo {
-            source: "simulation".into(),
-            ..Default::default()
-        },
-        c10d: None,
-        healthy: Default::default(),
-        resolve_fqdn: false,
-        idle_test: Duration::ZERO,
-    }
+    );
+    job.script = vec!["train.py".into()];
+    Rendezvous::standalone(
+        job,
+        n,
+        &address(0).to_string(),
+        "simulation",
+        Secret::token("simulated"),
+        SecretSource::Token("simulation".into()),
+    )
 }
 
 #[cfg(test)]

@@ -14,18 +14,13 @@ use std::time::Duration;
 /// Bytes each pair moves per iteration: large enough to reach a rail's bandwidth.
 pub const RAIL_BYTES: u64 = 256 << 20;
 
-/// Test-only knob for a machine without RDMA (the device check: two ranks on one GPU over
-/// sockets): the per-rail children run with `NCCL_NET` set to this value instead of `IB`
-/// (`runtime::rail_node`), and a run over that network counts as the rail's path. Never set it
-/// on a real cluster.
-pub const RAIL_NET_TEST_KNOB: &str = "PREFLIGHT_TEST_RAIL_NCCL_NET";
-
-/// Whether the log proves the rail's path: NET/IB, or the test knob's network when it is set.
-fn path_proven(log: &RailLog) -> bool {
+/// Whether the log proves the rail's path: NET/IB, or `test_net`'s network when a test runs
+/// the children over another (a machine without RDMA: two ranks on one GPU over sockets; the
+/// runtime's seams carry it, never a real cluster).
+fn path_proven(log: &RailLog, test_net: Option<&str>) -> bool {
     log.ib
-        || std::env::var(RAIL_NET_TEST_KNOB)
-            .ok()
-            .filter(|n| !n.is_empty() && n != "IB")
+        || test_net
+            .filter(|n| !n.is_empty() && *n != "IB")
             .is_some_and(|n| {
                 let want = format!("NET/{n}");
                 log.paths.iter().any(|p| p.starts_with(&want))
@@ -93,6 +88,7 @@ pub fn rail_result(
     rail: u32,
     round: u32,
     outcome: &Result<NcclOutcome, NcclError>,
+    test_net: Option<&str>,
 ) -> (RailResult, RailLog) {
     let fail = |error: String, log: RailLog| {
         (
@@ -110,7 +106,7 @@ pub fn rail_result(
     match outcome {
         Ok(o) => {
             let log = nccl_log::parse(&o.log_excerpt.join("\n"));
-            if !path_proven(&log) {
+            if !path_proven(&log, test_net) {
                 let how = if log.paths.is_empty() {
                     "the NCCL log shows no network channel".to_string()
                 } else {
@@ -207,7 +203,7 @@ mod tests {
                 "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0".into(),
             ],
         };
-        let (r, _) = rail_result(0, 1, 3, 0, &Ok(o));
+        let (r, _) = rail_result(0, 1, 3, 0, &Ok(o), None);
         assert_eq!(r.gbps, None);
         assert_eq!(
             r.error.as_deref(),

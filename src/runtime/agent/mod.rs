@@ -1,18 +1,15 @@
-//! The agent: what every node runs. Probes itself, joins the coordinator on the master port,
-//! serves and runs the measurements it is asked for, and returns the report it gets back.
+//! The agent: what every node runs. Probes itself, joins the coordinator on the master port
+//! (rank 0 hosts it), serves and runs the measurements it is asked for, and returns the report it
+//! gets back.
 
-mod assign;
 mod data;
-pub(crate) mod dial;
-mod fqdn;
-mod idle;
-mod join;
 mod orders;
 
-use super::allreduce_node::NodeState;
-use super::coordinator::{self, CoordConfig};
+use super::coordinator;
 use super::node::{measure_gpu_bandwidth, node_findings, probe_facts};
-use crate::advise::C10dAdvice;
+use super::phases::join::{assign, node as join};
+use super::phases::state::NodeState;
+use super::rendezvous::{Rendezvous, auth_finding, placement_info};
 use crate::placement::{self, LocalIdentity, Placement};
 use crate::report::ReportBuilder;
 use crate::runtime::job::ClusterJob;
@@ -23,7 +20,9 @@ use preflight_checks::cluster::{MasterIsSelf, ThisNode, master_unreachable, refu
 use preflight_checks::model::{self, Finding, MasterResolution, Mode, NodeFacts, Report};
 use preflight_checks::probe;
 use preflight_checks::root::Root;
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long a node whose master address is its own waits for a rank 0 on this same machine
@@ -40,22 +39,76 @@ pub struct NodeDone {
     pub rank: u32,
 }
 
+/// What this node knows before the rendezvous: where it is, its placement, its secret, its facts.
+struct Start {
+    root: Root,
+    me: LocalIdentity,
+    /// The placement the rendezvous uses (its master port is the coordinator's).
+    placement: Placement,
+    /// The job's own master port (the advice and the port checks keep it).
+    job_master_port: u16,
+    secret: Secret,
+    source: SecretSource,
+    facts: NodeFacts,
+}
+
 /// Runs this node's part of `preflight cluster`.
 pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
+    let mut start = prepare(job, events)?;
+    // Rank 0 hosts the coordinator on the master port itself: joining proves that port is open.
+    let coordinator = if start.placement.rank == 0 {
+        match host_coordinator(job, &start, events) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                events.log(format!(
+                    "cannot host the coordinator on port {}: {e}",
+                    start.placement.master_port
+                ));
+                let report = solo_report(&start, job, Vec::new());
+                return Ok(NodeDone {
+                    report,
+                    rank: start.placement.rank,
+                });
+            }
+        }
+    } else {
+        None
+    };
+    // Join first: a node of a c10d rendezvous learns its rank from the coordinator here, before
+    // anything that depends on it (the node state, the data listeners, the report) starts.
+    let joined = join_coordinator(job, &mut start, events);
+    let (report, servers) = match joined {
+        Ok((stream, resolution)) => take_part(job, &start, stream, resolution, events),
+        Err(f) => (solo_report(&start, job, vec![*f]), Vec::new()),
+    };
+    let report = match coordinator {
+        // Rank 0 shows what the coordinator decided (it is the same report it sent to everyone).
+        Some(h) => h.join().unwrap_or(report),
+        None => report,
+    };
+    drop(servers);
+    Ok(NodeDone {
+        report,
+        rank: start.placement.rank,
+    })
+}
+
+/// Resolves this node's placement, derives the secret, says who it is, and probes and measures
+/// itself (the GPUs' copy bandwidth and matrix multiplies) before the rendezvous.
+fn prepare(job: &ClusterJob, events: &Events) -> anyhow::Result<Start> {
     let root = Root::at(&job.probe.root);
     let net = probe::net::probe(&root);
     let (hostname, _, _) = probe::env::identity(&root);
     let me = LocalIdentity::of(hostname, &net);
-    let placement =
+    let resolved =
         placement::resolve(&job.placement, &job.env, &me).map_err(|e| anyhow::anyhow!("{e}"))?;
     // The rendezvous (bind, join, the port probed here) uses the coordinator's port; the
     // advice and the port checks keep the job's own master port (they differ under torchrun).
-    let job_master_port = placement.master_port;
-    let coordinator_note = placement.coordinator_note.clone();
-    if let Some(note) = &coordinator_note {
+    let job_master_port = resolved.master_port;
+    if let Some(note) = &resolved.coordinator_note {
         events.log(note.clone());
     }
-    let mut placement = placement.for_rendezvous();
+    let placement = resolved.for_rendezvous();
     if let Err(why) = crate::runtime::fds::ensure(crate::runtime::fds::needed(
         placement.nnodes,
         placement.rank == 0,
@@ -76,6 +129,38 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
             "no secret source (no --token, PREFLIGHT_TOKEN, --token-file or job id): anyone who can reach the master port could join; see cluster.auth",
         );
     }
+    log_placement(&placement, events);
+    let mut facts = probe_facts(
+        &root,
+        placement.master_port,
+        job.probe.no_gpu,
+        job.probe.seams.as_ref(),
+    );
+    // The GPUs' copy bandwidth, compared across the nodes (cluster.gpu-health): bounded per GPU.
+    measure_gpu_bandwidth(&root, &mut facts);
+    // Matrix-multiply speed and exactness, compared across the nodes (gpu.compute-*), cut off
+    // at the join grace so a hung GPU is named instead of its node missing the join.
+    let join_grace = job.gemm.join_grace(job.timeout);
+    crate::runtime::phases::gemm::measure_gpu_compute(
+        &root,
+        &mut facts,
+        job.gemm,
+        Some(join_grace),
+    );
+    job.probe.overlay(&mut facts.env);
+    Ok(Start {
+        root,
+        me,
+        placement,
+        job_master_port,
+        secret,
+        source,
+        facts,
+    })
+}
+
+/// Says which rank this node is and how it knows.
+fn log_placement(placement: &Placement, events: &Events) {
     match &placement.c10d {
         Some(j) if !j.owner => events.log(format!(
             "rank to be assigned at join by rank 0, the node owning the c10d endpoint {}:{} ({} resolves to {}; none is an address of this node); {} nodes",
@@ -101,254 +186,225 @@ pub fn run_node(job: &ClusterJob, events: &Events) -> anyhow::Result<NodeDone> {
             placement.master_port
         )),
     }
-    let mut facts = probe_facts(&root, placement.master_port, job.probe.no_gpu);
-    // The GPUs' copy bandwidth, compared across the nodes (cluster.gpu-health): bounded per GPU.
-    measure_gpu_bandwidth(&root, &mut facts);
-    // Matrix-multiply speed and exactness, compared across the nodes (gpu.compute-*), cut off
-    // at the join grace so a hung GPU is named instead of its node missing the join.
-    let join_grace = job.gemm.join_grace(job.timeout);
-    crate::runtime::gpu_compute::measure_gpu_compute(&root, &mut facts, job.gemm, Some(join_grace));
-    job.probe.overlay(&mut facts.env);
+}
 
-    // Rank 0 hosts the coordinator on the master port itself: joining proves that port is open.
-    let coordinator = if placement.rank == 0 {
-        match bind_master(placement.master_port, placement.nnodes) {
-            Ok(listener) => {
-                let cfg = CoordConfig {
-                    nnodes: placement.nnodes,
-                    master_addr: placement.master_addr.clone(),
-                    master_port: job_master_port,
-                    join_timeout: job.timeout,
-                    // The other nodes may still multiply up to the grace before they join.
-                    join_grace,
-                    timing: job.timing,
-                    expected_hosts: placement.expected_hosts.clone(),
-                    secret: secret.clone(),
-                    shape: job.shape.with_nnodes(placement.nnodes),
-                    script: job.script.clone(),
-                    allreduce: job.allreduce.clone(),
-                    min_busbw: job.min_busbw,
-                    min_link_gbit: job.min_link_gbit,
-                    coordinator_note,
-                    events: events.clone(),
-                    secret_source: source.clone(),
-                    own_addrs: me.addrs.clone(),
-                    placement: placement_info(&placement),
-                    c10d: placement.c10d.as_ref().map(|j| C10dAdvice {
-                        endpoint: preflight_checks::net::host_port(
-                            &j.endpoint,
-                            placement.master_port,
-                        ),
-                        rdzv_id: placement.job_id.clone(),
-                    }),
-                    healthy: job.healthy.clone(),
-                    resolve_fqdn: job
-                        .placement
-                        .rdzv_backend
-                        .as_deref()
-                        .is_some_and(crate::placement::is_c10d),
-                    idle_test: job.idle_test,
-                };
-                Some(
-                    std::thread::Builder::new()
-                        .name("coordinator".into())
-                        .spawn(move || coordinator::coordinate(listener, cfg))?,
-                )
-            }
-            Err(e) => {
-                events.log(format!(
-                    "cannot host the coordinator on port {}: {e}",
-                    placement.master_port
-                ));
-                return Ok(NodeDone {
-                    report: solo_report(&placement, facts, job, &source, Vec::new()),
-                    rank: placement.rank,
-                });
-            }
-        }
-    } else {
-        None
+/// Binds the master port and starts the coordinator on its own thread, with the job as it is.
+fn host_coordinator(
+    job: &ClusterJob,
+    start: &Start,
+    events: &Events,
+) -> std::io::Result<JoinHandle<Report>> {
+    let listener = bind_master(start.placement.master_port, start.placement.nnodes)?;
+    let run = Rendezvous {
+        job: Arc::new(job.clone()),
+        placement: start.placement.clone(),
+        job_master_port: start.job_master_port,
+        secret: start.secret.clone(),
+        secret_source: start.source.clone(),
+        own_addrs: start.me.addrs.clone(),
+        events: events.clone(),
     };
+    std::thread::Builder::new()
+        .name("coordinator".into())
+        .spawn(move || coordinator::coordinate(listener, run))
+}
 
-    // Join first: a node of a c10d rendezvous learns its rank from the coordinator here, before
-    // anything that depends on it (the node state, the data listeners, the report) starts.
+/// Joins rank 0's coordinator (and, under c10d, learns this node's rank from it): the control
+/// stream and how the master's name resolved, or the finding that says why no join happened.
+fn join_coordinator(
+    job: &ClusterJob,
+    start: &mut Start,
+    events: &Events,
+) -> Result<(TcpStream, MasterResolution), Box<Finding>> {
+    let placement = &start.placement;
     // Rank 0 may still multiply up to the grace before it listens.
-    let deadline = Instant::now() + job.timeout + join_grace;
+    let deadline = Instant::now() + job.timeout + job.gemm.join_grace(job.timeout);
     // A rank other than 0 whose master address is itself would wait for itself: give a rank 0
     // on this very machine a moment to answer, then say so instead of waiting out the timeout.
     let master_is_self = if placement.rank_pending() {
         None
     } else {
-        master_is_self(&placement, &me.addrs)
+        master_is_self(placement, &start.me.addrs)
     };
     let join_deadline = match &master_is_self {
         Some(_) => deadline.min(Instant::now() + MASTER_IS_SELF_GRACE),
         None => deadline,
     };
-    let secret_from = secret_from(&source, &placement);
-    let mut resolution = None;
     // A master address that is this node itself is its own cause: no other name is tried then.
     let other_names = if master_is_self.is_some() {
         Vec::new()
     } else {
         placement::other_names(
-            &root,
+            &start.root,
             &placement.master_addr,
             placement.expected_hosts.first().map(String::as_str),
         )
     };
-    let joined = match join::join(
-        &placement,
-        &secret,
+    let joined = join::join(
+        placement,
+        &start.secret,
         join_deadline,
         job.timing,
         events,
         &other_names,
-    ) {
-        Ok(joined) => {
-            resolution = Some(MasterResolution {
-                name: placement.master_addr.clone(),
-                addrs: joined.dialed.resolved.clone(),
-                joined_via: Some(joined.via.to_string()),
-                resolved_after_s: joined.late.as_ref().map(|(s, _)| *s),
-                resolve_error: joined.late.map(|(_, e)| e),
-                failed: joined.failed,
-                worked_name: joined.worked_name,
-                origins: traced_origins(&root, &placement.master_addr, &joined.dialed.resolved),
-                passed_over: joined.passed_over,
-            });
-            let mut stream = joined.stream;
-            if placement.rank_pending() {
-                match assign::receive(&mut stream, &placement) {
-                    Ok(rank) => {
-                        placement.rank = rank;
-                        events.log(format!(
-                            "rank {rank} of {} (assigned at join by rank 0, as torchrun's c10d rendezvous does)",
-                            placement.nnodes
-                        ));
-                        Ok(stream)
-                    }
-                    Err(why) => {
-                        events.log(format!("no rank assigned: {why}"));
-                        Err(assign::no_rank_finding(&placement, &why))
-                    }
-                }
-            } else {
-                Ok(stream)
-            }
-        }
+    );
+    let joined = match joined {
+        Ok(joined) => joined,
         Err(failed) => {
-            // A rank 0 that answered and refused is the cause, even on this very machine.
-            let failed = *failed;
-            let this_node = ThisNode {
-                rank: placement.rank,
-                nnodes: placement.nnodes,
-                secret_from: &secret_from,
-            };
-            let f = match (failed.refusal, master_is_self) {
-                (None, None) if failed.never_resolved_s.is_some() => {
-                    preflight_checks::cluster::master_never_resolved(
-                        placement.rank,
-                        &placement.master_addr,
-                        placement.master_port,
-                        failed.never_resolved_s.unwrap_or_default(),
-                        failed
-                            .dialed
-                            .resolve_error
-                            .as_deref()
-                            .unwrap_or("no answer"),
-                    )
-                }
-                (Some((kind, reason)), _) => refused_here(
-                    &this_node,
-                    &placement.master_addr,
-                    placement.master_port,
-                    kind,
-                    &reason,
-                ),
-                (None, Some(f)) => f
-                    .with("tried", &failed.dialed.tried)
-                    .with("waited_s", MASTER_IS_SELF_GRACE.as_secs_f64())
-                    .with("error", &failed.error),
-                (None, None) => c10d_unreachable(
-                    preflight_checks::cluster::with_reverse_name(
-                        master_unreachable(
-                            placement.rank,
-                            &placement.master_addr,
-                            placement.master_port,
-                            failed.outcome,
-                            job.timeout.as_secs_f64(),
-                            &failed.error,
-                            &failed.dialed,
-                        ),
-                        &placement.master_addr,
-                        probe::sys::reverse_name(&placement.master_addr).as_deref(),
-                    ),
-                    &placement,
-                ),
-            };
+            let f = join_failure(job, start, *failed, master_is_self);
             events.log(f.summary.clone());
-            Err(f)
+            return Err(Box::new(f));
         }
     };
+    let resolution = MasterResolution {
+        name: placement.master_addr.clone(),
+        addrs: joined.dialed.resolved.clone(),
+        joined_via: Some(joined.via.to_string()),
+        resolved_after_s: joined.late.as_ref().map(|(s, _)| *s),
+        resolve_error: joined.late.map(|(_, e)| e),
+        failed: joined.failed,
+        worked_name: joined.worked_name,
+        origins: traced_origins(&start.root, &placement.master_addr, &joined.dialed.resolved),
+        passed_over: joined.passed_over,
+    };
+    let mut stream = joined.stream;
+    if start.placement.rank_pending() {
+        match assign::receive(&mut stream, &start.placement) {
+            Ok(rank) => {
+                start.placement.rank = rank;
+                events.log(format!(
+                    "rank {rank} of {} (assigned at join by rank 0, as torchrun's c10d rendezvous does)",
+                    start.placement.nnodes
+                ));
+            }
+            Err(why) => {
+                events.log(format!("no rank assigned: {why}"));
+                return Err(Box::new(assign::no_rank_finding(&start.placement, &why)));
+            }
+        }
+    }
+    Ok((stream, resolution))
+}
+
+/// Why the join failed, as a finding: a rank 0 that answered and refused is the cause, even on
+/// this very machine; then a master address that never resolved, or is this node itself; else
+/// the master was unreachable.
+fn join_failure(
+    job: &ClusterJob,
+    start: &Start,
+    failed: join::JoinFailed,
+    master_is_self: Option<Finding>,
+) -> Finding {
+    let placement = &start.placement;
+    let secret_from = secret_from(&start.source, placement);
     let this_node = ThisNode {
         rank: placement.rank,
         nnodes: placement.nnodes,
         secret_from: &secret_from,
     };
-    let mut servers = Vec::new();
-    let report = match joined {
-        Ok(mut stream) => {
-            let mut node = NodeState::new(
+    match (failed.refusal, master_is_self) {
+        (None, None) if failed.never_resolved_s.is_some() => {
+            preflight_checks::cluster::master_never_resolved(
                 placement.rank,
-                placement.nnodes,
-                secret.clone(),
-                facts.clone(),
-                events.clone(),
-            );
-            node.facts.master_resolution = resolution;
-            node.root = root.clone();
-            servers =
-                data::start_data_servers(&facts, &secret, placement.rank, events, &node.admitted);
-            let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();
-            match orders::serve_orders(
-                &mut stream,
-                &placement,
-                &mut node,
-                listeners,
-                job.whole_report,
-                job.timeout,
-                events,
-            ) {
-                Ok(report) => report,
-                Err(WireError::Rejected { reason, kind }) => {
-                    let f = refused_here(
-                        &this_node,
-                        &placement.master_addr,
-                        placement.master_port,
-                        kind,
-                        &reason,
-                    );
-                    solo_report(&placement, facts, job, &source, vec![f])
-                }
-                Err(e) => {
-                    let f = lost_coordinator(&placement, &e);
-                    solo_report(&placement, facts, job, &source, vec![f])
-                }
-            }
+                &placement.master_addr,
+                placement.master_port,
+                failed.never_resolved_s.unwrap_or_default(),
+                failed
+                    .dialed
+                    .resolve_error
+                    .as_deref()
+                    .unwrap_or("no answer"),
+            )
         }
-        Err(f) => solo_report(&placement, facts, job, &source, vec![f]),
+        (Some((kind, reason)), _) => refused_here(
+            &this_node,
+            &placement.master_addr,
+            placement.master_port,
+            kind,
+            &reason,
+        ),
+        (None, Some(f)) => f
+            .with("tried", &failed.dialed.tried)
+            .with("waited_s", MASTER_IS_SELF_GRACE.as_secs_f64())
+            .with("error", &failed.error),
+        (None, None) => c10d_unreachable(
+            preflight_checks::cluster::with_reverse_name(
+                master_unreachable(
+                    placement.rank,
+                    &placement.master_addr,
+                    placement.master_port,
+                    failed.outcome,
+                    job.timeout.as_secs_f64(),
+                    &failed.error,
+                    &failed.dialed,
+                ),
+                &placement.master_addr,
+                probe::sys::reverse_name(&placement.master_addr).as_deref(),
+            ),
+            placement,
+        ),
+    }
+}
+
+/// After the join: this node's state and data listeners, then the coordinator's orders until
+/// the report arrives (this node's own report with the reason when rank 0 refused it or went
+/// away). The data servers are returned to live as long as the caller needs them.
+fn take_part(
+    job: &ClusterJob,
+    start: &Start,
+    mut stream: TcpStream,
+    resolution: MasterResolution,
+    events: &Events,
+) -> (Report, Vec<data::Served>) {
+    let placement = &start.placement;
+    let mut node = NodeState::new(
+        placement.rank,
+        placement.nnodes,
+        start.secret.clone(),
+        start.facts.clone(),
+        events.clone(),
+        job.probe.seams.clone(),
+    );
+    node.facts.master_resolution = Some(resolution);
+    node.root = start.root.clone();
+    node.master_port = placement.master_port;
+    let servers = data::start_data_servers(
+        &start.facts,
+        &start.secret,
+        placement.rank,
+        events,
+        &node.admitted,
+    );
+    let listeners: Vec<Listener> = servers.iter().map(|s| s.listener.clone()).collect();
+    let served = orders::serve_orders(
+        &mut stream,
+        placement,
+        &mut node,
+        listeners,
+        job.whole_report,
+        job.timeout,
+    );
+    let report = match served {
+        Ok(report) => report,
+        Err(WireError::Rejected { reason, kind }) => {
+            let secret_from = secret_from(&start.source, placement);
+            let this_node = ThisNode {
+                rank: placement.rank,
+                nnodes: placement.nnodes,
+                secret_from: &secret_from,
+            };
+            let f = refused_here(
+                &this_node,
+                &placement.master_addr,
+                placement.master_port,
+                kind,
+                &reason,
+            );
+            solo_report(start, job, vec![f])
+        }
+        Err(e) => solo_report(start, job, vec![lost_coordinator(placement, &e)]),
     };
-    let report = match coordinator {
-        // Rank 0 shows what the coordinator decided (it is the same report it sent to everyone).
-        Some(h) => h.join().unwrap_or(report),
-        None => report,
-    };
-    drop(servers);
-    Ok(NodeDone {
-        report,
-        rank: placement.rank,
-    })
+    (report, servers)
 }
 
 /// Where each address the master's name resolved to came from here (its `/etc/hosts` line, or
@@ -439,18 +495,6 @@ fn shown_addrs(addrs: &[std::net::IpAddr]) -> String {
         .join(", ")
 }
 
-/// How this node's placement was found, for its report.
-fn placement_info(p: &Placement) -> model::PlacementInfo {
-    model::PlacementInfo {
-        source: p.source.to_string(),
-        endpoint: p
-            .c10d
-            .as_ref()
-            .map(|j| preflight_checks::net::host_port(&j.endpoint, p.master_port)),
-        unassigned: p.rank_pending(),
-    }
-}
-
 /// The join failure, on this node's rank; for a node waiting for a c10d rank, with why no
 /// rank 0 answered: ranks come from c10d and the endpoint's host must run preflight too.
 fn c10d_unreachable(f: Finding, p: &Placement) -> Finding {
@@ -501,13 +545,9 @@ fn lost_coordinator(p: &Placement, e: &WireError) -> Finding {
 }
 
 /// A report with only this node's facts and findings, for when there is no cluster report.
-fn solo_report(
-    p: &Placement,
-    facts: NodeFacts,
-    job: &ClusterJob,
-    source: &SecretSource,
-    extra: Vec<Finding>,
-) -> Report {
+fn solo_report(start: &Start, job: &ClusterJob, extra: Vec<Finding>) -> Report {
+    let (p, source) = (&start.placement, &start.source);
+    let facts = start.facts.clone();
     let mut findings = node_findings(
         p.rank,
         &facts,
@@ -526,33 +566,4 @@ fn solo_report(
         .findings([auth_finding(source, &p.master_addr, p.master_port)])
         .findings(extra)
         .build()
-}
-
-/// `cluster.auth`: where the secret came from; a warning with the fix when there is none.
-pub fn auth_finding(source: &SecretSource, master: &str, port: u16) -> Finding {
-    let subject = preflight_checks::net::host_port(master, port);
-    if source.is_secret() {
-        return Finding::new(
-            preflight_checks::rendezvous::ids::AUTH,
-            model::Status::Pass,
-            subject,
-            format!("nodes authenticate with {}", source.describe()),
-        )
-        .with("source", source.describe());
-    }
-    Finding::new(
-        preflight_checks::rendezvous::ids::AUTH,
-        model::Status::Warn,
-        subject.clone(),
-        format!(
-            "no secret source: nodes prove only that they know {subject}, so anyone who can reach it could join as a rank, read every node's facts and add made-up links"
-        ),
-    )
-    .with("source", source.describe())
-    .fix(
-        model::Fix::new(
-            "Give every node one secret through the launcher's environment (the job script exports it before srun/torchrun), or a file: --token-file PATH",
-        )
-        .command("export PREFLIGHT_TOKEN=$(openssl rand -hex 16)"),
-    )
 }

@@ -1,250 +1,92 @@
-//! The coordinator: runs inside rank 0 on the master port; admits authenticated nodes, schedules the
-//! measurements, judges the cluster and sends every node the same report.
+//! The coordinator: runs inside rank 0 on the master port; runs the phases in order (`phases`:
+//! the join admits authenticated nodes, then the measurements), judges the cluster (`verdict`)
+//! and sends every node the same report (`delivery`).
 
-mod admit;
 mod delivery;
-mod gather;
-mod idle;
-mod limits;
-mod phases;
-mod second_pass;
 pub(crate) mod verdict;
 
-pub(super) use delivery::{json_size, shared_copy};
-pub(super) use gather::{Step, Wait, gather};
-pub(super) use phases::{find, send_orders, sort_links};
-pub(crate) use second_pass::pick as second_pass_pick;
+pub(crate) use delivery::{json_size, shared_copy};
 
-use super::Timing;
-use super::allreduce::{self, AllreducePlan};
-use super::rail_phase::{self, RailPlan};
-use crate::advise::C10dAdvice;
-use crate::runtime::job::JobShape;
-use crate::transport::auth::{Secret, SecretSource};
+use super::advice;
+use super::members::{JoinedNode, log_losses, send_frames};
+use super::phases::{self, Lap, PhaseCtx};
+use super::rendezvous::Rendezvous;
 use crate::transport::events::{Events, FinishOnDrop};
-use crate::transport::gate::Gate;
-use crate::transport::wire::{Listener, ReportRef, WireError, encode_msg};
-use preflight_checks::model::{Measurement, NodeFacts, PhaseTime, PlacementInfo, Report};
-use preflight_checks::networks;
-use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
+use crate::transport::wire::{ReportRef, WireError, encode_msg};
+use preflight_checks::model::{Measurement, PhaseTime, Report};
+use std::net::TcpListener;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// What the coordinator needs to know about the job.
-#[derive(Clone, Debug)]
-pub struct CoordConfig {
-    pub nnodes: u32,
-    /// The master's address as the nodes dial it (for `cluster.auth`).
-    pub master_addr: String,
-    pub master_port: u16,
-    pub join_timeout: Duration,
-    /// Added to the join window only: how long a node may still be multiplying on its GPUs
-    /// before it joins (`GemmPlan::join_grace`).
-    pub join_grace: Duration,
-    pub timing: Timing,
-    pub expected_hosts: Vec<String>,
-    pub secret: Secret,
-    pub shape: JobShape,
-    pub script: Vec<String>,
-    pub allreduce: AllreducePlan,
-    pub min_busbw: Option<f64>,
-    /// `--min-link-gbit`.
-    pub min_link_gbit: Option<f64>,
-    /// Why the coordinator listened on another port than the master port (under torchrun).
-    pub coordinator_note: Option<String>,
-    /// Where progress and log lines go.
-    pub events: Events,
-    /// Where the secret came from (`cluster.auth`).
-    pub secret_source: SecretSource,
-    /// This node's own addresses (admitted with the known hosts').
-    pub own_addrs: Vec<std::net::IpAddr>,
-    /// How the ranks were found, for the report (`placement`).
-    pub placement: PlacementInfo,
-    /// Set when ranks are assigned at join (c10d): the launch commands keep the c10d rendezvous.
-    pub c10d: Option<C10dAdvice>,
-    /// The healthy set's constraints, for a failing cluster.
-    pub healthy: preflight_checks::cluster::healthy_set::HealthyOptions,
-    /// `--rdzv-backend=c10d`: every node resolves rank 0's FQDN, the name torchrun publishes
-    /// (`cluster.fqdn`).
-    pub resolve_fqdn: bool,
-    /// `--idle-test`: how long the ring neighbours' connections stay silent before they are
-    /// used again (zero: no idle test).
-    pub idle_test: Duration,
-}
-
-/// A node that joined.
-pub(super) struct JoinedNode {
-    pub(super) rank: u32,
-    pub(super) stream: TcpStream,
-    /// Where it connected from.
-    pub(super) peer: std::net::SocketAddr,
-    pub(super) facts: NodeFacts,
-    pub(super) listeners: Vec<Listener>,
-    /// It asked for the whole report (`--full-report`).
-    pub(super) whole_report: bool,
-    pub(super) alive: bool,
-    /// Why it stopped answering (set with `alive = false`).
-    pub(super) lost: Option<String>,
-}
 
 /// Runs the whole coordination on the calling thread and returns the report it sent.
-pub fn coordinate(listener: TcpListener, cfg: CoordConfig) -> Report {
-    let events = &cfg.events;
-    let gate = Gate::open().sized_for(cfg.nnodes);
-    match admit::known_addresses(&cfg.expected_hosts, &cfg.own_addrs) {
-        Ok(addrs) => gate.allow(addrs),
-        Err(why) if !cfg.expected_hosts.is_empty() => events.log(format!(
-            "coordinator: admitting any address that knows the secret: {why}"
-        )),
-        Err(_) => {}
-    }
-    let admitted = admit::admit(listener, &cfg, &gate);
-    let refused = admitted.refused;
-    let mut members = admitted.members;
-    let ranks: Vec<u32> = members.iter().map(|m| m.rank).collect();
-    events.log(format!(
-        "coordinator: {} of {} nodes joined (ranks {:?})",
-        ranks.len(),
-        cfg.nnodes,
-        ranks
-    ));
-    let sizes = cfg.allreduce.sizes.len() as u64;
-    let configs = if cfg.allreduce.compare_env.is_empty() {
-        1
-    } else {
-        2
-    };
+pub fn coordinate(listener: TcpListener, run: Rendezvous) -> Report {
+    let events = &run.events;
+    let mut ctx = PhaseCtx::new(&run);
     let finish = FinishOnDrop(events);
-    events.start(3 + sizes * configs);
     let mut clock = PhaseClock::start();
-    events.phase("connectivity");
-    let mut links = phases::probe_phase(&mut members, &cfg);
-    log_losses(&mut members, events);
-    clock.lap("connectivity");
-    let second = second_pass::run(
-        &mut members,
-        &mut links,
-        cfg.timing.pings,
-        cfg.timing.connect_timeout,
-        crate::runtime::probe_budget(cfg.timing.connect_timeout, cfg.timing.pings, 64)
-            + Duration::from_secs(5),
-    );
-    if !second.is_empty() {
-        events.log(format!(
-            "coordinator: second pass: {}",
-            second
-                .iter()
-                .map(|p| format!(
-                    "rank {} against rank {}: {} (out {}, in {})",
-                    p.node,
-                    p.partner,
-                    p.verdict,
-                    p.outbound.as_str(),
-                    p.inbound.as_str()
-                ))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ));
-        log_losses(&mut members, events);
-        clock.lap("second pass");
+    for mut phase in phases::in_order(listener) {
+        match phase.run(&mut ctx) {
+            Lap::Begin => {
+                events.start(progress_steps(&run));
+                clock = PhaseClock::start();
+            }
+            Lap::Timed => clock.lap(phase.name()),
+            Lap::Untimed => {}
+        }
+        log_losses(&mut ctx.members, events);
     }
-    // The idle test's connections stay silent while the later phases run.
-    let holding = idle::hold(&mut members, &cfg, &links);
-    log_losses(&mut members, events);
-    events.step();
-    events.phase("throughput");
-    let bulk = phases::bulk_phase(&mut members, &cfg, &mut links);
-    log_losses(&mut members, events);
-    clock.lap("throughput");
-    events.step();
-    events.phase("path MTU");
-    phases::mtu_phase(&mut members, &cfg, &mut links);
-    log_losses(&mut members, events);
-    clock.lap("path MTU");
-    events.step();
-    let mut recommendation = verdict::advise(
-        &verdict::seen(&members),
-        &links,
-        &cfg,
-        BTreeMap::new(),
-        None,
-    );
-    let evals = {
-        let seen = verdict::seen(&members);
-        let nodes = verdict::alive_or_joined(&seen);
-        let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
-        networks::evaluate(&networks::discover(&nodes, &links), &links, &ranks)
-    };
-    let outcome = allreduce::measure_allreduce(
-        &mut members,
-        &evals,
-        &recommendation,
-        &cfg.allreduce,
-        events,
-    );
-    log_losses(&mut members, events);
-    clock.lap("all-reduce");
-    let (over, why) = allreduce::preferred_overrides(&outcome.results, &cfg.allreduce.compare_env);
-    let rail_plan = RailPlan {
-        mode: cfg.allreduce.mode,
-        matchings: cfg.timing.matchings,
-        seed: cfg.nnodes as u64,
-        timeout: cfg.join_timeout,
-    };
-    let rails = rail_phase::measure_rails(&mut members, &recommendation, &rail_plan, events);
-    log_losses(&mut members, events);
-    if rails.not_run.is_none() {
-        clock.lap("per-rail tests");
-    }
-    // The held connections have been silent through every phase since the connectivity test.
-    if let Some(holding) = holding {
-        events.phase("idle connections");
-        idle::check(&mut members, holding);
-        log_losses(&mut members, events);
-        clock.lap("idle connections");
-    }
-    let counters_after = rail_phase::counters_after(&mut members, cfg.join_timeout);
-    log_losses(&mut members, events);
-    if over.is_some() || rails.verdict.is_some() {
-        recommendation = verdict::advise(
-            &verdict::seen(&members),
+    let PhaseCtx {
+        mut members,
+        refused,
+        links,
+        found,
+        ..
+    } = ctx;
+    let (over, why) = found.preferred;
+    let rails_verdict = found.traffic.rails.outcome.verdict.as_ref();
+    let mut recommendation = match found.recommendation {
+        Some(first) if over.is_none() && rails_verdict.is_none() => first,
+        _ => advice::advise(
+            &advice::seen(&members),
             &links,
-            &cfg,
+            &run,
             over.unwrap_or_default(),
-            rails.verdict.as_ref(),
-        );
-    }
+            rails_verdict,
+        ),
+    };
     recommendation.reasons.extend(why);
-    recommendation.reasons.extend(outcome.notes.iter().cloned());
+    recommendation
+        .reasons
+        .extend(found.traffic.allreduce.notes.iter().cloned());
     drop(finish);
     let measurement = Measurement {
         links_total: links.len() as u64,
         links_retried: links.iter().filter(|l| l.retries > 0).count() as u64,
-        connect_window: crate::runtime::agent::dial::CONNECT_WINDOW as u32,
-        throughput_schedule: bulk.schedule,
-        throughput_rounds: bulk.rounds,
-        second_pass: second,
+        connect_window: crate::runtime::dial::CONNECT_WINDOW as u32,
+        throughput_schedule: found.bulk.schedule,
+        throughput_rounds: found.bulk.rounds,
+        second_pass: found.second,
         phases: clock.phases,
     };
     let mut report = verdict::build_report(
         verdict::take_members(&mut members),
         links,
-        &cfg,
+        &run,
         recommendation,
-        verdict::Traffic {
-            allreduce: outcome,
-            rails: verdict::RailReport {
-                outcome: rails,
-                counters_after,
-            },
-        },
+        found.traffic,
         &refused,
-        &bulk.retested,
+        &found.bulk.retested,
     );
     report.measurement = Some(measurement);
     deliver(&mut members, &report, events);
     report
+}
+
+/// The progress bar's steps: the connectivity, throughput and MTU phases, and one per size of
+/// each all-reduce configuration (the advice, and `--compare-env`'s).
+fn progress_steps(run: &Rendezvous) -> u64 {
+    let plan = &run.job.allreduce;
+    let configs = if plan.compare_env.is_empty() { 1 } else { 2 };
+    3 + plan.sizes.len() as u64 * configs
 }
 
 /// Sends every alive node its copy of the report, each kind serialised and compressed once and
@@ -266,7 +108,7 @@ fn deliver(members: &mut [JoinedNode], report: &Report, events: &Events) {
         ));
     }
     let whole = whole_size.and_then(|w| (w <= delivery::WHOLE_REPORT_CAP).then(|| frame(report)));
-    let sent = phases::send_frames(members, "the report", |m| {
+    let sent = send_frames(members, "the report", |m| {
         let own = || match &whole {
             Some(Ok(f)) => Ok(f.clone()),
             Some(Err(e)) => Err(WireError::Malformed(e.to_string())),
@@ -315,20 +157,11 @@ impl PhaseClock {
     }
 }
 
-/// Logs every node lost since the last call, once.
-fn log_losses(members: &mut [JoinedNode], events: &Events) {
-    for m in members.iter_mut() {
-        if let Some(why) = m.lost.take() {
-            events.log(format!("coordinator: lost rank {} {why}", m.rank));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::transport::wire::read_msg;
-    use preflight_checks::model::Mode;
+    use preflight_checks::model::{Mode, NodeFacts};
     use std::net::TcpStream;
 
     /// A member connected to a reader over loopback: (the member, the node's end).

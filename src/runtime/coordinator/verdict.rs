@@ -1,25 +1,16 @@
 //! The verdict: advice from every joined node's facts and the links, then every finding, in one report.
 
-use super::super::allreduce;
-use super::super::node::node_findings;
-use super::super::rail_phase::RailOutcome;
-use super::{CoordConfig, JoinedNode};
-use crate::advise::{ClusterAdviceInput, advise_cluster};
 use crate::report::ReportBuilder;
+use crate::runtime::advice::{Seen, alive_or_joined};
+use crate::runtime::members::JoinedNode;
+use crate::runtime::node::node_findings;
+use crate::runtime::phases::{RailReport, Traffic};
+use crate::runtime::rendezvous::Rendezvous;
 use preflight_checks::cluster::as_written::{Given, as_written};
 use preflight_checks::cluster::{ClusterInput, Refusal, check_cluster};
 use preflight_checks::collective::{CollectiveInput, check_collectives};
 use preflight_checks::model::{self, LinkResult, Mode, NodeFacts, Report};
 use preflight_checks::networks;
-use std::collections::BTreeMap;
-
-/// A joined node as the verdict sees it (the runtime's members, or a simulation's).
-pub(crate) struct Seen<'a> {
-    pub rank: u32,
-    pub facts: &'a NodeFacts,
-    /// Still answering at the end of the measurements.
-    pub alive: bool,
-}
 
 /// A joined node handed to [`build_report`], its facts moved there (the report keeps them, so
 /// rank 0 holds one copy of every node's facts, not two).
@@ -31,7 +22,7 @@ pub(crate) struct Member {
 
 /// The runtime's members, their facts moved out for [`build_report`] (nothing reads a member's
 /// facts after the verdict).
-pub(super) fn take_members(members: &mut [JoinedNode]) -> Vec<Member> {
+pub(crate) fn take_members(members: &mut [JoinedNode]) -> Vec<Member> {
     members
         .iter_mut()
         .map(|m| Member {
@@ -42,54 +33,12 @@ pub(super) fn take_members(members: &mut [JoinedNode]) -> Vec<Member> {
         .collect()
 }
 
-/// The verdict's view of the runtime's members.
-pub(super) fn seen(members: &[JoinedNode]) -> Vec<Seen<'_>> {
-    members
-        .iter()
-        .map(|m| Seen {
-            rank: m.rank,
-            facts: &m.facts,
-            alive: m.alive,
-        })
-        .collect()
-}
-
-/// The advice from every joined node's facts and the links, with `env_override` set on top.
-pub(crate) fn advise(
-    members: &[Seen],
-    links: &[LinkResult],
-    cfg: &CoordConfig,
-    env_override: BTreeMap<String, String>,
-    rail_verdict: Option<&preflight_checks::rails::localise::RailVerdict>,
-) -> model::Recommendation {
-    let nodes = alive_or_joined(members);
-    let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
-    let evals = networks::evaluate(&networks::discover(&nodes, links), links, &ranks);
-    advise_cluster(
-        &nodes,
-        &evals,
-        &ClusterAdviceInput {
-            nnodes: cfg.nnodes,
-            master_port: cfg.master_port,
-            nproc_per_node: cfg.shape.nproc_per_node,
-            script: cfg.script.clone(),
-            env_override,
-            coordinator_note: cfg.coordinator_note.clone(),
-            given_master: Some(&cfg.master_addr)
-                .filter(|m| !m.is_empty())
-                .map(|m| (m.clone(), crate::placement::resolve_host(m).addrs)),
-            c10d: cfg.c10d.clone(),
-            rail_verdict: rail_verdict.cloned(),
-        },
-    )
-}
-
 /// The report: every finding from the facts and `links` (both moved into the report, never
 /// copied: at a thousand nodes they are most of rank 0's memory), compacted above 64 nodes.
 pub(crate) fn build_report(
     owned: Vec<Member>,
     links: Vec<LinkResult>,
-    cfg: &CoordConfig,
+    run: &Rendezvous,
     recommendation: model::Recommendation,
     traffic: Traffic,
     refused: &[Refusal],
@@ -114,7 +63,7 @@ pub(crate) fn build_report(
     let chosen = networks::choose(&evals);
     let mut findings = Vec::new();
     for (rank, facts) in &nodes {
-        findings.extend(node_findings(*rank, facts, cfg.master_port, cfg.shape));
+        findings.extend(node_findings(*rank, facts, run.master_port(), run.shape()));
     }
     for m in members.iter().filter(|m| !m.alive) {
         findings.push(
@@ -135,26 +84,26 @@ pub(crate) fn build_report(
     }
     let input = ClusterInput {
         nodes: &nodes,
-        nnodes: cfg.nnodes,
-        expected_hosts: &cfg.expected_hosts,
+        nnodes: run.nnodes(),
+        expected_hosts: run.expected_hosts(),
         links: &links,
         evals: &evals,
         chosen,
-        master_port: cfg.master_port,
+        master_port: run.master_port(),
         refused,
-        min_link_gbit: cfg.min_link_gbit,
+        min_link_gbit: run.job.min_link_gbit,
         retested,
     };
     findings.extend(check_cluster(&input));
     findings.extend(rail_findings(&input, &rails));
-    let given_ips = Some(&cfg.master_addr)
+    let given_ips = Some(run.master_addr())
         .filter(|m| !m.is_empty())
         .map(|m| crate::placement::resolve_host(m).addrs)
         .unwrap_or_default();
     findings.push(as_written(
         &input,
         (!given_ips.is_empty()).then_some(Given {
-            master: &cfg.master_addr,
+            master: run.master_addr(),
             ips: &given_ips,
         }),
         &recommendation,
@@ -163,15 +112,15 @@ pub(crate) fn build_report(
         &input,
         &recommendation,
     ));
-    findings.push(crate::runtime::agent::auth_finding(
-        &cfg.secret_source,
-        &cfg.master_addr,
-        cfg.master_port,
+    findings.push(crate::runtime::rendezvous::auth_finding(
+        &run.secret_source,
+        run.master_addr(),
+        run.master_port(),
     ));
     let collective = CollectiveInput {
         results: &outcome.results,
         links: &links,
-        min_busbw_gb_s: cfg.min_busbw,
+        min_busbw_gb_s: run.job.min_busbw,
         not_run: outcome.not_run.clone(),
         one_node: false,
         slow_parts: Vec::new(),
@@ -191,33 +140,18 @@ pub(crate) fn build_report(
         .links(links)
         .collectives(outcome.results)
         .recommendation(Some(recommendation))
-        .placement(Some(cfg.placement.clone()))
+        .placement(Some(run.placement_info()))
         .build();
     // When the cluster fails: the set of nodes to train on now.
     let healthy = crate::advise::healthy::HealthyInput::new(
-        &cfg.healthy,
-        cfg.nnodes,
-        cfg.shape.nproc_per_node,
-        &cfg.script,
+        &run.job.healthy,
+        run.nnodes(),
+        run.shape().nproc_per_node,
+        &run.job.script,
     );
     crate::advise::healthy::attach(&mut report, &healthy);
     // Above 64 nodes the links are kept compactly (the healthy set was computed from all).
     crate::report_compact::compacted(report)
-}
-
-/// What the traffic phases after the links measured: the all-reduce, the per-rail tests.
-#[derive(Default)]
-pub(crate) struct Traffic {
-    pub allreduce: allreduce::Outcome,
-    pub rails: RailReport,
-}
-
-/// What the per-rail NCCL pair tests and the counters' second snapshot found (issue 34).
-#[derive(Default)]
-pub(crate) struct RailReport {
-    pub outcome: RailOutcome,
-    /// Each node's RDMA facts with the counters read after the traffic phases.
-    pub counters_after: BTreeMap<u32, model::IbFacts>,
 }
 
 /// `ib.rail-fault` from the localised per-rail results (a skip with the reason when they did
@@ -245,9 +179,4 @@ fn rail_findings(input: &ClusterInput, rails: &RailReport) -> Vec<model::Finding
     };
     out.extend(grew::check_cluster(input, &rails.counters_after));
     out
-}
-
-/// Every joined node (dead ones included: their facts still count for the checks).
-pub(crate) fn alive_or_joined<'a>(members: &[Seen<'a>]) -> Vec<(u32, &'a NodeFacts)> {
-    members.iter().map(|m| (m.rank, m.facts)).collect()
 }

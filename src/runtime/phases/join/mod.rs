@@ -1,11 +1,16 @@
 //! Admitting nodes on the master port: the handshake, the join message, one node per rank,
 //! until all joined or the join timeout ends. Who was turned away, and why, is kept.
 
-use super::limits::{
+pub mod assign;
+pub mod node;
+
+use super::ctx::{Lap, Phase, PhaseCtx};
+use crate::runtime::members::JoinedNode;
+use crate::runtime::members::limits::{
     ADDRESSES_PER_NODE, JOIN_READ, JoinSlots, MIN_TOTAL_ADDRESSES, NoSlot, Until, address_count,
     check_join, check_listeners, stray_listeners, total_addresses,
 };
-use super::{CoordConfig, JoinedNode};
+use crate::runtime::rendezvous::Rendezvous;
 use crate::transport::auth::{self, AuthError};
 use crate::transport::gate::{Gate, Pass, Turned, canonical};
 use crate::transport::wire::{JOIN, Listener, Msg, UNASSIGNED_RANK, read_msg_budget, write_msg};
@@ -15,6 +20,53 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
+
+/// The join on rank 0: admits authenticated nodes on the coordinator's listener until every
+/// rank joined or the join window ends; the measured phases begin after it.
+pub struct Join {
+    listener: Option<TcpListener>,
+}
+
+impl Join {
+    pub fn new(listener: TcpListener) -> Join {
+        Join {
+            listener: Some(listener),
+        }
+    }
+}
+
+impl Phase for Join {
+    fn name(&self) -> &'static str {
+        "join"
+    }
+
+    fn run(&mut self, ctx: &mut PhaseCtx) -> Lap {
+        let Some(listener) = self.listener.take() else {
+            return Lap::Untimed;
+        };
+        let run = ctx.run;
+        let events = &run.events;
+        let gate = Gate::open().sized_for(run.nnodes());
+        match known_addresses(run.expected_hosts(), &run.own_addrs) {
+            Ok(addrs) => gate.allow(addrs),
+            Err(why) if !run.expected_hosts().is_empty() => events.log(format!(
+                "coordinator: admitting any address that knows the secret: {why}"
+            )),
+            Err(_) => {}
+        }
+        let admitted = admit(listener, run, &gate);
+        ctx.refused = admitted.refused;
+        ctx.members = admitted.members;
+        let ranks: Vec<u32> = ctx.members.iter().map(|m| m.rank).collect();
+        events.log(format!(
+            "coordinator: {} of {} nodes joined (ranks {:?})",
+            ranks.len(),
+            run.nnodes(),
+            ranks
+        ));
+        Lap::Begin
+    }
+}
 
 /// Refusals kept for the report; more are counted.
 const REFUSALS_KEPT: usize = 64;
@@ -86,30 +138,32 @@ enum Arrival {
 }
 
 /// The nodes that joined, and those turned away.
-pub(super) struct Admitted {
-    pub(super) members: Vec<JoinedNode>,
-    pub(super) refused: Vec<Refusal>,
+struct Admitted {
+    members: Vec<JoinedNode>,
+    refused: Vec<Refusal>,
 }
 
 /// Accepts nodes until all `nnodes` joined or the join timeout ends. Connections that do not
 /// speak preflight are dropped (logged); nodes that do but differ are refused and kept.
-pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Admitted {
-    let deadline = Instant::now() + cfg.join_timeout + cfg.join_grace;
+fn admit(listener: TcpListener, run: &Rendezvous, gate: &Gate) -> Admitted {
+    let deadline = Instant::now() + run.join_timeout() + run.join_grace();
     let (tx, rx) = mpsc::channel::<Arrival>();
     listener.set_nonblocking(true).ok();
     let mut joined: BTreeMap<u32, JoinedNode> = BTreeMap::new();
     let mut refused: Vec<Refusal> = Vec::new();
     let mut turned_away = 0usize;
-    let book: Book = Arc::new(Mutex::new(RankBook::new(cfg.nnodes)));
-    let shared_cfg = Arc::new(cfg.clone());
+    let book: Book = Arc::new(Mutex::new(RankBook::new(run.nnodes())));
+    let shared = Arc::new(run.clone());
     // Every node has one connection in flight after its handshake; a few more for retries.
-    let slots = JoinSlots::new(cfg.nnodes as usize + 32);
+    let slots = JoinSlots::new(run.nnodes() as usize + 32);
     // Ports no data listener may be on: the master port and the one this coordinator holds.
     let forbidden = [
-        cfg.master_port,
-        listener.local_addr().map_or(cfg.master_port, |a| a.port()),
+        run.master_port(),
+        listener
+            .local_addr()
+            .map_or(run.master_port(), |a| a.port()),
     ];
-    while Instant::now() < deadline && (joined.len() as u32) < cfg.nnodes {
+    while Instant::now() < deadline && (joined.len() as u32) < run.nnodes() {
         // At capacity the next node waits in the backlog until a handshake ends.
         let accepted = if gate.has_room() {
             listener.accept()
@@ -121,7 +175,7 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
             Ok((stream, peer)) => match gate.enter(peer.ip()) {
                 Ok(pass) => {
                     let tx = tx.clone();
-                    let cfg = shared_cfg.clone();
+                    let run = shared.clone();
                     let book = book.clone();
                     let slots = slots.clone();
                     // At most `MAX_SERVED` join threads at once; the rest wait in the backlog.
@@ -136,7 +190,7 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
                                 forbidden,
                                 deadline,
                             };
-                            if let Some(a) = handshake_and_join(stream, peer, &cfg, pass, at) {
+                            if let Some(a) = handshake_and_join(stream, peer, &run, pass, at) {
                                 let _ = tx.send(a);
                             }
                         });
@@ -152,25 +206,25 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
                             kind: RefusalKind::NotAdmitted,
                             reason: format!(
                                 "{ip} is not an address of the hosts given ({})",
-                                cfg.expected_hosts.join(",")
+                                run.expected_hosts().join(",")
                             ),
                             holder: None,
                         });
                     }
                     if turned_away.is_power_of_two() {
-                        cfg.events.log(format!(
+                        run.events.log(format!(
                             "coordinator: turned away {turned_away} connection(s) so far; latest from {peer}: {why}"
                         ));
                     }
                 }
             },
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => cfg.events.log(format!("coordinator: accept failed: {e}")),
+            Err(e) => run.events.log(format!("coordinator: accept failed: {e}")),
         }
         while let Ok(a) = rx.try_recv() {
             match a {
                 Arrival::Refused(r) => {
-                    cfg.events.log(format!(
+                    run.events.log(format!(
                         "coordinator: refused {}{}: {}",
                         r.who(),
                         r.claimed_rank
@@ -179,7 +233,7 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
                     ));
                     refused.push(r)
                 }
-                Arrival::Joined(j) => take_place(*j, &mut joined, &mut refused, cfg, &book),
+                Arrival::Joined(j) => take_place(*j, &mut joined, &mut refused, run, &book),
             }
         }
         // Accept as fast as nodes arrive; idle only when nothing is waiting.
@@ -188,12 +242,12 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
         }
     }
     // The master port is released here (listener dropped), so torchrun can use it next.
-    drop_stray_listeners(&mut joined, &mut refused, cfg);
+    drop_stray_listeners(&mut joined, &mut refused, run);
     let total = refused.len();
     dedup_refusals(&mut refused);
     if total > REFUSALS_KEPT {
         refused.truncate(REFUSALS_KEPT);
-        cfg.events.log(format!(
+        run.events.log(format!(
             "coordinator: {total} refusals; the report lists the first {REFUSALS_KEPT}"
         ));
     }
@@ -208,7 +262,7 @@ pub(super) fn admit(listener: TcpListener, cfg: &CoordConfig, gate: &Gate) -> Ad
 fn drop_stray_listeners(
     joined: &mut BTreeMap<u32, JoinedNode>,
     refused: &mut Vec<Refusal>,
-    cfg: &CoordConfig,
+    run: &Rendezvous,
 ) {
     let mut strays: Vec<(u32, Vec<(Listener, String)>)> = Vec::new();
     for (rank, me) in joined.iter() {
@@ -224,7 +278,7 @@ fn drop_stray_listeners(
         };
         for (l, reason) in found {
             me.listeners.retain(|x| x != &l);
-            cfg.events.log(format!(
+            run.events.log(format!(
                 "coordinator: dropped a data listener of rank {rank} ({}): {reason}",
                 me.facts.hostname
             ));
@@ -255,7 +309,7 @@ fn take_place(
     mut j: Joined,
     joined: &mut BTreeMap<u32, JoinedNode>,
     refused: &mut Vec<Refusal>,
-    cfg: &CoordConfig,
+    run: &Rendezvous,
     book: &Book,
 ) {
     if let Some(first) = joined.get(&j.rank) {
@@ -272,7 +326,7 @@ fn take_place(
                 kind: Some(RefusalKind::RankTaken),
             },
         );
-        cfg.events.log(format!(
+        run.events.log(format!(
             "coordinator: refused {} ({}) claiming rank {}: {reason}",
             j.peer.ip(),
             j.facts.hostname,
@@ -289,7 +343,7 @@ fn take_place(
         return;
     }
     let total: usize = joined.values().map(|m| address_count(&m.facts)).sum();
-    let cap = total_addresses(cfg.nnodes);
+    let cap = total_addresses(run.nnodes());
     let mine = address_count(&j.facts);
     if total + mine > cap {
         let reason = format!(
@@ -306,7 +360,7 @@ fn take_place(
                 kind: Some(RefusalKind::Limits),
             },
         );
-        cfg.events.log(format!(
+        run.events.log(format!(
             "coordinator: refused {} ({}) claiming rank {}: {reason}",
             j.peer.ip(),
             j.facts.hostname,
@@ -325,7 +379,7 @@ fn take_place(
     with_book(book, |b| b.take(j.rank));
     // What the node's own facts cannot say: the address its connection arrived from.
     j.facts.joined_from = Some(canonical(j.peer.ip()).to_string());
-    cfg.events.log(format!(
+    run.events.log(format!(
         "coordinator: rank {}{} joined ({})",
         j.rank,
         if j.assigned {
@@ -380,18 +434,76 @@ fn refuse(
     })
 }
 
+/// Why a node started for another cluster size, or claiming a rank past it, is refused.
+fn nnodes_mismatch(theirs: u32, rank: u32, nnodes: u32) -> Option<String> {
+    let asks = rank == UNASSIGNED_RANK;
+    if theirs == nnodes && (asks || rank < nnodes) {
+        return None;
+    }
+    let claim = if asks {
+        "a node waiting for its rank (c10d)".to_string()
+    } else {
+        format!("rank {rank}")
+    };
+    Some(if theirs != nnodes {
+        format!("rank 0 expects {nnodes} nodes; {claim} was started with --nnodes={theirs}")
+    } else {
+        format!(
+            "rank 0 expects {nnodes} nodes (ranks 0 to {}); this node said rank {rank}",
+            nnodes.saturating_sub(1)
+        )
+    })
+}
+
+/// A rank for a node that has none (c10d), told to it: the rank, or what becomes of the
+/// connection (a refusal when every rank is taken; nothing when it cannot be told).
+fn assign(
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    run: &Rendezvous,
+    book: &Book,
+) -> Result<u32, Option<Arrival>> {
+    let Some(rank) = with_book(book, RankBook::assign) else {
+        let last = run.nnodes().saturating_sub(1);
+        let reason = format!(
+            "more nodes joined than --nnodes={}: every rank 1..{last} was already assigned at join (c10d), so this one is left out; run preflight on exactly {} nodes, or raise --nnodes on every node",
+            run.nnodes(),
+            run.nnodes()
+        );
+        return Err(Some(refuse(
+            stream,
+            peer,
+            None,
+            RefusalKind::Nnodes,
+            reason,
+        )));
+    };
+    stream.set_write_timeout(Some(Duration::from_secs(5))).ok();
+    if let Err(e) = write_msg(stream, &Msg::Assigned { rank }) {
+        with_book(book, |b| b.release(rank));
+        run.events.log(format!(
+            "coordinator: could not tell {peer} its assigned rank {rank}: {e}"
+        ));
+        return Err(None);
+    }
+    run.events.log(format!(
+        "coordinator: assigned rank {rank} to {peer} (c10d)"
+    ));
+    Ok(rank)
+}
+
 /// Runs one connection's handshake and join; `None` when it was not preflight at all.
 fn handshake_and_join(
     mut stream: TcpStream,
     peer: SocketAddr,
-    cfg: &CoordConfig,
+    run: &Rendezvous,
     pass: Pass,
     at: Gates,
 ) -> Option<Arrival> {
     let book = at.book;
     stream.set_nonblocking(false).ok()?;
     stream.set_nodelay(true).ok();
-    let info = match auth::accept(&mut stream, &cfg.secret, 0) {
+    let info = match auth::accept(&mut stream, &run.secret, 0) {
         Ok(info) => info,
         Err(AuthError::ClientBadProof { rank, .. }) => {
             return Some(Arrival::Refused(Refusal {
@@ -417,7 +529,7 @@ fn handshake_and_join(
             }));
         }
         Err(e) => {
-            cfg.events
+            run.events
                 .log(format!("coordinator: dropped connection from {peer}: {e}"));
             return None;
         }
@@ -432,11 +544,11 @@ fn handshake_and_join(
             let reason = match why {
                 NoSlot::Full(cap) => format!(
                     "{cap} authenticated connections were already joining (--nnodes={} and 32 more)",
-                    cfg.nnodes
+                    run.nnodes()
                 ),
                 NoSlot::Late => format!(
                     "{} other joins were being read until the join timeout ended",
-                    super::limits::JOINS_IN_FLIGHT
+                    crate::runtime::members::limits::JOINS_IN_FLIGHT
                 ),
             };
             return Some(refuse(
@@ -449,25 +561,7 @@ fn handshake_and_join(
         }
     };
     let asks = info.rank == UNASSIGNED_RANK;
-    if info.nnodes != cfg.nnodes || (!asks && info.rank >= cfg.nnodes) {
-        let claim = if asks {
-            "a node waiting for its rank (c10d)".to_string()
-        } else {
-            format!("rank {}", info.rank)
-        };
-        let reason = if info.nnodes != cfg.nnodes {
-            format!(
-                "rank 0 expects {} nodes; {claim} was started with --nnodes={}",
-                cfg.nnodes, info.nnodes
-            )
-        } else {
-            format!(
-                "rank 0 expects {} nodes (ranks 0 to {}); this node said rank {}",
-                cfg.nnodes,
-                cfg.nnodes.saturating_sub(1),
-                info.rank
-            )
-        };
+    if let Some(reason) = nnodes_mismatch(info.nnodes, info.rank, run.nnodes()) {
         return Some(refuse(
             &mut stream,
             peer,
@@ -477,30 +571,14 @@ fn handshake_and_join(
         ));
     }
     let rank = if asks {
-        let Some(rank) = with_book(book, RankBook::assign) else {
-            let last = cfg.nnodes.saturating_sub(1);
-            let reason = format!(
-                "more nodes joined than --nnodes={}: every rank 1..{last} was already assigned at join (c10d), so this one is left out; run preflight on exactly {} nodes, or raise --nnodes on every node",
-                cfg.nnodes, cfg.nnodes
-            );
-            return Some(refuse(&mut stream, peer, None, RefusalKind::Nnodes, reason));
-        };
-        stream.set_write_timeout(Some(Duration::from_secs(5))).ok();
-        if let Err(e) = write_msg(&mut stream, &Msg::Assigned { rank }) {
-            with_book(book, |b| b.release(rank));
-            cfg.events.log(format!(
-                "coordinator: could not tell {peer} its assigned rank {rank}: {e}"
-            ));
-            return None;
+        match assign(&mut stream, peer, run, book) {
+            Ok(rank) => rank,
+            Err(refused) => return refused,
         }
-        cfg.events.log(format!(
-            "coordinator: assigned rank {rank} to {peer} (c10d)"
-        ));
-        rank
     } else {
         info.rank
     };
-    let arrival = read_join(stream, peer, cfg, rank, asks, &at.forbidden);
+    let arrival = read_join(stream, peer, run, rank, asks, &at.forbidden);
     if asks && !matches!(arrival, Some(Arrival::Joined(_))) {
         with_book(book, |b| b.release(rank));
     }
@@ -511,7 +589,7 @@ fn handshake_and_join(
 fn read_join(
     mut stream: TcpStream,
     peer: SocketAddr,
-    cfg: &CoordConfig,
+    run: &Rendezvous,
     rank: u32,
     assigned: bool,
     forbidden: &[u16],
@@ -555,7 +633,7 @@ fn read_join(
             })))
         }
         Ok(other) => {
-            cfg.events.log(format!(
+            run.events.log(format!(
                 "coordinator: rank {rank} from {peer} sent {} instead of joining",
                 kind(&other)
             ));
@@ -574,7 +652,7 @@ fn read_join(
     }
 }
 
-pub(super) fn kind(m: &Msg) -> String {
+fn kind(m: &Msg) -> String {
     serde_json::to_value(m)
         .ok()
         .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(String::from))
@@ -584,7 +662,7 @@ pub(super) fn kind(m: &Msg) -> String {
 /// The addresses allowed to join when the hosts are known: every address their names
 /// resolve to, and this node's own. `None` (anyone may try) when the hosts are not known or a
 /// name does not resolve within the bound.
-pub(super) fn known_addresses(hosts: &[String], own: &[IpAddr]) -> Result<Vec<IpAddr>, String> {
+fn known_addresses(hosts: &[String], own: &[IpAddr]) -> Result<Vec<IpAddr>, String> {
     if hosts.is_empty() {
         return Err("no host list".into());
     }
@@ -605,9 +683,8 @@ pub(super) fn known_addresses(hosts: &[String], own: &[IpAddr]) -> Result<Vec<Ip
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::Timing;
+    use crate::runtime::job::{ClusterJob, Timing};
     use crate::transport::auth::{Secret, SecretSource};
-    use crate::transport::events::Events;
     use crate::transport::wire::read_msg;
     use std::time::Instant;
 
@@ -628,24 +705,15 @@ mod tests {
         );
     }
 
-    fn cfg(nnodes: u32, join_timeout: Duration) -> CoordConfig {
-        CoordConfig {
-            nnodes,
-            master_addr: "127.0.0.1".into(),
-            master_port: 29500,
-            join_timeout,
-            join_grace: Duration::ZERO,
-            timing: Timing {
+    fn cfg(nnodes: u32, join_timeout: Duration) -> Rendezvous {
+        let mut job = ClusterJob::standalone(
+            Timing {
                 connect_timeout: Duration::from_secs(1),
                 pings: 1,
                 matchings: 1,
                 bulk: Duration::from_millis(10),
             },
-            expected_hosts: Vec::new(),
-            secret: Secret::token("t"),
-            shape: Default::default(),
-            script: Vec::new(),
-            allreduce: crate::config::allreduce_plan(
+            crate::config::allreduce_plan(
                 crate::cli::Allreduce::Off,
                 None,
                 None,
@@ -654,18 +722,16 @@ mod tests {
                 Duration::from_secs(5),
             )
             .unwrap(),
-            min_busbw: None,
-            min_link_gbit: None,
-            coordinator_note: None,
-            events: Events::none(),
-            secret_source: SecretSource::Token("test".into()),
-            own_addrs: Vec::new(),
-            placement: Default::default(),
-            healthy: Default::default(),
-            c10d: None,
-            resolve_fqdn: false,
-            idle_test: Duration::ZERO,
-        }
+        );
+        job.timeout = join_timeout;
+        Rendezvous::standalone(
+            job,
+            nnodes,
+            "127.0.0.1",
+            "flags",
+            Secret::token("t"),
+            SecretSource::Token("test".into()),
+        )
     }
 
     /// Joins as a node: `rank` claimed (or [`UNASSIGNED_RANK`]); returns the stream and the
@@ -695,7 +761,7 @@ mod tests {
         Ok((s, rank))
     }
 
-    fn start(cfg: CoordConfig) -> (SocketAddr, std::thread::JoinHandle<Admitted>) {
+    fn start(cfg: Rendezvous) -> (SocketAddr, std::thread::JoinHandle<Admitted>) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let h = std::thread::spawn(move || admit(l, &cfg, &Gate::open()));

@@ -1,54 +1,24 @@
 //! The RDMA ports' error counters read again at the end of a run (issue 34, `ib.counters-grew`):
-//! each node's second snapshot, and the "after" facts the coordinator compares with the join's.
-//! Also the test hook that reads the RDMA inventory from a fixture sysfs tree per node.
+//! the coordinator's order ([`Counters`]), each node's second snapshot, and the "after" facts
+//! the coordinator compares with the join's.
 
-use crate::transport::wire::PortCounters;
-use preflight_checks::model::{IbFacts, NodeFacts};
+use crate::runtime::members::{JoinedNode, Step, Wait, gather, send_orders};
+use crate::runtime::phases::ctx::{Lap, Phase, PhaseCtx};
+use crate::transport::wire::{Msg, PortCounters};
+use preflight_checks::model::IbFacts;
 use preflight_checks::probe;
 use preflight_checks::root::Root;
-
-/// Test hook: a fixture tree whose `/sys/class/infiniband` (and GPUs' `/sys/bus/pci/devices`)
-/// stands in for this node's RDMA inventory, while everything else is probed from `/` (the
-/// network namespaces' real interfaces). Both snapshots read it.
-pub const RDMA_ROOT_HOOK: &str = "PREFLIGHT_TEST_RDMA_ROOT";
-/// Test hook beside [`RDMA_ROOT_HOOK`]: PCI addresses of the fake GPUs
-/// (`PREFLIGHT_TEST_FAKE_GPUS`), comma-separated in GPU order, for the rail mapping.
-pub const FAKE_GPU_BUSES_HOOK: &str = "PREFLIGHT_TEST_FAKE_GPU_BUSES";
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Ports one snapshot carries at most (a node has a few HCAs of one or two ports).
 pub const MAX_PORTS: usize = 64;
 
-/// Where this node's RDMA inventory is read: the test hook's tree, else `root`.
-pub fn rdma_root(root: &Root) -> Root {
-    match std::env::var_os(RDMA_ROOT_HOOK) {
-        Some(dir) if !dir.is_empty() => Root::at(dir),
-        _ => root.clone(),
-    }
-}
-
-/// With [`RDMA_ROOT_HOOK`] set: this node's RDMA facts (and its fake GPUs' PCI paths) from the
-/// hook's tree. Without it nothing changes.
-pub fn apply_test_root(facts: &mut NodeFacts) {
-    let Some(dir) = std::env::var_os(RDMA_ROOT_HOOK).filter(|d| !d.is_empty()) else {
-        return;
-    };
-    let root = Root::at(dir);
-    if let Ok(buses) = std::env::var(FAKE_GPU_BUSES_HOOK) {
-        for (g, bus) in facts.gpu.gpus.iter_mut().zip(buses.split(',')) {
-            g.pci_bus_id = bus.trim().to_string();
-        }
-    }
-    facts.ib = probe::ib::probe(&root);
-    if !facts.ib.devices.is_empty() {
-        facts.ib.gpu_pci_paths = probe::rdma::gpu_paths(&root, &facts.gpu.gpus);
-    }
-}
-
 /// Every RDMA port's judged counters as they are now (those `ib.counters-grew` compares), at
-/// most [`MAX_PORTS`].
+/// most [`MAX_PORTS`], read under `root` (the node's, or a test's fixture: `Seams::rdma_root`).
 pub fn snapshot(root: &Root) -> Vec<PortCounters> {
     use preflight_checks::rails::counters::{GROWTH_HW_COUNTERS, spec};
-    probe::ib::probe(&rdma_root(root))
+    probe::ib::probe(root)
         .devices
         .into_iter()
         .flat_map(|d| {
@@ -89,6 +59,45 @@ pub fn after(before: &IbFacts, ports: &[PortCounters]) -> IbFacts {
         });
     }
     after.devices.retain(|d| !d.ports.is_empty());
+    after
+}
+
+/// The counters' second snapshot, after the traffic phases (its time counts in no lap).
+pub struct Counters;
+
+impl Phase for Counters {
+    fn name(&self) -> &'static str {
+        "counters"
+    }
+
+    fn run(&mut self, ctx: &mut PhaseCtx) -> Lap {
+        ctx.found.traffic.rails.counters_after =
+            counters_after(&mut ctx.members, ctx.run.join_timeout());
+        Lap::Untimed
+    }
+}
+
+/// The RDMA counters' second snapshot, after the traffic phases: every alive node with RDMA
+/// devices reads its counters again; the join's facts with those counters, by rank.
+fn counters_after(members: &mut [JoinedNode], timeout: Duration) -> BTreeMap<u32, IbFacts> {
+    let asked = send_orders(members, "the counters' second snapshot", |m| {
+        (!m.facts.ib.devices.is_empty()).then_some(Msg::CountersSnapshot)
+    });
+    let mut after = BTreeMap::new();
+    gather(
+        members,
+        &asked,
+        "the counters' second snapshot",
+        Wait::within(timeout.min(Duration::from_secs(10))),
+        |m| matches!(m, Msg::Counters { .. }),
+        |m, msg| match msg {
+            Msg::Counters { ports } => {
+                after.insert(m.rank, self::after(&m.facts.ib, &ports));
+                Step::Done
+            }
+            _ => Step::Unexpected,
+        },
+    );
     after
 }
 

@@ -3,7 +3,7 @@
 //! its own addresses, so it cannot aim the other nodes at a host that did not join. A limit
 //! that bites refuses the node with a reason naming the field.
 
-use super::JoinedNode;
+use super::joined::JoinedNode;
 use crate::transport::wire::Listener;
 use preflight_checks::model::{LinkOutcome, LinkResult, NodeFacts};
 use serde_json::Value;
@@ -98,13 +98,13 @@ pub fn check_join(facts: &NodeFacts, listeners: &[Listener]) -> Result<(), Strin
 /// A peer's answer for rank 0's FQDN, kept within bounds: a name of at most 255 characters,
 /// 16 addresses with 16 origins, short origin and dial fields, and an error line of at most
 /// 512 characters.
-pub(super) fn bounded_lookup(
+pub fn bounded_lookup(
     mut l: preflight_checks::model::NameLookup,
 ) -> preflight_checks::model::NameLookup {
-    let cap = |s: &mut String, n: usize| *s = s.chars().take(n).collect();
     l.name = l.name.chars().take(255).collect();
     l.addresses.truncate(16);
     l.error = l.error.map(|e| e.chars().take(512).collect());
+    let cap = |s: &mut String, n: usize| *s = s.chars().take(n).collect();
     l.origins.truncate(16);
     for o in &mut l.origins {
         cap(&mut o.address, 64);
@@ -178,7 +178,7 @@ pub fn check_listeners(
 /// The data listeners of `me` on the address another node connected from: that host joined as
 /// someone else, and a listener there would send every node to it in `me`'s name. The caller
 /// drops each and names it in `cluster.refused`.
-pub(super) fn stray_listeners(me: &JoinedNode, others: &[&JoinedNode]) -> Vec<(Listener, String)> {
+pub fn stray_listeners(me: &JoinedNode, others: &[&JoinedNode]) -> Vec<(Listener, String)> {
     let own_conn = crate::transport::gate::canonical(me.peer.ip());
     let mut out = Vec::new();
     for l in &me.listeners {
@@ -210,7 +210,7 @@ pub(super) fn stray_listeners(me: &JoinedNode, others: &[&JoinedNode]) -> Vec<(L
 /// cluster: every node has one), of which at most [`JOINS_IN_FLIGHT`] are read at once; the
 /// others wait for a reading slot (their bytes wait in the socket) until the deadline.
 #[derive(Clone)]
-pub(super) struct JoinSlots(Arc<Slots>);
+pub struct JoinSlots(Arc<Slots>);
 
 struct Slots {
     cap: usize,
@@ -220,11 +220,11 @@ struct Slots {
 }
 
 /// One join being read; its place is free again when it drops.
-pub(super) struct JoinSlot(Arc<Slots>);
+pub struct JoinSlot(Arc<Slots>);
 
 /// Why no slot was given.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum NoSlot {
+pub enum NoSlot {
     /// `cap` authenticated connections were already in flight.
     Full(usize),
     /// No reading slot came free before the deadline.
@@ -232,7 +232,7 @@ pub(super) enum NoSlot {
 }
 
 impl JoinSlots {
-    pub(super) fn new(cap: usize) -> JoinSlots {
+    pub fn new(cap: usize) -> JoinSlots {
         JoinSlots(Arc::new(Slots {
             cap: cap.max(JOINS_IN_FLIGHT),
             counts: Mutex::new((0, 0)),
@@ -241,7 +241,7 @@ impl JoinSlots {
     }
 
     /// A reading slot, waiting until `until` at most; none at once when `cap` are in flight.
-    pub(super) fn take(&self, until: Instant) -> Result<JoinSlot, NoSlot> {
+    pub fn take(&self, until: Instant) -> Result<JoinSlot, NoSlot> {
         let s = &*self.0;
         let mut c = s.counts.lock().unwrap_or_else(|p| p.into_inner());
         if c.0 >= s.cap {
@@ -276,9 +276,9 @@ impl Drop for JoinSlot {
 
 /// A stream read against one deadline for the whole message, not per read: a node that
 /// trickles its join a byte at a time is cut off at the deadline.
-pub(super) struct Until<'a> {
-    pub(super) stream: &'a std::net::TcpStream,
-    pub(super) until: Instant,
+pub struct Until<'a> {
+    pub stream: &'a std::net::TcpStream,
+    pub until: Instant,
 }
 
 impl std::io::Read for Until<'_> {
@@ -304,7 +304,7 @@ pub const MAX_RTT_US: f64 = 600e6;
 
 /// What the sense check of a link needs of its two ends, indexed by rank once (owned, so a
 /// phase can check each node's links as they arrive while the members are borrowed).
-pub(super) struct LinkSense {
+pub struct LinkSense {
     nodes: HashMap<u32, SenseNode>,
 }
 
@@ -316,7 +316,7 @@ struct SenseNode {
 }
 
 impl LinkSense {
-    pub(super) fn of(members: &[JoinedNode]) -> LinkSense {
+    pub fn of(members: &[JoinedNode]) -> LinkSense {
         let nodes = members
             .iter()
             .map(|m| {
@@ -345,7 +345,7 @@ impl LinkSense {
     /// values (a round trip past every wait, throughput far above the rated speed of the target
     /// interface, an MTU outside 68-65535) make the link `invalid`, naming the reporting node
     /// and the value, and the value is dropped so nothing downstream averages it.
-    pub(super) fn check(&self, links: &mut [LinkResult]) {
+    pub fn check(&self, links: &mut [LinkResult]) {
         for l in links.iter_mut() {
             let Some(from) = self.nodes.get(&l.from) else {
                 continue;

@@ -16,7 +16,7 @@ const MIN_WAIT: Duration = Duration::from_secs(2);
 
 /// `name` resolved here, traced, with the first address dialled on `port` unless it is one of
 /// `rank0` (addresses this node knows as rank 0's) or a loopback address on rank 0 itself.
-pub(super) fn lookup(
+pub(crate) fn lookup(
     root: &Root,
     name: &str,
     rank0: &[IpAddr],
@@ -48,7 +48,7 @@ pub(super) fn lookup(
 
 /// The addresses this node knows as rank 0's: its listeners in the probe order, the address
 /// this node joined through, and, on rank 0, its own interface addresses.
-pub(super) fn known_rank0(
+pub(crate) fn known_rank0(
     listeners: impl Iterator<Item = IpAddr>,
     joined_via: Option<&str>,
     own: Option<&[IpAddr]>,
@@ -62,7 +62,7 @@ pub(super) fn known_rank0(
 }
 
 /// Every address of this node's interfaces.
-pub(super) fn own_addrs(facts: &NodeFacts) -> Vec<IpAddr> {
+pub(crate) fn own_addrs(facts: &NodeFacts) -> Vec<IpAddr> {
     facts
         .net
         .interfaces

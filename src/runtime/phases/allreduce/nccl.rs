@@ -1,7 +1,6 @@
 //! A node's side of the NCCL all-reduce: starts the watchdog-guarded worker child, hands the
 //! unique id between it and the coordinator, and turns its outcome into the reply.
 
-use super::allreduce_node::bounded;
 use crate::measure::nccl::{self, NcclJob, NcclOutcome, Worker};
 use crate::transport::wire::{Msg, NcclOrder};
 use preflight_checks::model::NodeFacts;
@@ -84,5 +83,16 @@ fn done(o: NcclOutcome, env: &std::collections::BTreeMap<String, String>) -> Msg
         net: o.net,
         net_mismatch,
         error: None,
+    }
+}
+
+/// The NCCL order's fields, checked (the coordinator is trusted only after the handshake, but
+/// still never trusted to size things without bounds).
+pub fn bounded(order: &NcclOrder) -> NcclOrder {
+    NcclOrder {
+        warmup: order.warmup.min(100),
+        iters: order.iters.clamp(1, 1000),
+        timeout_ms: order.timeout_ms.clamp(1000, 3_600_000),
+        ..order.clone()
     }
 }

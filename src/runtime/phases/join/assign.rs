@@ -13,7 +13,7 @@ use std::time::Duration;
 const ASSIGN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The rank the coordinator assigned this node, or why there is none.
-pub(super) fn receive(stream: &mut TcpStream, p: &Placement) -> Result<u32, String> {
+pub fn receive(stream: &mut TcpStream, p: &Placement) -> Result<u32, String> {
     stream.set_read_timeout(Some(ASSIGN_TIMEOUT)).ok();
     let at = preflight_checks::net::host_port(&p.master_addr, p.master_port);
     match read_msg_capped::<_, Msg>(stream, HANDSHAKE_FRAME) {
@@ -40,7 +40,7 @@ pub(super) fn receive(stream: &mut TcpStream, p: &Placement) -> Result<u32, Stri
 }
 
 /// `cluster.rendezvous`: this node authenticated with rank 0 but got no rank.
-pub(super) fn no_rank_finding(p: &Placement, why: &str) -> Finding {
+pub fn no_rank_finding(p: &Placement, why: &str) -> Finding {
     let at = preflight_checks::net::host_port(&p.master_addr, p.master_port);
     Finding::new(
         preflight_checks::rendezvous::ids::RENDEZVOUS,

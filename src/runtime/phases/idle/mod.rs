@@ -1,8 +1,12 @@
 //! The idle test's two orders: after the connectivity phase every node holds a few connections to its ring successor on the chosen network silent (while throughput, path MTU, the all-reduce and the per-rail tests run), then, once the idle time has passed, uses them again; each node's answer goes into its facts (`link.idle-timeout` judges them).
 
-use super::gather::{Step, Wait, gather};
-use super::phases::{alive_facts, find, listener_for, send_orders};
-use super::{CoordConfig, JoinedNode};
+pub mod node;
+
+use super::ctx::{IdleHold, Lap, Phase, PhaseCtx};
+use crate::runtime::members::{
+    JoinedNode, Step, Wait, alive_facts, find, gather, listener_for, send_orders,
+};
+use crate::runtime::rendezvous::Rendezvous;
 use crate::transport::wire::{Msg, Target};
 use preflight_checks::model::{LinkOutcome, LinkResult};
 use preflight_checks::networks;
@@ -10,18 +14,44 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// Connections each node holds to its ring successor.
-pub(super) const STREAMS: u32 = 2;
+pub const STREAMS: u32 = 2;
 /// How long a reused connection is given to answer: a path that carries data answers in
 /// milliseconds, and TCP retransmits a lost byte several times within it.
-pub(super) const ANSWER_WAIT: Duration = Duration::from_secs(5);
+pub const ANSWER_WAIT: Duration = Duration::from_secs(5);
 /// Links one node may report back (it holds one target; more is a node out of protocol).
 const LINKS_PER_NODE: usize = 4;
 
-/// The test under way: when the silence began and how long it is to last.
-pub(super) struct Holding {
-    since: Instant,
-    idle: Duration,
-    asked: Vec<usize>,
+/// The idle test's first order, after the connectivity phase: hold connections silent.
+pub struct Hold;
+
+impl Phase for Hold {
+    fn name(&self) -> &'static str {
+        "idle hold"
+    }
+
+    fn run(&mut self, ctx: &mut PhaseCtx) -> Lap {
+        ctx.found.idle = hold(&mut ctx.members, ctx.run, &ctx.links);
+        Lap::Untimed
+    }
+}
+
+/// The idle test's second order, after the traffic phases: use the held connections again.
+pub struct Check;
+
+impl Phase for Check {
+    fn name(&self) -> &'static str {
+        "idle connections"
+    }
+
+    fn run(&mut self, ctx: &mut PhaseCtx) -> Lap {
+        // The held connections have been silent through every phase since the connectivity test.
+        let Some(holding) = ctx.found.idle.take() else {
+            return Lap::Untimed;
+        };
+        ctx.run.events.phase("idle connections");
+        check(&mut ctx.members, holding);
+        Lap::Timed
+    }
 }
 
 /// Each node's ring successor on the chosen network, among the alive nodes whose probe of that
@@ -71,21 +101,17 @@ fn ring_targets(members: &[JoinedNode], links: &[LinkResult]) -> BTreeMap<u32, T
 /// Orders every alive node to hold its connections (an empty order for a node without a
 /// target: it still learns that the next order may take the idle time); `None` when the test
 /// is off or no pair can be held.
-pub(super) fn hold(
-    members: &mut [JoinedNode],
-    cfg: &CoordConfig,
-    links: &[LinkResult],
-) -> Option<Holding> {
-    if cfg.idle_test.is_zero() {
+fn hold(members: &mut [JoinedNode], run: &Rendezvous, links: &[LinkResult]) -> Option<IdleHold> {
+    if run.job.idle_test.is_zero() {
         return None;
     }
     let targets = ring_targets(members, links);
     if targets.is_empty() {
-        cfg.events
+        run.events
             .log("coordinator: idle test skipped: no two nodes share a network that works");
         return None;
     }
-    let idle = cfg.idle_test;
+    let idle = run.job.idle_test;
     let asked = send_orders(members, "the idle test", |m| {
         Some(Msg::IdleOpen {
             targets: targets.get(&m.rank).cloned().into_iter().collect(),
@@ -93,8 +119,9 @@ pub(super) fn hold(
             idle_ms: idle.as_millis() as u64,
         })
     });
-    // Opening is a few connects and one echo each (see agent::idle): bounded well under this.
-    let wait = Wait::within(Duration::from_secs(30).min(cfg.join_timeout + Duration::from_secs(5)));
+    // Opening is a few connects and one echo each (see `idle::node`): bounded well under this.
+    let wait =
+        Wait::within(Duration::from_secs(30).min(run.join_timeout() + Duration::from_secs(5)));
     let is_final = |m: &Msg| matches!(m, Msg::IdleHeld { .. });
     let mut held = 0u32;
     gather(
@@ -111,11 +138,11 @@ pub(super) fn hold(
             _ => Step::Unexpected,
         },
     );
-    cfg.events.log(format!(
+    run.events.log(format!(
         "coordinator: idle test: {held} connections between ring neighbours held silent for {} s",
         idle.as_secs()
     ));
-    Some(Holding {
+    Some(IdleHold {
         since: Instant::now(),
         idle,
         asked,
@@ -124,7 +151,7 @@ pub(super) fn hold(
 
 /// Waits out what is left of the silence, then has every node asked to hold use its
 /// connections again; each node's answer lands in its facts (`idle_test`).
-pub(super) fn check(members: &mut [JoinedNode], holding: Holding) {
+fn check(members: &mut [JoinedNode], holding: IdleHold) {
     let left = (holding.since + holding.idle).saturating_duration_since(Instant::now());
     std::thread::sleep(left);
     let answer_ms = ANSWER_WAIT.as_millis() as u64;

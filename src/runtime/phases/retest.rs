@@ -3,8 +3,10 @@
 //! from bad links (it works with the partner). A link that works on the second pass was a
 //! passing fault and counts as ok.
 
-use super::JoinedNode;
-use super::phases::exchange;
+use super::ctx::{Lap, Phase, PhaseCtx};
+use crate::runtime::budget::probe_budget;
+use crate::runtime::members::JoinedNode;
+use crate::runtime::members::links::exchange;
 use crate::transport::wire::{Msg, Peer};
 use preflight_checks::model::{LinkOutcome, LinkResult, SecondPass};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -16,6 +18,47 @@ const MIN_FAILED_PEERS: usize = 3;
 const FAILED_SHARE: f64 = 0.25;
 /// Nodes tested again at most (the worst first): a cluster broken everywhere needs no more.
 const MAX_NODES: usize = 32;
+
+/// The second pass.
+pub struct Retest;
+
+impl Phase for Retest {
+    fn name(&self) -> &'static str {
+        "second pass"
+    }
+
+    fn run(&mut self, ctx: &mut PhaseCtx) -> Lap {
+        let t = ctx.run.job.timing;
+        let limit = probe_budget(t.connect_timeout, t.pings, 64) + Duration::from_secs(5);
+        let second = run(
+            &mut ctx.members,
+            &mut ctx.links,
+            t.pings,
+            t.connect_timeout,
+            limit,
+        );
+        if second.is_empty() {
+            return Lap::Untimed;
+        }
+        ctx.run.events.log(format!(
+            "coordinator: second pass: {}",
+            second
+                .iter()
+                .map(|p| format!(
+                    "rank {} against rank {}: {} (out {}, in {})",
+                    p.node,
+                    p.partner,
+                    p.verdict,
+                    p.outbound.as_str(),
+                    p.inbound.as_str()
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+        ctx.found.second = second;
+        Lap::Timed
+    }
+}
 
 /// Per node, the peers it failed with (either direction), from the probe's links.
 fn failed_peers(links: &[LinkResult]) -> BTreeMap<u32, BTreeSet<u32>> {
@@ -78,7 +121,7 @@ fn worst_nodes(failed: &BTreeMap<u32, BTreeSet<u32>>, alive: &[u32]) -> Vec<(u32
 }
 
 /// Runs the second pass and returns what it found; links that now work are updated in `links`.
-pub(super) fn run(
+fn run(
     members: &mut [JoinedNode],
     links: &mut [LinkResult],
     pings: u32,

@@ -7,7 +7,7 @@
 
 use crate::measure::tcp;
 use crate::placement::{Placement, resolve_host};
-use crate::runtime::Timing;
+use crate::runtime::job::Timing;
 use crate::transport::auth::{self, AuthError, Secret};
 use crate::transport::events::Events;
 use preflight_checks::cluster::{Dialed, RefusalKind};
@@ -17,7 +17,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// A join that worked: the control stream, the address it went through, how the master was dialed.
-pub(super) struct Joined {
+pub struct Joined {
     pub stream: TcpStream,
     pub via: SocketAddr,
     pub dialed: Dialed,
@@ -34,7 +34,7 @@ pub(super) struct Joined {
 }
 
 /// A join that did not: the outcome of the last attempt, in words, and how the master was dialed.
-pub(super) struct JoinFailed {
+pub struct JoinFailed {
     pub outcome: LinkOutcome,
     pub error: String,
     /// Rank 0 answered and turned this node away during the handshake: why.
@@ -60,7 +60,7 @@ fn dial_order(addrs: &[IpAddr]) -> Vec<IpAddr> {
 /// Connects to the coordinator, retrying until `deadline` and trying every address the master
 /// resolves to, then the addresses of `other_names` (the host's other names); tells timeout,
 /// refused and unreachable apart.
-pub(super) fn join(
+pub fn join(
     p: &Placement,
     secret: &Secret,
     deadline: Instant,
@@ -68,139 +68,36 @@ pub(super) fn join(
     events: &Events,
     other_names: &[String],
 ) -> Result<Joined, Box<JoinFailed>> {
-    let started = Instant::now();
-    let mut last = (LinkOutcome::Timeout, "no attempt finished".to_string());
-    let mut dialed = Dialed::default();
-    let mut attempts = 0u32;
-    let mut unresolved: Option<String> = None;
-    let mut late: Option<(f64, String)> = None;
+    let mut d = Dialing {
+        p,
+        secret,
+        deadline,
+        timing,
+        started: Instant::now(),
+        last: (LinkOutcome::Timeout, "no attempt finished".to_string()),
+        dialed: Dialed::default(),
+        attempts: 0,
+        unresolved: None,
+        late: None,
+    };
     while Instant::now() < deadline {
-        let resolved = resolve_host(&p.master_addr);
-        if let Some(e) = &resolved.error {
-            if unresolved.is_none() {
-                events.log(format!(
-                    "{} does not resolve yet ({e}); trying again until the join timeout",
-                    p.master_addr
-                ));
-            }
-            unresolved = Some(e.clone());
-            last = (
-                LinkOutcome::Unreachable,
-                format!("cannot resolve {}: {e}", p.master_addr),
-            );
-            dialed.resolve_error = Some(e.clone());
-            std::thread::sleep(
-                Duration::from_millis(500).min(deadline.saturating_duration_since(Instant::now())),
-            );
-            continue;
-        }
-        if let Some(e) = unresolved.take() {
-            let after = started.elapsed().as_secs_f64();
-            events.log(format!(
-                "{} resolved after {after:.1} s (until then: {e})",
-                p.master_addr
-            ));
-            late = Some((after, e));
-        }
-        dialed.resolve_error = None;
-        let order = dial_order(&resolved.addrs);
-        dialed.resolved = order.iter().map(IpAddr::to_string).collect();
-        if order.is_empty() {
-            last = (
-                LinkOutcome::Unreachable,
-                format!("{} resolves to no address", p.master_addr),
-            );
-            break;
-        }
-        let mut all_timed_out = true;
-        let mut failed: Vec<AddressTry> = Vec::new();
-        for ip in order.iter().copied() {
-            let addr = SocketAddr::new(ip, p.master_port);
-            let left = deadline.saturating_duration_since(Instant::now());
-            let attempt_timeout = timing.connect_timeout.max(Duration::from_secs(2)).min(left);
-            if attempt_timeout.is_zero() {
-                break;
-            }
-            attempts += 1;
-            let shown = host_port(&ip.to_string(), p.master_port);
-            if !dialed.tried.contains(&shown) {
-                dialed.tried.push(shown);
-            }
-            match tcp::connect_control(addr, attempt_timeout) {
-                Ok(s) => match authenticate(s, p, secret) {
-                    Ok(stream) => {
-                        return Ok(Joined {
-                            stream,
-                            via: addr,
-                            dialed,
-                            late,
-                            failed: Vec::new(),
-                            worked_name: None,
-                            passed_over: failed,
-                        });
-                    }
-                    Err(Attempt::Fatal(f)) => {
-                        return Err(Box::new(JoinFailed { dialed, ..*f }));
-                    }
-                    Err(Attempt::Again(e)) => {
-                        all_timed_out = false;
-                        last = (LinkOutcome::Error, e);
-                    }
-                },
-                Err((outcome, msg)) => {
-                    all_timed_out &= outcome == LinkOutcome::Timeout;
-                    failed.push(AddressTry {
-                        address: ip.to_string(),
-                        result: outcome.as_str().to_string(),
-                        error: msg.clone(),
-                    });
-                    last = (
-                        outcome,
-                        format!("{}: {msg}", host_port(&ip.to_string(), p.master_port)),
-                    );
-                }
-            }
-        }
+        let order = match d.resolve(events) {
+            Resolved::Again => continue,
+            Resolved::Nothing => break,
+            Resolved::Order(order) => order,
+        };
+        let (all_timed_out, failed) = match d.dial_each(&order)? {
+            Tried::Joined(j) => return Ok(*j),
+            Tried::Failed {
+                all_timed_out,
+                failed,
+            } => (all_timed_out, failed),
+        };
         // Every address of the name failed to connect: does another name of the host lead to
         // rank 0? Then the name leads elsewhere (unless rank 0 just came up: dial the name again).
         if failed.len() == order.len() && !other_names.is_empty() {
-            if let Some((stream, via, name)) =
-                join_elsewhere(p, deadline, timing, other_names, &order)
-            {
-                let again = order.iter().any(|ip| {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    let t = timing.connect_timeout.max(Duration::from_secs(2)).min(left);
-                    !t.is_zero()
-                        && tcp::connect_control(SocketAddr::new(*ip, p.master_port), t).is_ok()
-                });
-                if !again {
-                    match authenticate(stream, p, secret) {
-                        Ok(stream) => {
-                            events.log(format!(
-                                "{} led to {} that failed; joined rank 0 at {via} ({name})",
-                                p.master_addr,
-                                order
-                                    .iter()
-                                    .map(IpAddr::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ));
-                            return Ok(Joined {
-                                stream,
-                                via,
-                                dialed,
-                                late,
-                                failed,
-                                worked_name: Some(name),
-                                passed_over: Vec::new(),
-                            });
-                        }
-                        Err(Attempt::Fatal(f)) => {
-                            return Err(Box::new(JoinFailed { dialed, ..*f }));
-                        }
-                        Err(Attempt::Again(e)) => last = (LinkOutcome::Error, e),
-                    }
-                }
+            if let Some(j) = d.through_other_names(other_names, &order, failed, events)? {
+                return Ok(j);
             }
         }
         // Rank 0 may simply not be up yet: wait a little and try again.
@@ -211,17 +108,233 @@ pub(super) fn join(
         }
     }
     events.log(format!(
-        "could not join {}:{} after {attempts} attempts: {}",
-        p.master_addr, p.master_port, last.1
+        "could not join {}:{} after {} attempts: {}",
+        p.master_addr, p.master_port, d.attempts, d.last.1
     ));
-    let never_resolved_s = unresolved.map(|_| started.elapsed().as_secs_f64());
+    let never_resolved_s = d.unresolved.map(|_| d.started.elapsed().as_secs_f64());
     Err(Box::new(JoinFailed {
-        outcome: last.0,
-        error: last.1,
+        outcome: d.last.0,
+        error: d.last.1,
         refusal: None,
-        dialed,
+        dialed: d.dialed,
         never_resolved_s,
     }))
+}
+
+/// One join's attempts so far: what to dial and until when, what was tried and the last error.
+struct Dialing<'a> {
+    p: &'a Placement,
+    secret: &'a Secret,
+    deadline: Instant,
+    timing: Timing,
+    started: Instant,
+    last: (LinkOutcome, String),
+    dialed: Dialed,
+    attempts: u32,
+    /// The resolver's error while the name does not resolve.
+    unresolved: Option<String>,
+    late: Option<(f64, String)>,
+}
+
+/// What resolving the master's name gave.
+enum Resolved {
+    /// Not yet: try again (after a pause).
+    Again,
+    /// It resolves to no address: give up.
+    Nothing,
+    /// The addresses, in the order they are dialed.
+    Order(Vec<IpAddr>),
+}
+
+/// What dialing every address of the name came to.
+enum Tried {
+    Joined(Box<Joined>),
+    Failed {
+        all_timed_out: bool,
+        /// The addresses that did not connect.
+        failed: Vec<AddressTry>,
+    },
+}
+
+impl Dialing<'_> {
+    /// How long one connect may take now.
+    fn attempt_timeout(&self) -> Duration {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        self.timing
+            .connect_timeout
+            .max(Duration::from_secs(2))
+            .min(left)
+    }
+
+    /// Resolves the master's name again (timing how long it took to appear).
+    fn resolve(&mut self, events: &Events) -> Resolved {
+        let p = self.p;
+        let resolved = resolve_host(&p.master_addr);
+        if let Some(e) = &resolved.error {
+            if self.unresolved.is_none() {
+                events.log(format!(
+                    "{} does not resolve yet ({e}); trying again until the join timeout",
+                    p.master_addr
+                ));
+            }
+            self.unresolved = Some(e.clone());
+            self.last = (
+                LinkOutcome::Unreachable,
+                format!("cannot resolve {}: {e}", p.master_addr),
+            );
+            self.dialed.resolve_error = Some(e.clone());
+            std::thread::sleep(
+                Duration::from_millis(500)
+                    .min(self.deadline.saturating_duration_since(Instant::now())),
+            );
+            return Resolved::Again;
+        }
+        if let Some(e) = self.unresolved.take() {
+            let after = self.started.elapsed().as_secs_f64();
+            events.log(format!(
+                "{} resolved after {after:.1} s (until then: {e})",
+                p.master_addr
+            ));
+            self.late = Some((after, e));
+        }
+        self.dialed.resolve_error = None;
+        let order = dial_order(&resolved.addrs);
+        self.dialed.resolved = order.iter().map(IpAddr::to_string).collect();
+        if order.is_empty() {
+            self.last = (
+                LinkOutcome::Unreachable,
+                format!("{} resolves to no address", p.master_addr),
+            );
+            return Resolved::Nothing;
+        }
+        Resolved::Order(order)
+    }
+
+    /// Connects to each address in turn and authenticates; the first that works is the join.
+    fn dial_each(&mut self, order: &[IpAddr]) -> Result<Tried, Box<JoinFailed>> {
+        let p = self.p;
+        let mut all_timed_out = true;
+        let mut failed: Vec<AddressTry> = Vec::new();
+        for ip in order.iter().copied() {
+            let addr = SocketAddr::new(ip, p.master_port);
+            let attempt_timeout = self.attempt_timeout();
+            if attempt_timeout.is_zero() {
+                break;
+            }
+            self.attempts += 1;
+            let shown = host_port(&ip.to_string(), p.master_port);
+            if !self.dialed.tried.contains(&shown) {
+                self.dialed.tried.push(shown);
+            }
+            match tcp::connect_control(addr, attempt_timeout) {
+                Ok(s) => match authenticate(s, p, self.secret) {
+                    Ok(stream) => {
+                        let j = self.joined(stream, addr, std::mem::take(&mut failed), None);
+                        return Ok(Tried::Joined(Box::new(j)));
+                    }
+                    Err(Attempt::Fatal(f)) => return Err(self.fatal(*f)),
+                    Err(Attempt::Again(e)) => {
+                        all_timed_out = false;
+                        self.last = (LinkOutcome::Error, e);
+                    }
+                },
+                Err((outcome, msg)) => {
+                    all_timed_out &= outcome == LinkOutcome::Timeout;
+                    failed.push(AddressTry {
+                        address: ip.to_string(),
+                        result: outcome.as_str().to_string(),
+                        error: msg.clone(),
+                    });
+                    self.last = (
+                        outcome,
+                        format!("{}: {msg}", host_port(&ip.to_string(), p.master_port)),
+                    );
+                }
+            }
+        }
+        Ok(Tried::Failed {
+            all_timed_out,
+            failed,
+        })
+    }
+
+    /// Every address of the name failed: joins rank 0 through another name of the host, unless
+    /// the name's own addresses answer by now (rank 0 just came up).
+    fn through_other_names(
+        &mut self,
+        other_names: &[String],
+        order: &[IpAddr],
+        failed: Vec<AddressTry>,
+        events: &Events,
+    ) -> Result<Option<Joined>, Box<JoinFailed>> {
+        let p = self.p;
+        let Some((stream, via, name)) =
+            join_elsewhere(p, self.deadline, self.timing, other_names, order)
+        else {
+            return Ok(None);
+        };
+        let again = order.iter().any(|ip| {
+            let t = self.attempt_timeout();
+            !t.is_zero() && tcp::connect_control(SocketAddr::new(*ip, p.master_port), t).is_ok()
+        });
+        if again {
+            return Ok(None);
+        }
+        match authenticate(stream, p, self.secret) {
+            Ok(stream) => {
+                events.log(format!(
+                    "{} led to {} that failed; joined rank 0 at {via} ({name})",
+                    p.master_addr,
+                    order
+                        .iter()
+                        .map(IpAddr::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                Ok(Some(self.joined(stream, via, failed, Some(name))))
+            }
+            Err(Attempt::Fatal(f)) => Err(self.fatal(*f)),
+            Err(Attempt::Again(e)) => {
+                self.last = (LinkOutcome::Error, e);
+                Ok(None)
+            }
+        }
+    }
+
+    fn joined(
+        &mut self,
+        stream: TcpStream,
+        via: SocketAddr,
+        failed: Vec<AddressTry>,
+        worked_name: Option<String>,
+    ) -> Joined {
+        Joined {
+            stream,
+            via,
+            dialed: std::mem::take(&mut self.dialed),
+            late: self.late.take(),
+            // The first name's own failures are what a store client passes over; through
+            // another name, they are the addresses of a name that leads elsewhere.
+            passed_over: if worked_name.is_none() {
+                failed.clone()
+            } else {
+                Vec::new()
+            },
+            failed: if worked_name.is_none() {
+                Vec::new()
+            } else {
+                failed
+            },
+            worked_name,
+        }
+    }
+
+    fn fatal(&mut self, f: JoinFailed) -> Box<JoinFailed> {
+        Box::new(JoinFailed {
+            dialed: std::mem::take(&mut self.dialed),
+            ..f
+        })
+    }
 }
 
 /// Why an authentication did not work: try again, or give up with this failure.

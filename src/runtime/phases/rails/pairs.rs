@@ -5,12 +5,12 @@
 //! retest's rounds.
 //!
 //! [`run_round_here`] runs a round's children on this host (the fake-worker test hook and a
-//! single-host check); across hosts `rail_phase` (coordinator) and `rail_node` (each node)
+//! single-host check); across hosts `rails` (coordinator) and `rails::node` (each node)
 //! start the same children on the nodes, and both join the two sides with [`combine`].
 
-use super::schedule::schedule;
 use crate::measure::nccl::rail::{RailChild, rail_job, rail_result};
 use crate::measure::nccl::{self, NcclError, NcclOutcome};
+use crate::runtime::schedule::schedule;
 use preflight_checks::rails::localise::RailResult;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -56,6 +56,8 @@ pub struct RailRun {
     pub lib: Option<PathBuf>,
     pub program: Option<PathBuf>,
     pub extra_env: BTreeMap<(u32, u32), BTreeMap<String, String>>,
+    /// The network counted as a rail's path beside NET/IB (a test seam, see `runtime::seams`).
+    pub test_net: Option<String>,
 }
 
 fn side(
@@ -121,8 +123,8 @@ fn run_pair(
     };
     let [r0, r1] = outcomes;
     combine([
-        rail_result(a, b, rail, round, &r0).0,
-        rail_result(a, b, rail, round, &r1).0,
+        rail_result(a, b, rail, round, &r0, run.test_net.as_deref()).0,
+        rail_result(a, b, rail, round, &r1, run.test_net.as_deref()).0,
     ])
 }
 

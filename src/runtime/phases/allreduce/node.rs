@@ -1,58 +1,11 @@
 //! A node's side of the all-reduce: opens its ring listener, runs its part of the TCP ring, and
-//! drives the NCCL child, answering the coordinator's orders (and hands the per-rail pair tests
-//! and the counters' second snapshot to `rail_node` and `rdma_snapshot`).
+//! drives the NCCL child (`nccl`), answering the coordinator's orders.
 
 use crate::measure::ring::{self, Corrupt, RingConfig, RingListener, RingPeers};
-use crate::transport::auth::Secret;
-use crate::transport::events::Events;
-use crate::transport::gate::Gate;
-use crate::transport::wire::{Msg, NcclOrder, RingOrder, WireError, write_msg};
-use preflight_checks::model::NodeFacts;
+use crate::runtime::phases::state::NodeState;
+use crate::transport::wire::{Msg, RingOrder, WireError, write_msg};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
-
-/// Test hook: a node with this variable set perturbs what it sends in the ring, so tests can
-/// prove that wrong values are caught.
-pub const CORRUPT_HOOK: &str = "PREFLIGHT_TEST_CORRUPT_ALLREDUCE";
-
-/// What a node keeps between the all-reduce orders.
-pub struct NodeState {
-    pub rank: u32,
-    pub nnodes: u32,
-    pub secret: Secret,
-    pub facts: NodeFacts,
-    pub events: Events,
-    /// The nodes the coordinator admitted: the only ones this node's listeners serve.
-    pub admitted: Gate,
-    /// Where this node's facts were probed (the counters' second snapshot reads it again).
-    pub root: preflight_checks::root::Root,
-    ring: Option<RingListener>,
-    nccl: Option<crate::measure::nccl::Worker>,
-    rails: super::rail_node::Held,
-}
-
-impl NodeState {
-    pub fn new(
-        rank: u32,
-        nnodes: u32,
-        secret: Secret,
-        facts: NodeFacts,
-        events: Events,
-    ) -> NodeState {
-        NodeState {
-            rank,
-            nnodes,
-            secret,
-            facts,
-            events,
-            admitted: Gate::pending().sized_for(nnodes),
-            root: preflight_checks::root::Root::system(),
-            ring: None,
-            nccl: None,
-            rails: Default::default(),
-        }
-    }
-}
 
 /// Answers one all-reduce order; `None` when `msg` is not one (the caller handles it).
 pub fn handle(
@@ -63,19 +16,10 @@ pub fn handle(
     Some(Ok(match msg {
         Msg::RingListen { address } => listen(state, address),
         Msg::Ring { order } => return Some(run_ring(state, order, stream)),
-        Msg::NcclStart { order } => super::nccl_node::start(&mut state.nccl, &state.facts, order),
+        Msg::NcclStart { order } => super::nccl::start(&mut state.nccl, &state.facts, order),
         Msg::NcclRun { order, id } => {
-            super::nccl_node::run_nccl(&mut state.nccl, &state.facts, order, id)
+            super::nccl::run_nccl(&mut state.nccl, &state.facts, order, id)
         }
-        Msg::RailStart { children } => {
-            super::rail_node::start(&mut state.rails, &state.facts, children)
-        }
-        Msg::RailRun { children } => {
-            super::rail_node::run(&mut state.rails, &state.facts, children)
-        }
-        Msg::CountersSnapshot => Msg::Counters {
-            ports: super::rdma_snapshot::snapshot(&state.root),
-        },
         _ => return None,
     }))
 }
@@ -139,11 +83,15 @@ fn run_ring(
         warmup: order.warmup.min(100),
         iters: order.iters.clamp(1, 1000),
         timeout: Duration::from_millis(order.timeout_ms.clamp(1000, 600_000)),
-        corrupt: std::env::var_os(CORRUPT_HOOK).map(|_| Corrupt { size_index: None }),
+        corrupt: state
+            .seams
+            .corrupt_ring()
+            .then_some(Corrupt { size_index: None }),
     };
     if cfg.corrupt.is_some() {
         state.events.log(format!(
-            "test hook {CORRUPT_HOOK} is set: this node perturbs one value it sends in the ring"
+            "test hook {} is set: this node perturbs one value it sends in the ring",
+            crate::runtime::seams::vars::CORRUPT_ALLREDUCE
         ));
     }
     let mut sent: Result<(), WireError> = Ok(());
@@ -167,15 +115,4 @@ fn run_ring(
             error: Some(failure.error.to_string()),
         },
     })
-}
-
-/// The NCCL order's fields, checked (the coordinator is trusted only after the handshake, but
-/// still never trusted to size things without bounds).
-pub fn bounded(order: &NcclOrder) -> NcclOrder {
-    NcclOrder {
-        warmup: order.warmup.min(100),
-        iters: order.iters.clamp(1, 1000),
-        timeout_ms: order.timeout_ms.clamp(1000, 3_600_000),
-        ..order.clone()
-    }
 }

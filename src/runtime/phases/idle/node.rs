@@ -1,9 +1,10 @@
 //! The node's part of the idle test: open a few authenticated connections to its ring neighbour(s) on the chosen network, see each answer, hold them silent across the later phases, then use them again and say what each gave.
 
-use super::dial;
 use crate::measure::idle;
+use crate::runtime::dial;
+use crate::runtime::phases::state::NodeState;
 use crate::transport::auth::Secret;
-use crate::transport::wire::Target;
+use crate::transport::wire::{Msg, Target};
 use preflight_checks::model::{IdleLink, IdleOutcome, IdleTest};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -137,4 +138,51 @@ fn check_target(me: u32, h: HeldTarget, answer: Duration) -> IdleLink {
         }
     }
     link
+}
+/// `IdleOpen`: holds `streams` connections to each target (itself left out) silent for the idle
+/// time (capped); returns the answer and the idle time, which the node adds to its wait for the
+/// next order (the check comes once the silence is over).
+pub fn answer_open(
+    node: &NodeState,
+    holding: &mut Holding,
+    targets: Vec<Target>,
+    streams: u32,
+    idle_ms: u64,
+) -> (Msg, Duration) {
+    let idle = Duration::from_millis(idle_ms).min(idle::MAX_IDLE);
+    let targets: Vec<Target> = targets
+        .into_iter()
+        .filter(|t| t.rank != node.rank)
+        .collect();
+    *holding = Holding::open(
+        node.rank,
+        node.nnodes,
+        &targets,
+        streams,
+        idle,
+        &node.secret,
+    );
+    if !targets.is_empty() {
+        node.events.log(format!(
+            "idle test: holding {} connections to rank(s) {} silent for {} s",
+            holding.count(),
+            targets
+                .iter()
+                .map(|t| t.rank.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            idle.as_secs()
+        ));
+    }
+    let reply = Msg::IdleHeld {
+        held: holding.count(),
+    };
+    (reply, idle)
+}
+
+/// `IdleCheck`: uses every held connection again and says what each gave.
+pub fn answer_check(node: &NodeState, holding: &mut Holding, answer_ms: u64) -> Msg {
+    Msg::IdleDone {
+        test: std::mem::take(holding).check(node.rank, Duration::from_millis(answer_ms)),
+    }
 }

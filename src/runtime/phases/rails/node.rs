@@ -4,7 +4,7 @@
 //! with the id that came through the coordinator), each under the worker's watchdog, and
 //! answers with each side's result.
 
-use crate::measure::nccl::rail::{RAIL_NET_TEST_KNOB, RailChild, rail_job, rail_result};
+use crate::measure::nccl::rail::{RailChild, rail_job, rail_result};
 use crate::measure::nccl::{self, NcclError, Worker};
 use crate::transport::wire::{Msg, RailId, RailOrder, RailSide};
 use preflight_checks::model::NodeFacts;
@@ -28,15 +28,17 @@ fn child_of(o: &RailOrder) -> RailChild {
     }
 }
 
-fn start_child(facts: &NodeFacts, o: &RailOrder) -> Result<Worker, NcclError> {
+/// Starts one child; `test_net` (a test seam) replaces `NCCL_NET=IB`.
+fn start_child(
+    facts: &NodeFacts,
+    o: &RailOrder,
+    test_net: Option<&str>,
+) -> Result<Worker, NcclError> {
     let lib = nccl::available(facts).map_err(NcclError::LibraryMissing)?;
     let timeout = Duration::from_millis(o.timeout_ms.clamp(1000, 600_000));
     let mut job = rail_job(&child_of(o), o.first_rank, &o.env, timeout, Some(lib), None);
-    if let Some(net) = std::env::var(RAIL_NET_TEST_KNOB)
-        .ok()
-        .filter(|v| !v.is_empty())
-    {
-        job.env.insert("NCCL_NET".into(), net);
+    if let Some(net) = test_net.filter(|v| !v.is_empty()) {
+        job.env.insert("NCCL_NET".into(), net.to_string());
     }
     nccl::start(&job)
 }
@@ -45,11 +47,18 @@ fn start_child(facts: &NodeFacts, o: &RailOrder) -> Result<Worker, NcclError> {
 /// children of an earlier round still held are stopped first. The children are spawned on this
 /// (the agent's) thread, which lives as long as they do: a child's parent-death signal follows
 /// the thread that spawned it. Only the waits run on threads of their own.
-pub fn start(held: &mut Held, facts: &NodeFacts, children: &[RailOrder]) -> Msg {
+pub fn start(
+    held: &mut Held,
+    facts: &NodeFacts,
+    children: &[RailOrder],
+    test_net: Option<&str>,
+) -> Msg {
     held.clear();
     let children = &children[..children.len().min(MAX_CHILDREN)];
-    let mut workers: Vec<Result<Worker, NcclError>> =
-        children.iter().map(|o| start_child(facts, o)).collect();
+    let mut workers: Vec<Result<Worker, NcclError>> = children
+        .iter()
+        .map(|o| start_child(facts, o, test_net))
+        .collect();
     let got: Vec<Result<String, NcclError>> = std::thread::scope(|s| {
         let handles: Vec<_> = workers
             .iter_mut()
@@ -101,12 +110,12 @@ pub fn start(held: &mut Held, facts: &NodeFacts, children: &[RailOrder]) -> Msg 
 }
 
 /// One child of `RailRun` to its end.
-fn run_child(worker: Result<Worker, NcclError>, o: &RailOrder) -> RailSide {
+fn run_child(worker: Result<Worker, NcclError>, o: &RailOrder, test_net: Option<&str>) -> RailSide {
     let outcome = worker.and_then(|mut w| {
         w.give_id(&o.id)?;
         w.finish()
     });
-    let (r, _) = rail_result(0, 1, o.rail, 0, &outcome);
+    let (r, _) = rail_result(0, 1, o.rail, 0, &outcome, test_net);
     RailSide {
         peer: o.peer,
         rail: o.rail,
@@ -117,7 +126,12 @@ fn run_child(worker: Result<Worker, NcclError>, o: &RailOrder) -> RailSide {
 
 /// `RailRun`: every listed child at once (spawned on this thread, see [`start`]), one thread
 /// each to wait for it; answers when all ended (each within its watchdog's timeout).
-pub fn run(held: &mut Held, facts: &NodeFacts, children: &[RailOrder]) -> Msg {
+pub fn run(
+    held: &mut Held,
+    facts: &NodeFacts,
+    children: &[RailOrder],
+    test_net: Option<&str>,
+) -> Msg {
     let children = &children[..children.len().min(MAX_CHILDREN)];
     let work: Vec<(Result<Worker, NcclError>, &RailOrder)> = children
         .iter()
@@ -130,7 +144,7 @@ pub fn run(held: &mut Held, facts: &NodeFacts, children: &[RailOrder]) -> Msg {
                     )
                 })
             } else {
-                start_child(facts, o)
+                start_child(facts, o, test_net)
             };
             (w, o)
         })
@@ -139,7 +153,7 @@ pub fn run(held: &mut Held, facts: &NodeFacts, children: &[RailOrder]) -> Msg {
     let sides = std::thread::scope(|s| {
         let handles: Vec<_> = work
             .into_iter()
-            .map(|(w, o)| (o, s.spawn(move || run_child(w, o))))
+            .map(|(w, o)| (o, s.spawn(move || run_child(w, o, test_net))))
             .collect();
         handles
             .into_iter()

@@ -9,14 +9,19 @@
 //! for its next order longer than one step, and every step's wait is bounded by `--timeout`.
 //! Per node: O(rounds x rails) children, never one per other node.
 
-use super::allreduce::AllreduceMode;
-use super::coordinator::{JoinedNode, Step, Wait, gather, send_orders};
-use super::rail_pairs::{combine, rail_rounds};
+pub mod counters;
+pub mod node;
+pub mod pairs;
+
+use super::ctx::{Lap, Phase, PhaseCtx, RailOutcome};
 use crate::measure::nccl::rail::RailChild;
+use crate::runtime::job::AllreduceMode;
+use crate::runtime::members::{JoinedNode, Step, Wait, gather, send_orders};
 use crate::transport::events::Events;
 use crate::transport::wire::{Msg, RailOrder, RailSide};
-use preflight_checks::model::{IbFacts, NodeFacts, Recommendation};
-use preflight_checks::rails::localise::{RailResult, RailVerdict, localise, retest_plan, rounds};
+use pairs::{combine, rail_rounds};
+use preflight_checks::model::{NodeFacts, Recommendation};
+use preflight_checks::rails::localise::{RailResult, localise, retest_plan, rounds};
 use preflight_checks::rails::map_rails;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -28,6 +33,31 @@ const RAIL_ID_TIMEOUT: Duration = Duration::from_secs(60);
 /// Retest rounds at most (each holds one child per node and rail).
 const MAX_RETEST_ROUNDS: usize = 6;
 
+/// The per-rail NCCL pair tests, with the advice the all-reduce ran with.
+pub struct Rails;
+
+impl Phase for Rails {
+    fn name(&self) -> &'static str {
+        "per-rail tests"
+    }
+
+    fn run(&mut self, ctx: &mut PhaseCtx) -> Lap {
+        let run = ctx.run;
+        let plan = RailPlan {
+            mode: run.job.allreduce.mode,
+            matchings: run.job.timing.matchings,
+            seed: run.nnodes() as u64,
+            timeout: run.join_timeout(),
+        };
+        let none = Recommendation::default();
+        let rec = ctx.found.recommendation.as_ref().unwrap_or(&none);
+        let rails = measure_rails(&mut ctx.members, rec, &plan, &run.events);
+        let ran = rails.not_run.is_none();
+        ctx.found.traffic.rails.outcome = rails;
+        if ran { Lap::Timed } else { Lap::Untimed }
+    }
+}
+
 /// What the per-rail tests need from the run.
 #[derive(Clone, Debug)]
 pub struct RailPlan {
@@ -37,16 +67,6 @@ pub struct RailPlan {
     pub seed: u64,
     /// `--timeout`: no step waits longer than it (plus a margin).
     pub timeout: Duration,
-}
-
-/// What the per-rail tests found, or why they did not run.
-#[derive(Clone, Debug, Default)]
-pub struct RailOutcome {
-    pub results: Vec<RailResult>,
-    pub verdict: Option<RailVerdict>,
-    pub not_run: Option<String>,
-    /// Nodes left out, with why.
-    pub skipped: Vec<(u32, String)>,
 }
 
 /// Why a node cannot take part, or its rails (GPU r with its closest ACTIVE HCA port).
@@ -101,7 +121,7 @@ pub fn eligible(nodes: &[(u32, &NodeFacts)]) -> (RailsByRank, Vec<(u32, String)>
 }
 
 /// Runs the per-rail pair tests over the alive members, with the advice's environment.
-pub(super) fn measure_rails(
+fn measure_rails(
     members: &mut [JoinedNode],
     rec: &Recommendation,
     plan: &RailPlan,
@@ -175,6 +195,9 @@ pub(super) fn measure_rails(
     }
 }
 
+/// Per (node, peer, rail).
+type ByPair<T> = BTreeMap<(u32, u32, u32), T>;
+
 /// What every round shares.
 struct Round<'a> {
     rails: &'a RailsByRank,
@@ -225,6 +248,28 @@ impl Round<'_> {
             }
         }
         // 1. The rank-0 children start and hand out their unique ids.
+        let (ids, mut gone) = self.unique_ids(members, &firsts, &mut errors);
+        // 2. Both sides of every pair with an id run.
+        let run = with_ids(&firsts, &seconds, &ids);
+        let (sides, lost) = self.run_sides(members, &run);
+        gone.extend(lost);
+        let answers = Answers {
+            errors: &errors,
+            sides: &sides,
+            gone: &gone,
+            round,
+        };
+        pairs.iter().map(|&pair| answers.result(pair)).collect()
+    }
+
+    /// `RailStart` to every alive node (empty for a node with no rank-0 side): the unique ids by
+    /// (node, peer, rail), failures noted in `errors`; and the ranks lost meanwhile.
+    fn unique_ids(
+        &self,
+        members: &mut [JoinedNode],
+        firsts: &BTreeMap<u32, Vec<RailOrder>>,
+        errors: &mut BTreeMap<(u32, u32, u32), String>,
+    ) -> (ByPair<String>, Vec<u32>) {
         let asked = send_orders(members, "the per-rail tests", |m| {
             Some(Msg::RailStart {
                 children: firsts.get(&m.rank).cloned().unwrap_or_default(),
@@ -258,27 +303,16 @@ impl Round<'_> {
                 _ => Step::Unexpected,
             },
         );
-        let gone: Vec<u32> = lost.iter().map(|&i| members[i].rank).collect();
-        // 2. Both sides of every pair with an id run.
-        let mut run: BTreeMap<u32, Vec<RailOrder>> = BTreeMap::new();
-        for (a, list) in &firsts {
-            for o in list {
-                let Some(id) = ids.get(&(*a, o.peer, o.rail)) else {
-                    continue;
-                };
-                let mut x = o.clone();
-                x.id = id.clone();
-                run.entry(*a).or_default().push(x);
-                if let Some(y) = seconds
-                    .get(&o.peer)
-                    .and_then(|l| l.iter().find(|y| y.peer == *a && y.rail == o.rail))
-                {
-                    let mut y = y.clone();
-                    y.id = id.clone();
-                    run.entry(o.peer).or_default().push(y);
-                }
-            }
-        }
+        (ids, lost.iter().map(|&i| members[i].rank).collect())
+    }
+
+    /// `RailRun` to every alive node: each side's result by (node, peer, rail), and the ranks
+    /// lost meanwhile.
+    fn run_sides(
+        &self,
+        members: &mut [JoinedNode],
+        run: &BTreeMap<u32, Vec<RailOrder>>,
+    ) -> (ByPair<RailSide>, Vec<u32>) {
         let asked = send_orders(members, "the per-rail tests", |m| {
             Some(Msg::RailRun {
                 children: run.get(&m.rank).cloned().unwrap_or_default(),
@@ -301,71 +335,82 @@ impl Round<'_> {
                 _ => Step::Unexpected,
             },
         );
-        let gone: Vec<u32> = gone
-            .into_iter()
-            .chain(lost.iter().map(|&i| members[i].rank))
-            .collect();
-        pairs
-            .iter()
-            .map(|&(a, b, rail)| {
-                let one = |me: u32, peer: u32| -> RailResult {
-                    let failed = |error: String| RailResult {
-                        a,
-                        b,
-                        rail,
-                        gbps: None,
-                        error: Some(error),
-                        round,
-                    };
-                    if let Some(e) = errors.get(&(me, peer, rail)).or(errors.get(&(a, b, rail))) {
-                        return failed(e.clone());
-                    }
-                    match sides.get(&(me, peer, rail)) {
-                        Some(s) => RailResult {
-                            a,
-                            b,
-                            rail,
-                            gbps: s.gbps,
-                            error: s.error.clone(),
-                            round,
-                        },
-                        None if gone.contains(&me) => {
-                            failed(format!("rank {me} stopped answering during the test"))
-                        }
-                        None => failed(format!("rank {me} sent no result for this pair")),
-                    }
-                };
-                combine([one(a, b), one(b, a)])
-            })
-            .collect()
+        (sides, lost.iter().map(|&i| members[i].rank).collect())
     }
 }
 
-/// The RDMA counters' second snapshot, after the traffic phases: every alive node with RDMA
-/// devices reads its counters again; the join's facts with those counters, by rank.
-pub(super) fn counters_after(
-    members: &mut [JoinedNode],
-    timeout: Duration,
-) -> BTreeMap<u32, IbFacts> {
-    let asked = send_orders(members, "the counters' second snapshot", |m| {
-        (!m.facts.ib.devices.is_empty()).then_some(Msg::CountersSnapshot)
-    });
-    let mut after = BTreeMap::new();
-    gather(
-        members,
-        &asked,
-        "the counters' second snapshot",
-        Wait::within(timeout.min(Duration::from_secs(10))),
-        |m| matches!(m, Msg::Counters { .. }),
-        |m, msg| match msg {
-            Msg::Counters { ports } => {
-                after.insert(m.rank, super::rdma_snapshot::after(&m.facts.ib, &ports));
-                Step::Done
+/// Both sides' orders of every pair whose rank-0 side sent its unique id, with the id.
+fn with_ids(
+    firsts: &BTreeMap<u32, Vec<RailOrder>>,
+    seconds: &BTreeMap<u32, Vec<RailOrder>>,
+    ids: &BTreeMap<(u32, u32, u32), String>,
+) -> BTreeMap<u32, Vec<RailOrder>> {
+    let mut run: BTreeMap<u32, Vec<RailOrder>> = BTreeMap::new();
+    for (a, list) in firsts {
+        for o in list {
+            let Some(id) = ids.get(&(*a, o.peer, o.rail)) else {
+                continue;
+            };
+            let mut x = o.clone();
+            x.id = id.clone();
+            run.entry(*a).or_default().push(x);
+            if let Some(y) = seconds
+                .get(&o.peer)
+                .and_then(|l| l.iter().find(|y| y.peer == *a && y.rail == o.rail))
+            {
+                let mut y = y.clone();
+                y.id = id.clone();
+                run.entry(o.peer).or_default().push(y);
             }
-            _ => Step::Unexpected,
-        },
-    );
-    after
+        }
+    }
+    run
+}
+
+/// What one round heard: the failures before a child ran, each side's result, the ranks lost.
+struct Answers<'a> {
+    errors: &'a BTreeMap<(u32, u32, u32), String>,
+    sides: &'a BTreeMap<(u32, u32, u32), RailSide>,
+    gone: &'a [u32],
+    round: u32,
+}
+
+impl Answers<'_> {
+    /// The pair's result from its two sides (`rail_pairs::combine`).
+    fn result(&self, (a, b, rail): (u32, u32, u32)) -> RailResult {
+        let one = |me: u32, peer: u32| -> RailResult {
+            let failed = |error: String| RailResult {
+                a,
+                b,
+                rail,
+                gbps: None,
+                error: Some(error),
+                round: self.round,
+            };
+            if let Some(e) = self
+                .errors
+                .get(&(me, peer, rail))
+                .or(self.errors.get(&(a, b, rail)))
+            {
+                return failed(e.clone());
+            }
+            match self.sides.get(&(me, peer, rail)) {
+                Some(s) => RailResult {
+                    a,
+                    b,
+                    rail,
+                    gbps: s.gbps,
+                    error: s.error.clone(),
+                    round: self.round,
+                },
+                None if self.gone.contains(&me) => {
+                    failed(format!("rank {me} stopped answering during the test"))
+                }
+                None => failed(format!("rank {me} sent no result for this pair")),
+            }
+        };
+        combine([one(a, b), one(b, a)])
+    }
 }
 
 #[cfg(test)]

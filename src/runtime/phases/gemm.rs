@@ -158,7 +158,7 @@ fn measure(
 
 /// NVML's index of the GPU at `bus` (CUDA numbers GPUs its own way), else the CUDA ordinal.
 fn nvml_index(facts: &NodeFacts, bus: Option<&String>, ordinal: u32) -> u32 {
-    bus.and_then(|b| super::node::nvml_index_by_bus(&facts.gpu.gpus, b))
+    bus.and_then(|b| crate::runtime::node::nvml_index_by_bus(&facts.gpu.gpus, b))
         .unwrap_or(ordinal)
 }
 

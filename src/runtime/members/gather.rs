@@ -5,7 +5,7 @@
 //! `limit` is lost; its socket is shut down. So a stopped or hung node costs the others at most
 //! `silence`, never a wait per node in turn.
 
-use super::JoinedNode;
+use super::joined::JoinedNode;
 use crate::transport::wire::{Msg, WireError, frame_body_len, read_msg_budget, reply_budget};
 use preflight_checks::budget::Budget;
 use std::collections::BTreeMap;
@@ -16,14 +16,14 @@ use std::time::{Duration, Instant};
 
 /// How long a phase may wait: in all, and for any one node's next message.
 #[derive(Clone, Copy, Debug)]
-pub(in crate::runtime) struct Wait {
+pub struct Wait {
     pub limit: Duration,
     pub silence: Duration,
 }
 
 impl Wait {
     /// Both bounds the same: a phase of one question and one answer.
-    pub(in crate::runtime) fn within(limit: Duration) -> Wait {
+    pub fn within(limit: Duration) -> Wait {
         Wait {
             limit,
             silence: limit,
@@ -32,7 +32,7 @@ impl Wait {
 }
 
 /// What the phase made of one message.
-pub(in crate::runtime) enum Step {
+pub enum Step {
     /// More messages follow from this node.
     More,
     /// This node is done with the phase.
@@ -107,7 +107,7 @@ fn read_some(stream: &mut TcpStream, p: &mut Partial, cap: usize) -> Read {
 /// node's reading stops after the message `is_final` accepts (the protocol is request and
 /// answer: nothing else comes until the next order). `handle` sees each message in arrival
 /// order. Returns the indices of the nodes lost here.
-pub(in crate::runtime) fn gather(
+pub fn gather(
     members: &mut [JoinedNode],
     asked: &[usize],
     phase: &str,
@@ -215,7 +215,7 @@ pub(in crate::runtime) fn gather(
 }
 
 /// Marks a node lost (logged after the phase) and shuts its socket so no reader waits on it.
-pub(in crate::runtime) fn lose(m: &mut JoinedNode, phase: &str, why: &str) {
+pub fn lose(m: &mut JoinedNode, phase: &str, why: &str) {
     if m.alive {
         m.lost = Some(format!("during {phase}: {why}"));
     }
