@@ -184,11 +184,11 @@ impl Cluster {
     }
 }
 
-pub(crate) fn with_id<'a>(findings: &'a [Finding], id: crate::core::FindingId) -> Vec<&'a Finding> {
+pub(crate) fn with_id(findings: &[Finding], id: crate::core::FindingId) -> Vec<&Finding> {
     findings.iter().filter(|f| f.id == id).collect()
 }
 
-pub(crate) fn only<'a>(findings: &'a [Finding], id: crate::core::FindingId) -> &'a Finding {
+pub(crate) fn only(findings: &[Finding], id: crate::core::FindingId) -> &Finding {
     let v = with_id(findings, id);
     assert_eq!(v.len(), 1, "expected one {id}, got {v:#?}");
     v[0]

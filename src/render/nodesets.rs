@@ -23,16 +23,9 @@ pub fn split(report: &Report) -> (Vec<String>, Vec<String>) {
         if let Some(h) = f.node.and_then(host) {
             failed.insert(h);
         }
-        if f.id == preflight_checks::rendezvous::ids::RENDEZVOUS {
-            let missing = f.evidence.get("missing").and_then(|m| m.as_array());
-            for m in missing.into_iter().flatten() {
-                let named = m.get("host").and_then(|h| h.as_str()).map(str::to_string);
-                let ranked = m
-                    .get("rank")
-                    .and_then(|r| r.as_u64())
-                    .and_then(|r| u32::try_from(r).ok())
-                    .and_then(host);
-                if let Some(h) = named.or(ranked) {
+        if let Some(v) = preflight_checks::rendezvous::verdict::Rendezvous::of(f) {
+            for m in v.missing {
+                if let Some(h) = m.host.or_else(|| m.rank.and_then(host)) {
                     failed.insert(h);
                 }
             }

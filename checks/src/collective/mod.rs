@@ -31,13 +31,13 @@ pub struct CollectiveInput<'a> {
 impl<'a> CollectiveInput<'a> {
     /// The input with what `link.slow` found among `findings` (its warnings' parts, its reference).
     pub fn with_link_verdict(mut self, findings: &[Finding]) -> CollectiveInput<'a> {
-        for f in findings.iter().filter(|f| f.id == crate::link::ids::SLOW) {
-            if f.status == Status::Warn
-                && let Some(part) = f.evidence.get("part").and_then(|p| p.as_str())
+        for v in findings.iter().filter_map(crate::link::verdict::Slow::of) {
+            if v.warned
+                && let Some(part) = v.part
             {
-                self.slow_parts.push(part.to_string());
+                self.slow_parts.push(part);
             }
-            if let Some(r) = f.evidence.get("reference_gbit_s").and_then(|r| r.as_f64()) {
+            if let Some(r) = v.reference_gbit_s {
                 self.link_reference_gbit = Some(r);
             }
         }
@@ -528,8 +528,10 @@ mod tests {
         v
     }
 
-    fn find<'a>(fs: &'a [Finding], id: crate::core::FindingId) -> &'a Finding {
-        fs.iter().find(|f| f.id == id).expect(id.as_str())
+    fn find(fs: &[Finding], id: crate::core::FindingId) -> &Finding {
+        fs.iter()
+            .find(|f| f.id == id)
+            .unwrap_or_else(|| panic!("{id}"))
     }
 
     fn input<'a>(

@@ -606,7 +606,7 @@ mod tests {
         f
     }
 
-    fn one<'a>(fs: &'a [Finding], id: crate::core::FindingId) -> &'a Finding {
+    fn one(fs: &[Finding], id: crate::core::FindingId) -> &Finding {
         let hits: Vec<&Finding> = fs.iter().filter(|f| f.id == id).collect();
         assert_eq!(hits.len(), 1, "{id}: {fs:#?}");
         hits[0]

@@ -181,9 +181,7 @@ fn stragglers(report: &Report) -> BTreeSet<u32> {
     report
         .findings
         .iter()
-        .filter(|f| f.id == crate::link::ids::SLOW && f.status == Status::Warn)
-        .filter(|f| f.evidence.get("kind").and_then(|k| k.as_str()) == Some("node"))
-        .filter_map(|f| f.node)
+        .filter_map(|f| crate::link::verdict::Slow::of(f)?.slow_node())
         .collect()
 }
 
@@ -242,23 +240,14 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
     for f in report
         .findings
         .iter()
-        .filter(|f| f.id == crate::rendezvous::ids::RENDEZVOUS)
+        .filter_map(crate::rendezvous::verdict::Rendezvous::of)
     {
-        if let Some(n) = f.evidence.get("nnodes").and_then(|v| v.as_u64()) {
-            nnodes = nnodes.max(n.min(u64::from(u32::MAX)) as u32);
+        if let Some(n) = f.nnodes {
+            nnodes = nnodes.max(n);
         }
-        for m in f
-            .evidence
-            .get("missing")
-            .and_then(|v| v.as_array())
-            .into_iter()
-            .flatten()
-        {
-            if let (Some(r), Some(h)) = (
-                m.get("rank").and_then(|v| v.as_u64()),
-                m.get("host").and_then(|v| v.as_str()),
-            ) {
-                expected.insert(r as u32, h.to_string());
+        for m in f.missing {
+            if let (Some(r), Some(h)) = (m.rank, m.host) {
+                expected.insert(r, h);
             }
         }
     }

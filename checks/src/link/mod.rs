@@ -14,6 +14,7 @@ pub mod mtu_blackhole;
 pub mod nat;
 pub mod slow;
 pub mod unreachable;
+pub mod verdict;
 pub mod vertex_cover;
 
 pub use slow::{SLOW_SHARE, throughput_samples};

@@ -333,7 +333,7 @@ mod tests {
         }
     }
 
-    fn by_id<'a>(out: &'a [Finding], id: crate::core::FindingId) -> Vec<&'a Finding> {
+    fn by_id(out: &[Finding], id: crate::core::FindingId) -> Vec<&Finding> {
         out.iter().filter(|f| f.id == id).collect()
     }
 

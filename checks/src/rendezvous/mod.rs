@@ -12,6 +12,7 @@ pub mod master_name;
 pub mod ranks;
 pub mod refused;
 pub mod resolution;
+pub mod verdict;
 pub mod versions;
 
 pub use joining::{Dialed, MasterIsSelf, ThisNode, refused_here};

@@ -278,7 +278,7 @@ mod tests {
         }
     }
 
-    fn find<'a>(out: &'a [Finding], id: crate::core::FindingId) -> &'a Finding {
+    fn find(out: &[Finding], id: crate::core::FindingId) -> &Finding {
         let all: Vec<_> = out.iter().filter(|f| f.id == id).collect();
         assert_eq!(all.len(), 1, "{id}");
         all[0]

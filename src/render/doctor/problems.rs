@@ -84,10 +84,9 @@ fn same_firewall<'a>(findings: &[&'a Finding], g: &[&Finding]) -> Option<&'a Fin
         return None;
     }
     let blames = |f: &Finding, node: u32| {
-        f.id == preflight_checks::link::ids::UNREACHABLE
-            && f.status >= Status::Fail
-            && f.evidence.get("cause_node").and_then(Value::as_u64) == Some(u64::from(node))
-            && f.evidence.get("cause_direction").and_then(Value::as_str) == Some("incoming")
+        f.status >= Status::Fail
+            && preflight_checks::link::verdict::Unreachable::of(f)
+                .is_some_and(|v| v.cause_node == Some(node) && v.incoming)
             && f.fix.as_ref().is_some_and(|x| !x.commands.is_empty())
     };
     let mut culprit = None;

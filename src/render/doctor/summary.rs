@@ -143,16 +143,11 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         .collect();
     let named_pairs: Vec<(u32, u32)> = slow_warnings
         .iter()
-        .filter_map(|f| {
-            let end = |k: &str| f.evidence.get(k).and_then(|v| v.as_u64()).map(|v| v as u32);
-            let (a, b) = (end("from")?, end("to")?);
-            Some((a.min(b), a.max(b)))
-        })
+        .filter_map(|f| preflight_checks::link::verdict::Slow::of(f)?.pair())
         .collect();
     let judged_slow: Vec<u32> = slow_warnings
         .iter()
-        .filter(|f| f.evidence.get("kind").and_then(|k| k.as_str()) == Some("node"))
-        .filter_map(|f| f.node)
+        .filter_map(|f| preflight_checks::link::verdict::Slow::of(f)?.slow_node())
         .collect();
     for f in 0..n {
         for t in (0..n).filter(|t| *t != f) {

@@ -24,7 +24,7 @@ fn findings(case: &str) -> Vec<Finding> {
 }
 
 /// The findings of `id`, asserting there is at least one.
-fn of<'a>(fs: &'a [Finding], id: crate::core::FindingId) -> Vec<&'a Finding> {
+fn of(fs: &[Finding], id: crate::core::FindingId) -> Vec<&Finding> {
     let v: Vec<&Finding> = fs.iter().filter(|f| f.id == id).collect();
     assert!(!v.is_empty(), "no {id} in {fs:#?}");
     v

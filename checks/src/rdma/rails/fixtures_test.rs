@@ -205,7 +205,7 @@ const NDR: &str = "400 Gb/sec (4X NDR)";
 const HDR: &str = "200 Gb/sec (4X HDR)";
 const ACTIVE: &str = "4: ACTIVE";
 
-fn by_id<'a>(fs: &'a [Finding], id: crate::core::FindingId) -> Vec<&'a Finding> {
+fn by_id(fs: &[Finding], id: crate::core::FindingId) -> Vec<&Finding> {
     fs.iter().filter(|f| f.id == id).collect()
 }
 

@@ -35,9 +35,6 @@ pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
     out
 }
 
-/// `sysctl -w` for each setting, then the persistent half: `/etc/sysctl.d/90-preflight-<name>.conf`
-/// (a file per concern, so one fix never overwrites another's).
-
 #[cfg(test)]
 pub(crate) mod testkit {
     //! Facts for the scale checks' tests: a Linux node with today's defaults.
