@@ -11,6 +11,7 @@ pub mod collective;
 pub mod env;
 pub mod explain_log;
 pub mod fail_slow;
+pub mod flight_recorder;
 pub mod firewall;
 pub mod gpu;
 pub mod gpu_compute;
