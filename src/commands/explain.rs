@@ -24,6 +24,10 @@ pub fn explain(job: &ExplainJob) -> anyhow::Result<Outcome> {
             Box::new(explain_log_file(path)?),
             *format == ExplainFormat::Json,
         )),
+        ExplainJob::Hang(h) => Ok(Outcome::ExplainLog(
+            Box::new(super::hang::explain(h)?),
+            h.format == ExplainFormat::Json,
+        )),
     }
 }
 
@@ -64,6 +68,7 @@ pub fn explain_reader(
         log: name.to_string(),
         answer,
         nccl,
+        hang: None,
     })
 }
 

@@ -5,6 +5,7 @@ pub mod check;
 pub mod cluster;
 pub mod explain;
 pub mod facts;
+pub mod hang;
 pub mod hooks;
 pub mod launch;
 pub mod render;

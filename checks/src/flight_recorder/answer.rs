@@ -148,7 +148,7 @@ fn causes(kind: &str, node: &str, job: &JobSeen) -> Vec<Cause> {
             code_cause(
                 "the code took another path on this rank: a collective under `if rank == ...`, an early `break`/`continue`, an exception caught and ignored, or a data loader that ran out first",
                 node,
-                "read the frames below (where it last called a collective) against the others'",
+                "compare where it last called a collective (its frames) with where the others wait",
                 "make every rank of the group call the same collectives in the same order",
             ),
             cause("gpu.compute-slow", "a slow or throttled GPU makes this rank arrive late at every collective (a straggler)", node, gemm),
@@ -196,7 +196,7 @@ fn ras_rank<'a>(ras: Option<&'a Ras>, rank: u32, world: u32) -> Option<&'a RasRa
         .find(|r| r.rank == Some(rank) && (r.host.is_some() || r.pid.is_some()))
 }
 
-fn from_dumps(v: &Verdict, ras: Option<&Ras>, log: &LogHints) -> Vec<Culprit> {
+fn from_dumps(v: &Verdict, ras: Option<&Ras>, log: &LogHints, unread: &[Unread]) -> Vec<Culprit> {
     v.culprits
         .iter()
         .map(|c| {
@@ -224,6 +224,9 @@ fn from_dumps(v: &Verdict, ras: Option<&Ras>, log: &LogHints) -> Vec<Culprit> {
             }
             if let Some(h) = log.hosts.get(&c.rank) {
                 evidence.push(format!("log: rank {} ran on {h}", c.rank));
+            }
+            for u in unread.iter().filter(|u| u.rank == Some(c.rank)) {
+                evidence.push(format!("its file {} was not judged: {}", u.file, u.why));
             }
             Culprit {
                 rank: Some(c.rank),
@@ -310,7 +313,7 @@ pub fn answer(
         .and_then(|(r, _)| r.comms.iter().filter_map(|c| c.size).max());
     let verdict = (!dumps.is_empty()).then(|| verdict::judge(dumps, world_hint));
     let ras_ref = ras.as_ref().map(|(r, _)| r);
-    let mut culprits = verdict.as_ref().map(|v| from_dumps(v, ras_ref, log)).unwrap_or_default();
+    let mut culprits = verdict.as_ref().map(|v| from_dumps(v, ras_ref, log, &unread)).unwrap_or_default();
     if let Some(r) = ras_ref {
         let more = from_ras(r, &culprits, log);
         culprits.extend(more);

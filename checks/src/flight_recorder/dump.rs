@@ -53,6 +53,8 @@ pub struct Entry {
     pub pg: String,
     /// Its description (`default_pg`, `undefined`, a user's `group_desc`).
     pub pg_desc: String,
+    /// This rank's own id of the group: the key of `pg_status`.
+    pub pg_id: String,
     /// Collective sequence number in that group (0 for point-to-point).
     pub seq: i64,
     pub p2p_seq: i64,
@@ -98,7 +100,8 @@ pub struct Dump {
     pub backend: String,
     pub comm_lib_version: Option<String>,
     pub pg_config: BTreeMap<String, PgConfig>,
-    /// `pg_status`: group name -> (last enqueued, last started, last completed).
+    /// `pg_status`: this rank's group id (an entry's `pg_id`) -> (last enqueued, last started,
+    /// last completed).
     pub pg_status: BTreeMap<String, [i64; 3]>,
     /// Entries kept, oldest first.
     pub entries: Vec<Entry>,
@@ -110,6 +113,8 @@ pub struct Dump {
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
 pub struct Unread {
     pub file: String,
+    /// The rank its name gives, when it gives one.
+    pub rank: Option<u32>,
     pub why: String,
 }
 
@@ -168,6 +173,7 @@ fn entry_of(v: &Value, frames: usize) -> Option<Entry> {
     let pg = if pg.is_empty() { as_str(o.get("pg_id")) } else { pg };
     Some(Entry {
         record_id: as_i64(o.get("record_id")).unwrap_or(0),
+        pg_id: as_str(o.get("pg_id")),
         pg,
         pg_desc,
         seq: as_i64(o.get("collective_seq_id").or(o.get("seq_id"))).unwrap_or(0),
@@ -254,6 +260,7 @@ pub fn parse(
             PickleBudget {
                 depth: b.depth,
                 values: b.values,
+                bytes: usize::try_from(b.file_bytes.saturating_mul(4)).unwrap_or(usize::MAX),
             },
         )
         .map_err(|e| e.to_string())?,

@@ -33,11 +33,13 @@ pub fn read_all(files: &[(String, Vec<u8>)], prefix: Option<&str>, b: &Budgets) 
         match dump::parse(file, bytes, rank, host, b) {
             Ok(d) if dumps.iter().any(|x| x.rank == d.rank) => unread.push(Unread {
                 file: file.clone(),
+                rank: Some(d.rank),
                 why: format!("a second dump of rank {}: the first one read is judged", d.rank),
             }),
             Ok(d) => dumps.push(d),
             Err(why) => unread.push(Unread {
                 file: file.clone(),
+                rank,
                 why,
             }),
         }

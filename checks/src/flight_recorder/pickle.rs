@@ -1,6 +1,11 @@
-//! Flight Recorder pickles, read safely: an opcode pre-scan bounds what serde-pickle will build
-//! (nesting depth, values after memo references are expanded, opcodes known to c10d's writer),
-//! then serde-pickle decodes and the value becomes JSON, so pickle and JSON dumps share one path.
+//! Flight Recorder pickles, read safely: an opcode pass bounds what serde-pickle will build
+//! (nesting depth, values after memo references are expanded, opcodes known to c10d's writer)
+//! and writes the same pickle with every memo get replaced by the value's own opcodes, then
+//! serde-pickle decodes it and the value becomes JSON, so pickle and JSON dumps share one path.
+//!
+//! The memo is expanded here because serde-pickle 1.2 refuses some of c10d's real dumps with
+//! "recursive structure found" (its memo reference counts go wrong on torch's pickler output,
+//! seen on every gloo dump of torch 2.11); a pickle without memo opcodes decodes cleanly.
 //!
 //! c10d writes its dump with torch's own pickler (protocol 2): dicts, lists, tuples, strings,
 //! ints, floats, bools and None, with memo puts and gets. A pickle that names Python objects
@@ -15,6 +20,8 @@ pub struct PickleBudget {
     pub depth: usize,
     /// Values once every memo reference is expanded (a memo get copies its value).
     pub values: u64,
+    /// Bytes of the pickle once every memo reference is expanded.
+    pub bytes: usize,
 }
 
 /// Why a pickle was refused.
@@ -46,17 +53,23 @@ impl std::fmt::Display for PickleError {
 struct Item {
     depth: usize,
     size: u64,
+    /// Where its opcodes start in the rewritten pickle.
+    start: usize,
 }
-
-const LEAF: Item = Item { depth: 0, size: 1 };
 
 struct Scan<'a> {
     b: &'a [u8],
     at: usize,
     stack: Vec<Item>,
-    marks: Vec<usize>,
-    memo: std::collections::HashMap<u64, Item>,
+    /// (stack length, offset in `out`) at each MARK.
+    marks: Vec<(usize, usize)>,
+    /// Each memoized value and its opcodes.
+    memo: std::collections::HashMap<u64, (Item, Vec<u8>)>,
     budget: PickleBudget,
+    /// The pickle rewritten without memo opcodes.
+    out: Vec<u8>,
+    /// Where the current opcode starts in `out`.
+    op_at: usize,
 }
 
 impl Scan<'_> {
@@ -81,14 +94,27 @@ impl Scan<'_> {
 
     /// Pops to the last mark: the items above it.
     fn pop_mark(&mut self) -> Result<Vec<Item>, PickleError> {
-        let m = self
+        Ok(self.pop_mark_at()?.0)
+    }
+
+    /// Pops to the last mark: the items above it, and where the mark was written.
+    fn pop_mark_at(&mut self) -> Result<(Vec<Item>, usize), PickleError> {
+        let (m, at) = self
             .marks
             .pop()
             .ok_or_else(|| PickleError::Foreign(format!("no mark at byte {}", self.at)))?;
         if m > self.stack.len() {
             return Err(PickleError::Foreign(format!("mark above the stack at byte {}", self.at)));
         }
-        Ok(self.stack.split_off(m))
+        Ok((self.stack.split_off(m), at))
+    }
+
+    fn leaf(&mut self) -> Result<(), PickleError> {
+        self.push(Item {
+            depth: 0,
+            size: 1,
+            start: self.op_at,
+        })
     }
 
     fn push(&mut self, it: Item) -> Result<(), PickleError> {
@@ -117,14 +143,16 @@ impl Scan<'_> {
         let grown = items.iter().fold(top, |acc, i| Item {
             depth: acc.depth.max(i.depth + 1),
             size: acc.size.saturating_add(i.size),
+            start: acc.start,
         });
         self.push(grown)
     }
 
-    fn container(items: &[Item]) -> Item {
-        items.iter().fold(Item { depth: 1, size: 1 }, |acc, i| Item {
+    fn container(items: &[Item], start: usize) -> Item {
+        items.iter().fold(Item { depth: 1, size: 1, start }, |acc, i| Item {
             depth: acc.depth.max(i.depth + 1),
             size: acc.size.saturating_add(i.size),
+            start,
         })
     }
 
@@ -133,21 +161,39 @@ impl Scan<'_> {
         let len = self.uint(n)?;
         let len = usize::try_from(len).map_err(|_| PickleError::Truncated(self.b.len()))?;
         self.take(len)?;
-        self.push(LEAF)
+        self.leaf()
     }
 
-    /// One opcode; `Ok(true)` at STOP.
+    /// One opcode, copied to `out` (memo opcodes replaced); `Ok(true)` at STOP.
     fn step(&mut self) -> Result<bool, PickleError> {
+        let from = self.at;
+        self.op_at = self.out.len();
         let op = self.take(1)?[0];
+        let copy = self.apply(op)?;
+        if copy {
+            self.out.extend_from_slice(&self.b[from..self.at]);
+        }
+        if self.out.len() > self.budget.bytes {
+            return Err(PickleError::TooBig(format!(
+                "more than {} bytes once memo references are expanded",
+                self.budget.bytes
+            )));
+        }
+        Ok(op == b'.')
+    }
+
+    /// Applies one opcode to the simulated stack; false when its bytes are not to be copied.
+    fn apply(&mut self, op: u8) -> Result<bool, PickleError> {
         match op {
             0x80 => {
                 self.take(1)?;
             } // PROTO
             0x95 => {
                 self.take(8)?;
-            } // FRAME
-            b'.' => return Ok(true), // STOP
-            b'(' => self.marks.push(self.stack.len()),
+                return Ok(false);
+            } // FRAME: its lengths no longer hold once rewritten
+            b'.' => {} // STOP
+            b'(' => self.marks.push((self.stack.len(), self.op_at)),
             b'0' => {
                 self.pop()?;
             }
@@ -158,48 +204,61 @@ impl Scan<'_> {
                 let t = *self.stack.last().ok_or(PickleError::Foreign("DUP on empty stack".into()))?;
                 self.push(t)?;
             }
-            b'}' | b']' | b')' | 0x8f => self.push(Item { depth: 1, size: 1 })?, // empty dict/list/tuple/set
-            b'N' | 0x88 | 0x89 => self.push(LEAF)?, // None, True, False
+            b'}' | b']' | b')' | 0x8f => self.push(Item {
+                depth: 1,
+                size: 1,
+                start: self.op_at,
+            })?, // empty dict/list/tuple/set
+            b'N' | 0x88 | 0x89 => self.leaf()?, // None, True, False
             b'K' => {
                 self.take(1)?;
-                self.push(LEAF)?
+                self.leaf()?
             }
             b'M' => {
                 self.take(2)?;
-                self.push(LEAF)?
+                self.leaf()?
             }
             b'J' => {
                 self.take(4)?;
-                self.push(LEAF)?
+                self.leaf()?
             }
             b'G' => {
                 self.take(8)?;
-                self.push(LEAF)?
+                self.leaf()?
             } // BINFLOAT
             0x8a => self.sized(1)?,             // LONG1
             0x8b => self.sized(4)?,             // LONG4
             b'X' | b'T' | b'B' => self.sized(4)?, // BINUNICODE, BINSTRING, BINBYTES
             0x8c | b'U' | b'C' => self.sized(1)?, // SHORT_BINUNICODE, SHORT_BINSTRING, SHORT_BINBYTES
             0x8d | 0x8e | 0x96 => self.sized(8)?, // BINUNICODE8, BINBYTES8, BYTEARRAY8
-            b'q' => {
-                let i = self.uint(1)?;
-                self.memo_put(i)?
+            b'q' | b'r' | 0x94 => {
+                let i = match op {
+                    b'q' => self.uint(1)?,
+                    b'r' => self.uint(4)?,
+                    _ => self.memo.len() as u64,
+                };
+                self.memo_put(i)?;
+                return Ok(false);
             }
-            b'r' => {
-                let i = self.uint(4)?;
-                self.memo_put(i)?
-            }
-            0x94 => {
-                let i = self.memo.len() as u64;
-                self.memo_put(i)?
-            } // MEMOIZE
             b'h' | b'j' => {
                 let i = if op == b'h' { self.uint(1)? } else { self.uint(4)? };
-                let it = *self
+                let (it, bytes) = self
                     .memo
                     .get(&i)
                     .ok_or_else(|| PickleError::Foreign(format!("memo {i} read before it was written")))?;
-                self.push(it)?
+                let it = Item {
+                    start: self.out.len(),
+                    ..*it
+                };
+                if self.out.len().saturating_add(bytes.len()) > self.budget.bytes {
+                    return Err(PickleError::TooBig(format!(
+                        "more than {} bytes once memo references are expanded",
+                        self.budget.bytes
+                    )));
+                }
+                self.out.extend_from_slice(bytes);
+                self.push(it)?;
+                return Ok(false);
             }
             b'a' => {
                 let v = self.pop()?;
@@ -215,8 +274,8 @@ impl Scan<'_> {
                 self.fill_top(&items)?
             } // APPENDS, SETITEMS, ADDITEMS
             b't' | b'l' | b'd' | 0x91 => {
-                let items = self.pop_mark()?;
-                self.push(Self::container(&items))?
+                let (items, at) = self.pop_mark_at()?;
+                self.push(Self::container(&items, at))?
             } // TUPLE, LIST, DICT, FROZENSET
             0x85..=0x87 => {
                 let n = usize::from(op - 0x84);
@@ -224,7 +283,8 @@ impl Scan<'_> {
                     return Err(PickleError::Foreign("tuple of missing items".into()));
                 }
                 let items = self.stack.split_off(self.stack.len() - n);
-                self.push(Self::container(&items))?
+                let at = items.first().map_or(self.op_at, |i| i.start);
+                self.push(Self::container(&items, at))?
             }
             b'c' | 0x93 | b'R' | b'b' | 0x81 | 0x92 | b'i' | b'o' => {
                 return Err(PickleError::Foreign(format!(
@@ -239,7 +299,7 @@ impl Scan<'_> {
                 )));
             }
         }
-        Ok(false)
+        Ok(true)
     }
 
     fn memo_put(&mut self, i: u64) -> Result<(), PickleError> {
@@ -250,13 +310,15 @@ impl Scan<'_> {
         if self.memo.len() > 1 << 22 && !self.memo.contains_key(&i) {
             return Err(PickleError::TooBig("more than 2^22 memo entries".into()));
         }
-        self.memo.insert(i, top);
+        let bytes = self.out[top.start..].to_vec();
+        self.memo.insert(i, (top, bytes));
         Ok(())
     }
 }
 
-/// Walks every opcode: refuses what c10d never writes and what would exceed the budget.
-pub fn prescan(bytes: &[u8], budget: PickleBudget) -> Result<(), PickleError> {
+/// Walks every opcode: refuses what c10d never writes and what would exceed the budget, and
+/// returns the same pickle with its memo expanded.
+pub fn prescan(bytes: &[u8], budget: PickleBudget) -> Result<Vec<u8>, PickleError> {
     let mut s = Scan {
         b: bytes,
         at: 0,
@@ -264,21 +326,26 @@ pub fn prescan(bytes: &[u8], budget: PickleBudget) -> Result<(), PickleError> {
         marks: Vec::new(),
         memo: Default::default(),
         budget,
+        out: Vec::with_capacity(bytes.len().min(budget.bytes)),
+        op_at: 0,
     };
     loop {
         if s.at >= bytes.len() {
             return Err(PickleError::Truncated(bytes.len()));
         }
         if s.step()? {
-            return Ok(());
+            if s.at < bytes.len() {
+                return Err(PickleError::Foreign(format!("{} bytes after the pickle's STOP", bytes.len() - s.at)));
+            }
+            return Ok(s.out);
         }
     }
 }
 
 /// Decodes a pickle into JSON after the pre-scan.
 pub fn to_json(bytes: &[u8], budget: PickleBudget) -> Result<Value, PickleError> {
-    prescan(bytes, budget)?;
-    let v = serde_pickle::value_from_slice(bytes, serde_pickle::DeOptions::new())
+    let plain = prescan(bytes, budget)?;
+    let v = serde_pickle::value_from_slice(&plain, serde_pickle::DeOptions::new())
         .map_err(|e| PickleError::Decode(e.to_string()))?;
     Ok(json_of(v))
 }
@@ -317,6 +384,7 @@ mod tests {
     const B: PickleBudget = PickleBudget {
         depth: 16,
         values: 1000,
+        bytes: 1 << 20,
     };
 
     #[test]

@@ -168,7 +168,7 @@ fn members(pg: &str, desc: &str, dumps: &[Dump], world: u32) -> (Vec<u32>, &'sta
     }
     let seen: BTreeSet<u32> = dumps
         .iter()
-        .filter(|d| d.entries.iter().any(|e| e.pg == pg) || d.pg_status.contains_key(pg))
+        .filter(|d| d.entries.iter().any(|e| e.pg == pg))
         .map(|d| d.rank)
         .collect();
     (seen.into_iter().collect(), "entries")
@@ -237,7 +237,10 @@ fn judge_group(pg: &str, desc: &str, dumps: &[Dump], world: u32) -> Group {
                 .filter(|e| e.pg == pg && !e.is_p2p && e.seq > 0)
                 .map(|e| (e.seq, e))
                 .collect();
-            let status = d.pg_status.get(pg).map_or(-1, |s| s[0]);
+            // pg_status is keyed by the rank's own id of the group (an entry's pg_id).
+            let id = d.entries.iter().find(|e| e.pg == pg).map(|e| e.pg_id.as_str());
+            let id = id.or((pg == "0").then_some("0"));
+            let status = id.and_then(|i| d.pg_status.get(i)).map_or(-1, |s| s[0]);
             let entered = by_seq.keys().next_back().copied().unwrap_or(0).max(status);
             View { dump: d, by_seq, entered }
         })
@@ -406,13 +409,22 @@ fn culprits(groups: &[Group], dumps: &[Dump]) -> Vec<Culprit> {
                         l.pg,
                         if l.state.is_empty() { String::new() } else { format!(" ({})", l.state) },
                         b.idle_s
-                            .filter(|s| *s > 0.0)
+                            .filter(|s| *s >= 0.5)
                             .map(|s| format!(", {s:.1} s before the others entered #{}", front.seq))
                             .unwrap_or_default()
                     ),
                     None => "it recorded no operation".to_string(),
                 }
             );
+            if let Some(l) = &b.last {
+                let lone = groups.iter().find(|x| x.pg == l.pg && x.pg != g.pg).is_some_and(|x| x.members_from == "entries" && x.ranks.len() == 1);
+                if lone {
+                    c.detail.push_str(&format!(
+                        "; no other rank recorded group {}, so it may wait there for a member that never entered                          (these dumps do not list that group's members)",
+                        l.pg
+                    ));
+                }
+            }
             out.push(c);
         }
         if g.status != "healthy" {
