@@ -176,6 +176,7 @@ fn watchdog(s: &mut String, h: &Hang, w: &preflight_checks::flight_recorder::ans
 fn culprit(s: &mut String, c: &Culprit, style: Style, width: usize) {
     let who = match c.rank {
         Some(r) => format!("rank {r}"),
+        None if c.kind == "ras-behind" => "ranks".into(),
         None => "a process".into(),
     };
     let mut place = vec![sh(&c.node)];

@@ -286,6 +286,29 @@ fn from_ras(ras: &Ras, have: &[Culprit], log: &LogHints) -> Vec<Culprit> {
         push(r, "ras-unresponsive", proc_line("did not answer RAS", r), &mut out);
     }
     for b in &ras.behind {
+        if b.ranks.is_empty() {
+            let node = format!("the {} ranks RAS did not list", b.count);
+            out.push(Culprit {
+                rank: None,
+                kind: "ras-behind",
+                causes: causes("ras-behind", &node, &log.job),
+                node,
+                host: None,
+                pid: None,
+                gpu: None,
+                evidence: vec![format!(
+                    "RAS: {} ranks of communicator {} launched {} {} operations where others launched {}; RAS names \
+                     only the smaller group (here the ranks ahead, which wait for these): ask it `VERBOSE STATUS` \
+                     (`preflight explain --ras HOST:28028` does) to name them",
+                    b.count,
+                    b.comm,
+                    b.launched,
+                    if b.func.is_empty() { "collective" } else { &b.func },
+                    b.ahead_at
+                )],
+                frames: Vec::new(),
+            });
+        }
         for r in &b.ranks {
             let func = if b.func.is_empty() { "collective".to_string() } else { b.func.clone() };
             let line = format!(

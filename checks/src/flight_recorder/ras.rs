@@ -297,7 +297,7 @@ pub fn parse_json(v: &Value) -> Ras {
             let rr = rank_of(m);
             let dead = m.get("status").and_then(|s| s.get("considered_dead")).and_then(Value::as_bool).unwrap_or(false);
             let unresponsive = m.get("status").and_then(|s| s.get("unresponsive")).and_then(Value::as_bool).unwrap_or(false);
-            let proc_ = RasRank { rank: None, ..rr.clone() };
+            let proc_ = rr.clone();
             if dead && !r.dead.contains(&proc_) {
                 r.dead.push(proc_);
             } else if unresponsive && !dead && !r.unresponsive.contains(&proc_) {
