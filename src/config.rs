@@ -155,7 +155,10 @@ pub enum RasSource {
     File(std::path::PathBuf),
     Stdin,
     /// A live job's RAS port.
-    Query { host: String, port: u16 },
+    Query {
+        host: String,
+        port: u16,
+    },
 }
 
 /// `--ras`: `-`, an existing file, or `[HOST:]PORT`.

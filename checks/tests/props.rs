@@ -669,7 +669,9 @@ fn fail_slow_two_nodes() {
 // ----- Flight Recorder dumps and NCCL RAS status (issue 43) -----
 
 fn fr_fixture(rel: &str) -> Vec<u8> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(rel);
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(rel);
     std::fs::read(p).unwrap()
 }
 
@@ -696,7 +698,13 @@ fn mutated(real: Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
 
 fn judge_dump(b: &[u8]) {
     use preflight_checks::flight_recorder::{Budgets, answer, read_all};
-    let files = vec![("trace_0".to_string(), b.to_vec()), ("trace_1".to_string(), fr_fixture("flight-recorder/straggler/pickle/trace_1"))];
+    let files = vec![
+        ("trace_0".to_string(), b.to_vec()),
+        (
+            "trace_1".to_string(),
+            fr_fixture("flight-recorder/straggler/pickle/trace_1"),
+        ),
+    ];
     let (dumps, unread) = read_all(&files, None, &Budgets::default());
     let _ = answer::answer(&dumps, unread, None, &answer::LogHints::default());
 }
@@ -747,7 +755,11 @@ fn fr_pickle_memo_bomb_is_refused() {
         b.extend_from_slice(&[b']', b'(', b'h', i - 1, b'h', i - 1, b'e', b'q', i]);
     }
     b.push(b'.');
-    let budget = PickleBudget { depth: 32, values: 50_000_000, bytes: 64 << 20 };
+    let budget = PickleBudget {
+        depth: 32,
+        values: 50_000_000,
+        bytes: 64 << 20,
+    };
     let r = prop_kit::timed("memo bomb", || to_json(&b, budget)).unwrap();
     assert!(matches!(r, Err(PickleError::TooBig(_))), "{r:?}");
 }

@@ -70,7 +70,11 @@ fn hints(e: &Explanation) -> LogHints {
         }
         if err.signature == "c10d.watchdog-timeout" {
             let v = &err.values;
-            let mut ranks: Vec<u32> = err.rank.into_iter().chain(err.also.iter().filter_map(|a| a.rank)).collect();
+            let mut ranks: Vec<u32> = err
+                .rank
+                .into_iter()
+                .chain(err.also.iter().filter_map(|a| a.rank))
+                .collect();
             ranks.sort_unstable();
             ranks.dedup();
             h.watchdog = Some(Watchdog {
@@ -89,7 +93,9 @@ fn hints(e: &Explanation) -> LogHints {
 fn glob_match(pat: &[u8], name: &[u8]) -> bool {
     match (pat.first(), name.first()) {
         (None, None) => true,
-        (Some(b'*'), _) => glob_match(&pat[1..], name) || (!name.is_empty() && glob_match(pat, &name[1..])),
+        (Some(b'*'), _) => {
+            glob_match(&pat[1..], name) || (!name.is_empty() && glob_match(pat, &name[1..]))
+        }
         (Some(b'?'), Some(_)) => glob_match(&pat[1..], &name[1..]),
         (Some(p), Some(n)) if p == n => glob_match(&pat[1..], &name[1..]),
         _ => false,
@@ -107,13 +113,17 @@ fn dump_like(name: &str) -> bool {
 }
 
 fn list_dir(dir: &Path, pat: Option<&str>) -> anyhow::Result<Vec<PathBuf>> {
-    let rd = std::fs::read_dir(dir).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?;
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?;
     let mut out: Vec<PathBuf> = rd
         .filter_map(Result::ok)
         .filter(|d| d.file_type().is_ok_and(|t| t.is_file()))
         .map(|d| d.path())
         .filter(|p| {
-            let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let n = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             match pat {
                 Some(g) => glob_match(g.as_bytes(), n.as_bytes()),
                 None => dump_like(&n),
@@ -124,21 +134,37 @@ fn list_dir(dir: &Path, pat: Option<&str>) -> anyhow::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// A file's name and its bytes.
+type NamedBytes = (String, Vec<u8>);
+
 /// Every dump file the arguments name, read within the per-file budget. A path that does not
 /// exist is an error (exit 2); a file over budget is a line of the answer.
-fn gather(specs: &[String], b: &Budgets) -> anyhow::Result<(Vec<(String, Vec<u8>)>, Vec<Unread>)> {
+fn gather(specs: &[String], b: &Budgets) -> anyhow::Result<(Vec<NamedBytes>, Vec<Unread>)> {
     let mut paths: Vec<PathBuf> = Vec::new();
     for s in specs {
         let p = Path::new(s);
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if name.contains(['*', '?']) {
-            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            anyhow::ensure!(
+                name.matches('*').count() <= 8,
+                "--dumps {s}: more than 8 `*` in one name"
+            );
+            let dir = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
             let found = list_dir(dir, Some(&name))?;
             anyhow::ensure!(!found.is_empty(), "--dumps {s}: no file matches");
             paths.extend(found);
         } else if p.is_dir() {
             let found = list_dir(p, None)?;
-            anyhow::ensure!(!found.is_empty(), "--dumps {s}: no file named <prefix><rank> in this folder");
+            anyhow::ensure!(
+                !found.is_empty(),
+                "--dumps {s}: no file named <prefix><rank> in this folder"
+            );
             paths.extend(found);
         } else {
             anyhow::ensure!(p.exists(), "--dumps {s}: no such file or folder");
@@ -146,7 +172,12 @@ fn gather(specs: &[String], b: &Budgets) -> anyhow::Result<(Vec<(String, Vec<u8>
         }
     }
     paths.dedup();
-    anyhow::ensure!(paths.len() <= b.files, "--dumps: {} files, more than the {} one run reads", paths.len(), b.files);
+    anyhow::ensure!(
+        paths.len() <= b.files,
+        "--dumps: {} files, more than the {} one run reads",
+        paths.len(),
+        b.files
+    );
     let mut files = Vec::new();
     let mut unread = Vec::new();
     for p in paths {
@@ -166,7 +197,9 @@ fn gather(specs: &[String], b: &Budgets) -> anyhow::Result<(Vec<(String, Vec<u8>
 fn read_capped(p: &Path, cap: u64) -> Result<Vec<u8>, String> {
     let f = std::fs::File::open(p).map_err(|e| format!("cannot read it: {e}"))?;
     let mut bytes = Vec::new();
-    f.take(cap + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read it: {e}"))?;
+    f.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
     if bytes.len() as u64 > cap {
         return Err(format!("over the {cap} byte budget for one dump"));
     }
@@ -178,16 +211,20 @@ fn ras_bytes(src: &RasSource) -> anyhow::Result<(Vec<u8>, String)> {
     let mut bytes = Vec::new();
     match src {
         RasSource::Stdin => {
-            std::io::stdin().lock().take(RAS_MAX).read_to_end(&mut bytes)?;
+            std::io::stdin()
+                .lock()
+                .take(RAS_MAX)
+                .read_to_end(&mut bytes)?;
             Ok((bytes, "-".into()))
         }
         RasSource::File(p) => {
-            let f = std::fs::File::open(p).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+            let f = std::fs::File::open(p)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
             f.take(RAS_MAX).read_to_end(&mut bytes)?;
             Ok((bytes, p.display().to_string()))
         }
         RasSource::Query { host, port } => {
-            let name = preflight_checks::net::host_port(host, &port.to_string());
+            let name = preflight_checks::net::host_port(host, port.to_string());
             query(host, *port).map(|b| (b, name.clone())).map_err(|e| {
                 anyhow::anyhow!(
                     "cannot query NCCL's RAS at {name}: {e}; RAS listens on localhost:28028 on every node of a \
@@ -224,25 +261,40 @@ pub fn query(host: &str, port: u16) -> anyhow::Result<Vec<u8>> {
     let mut line = String::new();
     w.write_all(b"CLIENT PROTOCOL 2\n")?;
     r.read_line(&mut line)?;
-    anyhow::ensure!(line.starts_with("SERVER PROTOCOL"), "not NCCL's RAS: it answered {}", preflight_checks::shellword::quoted(line.trim()));
+    anyhow::ensure!(
+        line.starts_with("SERVER PROTOCOL"),
+        "not NCCL's RAS: it answered {}",
+        preflight_checks::shellword::quoted(line.trim())
+    );
     line.clear();
     w.write_all(format!("TIMEOUT {RAS_TIMEOUT_S}\n").as_bytes())?;
     r.read_line(&mut line)?;
-    anyhow::ensure!(line.trim() == "OK", "RAS refused the timeout: {}", preflight_checks::shellword::quoted(line.trim()));
+    anyhow::ensure!(
+        line.trim() == "OK",
+        "RAS refused the timeout: {}",
+        preflight_checks::shellword::quoted(line.trim())
+    );
     w.write_all(b"VERBOSE STATUS\n")?;
     let deadline = Instant::now() + RAS_READ;
     let mut out = Vec::new();
     let mut buf = [0u8; 64 << 10];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        anyhow::ensure!(!left.is_zero(), "RAS sent no end of its status within {} s", RAS_READ.as_secs());
+        anyhow::ensure!(
+            !left.is_zero(),
+            "RAS sent no end of its status within {} s",
+            RAS_READ.as_secs()
+        );
         sock.set_read_timeout(Some(left))?;
         let n = r.read(&mut buf)?;
         if n == 0 {
             break;
         }
         out.extend_from_slice(&buf[..n]);
-        anyhow::ensure!((out.len() as u64) < RAS_MAX, "RAS's status is over {RAS_MAX} bytes");
+        anyhow::ensure!(
+            (out.len() as u64) < RAS_MAX,
+            "RAS's status is over {RAS_MAX} bytes"
+        );
     }
     Ok(out)
 }
@@ -256,6 +308,8 @@ mod tests {
         assert!(glob_match(b"trace_*", b"trace_12"));
         assert!(glob_match(b"t?ace_*.json", b"trace_1.json"));
         assert!(!glob_match(b"trace_*", b"other_1"));
-        assert!(dump_like("trace_nodeA_3") && dump_like("trace_3.json") && !dump_like("fr_trace.txt"));
+        assert!(
+            dump_like("trace_nodeA_3") && dump_like("trace_3.json") && !dump_like("fr_trace.txt")
+        );
     }
 }

@@ -38,7 +38,11 @@ pub fn render(h: &Hang, style: Style, width: usize) -> String {
                 if v.no_dump.is_empty() {
                     String::new()
                 } else {
-                    format!("; no dump from rank{} {}", if v.no_dump.len() == 1 { "" } else { "s" }, list(&v.no_dump))
+                    format!(
+                        "; no dump from rank{} {}",
+                        if v.no_dump.len() == 1 { "" } else { "s" },
+                        list(&v.no_dump)
+                    )
                 }
             ),
             style,
@@ -67,11 +71,19 @@ pub fn render(h: &Hang, style: Style, width: usize) -> String {
 
 fn read_part(s: &mut String, h: &Hang, width: usize) {
     if !h.dumps.is_empty() {
-        let mut versions: Vec<String> = h.dumps.iter().map(|d| format!("{} {}", d.backend, d.version)).collect();
+        let mut versions: Vec<String> = h
+            .dumps
+            .iter()
+            .map(|d| format!("{} {}", d.backend, d.version))
+            .collect();
         versions.sort();
         versions.dedup();
         s.push_str(&wrap(
-            &format!("dumps read: {} (Flight Recorder {})", h.dumps.len(), sh(&versions.join(", "))),
+            &format!(
+                "dumps read: {} (Flight Recorder {})",
+                h.dumps.len(),
+                sh(&versions.join(", "))
+            ),
             width,
             "",
             "  ",
@@ -110,8 +122,17 @@ fn group(s: &mut String, g: &Group, style: Style, width: usize) {
         "healthy" => Status::Pass,
         _ => Status::Fail,
     };
-    let desc = if g.desc.is_empty() { String::new() } else { format!(" ({})", sh(&g.desc)) };
-    let mut line = format!("group {}{desc}, ranks {}: {}", sh(&g.pg), list(&g.ranks), g.status);
+    let desc = if g.desc.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", sh(&g.desc))
+    };
+    let mut line = format!(
+        "group {}{desc}, ranks {}: {}",
+        sh(&g.pg),
+        list(&g.ranks),
+        g.status
+    );
     if let Some((seq, op)) = &g.last_completed_by_all {
         line.push_str(&format!("; every rank completed #{seq} ({})", sh(op)));
     }
@@ -128,7 +149,12 @@ fn group(s: &mut String, g: &Group, style: Style, width: usize) {
             ));
         }
     }
-    s.push_str(&wrap(&line, width, &format!("  {} ", paint::mark(mark, style)), "      "));
+    s.push_str(&wrap(
+        &line,
+        width,
+        &format!("  {} ", paint::mark(mark, style)),
+        "      ",
+    ));
     for b in &g.behind {
         if let Some(p) = &b.blocked_in {
             s.push_str(&wrap(
@@ -146,8 +172,18 @@ fn group(s: &mut String, g: &Group, style: Style, width: usize) {
         }
     }
     if let Some(m) = &g.mismatch {
-        let sides: Vec<String> =
-            m.sides.iter().map(|x| format!("rank{} {}: {}", if x.ranks.len() == 1 { "" } else { "s" }, list(&x.ranks), sh(&x.value))).collect();
+        let sides: Vec<String> = m
+            .sides
+            .iter()
+            .map(|x| {
+                format!(
+                    "rank{} {}: {}",
+                    if x.ranks.len() == 1 { "" } else { "s" },
+                    list(&x.ranks),
+                    sh(&x.value)
+                )
+            })
+            .collect();
         s.push_str(&wrap(
             &format!("#{} differs in {}: {}", m.seq, m.field, sides.join("; ")),
             width,
@@ -157,7 +193,12 @@ fn group(s: &mut String, g: &Group, style: Style, width: usize) {
     }
 }
 
-fn watchdog(s: &mut String, h: &Hang, w: &preflight_checks::flight_recorder::answer::Watchdog, width: usize) {
+fn watchdog(
+    s: &mut String,
+    h: &Hang,
+    w: &preflight_checks::flight_recorder::answer::Watchdog,
+    width: usize,
+) {
     s.push('\n');
     let seq = w.seq.map_or("N".into(), |n| n.to_string());
     let text = format!(
@@ -165,10 +206,26 @@ fn watchdog(s: &mut String, h: &Hang, w: &preflight_checks::flight_recorder::ans
          of that process group within the timeout. A straggler, a dead rank, a mismatched collective or the \
          network each do that; a second error on some rank (a crash, NCCL WARN, a killed process) or the \
          dumps tell them apart{}.",
-        w.op.as_deref().map(|o| format!(" ({})", sh(o))).unwrap_or_default(),
-        w.timeout_ms.map(|t| format!(" after {} s", t / 1000)).unwrap_or_default(),
-        if w.ranks.is_empty() { String::new() } else { format!(" on rank{} {}", if w.ranks.len() == 1 { "" } else { "s" }, list(&w.ranks)) },
-        if h.verdict.is_some() { " (judged below)" } else { "" }
+        w.op.as_deref()
+            .map(|o| format!(" ({})", sh(o)))
+            .unwrap_or_default(),
+        w.timeout_ms
+            .map(|t| format!(" after {} s", t / 1000))
+            .unwrap_or_default(),
+        if w.ranks.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " on rank{} {}",
+                if w.ranks.len() == 1 { "" } else { "s" },
+                list(&w.ranks)
+            )
+        },
+        if h.verdict.is_some() {
+            " (judged below)"
+        } else {
+            ""
+        }
     );
     s.push_str(&wrap(&text, width, "", ""));
 }
@@ -199,17 +256,39 @@ fn culprit(s: &mut String, c: &Culprit, style: Style, width: usize) {
     if !c.frames.is_empty() {
         s.push_str("  Where it last called a collective:\n");
         // The user's frames: torch.distributed's own wrappers say nothing about the job.
-        let own: Vec<_> = c.frames.iter().filter(|f| !f.filename.contains("torch/distributed/")).collect();
-        let shown = if own.is_empty() { c.frames.iter().collect() } else { own };
+        let own: Vec<_> = c
+            .frames
+            .iter()
+            .filter(|f| !f.filename.contains("torch/distributed/"))
+            .collect();
+        let shown = if own.is_empty() {
+            c.frames.iter().collect()
+        } else {
+            own
+        };
         for f in shown.iter().take(6) {
-            s.push_str(&format!("    {} ({}:{})\n", sh(&tail(&f.name, 60)), sh(&tail(&f.filename, 60)), f.line));
+            s.push_str(&format!(
+                "    {} ({}:{})\n",
+                sh(&tail(&f.name, 60)),
+                sh(&tail(&f.filename, 60)),
+                f.line
+            ));
         }
     }
     s.push_str("  Likely causes, in order:\n");
     for (i, k) in c.causes.iter().enumerate() {
         let id = k.id.unwrap_or("the job's code");
-        s.push_str(&wrap(&format!("{id} on {}: {}", sh(&k.node), sh(&k.why)), width, &format!("  {}. ", i + 1), "     "));
-        s.push_str(&format!("     confirm on {}:\n       {}\n", sh(&k.node), sh(&k.confirm)));
+        s.push_str(&wrap(
+            &format!("{id} on {}: {}", sh(&k.node), sh(&k.why)),
+            width,
+            &format!("  {}. ", i + 1),
+            "     ",
+        ));
+        s.push_str(&format!(
+            "     confirm on {}:\n       {}\n",
+            sh(&k.node),
+            sh(&k.confirm)
+        ));
         if !k.fix.is_empty() {
             s.push_str(&wrap(&sh(&k.fix), width, "     fix: ", "       "));
         }

@@ -26,7 +26,10 @@ pub fn render(e: &Explanation, style: Style) -> String {
         s.push_str(&render_log(e, style, width));
         s.push('\n');
     } else {
-        s.push_str(&format!("{}\n", paint::bold("preflight explain: a hang", style)));
+        s.push_str(&format!(
+            "{}\n",
+            paint::bold("preflight explain: a hang", style)
+        ));
     }
     s.push_str(&super::explain_hang::render(h, style, width));
     s.push('\n');

@@ -119,11 +119,18 @@ fn cluster_cmd(job: &JobSeen) -> String {
         .unwrap_or_else(|| "<nodes>".into());
     let mut c = format!("preflight cluster --nnodes {nnodes}");
     match (&job.master_addr, &job.rdzv_endpoint) {
-        (Some(a), _) => c.push_str(&format!(" --master-addr {a} --master-port {}", job.master_port.unwrap_or(29500))),
+        (Some(a), _) => c.push_str(&format!(
+            " --master-addr {a} --master-port {}",
+            job.master_port.unwrap_or(29500)
+        )),
         (None, Some(e)) => c.push_str(&format!(" --rdzv-endpoint {e}")),
         _ => c.push_str(" --master-addr <rank 0's address> --master-port 29500"),
     }
-    if let Some(n) = job.nproc_per_node.as_deref().filter(|n| n.parse::<u32>().is_ok()) {
+    if let Some(n) = job
+        .nproc_per_node
+        .as_deref()
+        .filter(|n| n.parse::<u32>().is_ok())
+    {
         c.push_str(&format!(" --nproc-per-node {n}"));
     }
     c
@@ -151,9 +158,24 @@ fn causes(kind: &str, node: &str, job: &JobSeen) -> Vec<Cause> {
                 "compare where it last called a collective (its frames) with where the others wait",
                 "make every rank of the group call the same collectives in the same order",
             ),
-            cause("gpu.compute-slow", "a slow or throttled GPU makes this rank arrive late at every collective (a straggler)", node, gemm),
-            cause("gpu.xid", "a GPU fault (Xid) stops this rank's kernels while its process lives", node, check.clone()),
-            cause("link.slow", "this node's links are slow, so it is always last", node, cluster_cmd(job)),
+            cause(
+                "gpu.compute-slow",
+                "a slow or throttled GPU makes this rank arrive late at every collective (a straggler)",
+                node,
+                gemm,
+            ),
+            cause(
+                "gpu.xid",
+                "a GPU fault (Xid) stops this rank's kernels while its process lives",
+                node,
+                check.clone(),
+            ),
+            cause(
+                "link.slow",
+                "this node's links are slow, so it is always last",
+                node,
+                cluster_cmd(job),
+            ),
         ],
         "no-dump" | "ras-dead" => vec![
             code_cause(
@@ -162,12 +184,32 @@ fn causes(kind: &str, node: &str, job: &JobSeen) -> Vec<Cause> {
                 "dmesg -T | grep -i -E 'killed process|out of memory'",
                 "rerun with more host memory per rank, or fewer data-loader workers; read the rank's own traceback",
             ),
-            cause("gpu.xid", "a GPU fault (Xid 79: fell off the bus, 48: double-bit ECC) kills the process", node, check),
-            cause("link.unreachable", "the node dropped off the network, so its rank's dump (if any) never arrived", node, cluster_cmd(job)),
+            cause(
+                "gpu.xid",
+                "a GPU fault (Xid 79: fell off the bus, 48: double-bit ECC) kills the process",
+                node,
+                check,
+            ),
+            cause(
+                "link.unreachable",
+                "the node dropped off the network, so its rank's dump (if any) never arrived",
+                node,
+                cluster_cmd(job),
+            ),
         ],
         "ras-unresponsive" => vec![
-            cause("link.unreachable", "NCCL's RAS could not reach this process over the network", node, cluster_cmd(job)),
-            cause("firewall.rules", "a filter drops NCCL's high ports to this node", node, check),
+            cause(
+                "link.unreachable",
+                "NCCL's RAS could not reach this process over the network",
+                node,
+                cluster_cmd(job),
+            ),
+            cause(
+                "firewall.rules",
+                "a filter drops NCCL's high ports to this node",
+                node,
+                check,
+            ),
         ],
         _ => vec![code_cause(
             "the ranks called different collectives, or the same one with different sizes or dtypes, at this sequence number: a shape that depends on the rank's data, or a collective skipped on some ranks",
@@ -187,12 +229,16 @@ fn node_name(rank: Option<u32>, host: &Option<String>) -> String {
 }
 
 /// RAS's name for a global rank, when its communicator spans the whole world.
-fn ras_rank<'a>(ras: Option<&'a Ras>, rank: u32, world: u32) -> Option<&'a RasRank> {
+fn ras_rank(ras: Option<&Ras>, rank: u32, world: u32) -> Option<&RasRank> {
     let ras = ras?;
     ras.comms
         .iter()
         .filter(|c| c.size.is_none_or(|s| s == world))
-        .flat_map(|c| c.missing.iter().chain(c.counts.iter().flat_map(|g| g.ranks.iter())))
+        .flat_map(|c| {
+            c.missing
+                .iter()
+                .chain(c.counts.iter().flat_map(|g| g.ranks.iter()))
+        })
         .find(|r| r.rank == Some(rank) && (r.host.is_some() || r.pid.is_some()))
 }
 
@@ -247,17 +293,24 @@ fn from_ras(ras: &Ras, have: &[Culprit], log: &LogHints) -> Vec<Culprit> {
     let mut out: Vec<Culprit> = Vec::new();
     let known = |r: &RasRank, out: &[Culprit]| {
         have.iter().chain(out.iter()).any(|c| {
-            (r.rank.is_some() && c.rank == r.rank) || (r.pid.is_some() && c.pid == r.pid && c.host == r.host)
+            (r.rank.is_some() && c.rank == r.rank)
+                || (r.pid.is_some() && c.pid == r.pid && c.host == r.host)
         })
     };
     let push = |r: &RasRank, kind: &'static str, line: String, out: &mut Vec<Culprit>| {
         if known(r, out) {
-            if let Some(c) = out.iter_mut().find(|c| c.rank.is_some() && c.rank == r.rank) {
+            if let Some(c) = out
+                .iter_mut()
+                .find(|c| c.rank.is_some() && c.rank == r.rank)
+            {
                 c.evidence.push(line);
             }
             return;
         }
-        let host = r.host.clone().or_else(|| r.rank.and_then(|n| log.hosts.get(&n).cloned()));
+        let host = r
+            .host
+            .clone()
+            .or_else(|| r.rank.and_then(|n| log.hosts.get(&n).cloned()));
         let node = node_name(r.rank, &host);
         out.push(Culprit {
             rank: r.rank,
@@ -280,10 +333,20 @@ fn from_ras(ras: &Ras, have: &[Culprit], log: &LogHints) -> Vec<Culprit> {
         )
     };
     for r in &ras.dead {
-        push(r, "ras-dead", proc_line("is considered dead (unreachable over RAS's network)", r), &mut out);
+        push(
+            r,
+            "ras-dead",
+            proc_line("is considered dead (unreachable over RAS's network)", r),
+            &mut out,
+        );
     }
     for r in &ras.unresponsive {
-        push(r, "ras-unresponsive", proc_line("did not answer RAS", r), &mut out);
+        push(
+            r,
+            "ras-unresponsive",
+            proc_line("did not answer RAS", r),
+            &mut out,
+        );
     }
     for b in &ras.behind {
         if b.ranks.is_empty() {
@@ -310,7 +373,11 @@ fn from_ras(ras: &Ras, have: &[Culprit], log: &LogHints) -> Vec<Culprit> {
             });
         }
         for r in &b.ranks {
-            let func = if b.func.is_empty() { "collective".to_string() } else { b.func.clone() };
+            let func = if b.func.is_empty() {
+                "collective".to_string()
+            } else {
+                b.func.clone()
+            };
             let line = format!(
                 "RAS: rank {} of communicator {} launched {} {func} operations where others launched {}",
                 r.rank.map_or("?".into(), |n| n.to_string()),
@@ -336,14 +403,21 @@ pub fn answer(
         .and_then(|(r, _)| r.comms.iter().filter_map(|c| c.size).max());
     let verdict = (!dumps.is_empty()).then(|| verdict::judge(dumps, world_hint));
     let ras_ref = ras.as_ref().map(|(r, _)| r);
-    let mut culprits = verdict.as_ref().map(|v| from_dumps(v, ras_ref, log, &unread)).unwrap_or_default();
+    let mut culprits = verdict
+        .as_ref()
+        .map(|v| from_dumps(v, ras_ref, log, &unread))
+        .unwrap_or_default();
     if let Some(r) = ras_ref {
         let more = from_ras(r, &culprits, log);
         culprits.extend(more);
     }
     let healthy = culprits.is_empty()
         && verdict.as_ref().is_none_or(|v| v.healthy)
-        && ras_ref.is_none_or(|r| r.comms.iter().all(|c| c.errors.is_empty() && c.missing.is_empty()))
+        && ras_ref.is_none_or(|r| {
+            r.comms
+                .iter()
+                .all(|c| c.errors.is_empty() && c.missing.is_empty())
+        })
         && (verdict.is_some() || ras_ref.is_some());
     let summary = summary(verdict.as_ref(), &culprits, healthy, log);
     Hang {
@@ -381,13 +455,21 @@ fn summary(v: Option<&Verdict>, culprits: &[Culprit], healthy: bool, log: &LogHi
             .map(|v| {
                 v.groups
                     .iter()
-                    .filter_map(|g| g.last_completed_by_all.as_ref().map(|(s, op)| format!("#{s} ({op}) in group {}", g.pg)))
+                    .filter_map(|g| {
+                        g.last_completed_by_all
+                            .as_ref()
+                            .map(|(s, op)| format!("#{s} ({op}) in group {}", g.pg))
+                    })
                     .collect()
             })
             .unwrap_or_default();
         return format!(
             "healthy: every rank entered and completed the same collectives{}",
-            if last.is_empty() { String::new() } else { format!("; the last: {}", last.join(", ")) }
+            if last.is_empty() {
+                String::new()
+            } else {
+                format!("; the last: {}", last.join(", "))
+            }
         );
     }
     match culprits.first() {

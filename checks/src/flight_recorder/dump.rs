@@ -138,7 +138,11 @@ fn as_str(v: Option<&Value>) -> String {
 /// `"[0, 1, 2]"` (how c10d writes a group's ranks) or a real list.
 fn ranks_of(v: Option<&Value>) -> Vec<u32> {
     match v {
-        Some(Value::Array(a)) => a.iter().filter_map(|x| as_i64(Some(x))).filter_map(|x| u32::try_from(x).ok()).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| as_i64(Some(x)))
+            .filter_map(|x| u32::try_from(x).ok())
+            .collect(),
         Some(Value::String(s)) => s
             .split(|c: char| !c.is_ascii_digit())
             .filter_map(|t| t.parse().ok())
@@ -170,7 +174,11 @@ fn entry_of(v: &Value, frames: usize) -> Option<Entry> {
         Some(Value::Array(a)) => (as_str(a.first()), as_str(a.get(1))),
         other => (as_str(other), String::new()),
     };
-    let pg = if pg.is_empty() { as_str(o.get("pg_id")) } else { pg };
+    let pg = if pg.is_empty() {
+        as_str(o.get("pg_id"))
+    } else {
+        pg
+    };
     Some(Entry {
         record_id: as_i64(o.get("record_id")).unwrap_or(0),
         pg_id: as_str(o.get("pg_id")),
@@ -220,7 +228,12 @@ pub fn common_prefix(names: &[&str]) -> String {
     }
     let stems: Vec<&str> = names
         .iter()
-        .map(|n| n.split('.').next().unwrap_or(n).trim_end_matches(|c: char| c.is_ascii_digit()))
+        .map(|n| {
+            n.split('.')
+                .next()
+                .unwrap_or(n)
+                .trim_end_matches(|c: char| c.is_ascii_digit())
+        })
         .collect();
     let Some(first) = stems.first() else {
         return String::new();
@@ -230,7 +243,13 @@ pub fn common_prefix(names: &[&str]) -> String {
     }
     let mut len = first.len();
     for s in &stems[1..] {
-        len = len.min(first.bytes().zip(s.bytes()).take_while(|(a, b)| a == b).count());
+        len = len.min(
+            first
+                .bytes()
+                .zip(s.bytes())
+                .take_while(|(a, b)| a == b)
+                .count(),
+        );
     }
     let lcp = &first[..len];
     match lcp.rfind(['_', '-', '.']) {
@@ -248,10 +267,16 @@ pub fn parse(
     b: &Budgets,
 ) -> Result<Dump, String> {
     if bytes.is_empty() {
-        return Err("empty file (0 bytes): the rank died while writing it, or never wrote it".into());
+        return Err(
+            "empty file (0 bytes): the rank died while writing it, or never wrote it".into(),
+        );
     }
     if bytes.len() as u64 > b.file_bytes {
-        return Err(format!("{} bytes, over the {} byte budget for one dump", bytes.len(), b.file_bytes));
+        return Err(format!(
+            "{} bytes, over the {} byte budget for one dump",
+            bytes.len(),
+            b.file_bytes
+        ));
     }
     let first = bytes.iter().find(|c| !c.is_ascii_whitespace()).copied();
     let value = match first {
@@ -267,7 +292,10 @@ pub fn parse(
         Some(b'{') => {
             let budget = crate::budget::Budget {
                 depth: b.depth,
-                ..crate::budget::Budget::of_bytes("Flight Recorder JSON dump", bytes.len().saturating_add(16))
+                ..crate::budget::Budget::of_bytes(
+                    "Flight Recorder JSON dump",
+                    bytes.len().saturating_add(16),
+                )
             };
             crate::budget::scan(bytes, &budget).map_err(|e| e.to_string())?;
             serde_json::from_slice(bytes).map_err(|e| format!("not readable JSON: {e}"))?
@@ -302,7 +330,10 @@ pub fn from_value(
         .or(rank)
         .ok_or("no rank: neither the dump nor its file name (<prefix><rank>) gives one")?;
     let skip = raw.len().saturating_sub(b.entries);
-    let entries: Vec<Entry> = raw[skip..].iter().filter_map(|e| entry_of(e, b.frames)).collect();
+    let entries: Vec<Entry> = raw[skip..]
+        .iter()
+        .filter_map(|e| entry_of(e, b.frames))
+        .collect();
     let pg_config = match o.get("pg_config") {
         Some(Value::Object(m)) => m
             .iter()
@@ -339,7 +370,13 @@ pub fn from_value(
     let backend = entries
         .iter()
         .find_map(|e| e.op.split_once(':').map(|(b, _)| b.to_string()))
-        .unwrap_or_else(|| if o.contains_key("nccl_comm_state") { "nccl".into() } else { String::new() });
+        .unwrap_or_else(|| {
+            if o.contains_key("nccl_comm_state") {
+                "nccl".into()
+            } else {
+                String::new()
+            }
+        });
     Ok(Dump {
         file: file.to_string(),
         rank,

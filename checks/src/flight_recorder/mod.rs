@@ -21,7 +21,11 @@ pub use dump::{Budgets, Dump, Unread};
 /// Reads a set of named files (name, bytes) into dumps and one line per file that could not be
 /// judged. Rank and host come from each name with the prefix the names share; a rank read twice
 /// keeps its first file and says so.
-pub fn read_all(files: &[(String, Vec<u8>)], prefix: Option<&str>, b: &Budgets) -> (Vec<Dump>, Vec<Unread>) {
+pub fn read_all(
+    files: &[(String, Vec<u8>)],
+    prefix: Option<&str>,
+    b: &Budgets,
+) -> (Vec<Dump>, Vec<Unread>) {
     let base = |f: &str| f.rsplit('/').next().unwrap_or(f).to_string();
     let names: Vec<String> = files.iter().map(|(f, _)| base(f)).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -29,12 +33,16 @@ pub fn read_all(files: &[(String, Vec<u8>)], prefix: Option<&str>, b: &Budgets) 
     let mut dumps: Vec<Dump> = Vec::new();
     let mut unread = Vec::new();
     for ((file, bytes), name) in files.iter().zip(&names) {
-        let (rank, host) = dump::name_parts(name, &prefix).map_or((None, None), |(r, h)| (Some(r), h));
+        let (rank, host) =
+            dump::name_parts(name, &prefix).map_or((None, None), |(r, h)| (Some(r), h));
         match dump::parse(file, bytes, rank, host, b) {
             Ok(d) if dumps.iter().any(|x| x.rank == d.rank) => unread.push(Unread {
                 file: file.clone(),
                 rank: Some(d.rank),
-                why: format!("a second dump of rank {}: the first one read is judged", d.rank),
+                why: format!(
+                    "a second dump of rank {}: the first one read is judged",
+                    d.rank
+                ),
             }),
             Ok(d) => dumps.push(d),
             Err(why) => unread.push(Unread {

@@ -40,7 +40,10 @@ pub enum PickleError {
 impl std::fmt::Display for PickleError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PickleError::Truncated(at) => write!(f, "truncated: it ends at byte {at} before the pickle's STOP"),
+            PickleError::Truncated(at) => write!(
+                f,
+                "truncated: it ends at byte {at} before the pickle's STOP"
+            ),
             PickleError::Foreign(w) => write!(f, "not a Flight Recorder pickle: {w}"),
             PickleError::TooBig(w) => write!(f, "over the budget: {w}"),
             PickleError::Decode(w) => write!(f, "not a readable pickle: {w}"),
@@ -104,7 +107,10 @@ impl Scan<'_> {
             .pop()
             .ok_or_else(|| PickleError::Foreign(format!("no mark at byte {}", self.at)))?;
         if m > self.stack.len() {
-            return Err(PickleError::Foreign(format!("mark above the stack at byte {}", self.at)));
+            return Err(PickleError::Foreign(format!(
+                "mark above the stack at byte {}",
+                self.at
+            )));
         }
         Ok((self.stack.split_off(m), at))
     }
@@ -131,7 +137,9 @@ impl Scan<'_> {
             )));
         }
         if self.stack.len() > 1 << 20 {
-            return Err(PickleError::TooBig("more than 2^20 values on the stack".into()));
+            return Err(PickleError::TooBig(
+                "more than 2^20 values on the stack".into(),
+            ));
         }
         self.stack.push(it);
         Ok(())
@@ -149,11 +157,18 @@ impl Scan<'_> {
     }
 
     fn container(items: &[Item], start: usize) -> Item {
-        items.iter().fold(Item { depth: 1, size: 1, start }, |acc, i| Item {
-            depth: acc.depth.max(i.depth + 1),
-            size: acc.size.saturating_add(i.size),
-            start,
-        })
+        items.iter().fold(
+            Item {
+                depth: 1,
+                size: 1,
+                start,
+            },
+            |acc, i| Item {
+                depth: acc.depth.max(i.depth + 1),
+                size: acc.size.saturating_add(i.size),
+                start,
+            },
+        )
     }
 
     /// Skips a length-prefixed string of `n` length bytes.
@@ -201,7 +216,10 @@ impl Scan<'_> {
                 self.pop_mark()?;
             }
             b'2' => {
-                let t = *self.stack.last().ok_or(PickleError::Foreign("DUP on empty stack".into()))?;
+                let t = *self
+                    .stack
+                    .last()
+                    .ok_or(PickleError::Foreign("DUP on empty stack".into()))?;
                 self.push(t)?;
             }
             b'}' | b']' | b')' | 0x8f => self.push(Item {
@@ -226,8 +244,8 @@ impl Scan<'_> {
                 self.take(8)?;
                 self.leaf()?
             } // BINFLOAT
-            0x8a => self.sized(1)?,             // LONG1
-            0x8b => self.sized(4)?,             // LONG4
+            0x8a => self.sized(1)?,               // LONG1
+            0x8b => self.sized(4)?,               // LONG4
             b'X' | b'T' | b'B' => self.sized(4)?, // BINUNICODE, BINSTRING, BINBYTES
             0x8c | b'U' | b'C' => self.sized(1)?, // SHORT_BINUNICODE, SHORT_BINSTRING, SHORT_BINBYTES
             0x8d | 0x8e | 0x96 => self.sized(8)?, // BINUNICODE8, BINBYTES8, BYTEARRAY8
@@ -241,23 +259,12 @@ impl Scan<'_> {
                 return Ok(false);
             }
             b'h' | b'j' => {
-                let i = if op == b'h' { self.uint(1)? } else { self.uint(4)? };
-                let (it, bytes) = self
-                    .memo
-                    .get(&i)
-                    .ok_or_else(|| PickleError::Foreign(format!("memo {i} read before it was written")))?;
-                let it = Item {
-                    start: self.out.len(),
-                    ..*it
+                let i = if op == b'h' {
+                    self.uint(1)?
+                } else {
+                    self.uint(4)?
                 };
-                if self.out.len().saturating_add(bytes.len()) > self.budget.bytes {
-                    return Err(PickleError::TooBig(format!(
-                        "more than {} bytes once memo references are expanded",
-                        self.budget.bytes
-                    )));
-                }
-                self.out.extend_from_slice(bytes);
-                self.push(it)?;
+                self.memo_get(i)?;
                 return Ok(false);
             }
             b'a' => {
@@ -302,6 +309,26 @@ impl Scan<'_> {
         Ok(true)
     }
 
+    /// A memo get: the value's own opcodes, written again.
+    fn memo_get(&mut self, i: u64) -> Result<(), PickleError> {
+        let (it, bytes) = self
+            .memo
+            .get(&i)
+            .ok_or_else(|| PickleError::Foreign(format!("memo {i} read before it was written")))?;
+        let it = Item {
+            start: self.out.len(),
+            ..*it
+        };
+        if self.out.len().saturating_add(bytes.len()) > self.budget.bytes {
+            return Err(PickleError::TooBig(format!(
+                "more than {} bytes once memo references are expanded",
+                self.budget.bytes
+            )));
+        }
+        self.out.extend_from_slice(bytes);
+        self.push(it)
+    }
+
     fn memo_put(&mut self, i: u64) -> Result<(), PickleError> {
         let top = *self
             .stack
@@ -335,7 +362,10 @@ pub fn prescan(bytes: &[u8], budget: PickleBudget) -> Result<Vec<u8>, PickleErro
         }
         if s.step()? {
             if s.at < bytes.len() {
-                return Err(PickleError::Foreign(format!("{} bytes after the pickle's STOP", bytes.len() - s.at)));
+                return Err(PickleError::Foreign(format!(
+                    "{} bytes after the pickle's STOP",
+                    bytes.len() - s.at
+                )));
             }
             return Ok(s.out);
         }
@@ -361,7 +391,9 @@ fn json_of(v: serde_pickle::Value) -> Value {
         P::Bytes(b) => Value::String(String::from_utf8_lossy(&b).into_owned()),
         P::String(s) => Value::String(s),
         P::List(l) | P::Tuple(l) => Value::Array(l.into_iter().map(json_of).collect()),
-        P::Set(s) | P::FrozenSet(s) => Value::Array(s.into_iter().map(|h| json_of(h.into_value())).collect()),
+        P::Set(s) | P::FrozenSet(s) => {
+            Value::Array(s.into_iter().map(|h| json_of(h.into_value())).collect())
+        }
         P::Dict(d) => Value::Object(
             d.into_iter()
                 .map(|(k, v)| (key_of(k.into_value()), json_of(v)))
@@ -408,7 +440,11 @@ mod tests {
             b.extend_from_slice(&[b']', b'(', b'h', i - 1, b'h', i - 1, b'e', b'q', i]);
         }
         b.push(b'.');
-        assert!(matches!(to_json(&b, B), Err(PickleError::TooBig(_))), "{:?}", to_json(&b, B));
+        assert!(
+            matches!(to_json(&b, B), Err(PickleError::TooBig(_))),
+            "{:?}",
+            to_json(&b, B)
+        );
         let deep: Vec<u8> = [b"\x80\x02".as_slice(), &[b']'; 40], &[b'a'; 39], b"."].concat();
         assert!(matches!(to_json(&deep, B), Err(PickleError::TooBig(_))));
     }

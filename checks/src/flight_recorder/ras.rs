@@ -86,7 +86,9 @@ fn who(tail: &str) -> (Option<String>, Option<u32>, Option<String>) {
         .split_once("process ")
         .and_then(|x| x.1.split_whitespace().next())
         .and_then(|p| p.parse().ok());
-    let host = rest.rsplit_once(" on node ").map(|x| x.1.trim().to_string());
+    let host = rest
+        .rsplit_once(" on node ")
+        .map(|x| x.1.trim().to_string());
     (host, pid, gpu)
 }
 
@@ -108,7 +110,7 @@ fn process(line: &str) -> Option<RasRank> {
 }
 
 fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
-    s.trim().split_whitespace().next()?.parse().ok()
+    s.split_whitespace().next()?.parse().ok()
 }
 
 #[derive(PartialEq, Clone, Copy)]
@@ -158,10 +160,10 @@ pub fn parse_text(text: &str) -> Ras {
             }
         } else if sec == Sec::Comm {
             comm_line(&mut r, t, &mut func, &mut in_counts);
-        } else if t.starts_with("Rank ") || t.contains("ranks have launched") {
-            if r.unread.len() < 20 {
-                r.unread.push(t.to_string());
-            }
+        } else if (t.starts_with("Rank ") || t.contains("ranks have launched"))
+            && r.unread.len() < 20
+        {
+            r.unread.push(t.to_string());
         }
     }
     r.behind = behind(&r.comms);
@@ -179,12 +181,28 @@ fn comm_line(r: &mut Ras, t: &str, func: &mut String, in_counts: &mut bool) {
             .unwrap_or("")
             .to_string();
     } else if let Some(rest) = t.strip_suffix(" ranks have not launched any operations") {
-        c.counts.push(CountGroup { func: func.clone(), launched: 0, count: num(rest).unwrap_or(0), ranks: vec![] });
+        c.counts.push(CountGroup {
+            func: func.clone(),
+            launched: 0,
+            count: num(rest).unwrap_or(0),
+            ranks: vec![],
+        });
     } else if let Some((n, op)) = t.split_once(" ranks have launched up to operation ") {
-        c.counts.push(CountGroup { func: func.clone(), launched: num(op).unwrap_or(0), count: num(n).unwrap_or(0), ranks: vec![] });
-    } else if let Some(rest) = t.strip_prefix("The missing rank").and_then(|x| x.split_once(": ")) {
+        c.counts.push(CountGroup {
+            func: func.clone(),
+            launched: num(op).unwrap_or(0),
+            count: num(n).unwrap_or(0),
+            ranks: vec![],
+        });
+    } else if let Some(rest) = t
+        .strip_prefix("The missing rank")
+        .and_then(|x| x.split_once(": "))
+    {
         for n in rest.1.split(',').filter_map(num::<u32>) {
-            c.missing.push(RasRank { rank: Some(n), ..RasRank::default() });
+            c.missing.push(RasRank {
+                rank: Some(n),
+                ..RasRank::default()
+            });
         }
     } else if t.starts_with("Missing communicator data from") {
         *in_counts = false;
@@ -192,11 +210,26 @@ fn comm_line(r: &mut Ras, t: &str, func: &mut String, in_counts: &mut bool) {
     } else if let Some(rest) = t.strip_prefix("Rank ") {
         let rank: Option<u32> = num(rest);
         let (host, pid, gpu) = who(rest);
-        let rr = RasRank { rank, host, pid, gpu };
+        let rr = RasRank {
+            rank,
+            host,
+            pid,
+            gpu,
+        };
         if let Some((_, op)) = rest.split_once(" has launched up to operation ") {
-            c.counts.push(CountGroup { func: func.clone(), launched: num(op).unwrap_or(0), count: 1, ranks: vec![rr] });
+            c.counts.push(CountGroup {
+                func: func.clone(),
+                launched: num(op).unwrap_or(0),
+                count: 1,
+                ranks: vec![rr],
+            });
         } else if rest.contains(" has not launched any operations") {
-            c.counts.push(CountGroup { func: func.clone(), launched: 0, count: 1, ranks: vec![rr] });
+            c.counts.push(CountGroup {
+                func: func.clone(),
+                launched: 0,
+                count: 1,
+                ranks: vec![rr],
+            });
         } else if rest.contains(" reported ") || rest.contains(" has status ") {
             c.errors.push(t.to_string());
         } else if *in_counts {
@@ -220,7 +253,10 @@ fn behind(comms: &[RasComm]) -> Vec<RasBehind> {
         funcs.dedup();
         for f in funcs {
             let gs: Vec<&CountGroup> = c.counts.iter().filter(|g| g.func == f).collect();
-            let (Some(lo), Some(hi)) = (gs.iter().map(|g| g.launched).min(), gs.iter().map(|g| g.launched).max()) else {
+            let (Some(lo), Some(hi)) = (
+                gs.iter().map(|g| g.launched).min(),
+                gs.iter().map(|g| g.launched).max(),
+            ) else {
                 continue;
             };
             if lo == hi {
@@ -244,71 +280,150 @@ fn behind(comms: &[RasComm]) -> Vec<RasBehind> {
 pub fn parse_json(v: &Value) -> Ras {
     let mut r = Ras {
         format: "json".into(),
-        nccl_version: v.get("nccl_version").and_then(Value::as_str).map(str::to_string),
+        nccl_version: v
+            .get("nccl_version")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         ..Ras::default()
     };
-    let rank_of = |x: &Value| RasRank {
-        rank: x.get("rank").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()),
-        host: x.get("host").and_then(Value::as_str).filter(|h| *h != "unknown").map(str::to_string),
-        pid: x.get("pid").and_then(Value::as_i64).and_then(|n| u32::try_from(n).ok()),
-        gpu: x.get("cuda_dev").and_then(Value::as_i64).filter(|d| *d >= 0).map(|d| d.to_string()),
-    };
-    for c in v.get("communicators").and_then(Value::as_array).into_iter().flatten() {
-        let mut comm = RasComm {
-            id: c.get("hash").and_then(Value::as_str).unwrap_or("?").to_string(),
-            size: c.get("size").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()),
-            ..RasComm::default()
-        };
-        let ranks: Vec<&Value> = c.get("ranks").and_then(Value::as_array).into_iter().flatten().collect();
-        let mut funcs: Vec<String> = Vec::new();
-        for x in &ranks {
-            if let Some(Value::Object(cc)) = x.get("collective_counts") {
-                for k in cc.keys() {
-                    if !funcs.contains(k) {
-                        funcs.push(k.clone());
-                    }
-                }
-            }
-            let s = x.get("status");
-            let flag = |n: &str| s.and_then(|s| s.get(n)).and_then(Value::as_bool).unwrap_or(false);
-            let code = |n: &str| s.and_then(|s| s.get(n)).and_then(Value::as_i64).unwrap_or(0);
-            let rr = rank_of(x);
-            // ncclSuccess 0 and ncclInProgress 7 are not errors.
-            for (what, n) in [("initialization error", code("init_state")), ("asynchronous error", code("async_error"))] {
-                if n != 0 && n != 7 {
-                    comm.errors.push(format!("Rank {} reported {what} {n}", rr.rank.unwrap_or(0)));
-                }
-            }
-            if flag("abort_flag") {
-                comm.errors.push(format!("Rank {} has status ABORT", rr.rank.unwrap_or(0)));
-            }
-        }
-        for f in &funcs {
-            let mut by: std::collections::BTreeMap<u64, Vec<RasRank>> = Default::default();
-            for x in &ranks {
-                let n = x.get("collective_counts").and_then(|cc| cc.get(f)).and_then(Value::as_u64).unwrap_or(0);
-                by.entry(n).or_default().push(rank_of(x));
-            }
-            for (launched, rs) in by {
-                comm.counts.push(CountGroup { func: f.clone(), launched, count: rs.len() as u32, ranks: rs });
-            }
-        }
-        for m in c.get("missing_ranks").and_then(Value::as_array).into_iter().flatten() {
-            let rr = rank_of(m);
-            let dead = m.get("status").and_then(|s| s.get("considered_dead")).and_then(Value::as_bool).unwrap_or(false);
-            let unresponsive = m.get("status").and_then(|s| s.get("unresponsive")).and_then(Value::as_bool).unwrap_or(false);
-            let proc_ = rr.clone();
-            if dead && !r.dead.contains(&proc_) {
-                r.dead.push(proc_);
-            } else if unresponsive && !dead && !r.unresponsive.contains(&proc_) {
-                r.unresponsive.push(proc_);
-            }
-            comm.missing.push(rr);
-        }
+    for c in v
+        .get("communicators")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let comm = comm_of_json(c, &mut r);
         r.comms.push(comm);
     }
     r.behind = behind(&r.comms);
     r
+}
+
+/// A rank of RAS's JSON.
+fn rank_of(x: &Value) -> RasRank {
+    RasRank {
+        rank: x
+            .get("rank")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok()),
+        host: x
+            .get("host")
+            .and_then(Value::as_str)
+            .filter(|h| *h != "unknown")
+            .map(str::to_string),
+        pid: x
+            .get("pid")
+            .and_then(Value::as_i64)
+            .and_then(|n| u32::try_from(n).ok()),
+        gpu: x
+            .get("cuda_dev")
+            .and_then(Value::as_i64)
+            .filter(|d| *d >= 0)
+            .map(|d| d.to_string()),
+    }
+}
+
+/// One communicator of RAS's JSON; its dead and unresponsive processes go to `r`.
+fn comm_of_json(c: &Value, r: &mut Ras) -> RasComm {
+    let mut comm = RasComm {
+        id: c
+            .get("hash")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string(),
+        size: c
+            .get("size")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok()),
+        ..RasComm::default()
+    };
+    let ranks: Vec<&Value> = c
+        .get("ranks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut funcs: Vec<String> = Vec::new();
+    for x in &ranks {
+        if let Some(Value::Object(cc)) = x.get("collective_counts") {
+            for k in cc.keys() {
+                if !funcs.contains(k) {
+                    funcs.push(k.clone());
+                }
+            }
+        }
+        let s = x.get("status");
+        let flag = |n: &str| {
+            s.and_then(|s| s.get(n))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        };
+        let code = |n: &str| {
+            s.and_then(|s| s.get(n))
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        };
+        let rr = rank_of(x);
+        // ncclSuccess 0 and ncclInProgress 7 are not errors.
+        for (what, n) in [
+            ("initialization error", code("init_state")),
+            ("asynchronous error", code("async_error")),
+        ] {
+            if n != 0 && n != 7 {
+                comm.errors
+                    .push(format!("Rank {} reported {what} {n}", rr.rank.unwrap_or(0)));
+            }
+        }
+        if flag("abort_flag") {
+            comm.errors
+                .push(format!("Rank {} has status ABORT", rr.rank.unwrap_or(0)));
+        }
+    }
+    for f in &funcs {
+        let mut by: std::collections::BTreeMap<u64, Vec<RasRank>> = Default::default();
+        for x in &ranks {
+            let n = x
+                .get("collective_counts")
+                .and_then(|cc| cc.get(f))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            by.entry(n).or_default().push(rank_of(x));
+        }
+        for (launched, rs) in by {
+            comm.counts.push(CountGroup {
+                func: f.clone(),
+                launched,
+                count: rs.len() as u32,
+                ranks: rs,
+            });
+        }
+    }
+    for m in c
+        .get("missing_ranks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let rr = rank_of(m);
+        let dead = m
+            .get("status")
+            .and_then(|s| s.get("considered_dead"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let unresponsive = m
+            .get("status")
+            .and_then(|s| s.get("unresponsive"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let proc_ = rr.clone();
+        if dead && !r.dead.contains(&proc_) {
+            r.dead.push(proc_);
+        } else if unresponsive && !dead && !r.unresponsive.contains(&proc_) {
+            r.unresponsive.push(proc_);
+        }
+        comm.missing.push(rr);
+    }
+    comm
 }
 
 /// Reads either format; a JSON document starts with `{`. Anything else is read as text, and a
@@ -317,16 +432,23 @@ pub fn parse(bytes: &[u8]) -> Result<Ras, String> {
     let text = String::from_utf8_lossy(bytes);
     let t = text.trim_start();
     if t.starts_with('{') {
-        let budget = crate::budget::Budget::of_bytes("NCCL RAS JSON", bytes.len().saturating_add(16));
+        let budget =
+            crate::budget::Budget::of_bytes("NCCL RAS JSON", bytes.len().saturating_add(16));
         crate::budget::scan(bytes, &budget).map_err(|e| e.to_string())?;
-        let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not readable JSON: {e}"))?;
+        let v: Value =
+            serde_json::from_slice(bytes).map_err(|e| format!("not readable JSON: {e}"))?;
         if v.get("communicators").is_none() {
             return Err("JSON without `communicators`: not NCCL RAS output".into());
         }
         return Ok(parse_json(&v));
     }
     let r = parse_text(&text);
-    if r.nccl_version.is_none() && r.comms.is_empty() && r.dead.is_empty() && r.unresponsive.is_empty() && !text.contains("Job summary") {
+    if r.nccl_version.is_none()
+        && r.comms.is_empty()
+        && r.dead.is_empty()
+        && r.unresponsive.is_empty()
+        && !text.contains("Job summary")
+    {
         return Err("no line NCCL's RAS prints (`NCCL version`, `Job summary`, communicators): not RAS output".into());
     }
     Ok(r)

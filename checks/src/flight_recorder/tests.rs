@@ -2,10 +2,12 @@
 
 use super::answer::{self, LogHints};
 use super::verdict::Kind;
-use super::{Budgets, read_all, ras};
+use super::{Budgets, ras, read_all};
 
 fn fixture(rel: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(rel)
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(rel)
 }
 
 /// Every file of a fixture folder, as the binary would hand them over.
@@ -35,25 +37,55 @@ fn real_gloo_dumps_name_the_rank_that_stopped_the_job_in_pickle_and_json() {
         assert_eq!(culprits(&at("dead")), [(1, Kind::NoDump)], "{form}");
         assert_eq!(culprits(&at("skip")), [(2, Kind::Mismatch)], "{form}");
         assert_eq!(culprits(&at("mismatch")), [(1, Kind::Mismatch)], "{form}");
-        assert_eq!(culprits(&at("subgroup")), [(2, Kind::Missing), (3, Kind::Missing)], "{form}");
+        assert_eq!(
+            culprits(&at("subgroup")),
+            [(2, Kind::Missing), (3, Kind::Missing)],
+            "{form}"
+        );
     }
 }
 
 #[test]
 fn a_healthy_set_says_so_with_the_last_collective() {
-    let (dumps, _) = read_all(&files("flight-recorder/healthy/pickle"), None, &Budgets::default());
+    let (dumps, _) = read_all(
+        &files("flight-recorder/healthy/pickle"),
+        None,
+        &Budgets::default(),
+    );
     assert_eq!(dumps.len(), 3);
-    assert!(dumps.iter().all(|d| d.version == "2.10" && d.backend == "gloo"));
+    assert!(
+        dumps
+            .iter()
+            .all(|d| d.version == "2.10" && d.backend == "gloo")
+    );
     let v = super::verdict::judge(&dumps, None);
     assert!(v.healthy);
-    assert_eq!(v.groups[0].last_completed_by_all, Some((5, "barrier".to_string())));
+    assert_eq!(
+        v.groups[0].last_completed_by_all,
+        Some((5, "barrier".to_string()))
+    );
 }
 
 #[test]
 fn host_names_in_file_names_and_subgroups_on_their_own_ranks() {
-    let (dumps, _) = read_all(&files("flight-recorder/subgroup/pickle"), None, &Budgets::default());
-    let hosts: Vec<_> = dumps.iter().map(|d| (d.rank, d.host.clone().unwrap_or_default())).collect();
-    assert_eq!(hosts, [(0, "nodeA".into()), (1, "nodeA".into()), (2, "nodeB".into()), (3, "nodeB".into())]);
+    let (dumps, _) = read_all(
+        &files("flight-recorder/subgroup/pickle"),
+        None,
+        &Budgets::default(),
+    );
+    let hosts: Vec<_> = dumps
+        .iter()
+        .map(|d| (d.rank, d.host.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        hosts,
+        [
+            (0, "nodeA".into()),
+            (1, "nodeA".into()),
+            (2, "nodeB".into()),
+            (3, "nodeB".into())
+        ]
+    );
     let v = super::verdict::judge(&dumps, None);
     let a = v.groups.iter().find(|g| g.desc == "pairA").unwrap();
     assert_eq!((a.ranks.clone(), a.status), (vec![0, 1], "healthy"));
@@ -64,14 +96,31 @@ fn host_names_in_file_names_and_subgroups_on_their_own_ranks() {
 fn truncated_empty_and_foreign_files_get_one_line_and_the_rest_is_judged() {
     let (dumps, unread) = read_all(&files("flight-recorder/broken"), None, &Budgets::default());
     assert_eq!(dumps.iter().map(|d| d.rank).collect::<Vec<_>>(), [0, 2]);
-    let why: Vec<_> = unread.iter().map(|u| (u.rank, u.why.split(':').next().unwrap().to_string())).collect();
+    let why: Vec<_> = unread
+        .iter()
+        .map(|u| (u.rank, u.why.split(':').next().unwrap().to_string()))
+        .collect();
     assert_eq!(
         why,
-        [(Some(1), "truncated".into()), (Some(3), "empty file (0 bytes)".into()), (Some(4), "neither a pickle (first byte 0x80) nor JSON".into())]
+        [
+            (Some(1), "truncated".into()),
+            (Some(3), "empty file (0 bytes)".into()),
+            (
+                Some(4),
+                "neither a pickle (first byte 0x80) nor JSON".into()
+            )
+        ]
     );
     let h = answer::answer(&dumps, unread, None, &LogHints::default());
     assert_eq!(h.culprits[0].rank, Some(1));
-    assert!(h.culprits[0].evidence.iter().any(|e| e.contains("truncated")), "{:?}", h.culprits[0].evidence);
+    assert!(
+        h.culprits[0]
+            .evidence
+            .iter()
+            .any(|e| e.contains("truncated")),
+        "{:?}",
+        h.culprits[0].evidence
+    );
 }
 
 #[test]
@@ -82,7 +131,10 @@ fn a_budget_that_bites_is_a_line_not_a_parse() {
     };
     let (dumps, unread) = read_all(&files("flight-recorder/healthy/pickle"), None, &b);
     assert!(dumps.is_empty());
-    assert!(unread[0].why.contains("nesting deeper than 2"), "{unread:?}");
+    assert!(
+        unread[0].why.contains("nesting deeper than 2"),
+        "{unread:?}"
+    );
 }
 
 fn ras_of(name: &str) -> ras::Ras {
@@ -94,17 +146,31 @@ fn ras_names_the_ranks_behind_not_the_ones_ahead() {
     let r = ras_of("nccl-2.28-straggler.txt");
     assert_eq!(r.nccl_version.as_deref(), Some("2.28.9+cuda12.9"));
     let b = &r.behind[0];
-    assert_eq!((b.func.as_str(), b.launched, b.ahead_at, b.count), ("AllReduce", 1200, 1201, 1));
+    assert_eq!(
+        (b.func.as_str(), b.launched, b.ahead_at, b.count),
+        ("AllReduce", 1200, 1201, 1)
+    );
     assert_eq!(b.ranks[0].rank, Some(3));
     assert_eq!(b.ranks[0].pid, Some(52012));
     assert_eq!(b.ranks[0].host.as_deref(), Some("10.0.0.2"));
     assert_eq!(b.ranks[0].gpu.as_deref(), Some("1"));
     // nccl#1911: RAS lists the 2 ranks ahead; the 30 behind are the culprits, unnamed.
     let r = ras_of("nccl-2.26-ranks-ahead-listed.txt");
-    assert_eq!((r.behind[0].launched, r.behind[0].count, r.behind[0].ranks.len()), (41, 30, 0));
+    assert_eq!(
+        (
+            r.behind[0].launched,
+            r.behind[0].count,
+            r.behind[0].ranks.len()
+        ),
+        (41, 30, 0)
+    );
     let h = answer::answer(&[], vec![], Some((r, "f".into())), &LogHints::default());
     assert!(h.culprits[0].evidence[0].contains("VERBOSE STATUS"));
-    assert!(h.culprits.iter().all(|c| c.rank != Some(5) && c.rank != Some(9)));
+    assert!(
+        h.culprits
+            .iter()
+            .all(|c| c.rank != Some(5) && c.rank != Some(9))
+    );
 }
 
 #[test]
@@ -124,11 +190,28 @@ fn ras_dead_and_missing_in_text_and_json() {
 
 #[test]
 fn dumps_and_ras_together_fill_in_host_pid_and_gpu() {
-    let (dumps, _) = read_all(&files("flight-recorder/dead/json"), None, &Budgets::default());
+    let (dumps, _) = read_all(
+        &files("flight-recorder/dead/json"),
+        None,
+        &Budgets::default(),
+    );
     let r = ras_of("nccl-2.29-dead.json");
-    let h = answer::answer(&dumps, vec![], Some((r, "ras".into())), &LogHints::default());
+    let h = answer::answer(
+        &dumps,
+        vec![],
+        Some((r, "ras".into())),
+        &LogHints::default(),
+    );
     let c = &h.culprits[0];
     assert_eq!((c.rank, c.kind), (Some(1), "no-dump"));
-    assert_eq!((c.host.as_deref(), c.pid, c.gpu.as_deref()), (Some("10.0.0.2"), Some(4200), Some("0")));
-    assert_eq!(h.culprits.len(), 1, "RAS's dead rank 1 is the dumps' rank 1: {:?}", h.culprits);
+    assert_eq!(
+        (c.host.as_deref(), c.pid, c.gpu.as_deref()),
+        (Some("10.0.0.2"), Some(4200), Some("0"))
+    );
+    assert_eq!(
+        h.culprits.len(),
+        1,
+        "RAS's dead rank 1 is the dumps' rank 1: {:?}",
+        h.culprits
+    );
 }

@@ -148,9 +148,18 @@ fn text(v: &serde_json::Value) -> String {
 
 /// Ops whose sizes legitimately differ across ranks.
 fn sizes_may_differ(op: &str) -> bool {
-    ["all_to_all", "alltoall", "scatter", "gather", "send", "recv", "coalesced", "_base"]
-        .iter()
-        .any(|w| op.contains(w))
+    [
+        "all_to_all",
+        "alltoall",
+        "scatter",
+        "gather",
+        "send",
+        "recv",
+        "coalesced",
+        "_base",
+    ]
+    .iter()
+    .any(|w| op.contains(w))
         && !op.contains("all_gather")
 }
 
@@ -184,9 +193,15 @@ fn place(e: &Entry) -> Place {
     }
 }
 
+/// What one field of an entry says, as text.
+type Describe = dyn Fn(&Entry) -> String;
+
 /// The first sequence number where ranks disagree, with the sides.
 fn first_mismatch(views: &[View]) -> Option<Mismatch> {
-    let all: BTreeSet<i64> = views.iter().flat_map(|v| v.by_seq.keys().copied()).collect();
+    let all: BTreeSet<i64> = views
+        .iter()
+        .flat_map(|v| v.by_seq.keys().copied())
+        .collect();
     for seq in all {
         let at: Vec<(u32, &Entry)> = views
             .iter()
@@ -196,9 +211,11 @@ fn first_mismatch(views: &[View]) -> Option<Mismatch> {
             continue;
         }
         let op_of = |e: &Entry| e.op_name().to_string();
-        let fields: [(&'static str, &dyn Fn(&Entry) -> String); 3] = [
+        let fields: [(&'static str, &Describe); 3] = [
             ("operation", &op_of),
-            ("sizes", &|e: &Entry| format!("{} -> {}", text(&e.input_sizes), text(&e.output_sizes))),
+            ("sizes", &|e: &Entry| {
+                format!("{} -> {}", text(&e.input_sizes), text(&e.output_sizes))
+            }),
             ("dtypes", &|e: &Entry| text(&e.input_dtypes)),
         ];
         for (field, f) in fields {
@@ -210,8 +227,16 @@ fn first_mismatch(views: &[View]) -> Option<Mismatch> {
                 sides.entry(f(e)).or_default().push(*r);
             }
             if sides.len() > 1 {
-                let mut sides: Vec<Side> = sides.into_iter().map(|(value, ranks)| Side { value, ranks }).collect();
-                sides.sort_by(|a, b| b.ranks.len().cmp(&a.ranks.len()).then(a.ranks.cmp(&b.ranks)));
+                let mut sides: Vec<Side> = sides
+                    .into_iter()
+                    .map(|(value, ranks)| Side { value, ranks })
+                    .collect();
+                sides.sort_by(|a, b| {
+                    b.ranks
+                        .len()
+                        .cmp(&a.ranks.len())
+                        .then(a.ranks.cmp(&b.ranks))
+                });
                 return Some(Mismatch { seq, field, sides });
             }
         }
@@ -238,16 +263,32 @@ fn judge_group(pg: &str, desc: &str, dumps: &[Dump], world: u32) -> Group {
                 .map(|e| (e.seq, e))
                 .collect();
             // pg_status is keyed by the rank's own id of the group (an entry's pg_id).
-            let id = d.entries.iter().find(|e| e.pg == pg).map(|e| e.pg_id.as_str());
+            let id = d
+                .entries
+                .iter()
+                .find(|e| e.pg == pg)
+                .map(|e| e.pg_id.as_str());
             let id = id.or((pg == "0").then_some("0"));
             let status = id.and_then(|i| d.pg_status.get(i)).map_or(-1, |s| s[0]);
             let entered = by_seq.keys().next_back().copied().unwrap_or(0).max(status);
-            View { dump: d, by_seq, entered }
+            View {
+                dump: d,
+                by_seq,
+                entered,
+            }
         })
         .collect();
-    let no_dump: Vec<u32> = ranks.iter().copied().filter(|r| !by_rank.contains_key(r)).collect();
+    let no_dump: Vec<u32> = ranks
+        .iter()
+        .copied()
+        .filter(|r| !by_rank.contains_key(r))
+        .collect();
     let front_seq = views.iter().map(|v| v.entered).max().unwrap_or(0);
-    let entered_by: Vec<u32> = views.iter().filter(|v| v.entered >= front_seq).map(|v| v.dump.rank).collect();
+    let entered_by: Vec<u32> = views
+        .iter()
+        .filter(|v| v.entered >= front_seq)
+        .map(|v| v.dump.rank)
+        .collect();
     let front_entry = views.iter().find_map(|v| v.by_seq.get(&front_seq).copied());
     let front = front_entry.map(|e| Collective {
         seq: front_seq,
@@ -264,7 +305,11 @@ fn judge_group(pg: &str, desc: &str, dumps: &[Dump], world: u32) -> Group {
         .iter()
         .filter(|v| v.entered < front_seq)
         .map(|v| {
-            let last = v.dump.entries.iter().max_by_key(|e| (e.time_created_ns, e.record_id));
+            let last = v
+                .dump
+                .entries
+                .iter()
+                .max_by_key(|e| (e.time_created_ns, e.record_id));
             let idle_s = match (last, front_entry) {
                 (Some(l), Some(f)) if l.time_created_ns > 0 && f.time_created_ns > 0 => {
                     Some((f.time_created_ns - l.time_created_ns) as f64 / 1e9)
@@ -285,9 +330,17 @@ fn judge_group(pg: &str, desc: &str, dumps: &[Dump], world: u32) -> Group {
     let mut lcba = views
         .iter()
         .map(|v| {
-            let nccl_states = v.by_seq.values().any(|e| e.state == "started" || completed(e));
+            let nccl_states = v
+                .by_seq
+                .values()
+                .any(|e| e.state == "started" || completed(e));
             if nccl_states {
-                v.by_seq.values().filter(|e| completed(e)).map(|e| e.seq).max().unwrap_or(0)
+                v.by_seq
+                    .values()
+                    .filter(|e| completed(e))
+                    .map(|e| e.seq)
+                    .max()
+                    .unwrap_or(0)
             } else {
                 v.entered
             }
@@ -330,12 +383,20 @@ fn judge_group(pg: &str, desc: &str, dumps: &[Dump], world: u32) -> Group {
 fn follow_blocks(groups: &mut [Group]) {
     let pending: BTreeMap<(String, i64), bool> = groups
         .iter()
-        .filter_map(|g| g.front.as_ref().map(|f| ((g.pg.clone(), f.seq), g.status != "healthy")))
+        .filter_map(|g| {
+            g.front
+                .as_ref()
+                .map(|f| ((g.pg.clone(), f.seq), g.status != "healthy"))
+        })
         .collect();
     for g in groups.iter_mut() {
         for b in &mut g.behind {
             if let Some(l) = &b.last {
-                let waits = l.state != "completed" && pending.get(&(l.pg.clone(), l.seq)).copied().unwrap_or(false);
+                let waits = l.state != "completed"
+                    && pending
+                        .get(&(l.pg.clone(), l.seq))
+                        .copied()
+                        .unwrap_or(false);
                 if waits && l.pg != g.pg {
                     b.blocked_in = Some(l.clone());
                 }
@@ -344,8 +405,61 @@ fn follow_blocks(groups: &mut [Group]) {
     }
 }
 
+/// What the dumps prove about a rank that never entered the front collective.
+fn missing_detail(g: &Group, front: &Collective, b: &Behind, groups: &[Group]) -> String {
+    let gap = front.seq - b.entered;
+    let last = match &b.last {
+        Some(l) => format!(
+            "its last operation was {} #{} in group {}{}{}",
+            l.op,
+            l.seq,
+            l.pg,
+            if l.state.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", l.state)
+            },
+            b.idle_s
+                .filter(|s| *s >= 0.5)
+                .map(|s| format!(", {s:.1} s before the others entered #{}", front.seq))
+                .unwrap_or_default()
+        ),
+        None => "it recorded no operation".to_string(),
+    };
+    let mut detail = format!(
+        "never entered collective #{} ({}) of group {}{}; {last}",
+        front.seq,
+        front.op,
+        g.pg,
+        if gap > 1 {
+            format!(" nor the {} before it", gap - 1)
+        } else {
+            String::new()
+        },
+    );
+    if let Some(l) = &b.last {
+        let lone = groups
+            .iter()
+            .find(|x| x.pg == l.pg && x.pg != g.pg)
+            .is_some_and(|x| x.members_from == "entries" && x.ranks.len() == 1);
+        if lone {
+            detail.push_str(&format!(
+                "; no other rank recorded group {}, so it may wait there for a member that never \
+                 entered (these dumps do not list that group's members)",
+                l.pg
+            ));
+        }
+    }
+    detail
+}
+
 fn culprits(groups: &[Group], dumps: &[Dump]) -> Vec<Culprit> {
-    let host_of = |r: u32| dumps.iter().find(|d| d.rank == r).and_then(|d| d.host.clone());
+    let host_of = |r: u32| {
+        dumps
+            .iter()
+            .find(|d| d.rank == r)
+            .and_then(|d| d.host.clone())
+    };
     let mut out: Vec<Culprit> = Vec::new();
     let mut seen: BTreeSet<(u32, &'static str)> = BTreeSet::new();
     for g in groups {
@@ -369,7 +483,13 @@ fn culprits(groups: &[Group], dumps: &[Dump]) -> Vec<Culprit> {
             for side in m.sides.iter().skip(1) {
                 for &r in &side.ranks {
                     if seen.insert((r, "mismatch")) {
-                        let mut c = base(r, Kind::Mismatch, m.seq, &side.value, m.sides[0].ranks.clone());
+                        let mut c = base(
+                            r,
+                            Kind::Mismatch,
+                            m.seq,
+                            &side.value,
+                            m.sides[0].ranks.clone(),
+                        );
                         c.detail = format!(
                             "entered collective #{} of group {} with {} {} where rank{} {} entered it with {}",
                             m.seq,
@@ -390,47 +510,29 @@ fn culprits(groups: &[Group], dumps: &[Dump]) -> Vec<Culprit> {
             if !seen.insert((b.rank, "missing")) {
                 continue;
             }
-            let mut c = base(b.rank, Kind::Missing, front.seq, &front.op, front.entered_by.clone());
+            let mut c = base(
+                b.rank,
+                Kind::Missing,
+                front.seq,
+                &front.op,
+                front.entered_by.clone(),
+            );
             c.last = b.last.clone();
             c.idle_s = b.idle_s;
             c.frames = b.frames.clone();
-            let gap = front.seq - b.entered;
-            c.detail = format!(
-                "never entered collective #{} ({}) of group {}{}; {}",
-                front.seq,
-                front.op,
-                g.pg,
-                if gap > 1 { format!(" nor the {} before it", gap - 1) } else { String::new() },
-                match &b.last {
-                    Some(l) => format!(
-                        "its last operation was {} #{} in group {}{}{}",
-                        l.op,
-                        l.seq,
-                        l.pg,
-                        if l.state.is_empty() { String::new() } else { format!(" ({})", l.state) },
-                        b.idle_s
-                            .filter(|s| *s >= 0.5)
-                            .map(|s| format!(", {s:.1} s before the others entered #{}", front.seq))
-                            .unwrap_or_default()
-                    ),
-                    None => "it recorded no operation".to_string(),
-                }
-            );
-            if let Some(l) = &b.last {
-                let lone = groups.iter().find(|x| x.pg == l.pg && x.pg != g.pg).is_some_and(|x| x.members_from == "entries" && x.ranks.len() == 1);
-                if lone {
-                    c.detail.push_str(&format!(
-                        "; no other rank recorded group {}, so it may wait there for a member that never entered                          (these dumps do not list that group's members)",
-                        l.pg
-                    ));
-                }
-            }
+            c.detail = missing_detail(g, front, b, groups);
             out.push(c);
         }
         if g.status != "healthy" {
             for &r in &g.no_dump {
                 if seen.insert((r, "no-dump")) {
-                    let mut c = base(r, Kind::NoDump, front.seq, &front.op, front.entered_by.clone());
+                    let mut c = base(
+                        r,
+                        Kind::NoDump,
+                        front.seq,
+                        &front.op,
+                        front.entered_by.clone(),
+                    );
                     c.detail = format!(
                         "left no dump while rank{} {} wait{} in collective #{} ({}) of group {}: likely dead \
                          (killed, out of memory, crashed) before the others timed out",
@@ -475,11 +577,19 @@ pub fn judge(dumps: &[Dump], world_hint: Option<u32>) -> Verdict {
             pgs.entry(e.pg.clone()).or_insert_with(|| e.pg_desc.clone());
         }
     }
-    let mut groups: Vec<Group> = pgs.iter().map(|(pg, desc)| judge_group(pg, desc, dumps, world)).collect();
+    let mut groups: Vec<Group> = pgs
+        .iter()
+        .map(|(pg, desc)| judge_group(pg, desc, dumps, world))
+        .collect();
     groups.sort_by_key(|g| (g.pg.parse::<u64>().unwrap_or(u64::MAX), g.pg.clone()));
     follow_blocks(&mut groups);
     let culprits = culprits(&groups, dumps);
-    let dumped: Vec<u32> = dumps.iter().map(|d| d.rank).collect::<BTreeSet<_>>().into_iter().collect();
+    let dumped: Vec<u32> = dumps
+        .iter()
+        .map(|d| d.rank)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let no_dump: Vec<u32> = (0..world).filter(|r| !dumped.contains(r)).collect();
     let healthy = groups.iter().all(|g| g.status == "healthy") && culprits.is_empty();
     Verdict {
