@@ -30,7 +30,8 @@ The terminal report shows problems with their fixes; -v also shows what passed o
 --format junit prints one JUnit testcase per finding (fail/error: failure, skip: skipped,
 warn: passed with the summary in system-out). --format html prints one self-contained page
 (`preflight render --format html REPORT.json` from a saved report). `preflight explain ID`
-explains a finding id; `preflight explain --log FILE` explains the errors of a failed job.
+explains a finding id; `preflight explain --log FILE` explains the errors of a failed job;
+`--dumps DIR` and `--ras` name the rank that hung it.
 
 Flags take torchrun's spellings; --master-port and --master_port are the same flag.";
 
@@ -205,10 +206,10 @@ pub struct LaunchArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ExplainArgs {
     /// The finding id, as a report shows it (`port.in-use`).
-    #[arg(required_unless_present_any = ["list", "log", "coverage"], conflicts_with_all = ["list", "log", "coverage"])]
+    #[arg(required_unless_present_any = ["list", "log", "coverage", "dumps", "ras"], conflicts_with_all = ["list", "log", "coverage", "dumps", "ras"])]
     pub id: Option<String>,
     /// List every finding id with its one-line meaning.
-    #[arg(long, conflicts_with_all = ["log", "coverage"])]
+    #[arg(long, conflicts_with_all = ["log", "coverage", "dumps", "ras"])]
     pub list: bool,
     /// What --log recognises: the sources and versions read (NCCL, gloo, CUDA, c10d, torch's
     /// rendezvous, errno), their error format strings, how many map to a finding or to the job
@@ -219,8 +220,20 @@ pub struct ExplainArgs {
     /// gloo and srun lines, several ranks interleaved, any size.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-    /// With --log: `table` for people, `json` (preflight.explain.v1) for scripts.
-    #[arg(long, value_enum, default_value_t = ExplainFormat::Table, requires = "log")]
+    /// PyTorch Flight Recorder dumps of a hung job: a folder, files or a glob (`'/fr/trace_*'`),
+    /// pickle or JSON, named `<prefix><rank>` or `<prefix><host>_<rank>`; names the rank(s)
+    /// that stopped the others. With --log and --ras they are judged together.
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    pub dumps: Vec<String>,
+    /// The dump files' common prefix (`trace_`), when the names do not show it.
+    #[arg(long, value_name = "PREFIX", requires = "dumps")]
+    pub prefix: Option<String>,
+    /// NCCL RAS status: a file of `ncclras` output (text or JSON), `-` for standard input, or
+    /// `[HOST:]PORT` of a live job's RAS port (28028) to query it (bounded connect and read).
+    #[arg(long, value_name = "FILE|[HOST:]PORT")]
+    pub ras: Option<String>,
+    /// With --log, --dumps or --ras: `table` for people, `json` (preflight.explain.v1) for scripts.
+    #[arg(long, value_enum, default_value_t = ExplainFormat::Table)]
     pub format: ExplainFormat,
 }
 

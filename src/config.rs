@@ -137,6 +137,55 @@ pub enum ExplainJob {
         path: std::path::PathBuf,
         format: crate::cli::ExplainFormat,
     },
+    /// `--dumps` and/or `--ras`, with an optional `--log`: a hang, judged across ranks.
+    Hang(HangJob),
+}
+
+/// `preflight explain --dumps ... --ras ... [--log ...]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HangJob {
+    pub log: Option<std::path::PathBuf>,
+    /// Folders, files or globs.
+    pub dumps: Vec<String>,
+    pub prefix: Option<String>,
+    pub ras: Option<RasSource>,
+    pub format: crate::cli::ExplainFormat,
+}
+
+/// Where NCCL RAS's status comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RasSource {
+    File(std::path::PathBuf),
+    Stdin,
+    /// A live job's RAS port.
+    Query {
+        host: String,
+        port: u16,
+    },
+}
+
+/// `--ras`: `-`, an existing file, or `[HOST:]PORT`.
+pub fn ras_source(arg: &str) -> anyhow::Result<RasSource> {
+    if arg == "-" {
+        return Ok(RasSource::Stdin);
+    }
+    if std::path::Path::new(arg).exists() {
+        return Ok(RasSource::File(arg.into()));
+    }
+    let (host, port) = match arg.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() => (h.trim_start_matches('[').trim_end_matches(']'), p),
+        _ => ("localhost", arg),
+    };
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(RasSource::Query {
+            host: host.to_string(),
+            port: p,
+        }),
+        _ => anyhow::bail!(
+            "--ras {}: no such file, and not [HOST:]PORT (NCCL's RAS listens on localhost:28028 by default)",
+            preflight_checks::shellword::quoted(arg)
+        ),
+    }
 }
 
 /// A command, validated.
@@ -243,6 +292,21 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                 proceed_with_healthy_set: false,
             },
         }),
+        Command::Explain(a) if !a.dumps.is_empty() || a.ras.is_some() => {
+            let ras = a.ras.as_deref().map(ras_source).transpose()?;
+            let log_stdin = a.log.as_deref().is_some_and(|p| p.as_os_str() == "-");
+            anyhow::ensure!(
+                !(log_stdin && ras == Some(RasSource::Stdin)),
+                "--log - and --ras - both read standard input: give one of them a file"
+            );
+            Job::Explain(ExplainJob::Hang(HangJob {
+                log: a.log,
+                dumps: a.dumps,
+                prefix: a.prefix,
+                ras,
+                format: a.format,
+            }))
+        }
         Command::Explain(a) => Job::Explain(if let Some(path) = a.log {
             ExplainJob::Log {
                 path,

@@ -669,3 +669,101 @@ fn fail_slow_two_nodes() {
     let e = v.everywhere.expect("slow everywhere against the floor");
     assert!(e.max < 5.0 && e.floor == 5.0, "{e:?}");
 }
+
+// ----- Flight Recorder dumps and NCCL RAS status (issue 43) -----
+
+fn fr_fixture(rel: &str) -> Vec<u8> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(rel);
+    std::fs::read(p).unwrap()
+}
+
+/// A real input with bytes changed, inserted, or cut off: near the format, where bugs hide.
+fn mutated(real: Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
+    let n = real.len().max(1);
+    (vec((0..n, any::<u8>(), 0..3u8), 0..12), 0..=n).prop_map(move |(edits, cut)| {
+        let mut b = real.clone();
+        for (at, byte, how) in edits {
+            let at = at.min(b.len().saturating_sub(1));
+            match how {
+                0 if !b.is_empty() => b[at] = byte,
+                1 => b.insert(at, byte),
+                _ if !b.is_empty() => {
+                    b.remove(at);
+                }
+                _ => {}
+            }
+        }
+        b.truncate(cut.max(b.len() / 2));
+        b
+    })
+}
+
+fn judge_dump(b: &[u8]) {
+    use preflight_checks::explain::hang::{Budgets, answer, read_all};
+    let files = vec![
+        ("trace_0".to_string(), b.to_vec()),
+        (
+            "trace_1".to_string(),
+            fr_fixture("flight-recorder/straggler/pickle/trace_1"),
+        ),
+    ];
+    let (dumps, unread) = read_all(&files, None, &Budgets::default());
+    let _ = answer::answer(&dumps, unread, None, &answer::LogHints::default());
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn fr_dump_any_bytes(b in prop_kit::bytes()) {
+        timed("a dump of arbitrary bytes", || judge_dump(&b))?;
+        let mut p = vec![0x80, 2];
+        p.extend_from_slice(&b);
+        timed("a pickle of arbitrary opcodes", || judge_dump(&p))?;
+    }
+
+    #[test]
+    fn fr_dump_near_real_pickles_and_json(
+        p in mutated(fr_fixture("flight-recorder/subgroup/pickle/trace_nodeB_2")),
+        j in mutated(fr_fixture("flight-recorder/straggler/json/trace_0.json")),
+    ) {
+        timed("a mutated pickle dump", || judge_dump(&p))?;
+        timed("a mutated JSON dump", || judge_dump(&j))?;
+    }
+
+    #[test]
+    fn ras_any_text_and_near_real(
+        t in text(),
+        m in mutated(fr_fixture("ras/nccl-2.24-dead-and-behind.txt")),
+        j in mutated(fr_fixture("ras/nccl-2.29-dead.json")),
+    ) {
+        use preflight_checks::explain::hang::{answer, ras};
+        for b in [t.as_bytes(), &m, &j] {
+            let r = timed("RAS output", || ras::parse(b))?;
+            if let Ok(r) = r {
+                timed("RAS answer", || answer::answer(&[], vec![], Some((r, "-".into())), &answer::LogHints::default()))?;
+            }
+        }
+    }
+}
+
+/// A pickle whose memo gets double the value each time: refused by the pre-scan, in bounded
+/// time and memory, however few bytes it takes.
+#[test]
+fn fr_pickle_memo_bomb_is_refused() {
+    use preflight_checks::explain::hang::pickle::{PickleBudget, PickleError, to_json};
+    let mut b = b"\x80\x02]q\x00".to_vec();
+    for i in 1..=255u8 {
+        b.extend_from_slice(&[b']', b'(', b'h', i - 1, b'h', i - 1, b'e', b'q', i]);
+    }
+    b.push(b'.');
+    let budget = PickleBudget {
+        depth: 32,
+        values: 50_000_000,
+        bytes: 64 << 20,
+    };
+    let r = prop_kit::timed("memo bomb", || to_json(&b, budget)).unwrap();
+    assert!(matches!(r, Err(PickleError::TooBig(_))), "{r:?}");
+}

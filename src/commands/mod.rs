@@ -4,7 +4,9 @@
 pub mod check;
 pub mod cluster;
 pub mod explain;
+pub mod explain_log;
 pub mod facts;
+pub mod hang;
 pub mod hooks;
 pub mod launch;
 pub mod render;

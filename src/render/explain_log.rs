@@ -18,6 +18,27 @@ pub fn json(e: &Explanation) -> String {
 /// The answer for people.
 pub fn render(e: &Explanation, style: Style) -> String {
     let width = usize::from(style.width).clamp(60, 160);
+    let Some(h) = &e.hang else {
+        return render_log(e, style, width);
+    };
+    let mut s = String::new();
+    if !e.log.is_empty() {
+        s.push_str(&render_log(e, style, width));
+        s.push('\n');
+    } else {
+        s.push_str(&format!(
+            "{}\n",
+            paint::bold("preflight explain: a hang", style)
+        ));
+    }
+    s.push_str(&super::explain_hang::render(h, style, width));
+    s.push('\n');
+    s.push_str(&super::explain_hang::verdict(h));
+    s
+}
+
+/// The log's part: its errors, the unknown error lines, NCCL's network, its verdict.
+fn render_log(e: &Explanation, style: Style, width: usize) -> String {
     let a = &e.answer;
     let mut s = format!(
         "{}\n",

@@ -3,6 +3,7 @@
 pub mod doctor;
 pub mod drain;
 pub mod explain;
+pub mod explain_hang;
 pub mod explain_log;
 pub mod html;
 pub mod json;

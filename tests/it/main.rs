@@ -8,6 +8,7 @@ mod cluster;
 mod common;
 mod demo;
 mod egress;
+mod explain_hang;
 mod explain_log;
 mod fabrics;
 mod fail_slow;

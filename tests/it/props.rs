@@ -634,7 +634,7 @@ proptest! {
 
 fn judge_explain_log(b: &[u8]) -> Result<(), TestCaseError> {
     let e = timed("explain --log", || {
-        preflight::commands::explain::explain_reader(b, "-").unwrap()
+        preflight::commands::explain_log::explain_reader(b, "-").unwrap()
     })?;
     let lines = b.iter().filter(|&&c| c == b'\n').count() as u64;
     prop_assert!(e.answer.lines_read <= lines + 1);

@@ -329,6 +329,9 @@ pub struct Explanation {
     pub answer: Answer,
     /// What NCCL's INFO lines say about the network it chose; None when the log has none.
     pub nccl: Option<NcclEvidence>,
+    /// `--dumps`/`--ras`: the hang judged across ranks (absent for a log alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hang: Option<Box<crate::explain::hang::answer::Hang>>,
 }
 
 /// The JSON `schema` of [`Explanation`].

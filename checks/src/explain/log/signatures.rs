@@ -777,14 +777,14 @@ pub(super) static BASE: &[Signature] = &[
         near: &[],
         source: "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: \"[Rank \", rank_, \"] \", \"Watchdog caught collective operation \
                  timeout: \", work, \" ran for \", .., \" milliseconds before timing out.\" (read in a copy found by code search)",
-        proves: "a collective did not complete on this rank within the process group's timeout",
-        suggests: "a peer died or hangs, or NCCL's data connections between nodes are filtered; the first error of another rank usually says which",
+        proves: "one or more ranks did not enter collective SeqNum N of this process group within the timeout: a straggler, a dead rank, a mismatched collective or the network",
+        suggests: "a second error on some rank (a crash, a killed process, NCCL WARN) names the cause; without one, Flight Recorder dumps do: rerun with TORCH_NCCL_DUMP_ON_TIMEOUT=1, TORCH_FR_BUFFER_SIZE=2000 (TORCH_NCCL_TRACE_BUFFER_SIZE before torch 2.7) and TORCH_FR_DUMP_TEMP_FILE=/shared/fr/trace_ (TORCH_NCCL_DEBUG_INFO_TEMP_FILE), then `preflight explain --dumps /shared/fr`",
         tier: Tier::Consequence,
         causes: &[
             cause(
-                crate::firewall::ids::RULES.as_str(),
+                crate::rendezvous::ids::RENDEZVOUS.as_str(),
                 Cluster,
-                "a filter allows the master port but drops NCCL's high ports: init passes, collectives hang",
+                "a rank died or stalled and the others wait for it (the dumps name it)",
             ),
             cause(
                 crate::link::ids::UNREACHABLE.as_str(),
@@ -792,13 +792,14 @@ pub(super) static BASE: &[Signature] = &[
                 "a pair of nodes cannot reach each other on the interface NCCL uses",
             ),
             cause(
-                crate::rendezvous::ids::RENDEZVOUS.as_str(),
+                crate::firewall::ids::RULES.as_str(),
                 Cluster,
-                "a rank died or stalled and the others wait for it",
+                "a filter allows the master port but drops NCCL's high ports: init passes, collectives hang",
             ),
         ],
         extract: |m, v| {
             put(v, "rank", after(m, "[Rank ").and_then(number));
+            put(v, "seq", after(m, "SeqNum=").and_then(number));
             put(
                 v,
                 "op",
