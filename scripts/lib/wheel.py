@@ -8,7 +8,7 @@ tarball and the wheel hold the same bytes and the binary is built once. The whee
   torchrun_preflight-V.data/scripts/preflight     the binary, mode 0755: pip puts it on PATH
   torchrun_preflight-V.dist-info/METADATA         from pyproject.toml's [project], README.md
   torchrun_preflight-V.dist-info/WHEEL            py3-none-manylinux_2_17_ARCH.manylinux2014_ARCH
-  torchrun_preflight-V.dist-info/LICENSE-*        the repository's license files
+  torchrun_preflight-V.dist-info/licenses/LICENSE-*   the repository's license files
   torchrun_preflight-V.dist-info/RECORD           every file's sha256 and size
 
 Entries are sorted and dated SOURCE_DATE_EPOCH (else 1980-01-01), so the same inputs give the
@@ -80,10 +80,15 @@ def pep440(version):
     return base + ({"alpha": "a", "beta": "b", "rc": "rc"}[pre] + num if pre else "")
 
 
+def license_files(root):
+    return [n for n in sorted(os.listdir(root))
+            if n.startswith("LICENSE") and os.path.isfile(os.path.join(root, n))]
+
+
 def metadata(project, version, root):
-    """METADATA (core metadata 2.1) from [project] and the README."""
+    """METADATA (core metadata 2.4, the fields maturin wrote) from [project] and the README."""
     lines = [
-        "Metadata-Version: 2.1",
+        "Metadata-Version: 2.4",
         "Name: " + project["name"],
         "Version: " + version,
     ]
@@ -99,6 +104,8 @@ def metadata(project, version, root):
     license_ = project.get("license", {})
     if isinstance(license_, dict) and license_.get("text"):
         lines.append("License: " + license_["text"])
+    for name in license_files(root):
+        lines.append("License-File: " + name)
     for classifier in project.get("classifiers", []):
         lines.append("Classifier: " + classifier)
     if project.get("requires-python"):
@@ -115,7 +122,7 @@ def metadata(project, version, root):
                 body = f.read()
         except OSError as e:
             fail("cannot read the readme {}: {}".format(readme, e))
-        lines.append("Description-Content-Type: text/markdown; charset=UTF-8")
+        lines.append("Description-Content-Type: text/markdown; charset=UTF-8; variant=GFM")
     return "\n".join(lines) + "\n\n" + body
 
 
@@ -169,9 +176,8 @@ def contents(args, root, project):
     wheel = ["Wheel-Version: 1.0", "Generator: preflight scripts/lib/wheel.py",
              "Root-Is-Purelib: false"] + ["Tag: py3-none-" + p for p in platforms(args.arch)]
     files.append(("{}/WHEEL".format(info), ("\n".join(wheel) + "\n").encode(), 0o644))
-    for name in sorted(os.listdir(root)):
-        if name.startswith("LICENSE") and os.path.isfile(os.path.join(root, name)):
-            files.append(("{}/{}".format(info, name), read(os.path.join(root, name)), 0o644))
+    for name in license_files(root):
+        files.append(("{}/licenses/{}".format(info, name), read(os.path.join(root, name)), 0o644))
     return wheel_name(project, args.version, args.arch), "{}/RECORD".format(info), files
 
 
