@@ -7,11 +7,12 @@
 # distribution) with cargo-zigbuild: zig ships the headers and stub libraries of every glibc
 # version, so `--target x86_64-unknown-linux-gnu.2.17` links against 2.17's symbols from any
 # build host. A static musl binary is not an option: NVML, CUDA and NCCL are dlopen'ed at run
-# time and are glibc libraries.
+# time and are glibc libraries. scripts/wheel.sh packs the same binary (build_portable in
+# scripts/lib/portable.sh builds it for both; the second script finds cargo's build fresh).
 #
 # Usage: scripts/dist.sh [--target x86_64|aarch64|all]   (default: all)
-# Needs (installs nothing): cargo, cargo-zigbuild, zig (or python3 -m ziglang; both from PyPI:
-# `pip install cargo-zigbuild ziglang`), objdump (aarch64-linux-gnu-objdump is used for the
+# Needs (installs nothing): cargo, cargo-zigbuild, zig (or python3 -m ziglang; both prebuilt
+# from PyPI: `pip install -r scripts/build-requirements.txt`), objdump (aarch64-linux-gnu-objdump is used for the
 # aarch64 binary when present), tar, gzip, sha256sum; for aarch64 the Rust target
 # aarch64-unknown-linux-gnu (rustup target add aarch64-unknown-linux-gnu).
 # The aarch64 binary cannot run here; qemu-aarch64 -L /usr/aarch64-linux-gnu runs it
@@ -26,7 +27,7 @@ parse_targets "$@"
 
 # --- Tools: check, never install --------------------------------------------------------------
 need cargo "rustup (https://rustup.rs)"
-need cargo-zigbuild "pip install cargo-zigbuild   (prebuilt; or: cargo install cargo-zigbuild --locked)"
+need cargo-zigbuild "pip install -r scripts/build-requirements.txt   (prebuilt; or: cargo install cargo-zigbuild --locked)"
 need_zig
 need tar "apt-get install tar"
 need gzip "apt-get install gzip"
@@ -34,26 +35,15 @@ need sha256sum "apt-get install coreutils"
 need objdump "apt-get install binutils"
 need_rust_targets
 
-# --- Version and paths -------------------------------------------------------------------------
-# `cargo pkgid` resolves the workspace-inherited version: path+file:///...#preflight@0.1.0
-version=$(cargo pkgid -p preflight | sed -n 's/.*[#@]\([0-9][0-9A-Za-z.+-]*\)$/\1/p')
-[ -n "$version" ] || die "could not read preflight's version from Cargo.toml (cargo pkgid -p preflight)"
-target_dir=$(cargo metadata --no-deps --format-version 1 |
-    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-[ -n "$target_dir" ] || die "could not find cargo's target directory (cargo metadata)"
+# --- Version --------------------------------------------------------------------------------
+version=$(crate_version)
 
 mkdir -p dist
 for arch in "${arches[@]}"; do
     triple="$arch-unknown-linux-gnu"
-    echo "==> cargo zigbuild --release --target $triple.$GLIBC_MAX" >&2
-    start=$SECONDS
-    cargo zigbuild --release --locked -p preflight --bin preflight --target "$triple.$GLIBC_MAX"
-    echo "    built in $((SECONDS - start)) s" >&2
-    bin="$target_dir/$triple/release/preflight"
-    [ -x "$bin" ] || die "cargo zigbuild produced no $bin"
-
-    needed=$(glibc_at_most "$arch" "$bin")
-    echo "    highest glibc symbol version: $needed (limit GLIBC_$GLIBC_MAX)" >&2
+    build_portable "$arch"
+    bin=$portable_bin
+    needed=$portable_glibc
 
     name="preflight-$version"
     tarball="dist/$name-$triple.tar.gz"

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # What scripts/dist.sh and scripts/wheel.sh share: `--target x86_64|aarch64|all` into the array
-# `arches`, the check that a tool is there (never installing it), zig, the Rust targets, and the
-# glibc 2.17 limit of a packed binary. Sourced after `set -euo pipefail`, with SCRIPT set to the
-# script's name.
+# `arches`, the check that a tool is there (never installing it), zig, the Rust targets, the
+# crate's version, and the one portable build both package (build_portable: cargo-zigbuild for
+# glibc 2.17, then the glibc 2.17 limit checked). Sourced after `set -euo pipefail`, with SCRIPT
+# set to the script's name.
 
 GLIBC_MAX=2.17
 
@@ -86,4 +87,34 @@ glibc_at_most() {
         die "$2 needs $needed, more than GLIBC_$GLIBC_MAX (the symbols above)"
     fi
     echo "$needed"
+}
+
+# crate_version: preflight's version as Cargo.toml sets it (workspace-inherited); `cargo pkgid`
+# prints path+file:///...#preflight@0.1.0.
+crate_version() {
+    local version
+    version=$(cargo pkgid -p preflight | sed -n 's/.*[#@]\([0-9][0-9A-Za-z.+-]*\)$/\1/p')
+    [ -n "$version" ] || die "could not read preflight's version from Cargo.toml (cargo pkgid -p preflight)"
+    echo "$version"
+}
+
+# build_portable ARCH: builds the release `preflight` for ARCH against glibc 2.17 with
+# cargo-zigbuild and checks its glibc symbols; sets `portable_bin` (its path) and
+# `portable_glibc` (the highest GLIBC_x.y it needs). The tarball (dist.sh) and the wheel
+# (wheel.sh) both pack this one binary: the same command, flags and environment, so whichever
+# script runs second finds cargo's build fresh and packs the same bytes.
+build_portable() {
+    local arch=$1 triple target_dir start
+    triple="$arch-unknown-linux-gnu"
+    target_dir=$(cargo metadata --no-deps --format-version 1 |
+        sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+    [ -n "$target_dir" ] || die "could not find cargo's target directory (cargo metadata)"
+    echo "==> cargo zigbuild --release --target $triple.$GLIBC_MAX" >&2
+    start=$SECONDS
+    cargo zigbuild --release --locked -p preflight --bin preflight --target "$triple.$GLIBC_MAX" >&2
+    echo "    built in $((SECONDS - start)) s" >&2
+    portable_bin="$target_dir/$triple/release/preflight"
+    [ -x "$portable_bin" ] || die "cargo zigbuild produced no $portable_bin"
+    portable_glibc=$(glibc_at_most "$arch" "$portable_bin")
+    echo "    highest glibc symbol version: $portable_glibc (limit GLIBC_$GLIBC_MAX)" >&2
 }
