@@ -55,7 +55,7 @@ for arch in "${arches[@]}"; do
     for f in "$tarball" "$tarball.sha256" "$wheel"; do
         [ -f "dist/$f" ] || die "dist/$f is missing; build it with: scripts/dist.sh --target $arch && scripts/wheel.sh --target $arch"
     done
-    (cd dist && sha256sum --quiet -c "$tarball.sha256") ||
+    (cd dist && sha256sum --quiet --strict -c "$tarball.sha256") ||
         die "dist/$tarball does not match dist/$tarball.sha256; rebuild it with scripts/dist.sh --target $arch"
     packed=$(tar -xzOf "dist/$tarball" "preflight-$version/preflight" | sha256sum | cut -d' ' -f1)
     in_wheel=$(python3 scripts/lib/wheel.py verify "dist/$wheel" | cut -d' ' -f1)

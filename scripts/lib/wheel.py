@@ -31,6 +31,8 @@ import time
 import zipfile
 
 ARCHES = ("x86_64", "aarch64")
+# ELF e_machine (little-endian u16 at offset 18) of each architecture.
+ELF_MACHINE = {"x86_64": 62, "aarch64": 183}
 # The ceiling scripts/lib/portable.sh checks the binary against (GLIBC_MAX).
 GLIBC = (2, 17)
 # pyproject.toml's [project] keys this writer turns into METADATA; any other key is refused,
@@ -168,8 +170,12 @@ def contents(args, root, project):
         if name.endswith(".py"):
             files.append(("{}/{}".format(dist, name), read(os.path.join(package, name)), 0o644))
     binary = read(args.binary)
-    if not binary.startswith(b"\x7fELF"):
+    if not binary.startswith(b"\x7fELF") or len(binary) < 20:
         fail("{} is not an ELF binary".format(args.binary))
+    machine = int.from_bytes(binary[18:20], "little")
+    if machine != ELF_MACHINE[args.arch]:
+        fail("{} is built for ELF machine {}, not {} ({}): give the {} binary".format(
+            args.binary, machine, args.arch, ELF_MACHINE[args.arch], args.arch))
     files.append(("{}-{}.data/scripts/preflight".format(dist, version), binary, 0o755))
     files.append(("{}/METADATA".format(info),
                   metadata(project, version, root).encode("utf-8"), 0o644))
