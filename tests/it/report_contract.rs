@@ -106,7 +106,11 @@ fn emitted_ids() -> (BTreeMap<String, String>, Vec<String>) {
             .unwrap_or(&path)
             .display()
             .to_string();
-        let in_ids_file = path.file_name().is_some_and(|n| n == "ids.rs");
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name == "tests.rs" || name.ends_with("_tests.rs") || name.ends_with("_test.rs") {
+            continue;
+        }
+        let in_ids_file = name == "ids.rs";
         for (at, _) in text.match_indices("FindingId::new(") {
             let arg = text[at + "FindingId::new(".len()..].trim_start();
             let line = text[..at].lines().count() + 1;
