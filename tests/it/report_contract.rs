@@ -106,7 +106,10 @@ fn emitted_ids() -> (BTreeMap<String, String>, Vec<String>) {
             .unwrap_or(&path)
             .display()
             .to_string();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if name == "tests.rs" || name.ends_with("_tests.rs") || name.ends_with("_test.rs") {
             continue;
         }

@@ -4,10 +4,15 @@
 //! answer can neither stall the child nor fill memory.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
+use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
+
+/// After the command ends (or is stopped), how long its outputs may take to close: a
+/// grandchild that left the command's process group can hold a pipe open.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// Where system tools live when PATH (a Slurm prolog's, a service's) leaves them out.
 pub const SYSTEM_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
@@ -48,12 +53,14 @@ pub fn run(
     timeout: Duration,
     max_bytes: usize,
 ) -> Result<Output, String> {
+    // Its own process group, so stopping it stops what it started (`sh -c`'s children) too.
     let mut child = Command::new(program)
         .args(args)
         .env("LC_ALL", "C")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
     let stdout = child.stdout.take().map(|r| read_capped(r, max_bytes));
@@ -66,6 +73,10 @@ pub fn run(
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() >= deadline => {
+                // SAFETY: kill(2) with the negative pid of the group this child leads.
+                if let Ok(pgid) = i32::try_from(child.id()) {
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                }
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -77,8 +88,14 @@ pub fn run(
             Err(e) => return Err(format!("waiting for {}: {e}", program.display())),
         }
     };
-    let collect =
-        |h: Option<JoinHandle<Vec<u8>>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
+    let until = Instant::now() + DRAIN_GRACE;
+    let collect = |rx: Option<Receiver<Vec<u8>>>| {
+        rx.and_then(|rx| {
+            rx.recv_timeout(until.saturating_duration_since(Instant::now()))
+                .ok()
+        })
+        .unwrap_or_default()
+    };
     let (out, err) = (collect(stdout), collect(stderr));
     let stdout_truncated = out.len() > max_bytes;
     let text = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(max_bytes)]).into_owned();
@@ -91,14 +108,17 @@ pub fn run(
 }
 
 /// Reads up to `max_bytes + 1` bytes (one more tells a cut), then drains the rest unread so
-/// the child never blocks on a full pipe.
-fn read_capped<R: Read + Send + 'static>(mut r: R, max_bytes: usize) -> JoinHandle<Vec<u8>> {
+/// the child never blocks on a full pipe; the bytes come back on a channel, so the caller's
+/// wait for them is bounded.
+fn read_capped<R: Read + Send + 'static>(mut r: R, max_bytes: usize) -> Receiver<Vec<u8>> {
+    let (tx, rx) = channel();
     std::thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = r.by_ref().take(max_bytes as u64 + 1).read_to_end(&mut buf);
+        let _ = tx.send(buf);
         let _ = std::io::copy(&mut r, &mut std::io::sink());
-        buf
-    })
+    });
+    rx
 }
 
 #[cfg(test)]
