@@ -37,6 +37,14 @@ fn failure_words(input: &ClusterInput, eval: &NetworkEval) -> String {
     }
 }
 
+/// What the launch as written would do: why it hangs, why it works anyway, and the evidence.
+#[derive(Default)]
+struct Judged<'a> {
+    hangs: Vec<String>,
+    notes: Vec<String>,
+    ev: Vec<(&'a str, serde_json::Value)>,
+}
+
 /// One judgment of the user's launch as written against the advice.
 pub fn as_written(input: &ClusterInput, given: Option<Given<'_>>, rec: &Recommendation) -> Finding {
     let Some(chosen) = input.chosen else {
@@ -47,110 +55,141 @@ pub fn as_written(input: &ClusterInput, given: Option<Given<'_>>, rec: &Recommen
             "no network carries the job yet (see link.unreachable): nothing to compare the command as written with",
         );
     };
-    let mut hangs: Vec<String> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
-    let mut finding_ev: Vec<(&str, serde_json::Value)> = Vec::new();
-    let recommended = rec.master_addr.clone().unwrap_or_default();
+    let mut j = Judged::default();
     if let Some(g) = &given {
-        let given_net = input.evals.iter().find(|e| {
-            e.network
-                .members
-                .get(&0)
-                .is_some_and(|m| g.ips.contains(&m.address))
-        });
-        if let Some(net) = given_net.filter(|n| n.network.id != chosen.network.id) {
-            let iface = net
-                .network
-                .members
-                .get(&0)
-                .map(|m| m.interface.clone())
-                .unwrap_or_default();
-            finding_ev.push(("given_master", g.master.into()));
-            finding_ev.push(("given_network", net.network.id.clone().into()));
-            finding_ev.push(("given_pairs_ok", net.pairs_ok.into()));
-            finding_ev.push(("given_pairs_total", net.pairs_total.into()));
-            if net.fully_connected {
-                notes.push(format!(
-                    "the master address {} (rank 0's {iface} on {}) also carries the job; the advice moves it to {recommended} on {} only because that network is faster",
-                    g.master, net.network.id, chosen.network.id
-                ));
-            } else {
-                hangs.push(format!(
-                    "{} (rank 0's {iface}) is on {}, which passes only the master port {}: every node joined through it, but {} of {} pairs on NCCL's random high ports failed there ({}); use the master address {recommended} on {} and the environment below",
-                    g.master,
-                    net.network.id,
-                    input.master_port,
-                    net.pairs_total.saturating_sub(net.pairs_ok),
-                    net.pairs_total,
-                    failure_words(input, net),
-                    chosen.network.id
-                ));
-            }
-        }
+        judge_master(input, chosen, g, rec, &mut j);
     }
     for var in ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"] {
-        let mut users: Vec<(u32, String)> = Vec::new();
-        let mut selected: Vec<&NetworkEval> = Vec::new();
-        for (rank, facts) in input.nodes {
-            let Some(raw) = facts.env.get(var) else {
-                continue;
-            };
-            let spec = if var == "GLOO_SOCKET_IFNAME" {
-                IfnameSpec::parse_gloo(raw)
-            } else {
-                IfnameSpec::parse(raw)
-            };
-            if spec.ignored {
-                continue;
-            }
-            let chosen_iface = chosen.network.members.get(rank).map(|m| &m.interface);
-            if chosen_iface.is_some_and(|i| spec.matches(i)) {
-                continue;
-            }
-            users.push((*rank, raw.clone()));
-            for e in input.evals {
-                let hit = e
-                    .network
-                    .members
-                    .get(rank)
-                    .is_some_and(|m| spec.matches(&m.interface));
-                if hit && !selected.iter().any(|s| s.network.id == e.network.id) {
-                    selected.push(e);
-                }
-            }
-        }
-        if users.is_empty() || selected.is_empty() {
-            // Matching no interface at all is env.socket-ifname's finding on that node.
-            continue;
-        }
-        let value = &users[0].1;
-        let nets: Vec<String> = selected
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} ({} of {} pairs)",
-                    e.network.id, e.pairs_ok, e.pairs_total
-                )
-            })
-            .collect();
-        finding_ev.push((var, value.clone().into()));
-        if selected.iter().all(|e| !e.fully_connected) {
-            hangs.push(format!(
-                "{var}={value} selects {}, where not every pair connects ({}); use {var} below ({} on {})",
-                nets.join(", "),
-                failure_words(input, selected[0]),
-                rec.env.get(var).map_or("per node", String::as_str),
-                chosen.network.id
+        judge_ifname(input, chosen, rec, var, &mut j);
+    }
+    let mut f = verdict(&j, rec);
+    for (k, v) in j.ev {
+        f = f.with(k, v);
+    }
+    f.with("recommended_master", &rec.master_addr)
+        .with("chosen_network", &chosen.network.id)
+}
+
+/// The master address given, when it lies on another network than the chosen one.
+fn judge_master<'a>(
+    input: &ClusterInput,
+    chosen: &NetworkEval,
+    g: &Given<'_>,
+    rec: &Recommendation,
+    j: &mut Judged<'a>,
+) {
+    let recommended = rec.master_addr.clone().unwrap_or_default();
+    let given_net = input.evals.iter().find(|e| {
+        e.network
+            .members
+            .get(&0)
+            .is_some_and(|m| g.ips.contains(&m.address))
+    });
+    if let Some(net) = given_net.filter(|n| n.network.id != chosen.network.id) {
+        let iface = net
+            .network
+            .members
+            .get(&0)
+            .map(|m| m.interface.clone())
+            .unwrap_or_default();
+        j.ev.push(("given_master", g.master.into()));
+        j.ev.push(("given_network", net.network.id.clone().into()));
+        j.ev.push(("given_pairs_ok", net.pairs_ok.into()));
+        j.ev.push(("given_pairs_total", net.pairs_total.into()));
+        if net.fully_connected {
+            j.notes.push(format!(
+                "the master address {} (rank 0's {iface} on {}) also carries the job; the advice moves it to {recommended} on {} only because that network is faster",
+                g.master, net.network.id, chosen.network.id
             ));
         } else {
-            notes.push(format!(
-                "{var}={value} selects {}, which also carries the job; the advice prefers {}",
-                nets.join(", "),
+            j.hangs.push(format!(
+                "{} (rank 0's {iface}) is on {}, which passes only the master port {}: every node joined through it, but {} of {} pairs on NCCL's random high ports failed there ({}); use the master address {recommended} on {} and the environment below",
+                g.master,
+                net.network.id,
+                input.master_port,
+                net.pairs_total.saturating_sub(net.pairs_ok),
+                net.pairs_total,
+                failure_words(input, net),
                 chosen.network.id
             ));
         }
     }
-    let mut f = if !hangs.is_empty() {
+}
+
+/// `var` (NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME) as the nodes have it, when it selects
+/// another interface than the chosen network's.
+fn judge_ifname<'a>(
+    input: &ClusterInput,
+    chosen: &NetworkEval,
+    rec: &Recommendation,
+    var: &'a str,
+    j: &mut Judged<'a>,
+) {
+    let mut users: Vec<(u32, String)> = Vec::new();
+    let mut selected: Vec<&NetworkEval> = Vec::new();
+    for (rank, facts) in input.nodes {
+        let Some(raw) = facts.env.get(var) else {
+            continue;
+        };
+        let spec = if var == "GLOO_SOCKET_IFNAME" {
+            IfnameSpec::parse_gloo(raw)
+        } else {
+            IfnameSpec::parse(raw)
+        };
+        if spec.ignored {
+            continue;
+        }
+        let chosen_iface = chosen.network.members.get(rank).map(|m| &m.interface);
+        if chosen_iface.is_some_and(|i| spec.matches(i)) {
+            continue;
+        }
+        users.push((*rank, raw.clone()));
+        for e in input.evals {
+            let hit = e
+                .network
+                .members
+                .get(rank)
+                .is_some_and(|m| spec.matches(&m.interface));
+            if hit && !selected.iter().any(|s| s.network.id == e.network.id) {
+                selected.push(e);
+            }
+        }
+    }
+    if users.is_empty() || selected.is_empty() {
+        // Matching no interface at all is env.socket-ifname's finding on that node.
+        return;
+    }
+    let value = &users[0].1;
+    let nets: Vec<String> = selected
+        .iter()
+        .map(|e| {
+            format!(
+                "{} ({} of {} pairs)",
+                e.network.id, e.pairs_ok, e.pairs_total
+            )
+        })
+        .collect();
+    j.ev.push((var, value.clone().into()));
+    if selected.iter().all(|e| !e.fully_connected) {
+        j.hangs.push(format!(
+            "{var}={value} selects {}, where not every pair connects ({}); use {var} below ({} on {})",
+            nets.join(", "),
+            failure_words(input, selected[0]),
+            rec.env.get(var).map_or("per node", String::as_str),
+            chosen.network.id
+        ));
+    } else {
+        j.notes.push(format!(
+            "{var}={value} selects {}, which also carries the job; the advice prefers {}",
+            nets.join(", "),
+            chosen.network.id
+        ));
+    }
+}
+
+/// The finding: a warning naming what hangs with the fix, a note, or a pass.
+fn verdict(j: &Judged, rec: &Recommendation) -> Finding {
+    if !j.hangs.is_empty() {
         let mut fix = Fix::new(
             "Launch with the master address and the environment below (the launch commands carry them), not the command as written: what it names cannot carry the job's traffic.",
         );
@@ -166,17 +205,17 @@ pub fn as_written(input: &ClusterInput, given: Option<Given<'_>>, rec: &Recommen
             ID,
             Status::Warn,
             "launch",
-            format!("your command as written hangs: {}", hangs.join("; and ")),
+            format!("your command as written hangs: {}", j.hangs.join("; and ")),
         )
         .fix(fix)
-    } else if !notes.is_empty() {
+    } else if !j.notes.is_empty() {
         Finding::new(
             ID,
             Status::Pass,
             "launch",
             format!(
                 "your command as written works too: {}",
-                notes.join("; and ")
+                j.notes.join("; and ")
             ),
         )
     } else {
@@ -186,12 +225,7 @@ pub fn as_written(input: &ClusterInput, given: Option<Given<'_>>, rec: &Recommen
             "launch",
             "the advice keeps the master address and interfaces the job was given",
         )
-    };
-    for (k, v) in finding_ev {
-        f = f.with(k, v);
     }
-    f.with("recommended_master", &rec.master_addr)
-        .with("chosen_network", &chosen.network.id)
 }
 
 #[cfg(test)]

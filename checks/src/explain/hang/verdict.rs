@@ -255,28 +255,7 @@ fn judge_group(pg: &str, desc: &str, dumps: &[Dump], world: u32) -> Group {
     let views: Vec<View> = ranks
         .iter()
         .filter_map(|r| by_rank.get(r))
-        .map(|d| {
-            let by_seq: BTreeMap<i64, &Entry> = d
-                .entries
-                .iter()
-                .filter(|e| e.pg == pg && !e.is_p2p && e.seq > 0)
-                .map(|e| (e.seq, e))
-                .collect();
-            // pg_status is keyed by the rank's own id of the group (an entry's pg_id).
-            let id = d
-                .entries
-                .iter()
-                .find(|e| e.pg == pg)
-                .map(|e| e.pg_id.as_str());
-            let id = id.or((pg == "0").then_some("0"));
-            let status = id.and_then(|i| d.pg_status.get(i)).map_or(-1, |s| s[0]);
-            let entered = by_seq.keys().next_back().copied().unwrap_or(0).max(status);
-            View {
-                dump: d,
-                by_seq,
-                entered,
-            }
-        })
+        .map(|d| view(pg, d))
         .collect();
     let no_dump: Vec<u32> = ranks
         .iter()
@@ -304,49 +283,10 @@ fn judge_group(pg: &str, desc: &str, dumps: &[Dump], world: u32) -> Group {
     let behind: Vec<Behind> = views
         .iter()
         .filter(|v| v.entered < front_seq)
-        .map(|v| {
-            let last = v
-                .dump
-                .entries
-                .iter()
-                .max_by_key(|e| (e.time_created_ns, e.record_id));
-            let idle_s = match (last, front_entry) {
-                (Some(l), Some(f)) if l.time_created_ns > 0 && f.time_created_ns > 0 => {
-                    Some((f.time_created_ns - l.time_created_ns) as f64 / 1e9)
-                }
-                _ => None,
-            };
-            Behind {
-                rank: v.dump.rank,
-                entered: v.entered,
-                last: last.map(place),
-                blocked_in: None,
-                idle_s,
-                frames: last.map(|l| l.frames.clone()).unwrap_or_default(),
-            }
-        })
+        .map(|v| behind(v, front_entry))
         .collect();
     let hang = !behind.is_empty() || (!no_dump.is_empty() && front_seq > 0);
-    let mut lcba = views
-        .iter()
-        .map(|v| {
-            let nccl_states = v
-                .by_seq
-                .values()
-                .any(|e| e.state == "started" || completed(e));
-            if nccl_states {
-                v.by_seq
-                    .values()
-                    .filter(|e| completed(e))
-                    .map(|e| e.seq)
-                    .max()
-                    .unwrap_or(0)
-            } else {
-                v.entered
-            }
-        })
-        .min()
-        .unwrap_or(0);
+    let mut lcba = completed_by_all(&views);
     if hang {
         lcba = lcba.min(front_seq - 1);
     }
@@ -377,6 +317,78 @@ fn judge_group(pg: &str, desc: &str, dumps: &[Dump], world: u32) -> Group {
         last_completed_by_all: (lcba > 0).then_some((lcba, lcba_op)),
         status,
     }
+}
+
+/// One rank's view of the group `pg`: its collectives by sequence number, and the furthest it
+/// entered (its last recorded entry or the group's status).
+fn view<'a>(pg: &str, d: &'a Dump) -> View<'a> {
+    let by_seq: BTreeMap<i64, &Entry> = d
+        .entries
+        .iter()
+        .filter(|e| e.pg == pg && !e.is_p2p && e.seq > 0)
+        .map(|e| (e.seq, e))
+        .collect();
+    // pg_status is keyed by the rank's own id of the group (an entry's pg_id).
+    let id = d
+        .entries
+        .iter()
+        .find(|e| e.pg == pg)
+        .map(|e| e.pg_id.as_str());
+    let id = id.or((pg == "0").then_some("0"));
+    let status = id.and_then(|i| d.pg_status.get(i)).map_or(-1, |s| s[0]);
+    let entered = by_seq.keys().next_back().copied().unwrap_or(0).max(status);
+    View {
+        dump: d,
+        by_seq,
+        entered,
+    }
+}
+
+/// A rank that never entered the front collective: where it stopped and how long before.
+fn behind(v: &View, front_entry: Option<&Entry>) -> Behind {
+    let last = v
+        .dump
+        .entries
+        .iter()
+        .max_by_key(|e| (e.time_created_ns, e.record_id));
+    let idle_s = match (last, front_entry) {
+        (Some(l), Some(f)) if l.time_created_ns > 0 && f.time_created_ns > 0 => {
+            Some((f.time_created_ns - l.time_created_ns) as f64 / 1e9)
+        }
+        _ => None,
+    };
+    Behind {
+        rank: v.dump.rank,
+        entered: v.entered,
+        last: last.map(place),
+        blocked_in: None,
+        idle_s,
+        frames: last.map(|l| l.frames.clone()).unwrap_or_default(),
+    }
+}
+
+/// The last collective every rank finished (NCCL states) or entered (gloo), before any cut-off.
+fn completed_by_all(views: &[View]) -> i64 {
+    views
+        .iter()
+        .map(|v| {
+            let nccl_states = v
+                .by_seq
+                .values()
+                .any(|e| e.state == "started" || completed(e));
+            if nccl_states {
+                v.by_seq
+                    .values()
+                    .filter(|e| completed(e))
+                    .map(|e| e.seq)
+                    .max()
+                    .unwrap_or(0)
+            } else {
+                v.entered
+            }
+        })
+        .min()
+        .unwrap_or(0)
 }
 
 /// Marks behind ranks whose last operation is a collective still waiting on others.

@@ -54,8 +54,30 @@ pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
             "fewer than two nodes report GPU health: nothing to compare",
         )];
     }
+    let by_model = samples_by_model(&probed);
+    let mut odd: Vec<Odd> = Vec::new();
+    for (model, samples) in &by_model {
+        if samples
+            .iter()
+            .map(|s| s.rank)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            < 2
+        {
+            continue;
+        }
+        odd_links(model, samples, &mut odd);
+        odd_copies(model, samples, &mut odd);
+    }
+    odd_peermem(&probed, &mut odd);
+    let models: Vec<&str> = by_model.keys().copied().collect();
+    verdict(probed.len(), &models, odd)
+}
+
+/// Every GPU that reports health, by model, with its link widths, NVLinks and copy rates.
+fn samples_by_model<'a>(probed: &[(u32, &'a NodeFacts)]) -> BTreeMap<&'a str, Vec<Sample<'a>>> {
     let mut by_model: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
-    for (rank, f) in &probed {
+    for (rank, f) in probed {
         for g in &f.gpu.gpus {
             let Some(h) = &g.health else { continue };
             let rate = |kind: &str| {
@@ -80,77 +102,76 @@ pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
             });
         }
     }
-    let mut odd: Vec<Odd> = Vec::new();
-    for (model, samples) in &by_model {
-        if samples
+    by_model
+}
+
+/// GPUs of one model at a narrower PCIe link or with fewer active NVLinks than most.
+fn odd_links(model: &str, samples: &[Sample], odd: &mut Vec<Odd>) {
+    if let Some(usual) = most_common(samples.iter().filter_map(|s| s.width)) {
+        for s in samples
             .iter()
-            .map(|s| s.rank)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-            < 2
+            .filter(|s| s.width.is_some_and(|w| w < usual))
         {
-            continue;
-        }
-        if let Some(usual) = most_common(samples.iter().filter_map(|s| s.width)) {
-            for s in samples
-                .iter()
-                .filter(|s| s.width.is_some_and(|w| w < usual))
-            {
-                odd.push(Odd {
-                    rank: s.rank,
-                    host: s.host.into(),
-                    what: format!(
-                        "GPU {} at PCIe x{} where the other {model} train x{usual}",
-                        s.gpu,
-                        s.width.unwrap_or_default()
-                    ),
-                });
-            }
-        }
-        if let Some(usual) = most_common(samples.iter().filter_map(|s| s.nvlinks)) {
-            for s in samples
-                .iter()
-                .filter(|s| s.nvlinks.is_some_and(|n| n < usual))
-            {
-                odd.push(Odd {
-                    rank: s.rank,
-                    host: s.host.into(),
-                    what: format!(
-                        "GPU {} has {} active NVLinks where the other {model} have {usual}",
-                        s.gpu,
-                        s.nvlinks.unwrap_or_default()
-                    ),
-                });
-            }
-        }
-        // Each kind of copy against the median of the same model's GPUs across the nodes.
-        let kinds: [(&str, Rate); 3] = [("h2d", |s| s.h2d), ("d2h", |s| s.d2h), ("p2p", |s| s.p2p)];
-        for (kind, rate) in kinds {
-            let kind = crate::gpu::health::bandwidth::direction(kind);
-            let mut rates: Vec<f64> = samples.iter().filter_map(rate).collect();
-            let enough = rates.len() >= 2;
-            let Some(mid) = median(&mut rates).filter(|_| enough) else {
-                continue;
-            };
-            for s in samples
-                .iter()
-                .filter(|s| rate(s).is_some_and(|r| r < mid * BANDWIDTH_SHARE))
-            {
-                odd.push(Odd {
-                    rank: s.rank,
-                    host: s.host.into(),
-                    what: format!(
-                        "GPU {} copies {kind} at {:.1} GB/s, under {:.0}% of the {model} \
-                         median {mid:.1} GB/s",
-                        s.gpu,
-                        rate(s).unwrap_or_default(),
-                        100.0 * BANDWIDTH_SHARE
-                    ),
-                });
-            }
+            odd.push(Odd {
+                rank: s.rank,
+                host: s.host.into(),
+                what: format!(
+                    "GPU {} at PCIe x{} where the other {model} train x{usual}",
+                    s.gpu,
+                    s.width.unwrap_or_default()
+                ),
+            });
         }
     }
-    // GPUDirect RDMA: nodes with RDMA NICs but no peermem, where other such nodes have it.
+    if let Some(usual) = most_common(samples.iter().filter_map(|s| s.nvlinks)) {
+        for s in samples
+            .iter()
+            .filter(|s| s.nvlinks.is_some_and(|n| n < usual))
+        {
+            odd.push(Odd {
+                rank: s.rank,
+                host: s.host.into(),
+                what: format!(
+                    "GPU {} has {} active NVLinks where the other {model} have {usual}",
+                    s.gpu,
+                    s.nvlinks.unwrap_or_default()
+                ),
+            });
+        }
+    }
+}
+
+/// Each kind of copy against the median of the same model's GPUs across the nodes.
+fn odd_copies(model: &str, samples: &[Sample], odd: &mut Vec<Odd>) {
+    let kinds: [(&str, Rate); 3] = [("h2d", |s| s.h2d), ("d2h", |s| s.d2h), ("p2p", |s| s.p2p)];
+    for (kind, rate) in kinds {
+        let kind = crate::gpu::health::bandwidth::direction(kind);
+        let mut rates: Vec<f64> = samples.iter().filter_map(rate).collect();
+        let enough = rates.len() >= 2;
+        let Some(mid) = median(&mut rates).filter(|_| enough) else {
+            continue;
+        };
+        for s in samples
+            .iter()
+            .filter(|s| rate(s).is_some_and(|r| r < mid * BANDWIDTH_SHARE))
+        {
+            odd.push(Odd {
+                rank: s.rank,
+                host: s.host.into(),
+                what: format!(
+                    "GPU {} copies {kind} at {:.1} GB/s, under {:.0}% of the {model} \
+                     median {mid:.1} GB/s",
+                    s.gpu,
+                    rate(s).unwrap_or_default(),
+                    100.0 * BANDWIDTH_SHARE
+                ),
+            });
+        }
+    }
+}
+
+/// GPUDirect RDMA: nodes with RDMA NICs but no peermem, where other such nodes have it.
+fn odd_peermem(probed: &[(u32, &NodeFacts)], odd: &mut Vec<Odd>) {
     let rdma: Vec<&(u32, &NodeFacts)> = probed
         .iter()
         .filter(|(_, f)| !f.ib.devices.is_empty())
@@ -172,7 +193,11 @@ pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
             });
         }
     }
-    let models: Vec<&str> = by_model.keys().copied().collect();
+}
+
+/// The pass over `nodes` nodes, or the warning naming each odd node and what is odd about it.
+fn verdict(nodes: usize, models: &[&str], mut odd: Vec<Odd>) -> Vec<Finding> {
+    let id = crate::gpu::ids::GPU_HEALTH;
     if odd.is_empty() {
         return vec![
             Finding::new(
@@ -181,12 +206,12 @@ pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
                 "gpus",
                 format!(
                     "GPU health agrees across {} nodes, judged per model ({})",
-                    probed.len(),
+                    nodes,
                     models.join(", ")
                 ),
             )
-            .with("nodes", probed.len())
-            .with("models", &models),
+            .with("nodes", nodes)
+            .with("models", models),
         ];
     }
     odd.sort_by_key(|o| o.rank);
@@ -209,7 +234,7 @@ pub fn gpu_health(input: &ClusterInput) -> Vec<Finding> {
             ),
         )
         .with("odd", &odd)
-        .with("models", &models)
+        .with("models", models)
         .fix(
             Fix::new(
                 "Fix the named node (its own gpu.* findings say how), or leave it out of the job",

@@ -40,6 +40,59 @@ fn picks_gid_itself(version: Option<&str>) -> Option<bool> {
     Some((major, minor) >= (2, 21))
 }
 
+/// Ports slower than their node's best rail of the same link layer, with why, into `left_out`.
+fn slower_ports(nodes: &[(u32, &NodeFacts)], left_out: &mut BTreeMap<String, String>) {
+    for (rank, f) in nodes {
+        let ports: Vec<(&str, &IbPort)> =
+            f.ib.devices
+                .iter()
+                .flat_map(|d| d.ports.iter().map(move |p| (d.name.as_str(), p)))
+                .filter(|(_, p)| p.is_active())
+                .collect();
+        for (d, p) in &ports {
+            let best = ports
+                .iter()
+                .filter(|(_, q)| q.link_layer == p.link_layer)
+                .filter_map(|(_, q)| q.rate_gbps)
+                .fold(0.0, f64::max);
+            if let Some(rate) = p.rate_gbps
+                && rate < best
+            {
+                left_out.entry(port_name(d, p.port)).or_insert(format!(
+                    "{rate} Gb/s on rank {rank} against {best} (ib.rate)"
+                ));
+            }
+        }
+    }
+}
+
+/// Rails the pair tests blamed (a node's rail, a rail's switch), with why, into `left_out`.
+fn blamed_rails(
+    nodes: &[(u32, &NodeFacts)],
+    verdict: Option<&RailVerdict>,
+    left_out: &mut BTreeMap<String, String>,
+) {
+    if let Some(v) = verdict {
+        for b in &v.blames {
+            let (ranks, rail): (Vec<u32>, u32) = match b {
+                Blame::NodeRail { node, rail, .. } => (vec![*node], *rail),
+                Blame::RailSwitch { rail, nodes } => (nodes.clone(), *rail),
+                _ => continue,
+            };
+            for r in ranks {
+                let Some((_, f)) = nodes.iter().find(|(k, _)| *k == r) else {
+                    continue;
+                };
+                if let Some(rl) = map_rails(&f.ib).into_iter().find(|x| x.index == rail) {
+                    left_out
+                        .entry(port_name(&rl.hca, rl.port))
+                        .or_insert(format!("rail {rail} fails on rank {r} (ib.rail-fault)"));
+                }
+            }
+        }
+    }
+}
+
 pub fn advise(nodes: &[(u32, &NodeFacts)], verdict: Option<&RailVerdict>) -> RailAdvice {
     let mut advice = RailAdvice::default();
     if nodes.is_empty() || nodes.iter().any(|(_, f)| f.ib.active_ports().is_empty()) {
@@ -64,49 +117,8 @@ pub fn advise(nodes: &[(u32, &NodeFacts)], verdict: Option<&RailVerdict>) -> Rai
             }
         }
     }
-    // Ports slower than their node's best rail of the same link layer.
-    for (rank, f) in nodes {
-        let ports: Vec<(&str, &IbPort)> =
-            f.ib.devices
-                .iter()
-                .flat_map(|d| d.ports.iter().map(move |p| (d.name.as_str(), p)))
-                .filter(|(_, p)| p.is_active())
-                .collect();
-        for (d, p) in &ports {
-            let best = ports
-                .iter()
-                .filter(|(_, q)| q.link_layer == p.link_layer)
-                .filter_map(|(_, q)| q.rate_gbps)
-                .fold(0.0, f64::max);
-            if let Some(rate) = p.rate_gbps
-                && rate < best
-            {
-                left_out.entry(port_name(d, p.port)).or_insert(format!(
-                    "{rate} Gb/s on rank {rank} against {best} (ib.rate)"
-                ));
-            }
-        }
-    }
-    // Rails the pair tests blamed.
-    if let Some(v) = verdict {
-        for b in &v.blames {
-            let (ranks, rail): (Vec<u32>, u32) = match b {
-                Blame::NodeRail { node, rail, .. } => (vec![*node], *rail),
-                Blame::RailSwitch { rail, nodes } => (nodes.clone(), *rail),
-                _ => continue,
-            };
-            for r in ranks {
-                let Some((_, f)) = nodes.iter().find(|(k, _)| *k == r) else {
-                    continue;
-                };
-                if let Some(rl) = map_rails(&f.ib).into_iter().find(|x| x.index == rail) {
-                    left_out
-                        .entry(port_name(&rl.hca, rl.port))
-                        .or_insert(format!("rail {rail} fails on rank {r} (ib.rail-fault)"));
-                }
-            }
-        }
-    }
+    slower_ports(nodes, &mut left_out);
+    blamed_rails(nodes, verdict, &mut left_out);
     let kept: Vec<String> = common
         .iter()
         .filter(|p| !left_out.contains_key(*p))

@@ -122,15 +122,22 @@ struct Unit {
     errors: Vec<String>,
 }
 
-pub fn localise(results: &[RailResult]) -> RailVerdict {
-    let merged = best_results(results);
+/// The upper quartile of the passing results, Gbit/s (none when nothing passed above zero).
+fn reference_of(merged: &[RailResult]) -> Option<f64> {
     let mut passing: Vec<f64> = merged
         .iter()
         .filter_map(|r| r.gbps)
         .filter(|v| v.is_finite())
         .collect();
     passing.sort_by(f64::total_cmp);
-    let reference = crate::infra::stats::percentile(&passing, 0.75).filter(|v| *v > 0.0);
+    crate::infra::stats::percentile(&passing, 0.75).filter(|v| *v > 0.0)
+}
+
+/// Each (node, rail)'s partners, bad and good, figures and first errors; and the bad results.
+fn tally(
+    merged: &[RailResult],
+    reference: Option<f64>,
+) -> (HashMap<(u32, u32), Unit>, Vec<&RailResult>) {
     let is_bad = |r: &RailResult| match (r.gbps, reference) {
         (None, _) => true,
         (Some(v), Some(reference)) => !v.is_finite() || v < RAIL_SLOW_SHARE * reference,
@@ -138,7 +145,7 @@ pub fn localise(results: &[RailResult]) -> RailVerdict {
     };
     let mut units: HashMap<(u32, u32), Unit> = HashMap::new();
     let mut bad_results = Vec::new();
-    for r in &merged {
+    for r in merged {
         let bad = is_bad(r);
         for (me, other) in [(r.a, r.b), (r.b, r.a)] {
             let u = units.entry((me, r.rail)).or_default();
@@ -160,6 +167,13 @@ pub fn localise(results: &[RailResult]) -> RailVerdict {
             bad_results.push(r);
         }
     }
+    (units, bad_results)
+}
+
+pub fn localise(results: &[RailResult]) -> RailVerdict {
+    let merged = best_results(results);
+    let reference = reference_of(&merged);
+    let (units, bad_results) = tally(&merged, reference);
     let passes = |n: u32, rail: u32| {
         units
             .get(&(n, rail))
