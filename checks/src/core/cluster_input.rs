@@ -46,8 +46,13 @@ impl<'a> ClusterInput<'a> {
         }
     }
 
+    /// The facts of `rank`: found by binary search in the nodes (kept in rank order by the
+    /// coordinator), else by a scan, so a lookup per node stays cheap at thousands of nodes.
     pub(crate) fn facts(&self, rank: u32) -> Option<&NodeFacts> {
-        self.nodes.iter().find(|(r, _)| *r == rank).map(|(_, f)| *f)
+        match self.nodes.binary_search_by_key(&rank, |(r, _)| *r) {
+            Ok(i) => Some(self.nodes[i].1),
+            Err(_) => self.nodes.iter().find(|(r, _)| *r == rank).map(|(_, f)| *f),
+        }
     }
 
     pub(crate) fn joined(&self) -> BTreeSet<u32> {

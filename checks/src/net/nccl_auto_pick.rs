@@ -4,10 +4,10 @@
 //! wireless or management NIC) and what happens to the job without the advised value.
 
 use crate::core::ClusterInput;
-use crate::core::{Finding, Fix, Interface, LinkOutcome, Recommendation, Status};
+use crate::core::{Finding, Fix, Interface, LinkOutcome, LinkResult, Recommendation, Status};
 use crate::net::ifname::{IfnameSpec, nccl_default_select};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 pub use crate::net::ids::NCCL_AUTO_PICK as ID;
@@ -107,26 +107,62 @@ fn auto_ranks(input: &ClusterInput) -> Vec<u32> {
         .collect()
 }
 
-/// How the peers fared dialling `addr` on `rank`: (ok, tried, the failures' words).
-fn dialled(input: &ClusterInput, rank: u32, addr: IpAddr) -> (usize, usize, String) {
-    let text = addr.to_string();
-    let mut ok = 0;
-    let mut tried = 0;
-    let mut words: Vec<&str> = Vec::new();
-    for l in input
-        .links
-        .iter()
-        .filter(|l| l.to == rank && l.address.trim_matches(['[', ']']) == text)
-    {
-        tried += 1;
-        if l.result == LinkOutcome::Ok {
-            ok += 1;
-        } else if !words.contains(&l.result.as_str()) {
-            words.push(l.result.as_str());
+/// How the peers fared dialling one address of one node: (ok, tried, the failures' words).
+#[derive(Default)]
+struct Dialled {
+    ok: usize,
+    tried: usize,
+    words: Vec<&'static str>,
+}
+
+/// The links' outcomes per destination rank and address text, for the addresses NCCL would
+/// pick: one pass over the links, then each node is judged against this index (never a scan of
+/// every link per node: that is n³ at thousands of nodes).
+struct DialIndex(HashMap<u32, Vec<(String, Dialled)>>);
+
+impl DialIndex {
+    fn of(picks: &BTreeMap<u32, Vec<&Interface>>, links: &[LinkResult]) -> DialIndex {
+        let mut index: HashMap<u32, Vec<(String, Dialled)>> = HashMap::new();
+        for (rank, p) in picks {
+            let mine = index.entry(*rank).or_default();
+            for a in p.iter().filter_map(|i| nccl_address(i)) {
+                let text = a.to_string();
+                if !mine.iter().any(|(t, _)| *t == text) {
+                    mine.push((text, Dialled::default()));
+                }
+            }
         }
+        for l in links {
+            let Some(mine) = index.get_mut(&l.to) else {
+                continue;
+            };
+            let text = l.address.trim_matches(['[', ']']);
+            let Some((_, d)) = mine.iter_mut().find(|(t, _)| t == text) else {
+                continue;
+            };
+            d.tried += 1;
+            if l.result == LinkOutcome::Ok {
+                d.ok += 1;
+            } else if !d.words.contains(&l.result.as_str()) {
+                d.words.push(l.result.as_str());
+            }
+        }
+        DialIndex(index)
     }
-    words.sort_unstable();
-    (ok, tried, words.join(", "))
+
+    /// (ok, tried, the failures' words) for `addr` on `rank`.
+    fn get(&self, rank: u32, addr: IpAddr) -> (usize, usize, String) {
+        let text = addr.to_string();
+        let found = self
+            .0
+            .get(&rank)
+            .and_then(|mine| mine.iter().find(|(t, _)| *t == text));
+        found.map_or((0, 0, String::new()), |(_, d)| {
+            let mut words = d.words.clone();
+            words.sort_unstable();
+            (d.ok, d.tried, words.join(", "))
+        })
+    }
 }
 
 /// Judges every pick of one node; `holders` counts the nodes holding each address.
@@ -135,6 +171,7 @@ fn judge_node(
     rank: u32,
     picks: &[&Interface],
     holders: &HashMap<IpAddr, usize>,
+    dialled: &DialIndex,
 ) -> Vec<BadPick> {
     let mut out = Vec::new();
     // The node's interface on the network the advice uses (or, when none carries every pair, the
@@ -147,7 +184,7 @@ fn judge_node(
     for (i, iface) in picks.iter().enumerate() {
         let addr = nccl_address(iface);
         let shared = addr.and_then(|a| holders.get(&a)).copied().unwrap_or(0);
-        let (ok, tried, words) = addr.map_or((0, 0, String::new()), |a| dialled(input, rank, a));
+        let (ok, tried, words) = addr.map_or((0, 0, String::new()), |a| dialled.get(rank, a));
         let (cause, detail) = if addr.is_some_and(|a| is_link_local(&a)) {
             let on = if shared > 1 {
                 format!("link-local, the same address on {shared} nodes")
@@ -243,10 +280,11 @@ pub fn nccl_auto_pick(input: &ClusterInput, rec: &Recommendation) -> Finding {
             "one node: no peer to reach what NCCL would pick",
         );
     }
+    let auto_set: BTreeSet<u32> = auto.iter().copied().collect();
     let picks: BTreeMap<u32, Vec<&Interface>> = input
         .nodes
         .iter()
-        .filter(|(r, _)| auto.contains(r))
+        .filter(|(r, _)| auto_set.contains(r))
         .map(|(r, f)| (*r, nccl_default_select(&f.net.interfaces)))
         .collect();
     let mut holders: HashMap<IpAddr, usize> = HashMap::new();
@@ -261,9 +299,10 @@ pub fn nccl_auto_pick(input: &ClusterInput, rec: &Recommendation) -> Finding {
             *holders.entry(a).or_default() += 1;
         }
     }
+    let dialled = DialIndex::of(&picks, input.links);
     let bad: Vec<BadPick> = picks
         .iter()
-        .flat_map(|(r, p)| judge_node(input, *r, p, &holders))
+        .flat_map(|(r, p)| judge_node(input, *r, p, &holders, &dialled))
         .collect();
     let hosts = input.hosts_within(&auto, HOSTS_CHARS);
     if bad.is_empty() {
