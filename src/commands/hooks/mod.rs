@@ -101,7 +101,7 @@ fn verdict_lines(node: &str, bad: &[&Finding], report: &Report) -> Vec<String> {
     lines
 }
 
-/// `--drain`: reads the node's state and drains, resumes or leaves it as [`decide`] says
+/// `--drain`: reads the node's state and drains, resumes or leaves it as `decide()` says
 /// (with `--dry-run` only says what it would run); `lines` gets what was done.
 fn drain_or_resume(
     hook: &SlurmHook,
