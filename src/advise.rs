@@ -375,6 +375,93 @@ pub fn advise_cluster(
     let mut reasons = Vec::new();
     let mut env = BTreeMap::new();
     let mut per_rank: BTreeMap<u32, BTreeMap<String, String>> = BTreeMap::new();
+    let mut master_addr =
+        choose_network(nodes, evals, input, &mut env, &mut per_rank, &mut reasons);
+    hoist_shared(nodes, &mut env, &mut per_rank);
+    if !per_rank.values().all(|e| e.is_empty()) {
+        reasons.push("interface names differ across nodes: each node gets its own NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME in node_env rather than a list that could match a wrong interface somewhere".into());
+    }
+    let facts: Vec<&NodeFacts> = nodes.iter().map(|(_, f)| *f).collect();
+    ib_env(nodes, &facts, input, &mut env, &mut per_rank, &mut reasons);
+    for (k, v) in &input.env_override {
+        env.insert(k.clone(), v.clone());
+        for e in per_rank.values_mut() {
+            e.remove(k);
+        }
+    }
+    reasons.push(match &input.coordinator_note {
+        Some(note) => format!(
+            "master_port {}: kept from the job; {note}",
+            input.master_port
+        ),
+        None => format!(
+            "master_port {}: preflight's coordinator listened on it on rank 0 and every joined node reached it",
+            input.master_port
+        ),
+    });
+    if let Some(c) = &input.c10d {
+        let host0 = nodes
+            .iter()
+            .find(|(r, _)| *r == 0)
+            .map_or("rank 0", |(_, f)| f.hostname.as_str());
+        reasons.push(format!(
+            "ranks were assigned at join as torchrun's c10d rendezvous does: rank 0 owns the endpoint {} ({host0}: one of its addresses is one the endpoint's host resolves to), the others are numbered in the order they joined; the launch commands keep --rdzv-backend=c10d and no --node-rank, so torchrun assigns ranks the same way",
+            c.endpoint
+        ));
+    }
+    if let Some(given) = master_addr.clone()
+        && let Some((joined, failed_on)) = master_port_refused(nodes, &given)
+    {
+        reasons.push(format!(
+            "master_addr {joined}: rank 0's {given} on the chosen network failed on the master port {} from {failed_on} (cluster.master-elsewhere), while every node joined through {joined}; NCCL still uses the chosen network",
+            input.master_port
+        ));
+        master_addr = Some(joined);
+    }
+    if master_addr.is_none() {
+        let (addr, reason) = fallback_master(nodes, evals, input);
+        master_addr = addr;
+        reasons.push(reason);
+    }
+    let addr = master_addr
+        .clone()
+        .unwrap_or_else(|| RANK0_PLACEHOLDER.into());
+    let min_gpus = nodes
+        .iter()
+        .map(|(_, f)| preflight_checks::visible_devices::visible_gpu_count(f))
+        .min()
+        .unwrap_or(0);
+    let nproc = input.nproc_per_node.unwrap_or(min_gpus.max(1));
+    let launch = launch_commands(nodes, &env, &per_rank, &addr, nproc, input);
+    Recommendation {
+        env,
+        node_env: per_rank
+            .into_iter()
+            .filter(|(_, e)| !e.is_empty())
+            .map(|(r, e)| (r.to_string(), e))
+            .collect(),
+        master_addr,
+        master_port: input.master_port,
+        launch,
+        reasons,
+        standalone: None,
+        healthy_set: None,
+    }
+}
+
+/// Per-node and shared environment.
+type Env = BTreeMap<String, String>;
+
+/// The network NCCL and Gloo use (its interfaces per rank) and why, or why none can work;
+/// returns rank 0's address on it.
+fn choose_network(
+    nodes: &[(u32, &NodeFacts)],
+    evals: &[preflight_checks::networks::NetworkEval],
+    input: &ClusterAdviceInput,
+    env: &mut Env,
+    per_rank: &mut BTreeMap<u32, Env>,
+    reasons: &mut Vec<String>,
+) -> Option<String> {
     let chosen = preflight_checks::networks::choose(evals);
     let all_names: Vec<&str> = nodes
         .iter()
@@ -428,7 +515,11 @@ pub fn advise_cluster(
             None => "no network found: no node has an up interface with a usable IPv4 or IPv6 address".into(),
         }),
     }
-    // Hoist values every node shares into `env`; keep the rest per node.
+    master_addr
+}
+
+/// Hoists values every node shares into `env`; keeps the rest per node.
+fn hoist_shared(nodes: &[(u32, &NodeFacts)], env: &mut Env, per_rank: &mut BTreeMap<u32, Env>) {
     for key in ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"] {
         let values: Vec<Option<&String>> = nodes
             .iter()
@@ -443,11 +534,18 @@ pub fn advise_cluster(
             }
         }
     }
-    if !per_rank.values().all(|e| e.is_empty()) {
-        reasons.push("interface names differ across nodes: each node gets its own NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME in node_env rather than a list that could match a wrong interface somewhere".into());
-    }
-    let facts: Vec<&NodeFacts> = nodes.iter().map(|(_, f)| *f).collect();
-    let (ib_disable, hca, ib_reason) = ib_decision(&facts);
+}
+
+/// InfiniBand: whether NCCL uses it, which HCAs, GID index, QPs, and GPUDirect's reason.
+fn ib_env(
+    nodes: &[(u32, &NodeFacts)],
+    facts: &[&NodeFacts],
+    input: &ClusterAdviceInput,
+    env: &mut Env,
+    per_rank: &mut BTreeMap<u32, Env>,
+    reasons: &mut Vec<String>,
+) {
+    let (ib_disable, hca, ib_reason) = ib_decision(facts);
     let ib_on = ib_disable == "0";
     env.insert("NCCL_IB_DISABLE".into(), ib_disable);
     if let Some(h) = hca {
@@ -474,61 +572,23 @@ pub fn advise_cluster(
         reasons.extend(rails.reasons);
     }
     if let Some(r) = ib_on
-        .then(|| preflight_checks::gpu_health::gpudirect_reason(&facts))
+        .then(|| preflight_checks::gpu_health::gpudirect_reason(facts))
         .flatten()
     {
         reasons.push(r);
     }
-    for (k, v) in &input.env_override {
-        env.insert(k.clone(), v.clone());
-        for e in per_rank.values_mut() {
-            e.remove(k);
-        }
-    }
-    reasons.push(match &input.coordinator_note {
-        Some(note) => format!(
-            "master_port {}: kept from the job; {note}",
-            input.master_port
-        ),
-        None => format!(
-            "master_port {}: preflight's coordinator listened on it on rank 0 and every joined node reached it",
-            input.master_port
-        ),
-    });
-    if let Some(c) = &input.c10d {
-        let host0 = nodes
-            .iter()
-            .find(|(r, _)| *r == 0)
-            .map_or("rank 0", |(_, f)| f.hostname.as_str());
-        reasons.push(format!(
-            "ranks were assigned at join as torchrun's c10d rendezvous does: rank 0 owns the endpoint {} ({host0}: one of its addresses is one the endpoint's host resolves to), the others are numbered in the order they joined; the launch commands keep --rdzv-backend=c10d and no --node-rank, so torchrun assigns ranks the same way",
-            c.endpoint
-        ));
-    }
-    if let Some(given) = master_addr.clone()
-        && let Some((joined, failed_on)) = master_port_refused(nodes, &given)
-    {
-        reasons.push(format!(
-            "master_addr {joined}: rank 0's {given} on the chosen network failed on the master port {} from {failed_on} (cluster.master-elsewhere), while every node joined through {joined}; NCCL still uses the chosen network",
-            input.master_port
-        ));
-        master_addr = Some(joined);
-    }
-    if master_addr.is_none() {
-        let (addr, reason) = fallback_master(nodes, evals, input);
-        master_addr = addr;
-        reasons.push(reason);
-    }
-    let addr = master_addr
-        .clone()
-        .unwrap_or_else(|| RANK0_PLACEHOLDER.into());
-    let min_gpus = nodes
-        .iter()
-        .map(|(_, f)| preflight_checks::visible_devices::visible_gpu_count(f))
-        .min()
-        .unwrap_or(0);
-    let nproc = input.nproc_per_node.unwrap_or(min_gpus.max(1));
-    let launch = nodes
+}
+
+/// One torchrun command per node: the shared env with the node's own on top.
+fn launch_commands(
+    nodes: &[(u32, &NodeFacts)],
+    env: &Env,
+    per_rank: &BTreeMap<u32, Env>,
+    addr: &str,
+    nproc: u32,
+    input: &ClusterAdviceInput,
+) -> Vec<LaunchCommand> {
+    nodes
         .iter()
         .map(|(rank, _)| {
             let mut e = env.clone();
@@ -540,7 +600,7 @@ pub fn advise_cluster(
                     &e,
                     &input.nnodes.to_string(),
                     nproc,
-                    &preflight_checks::net::host_port(&addr, input.master_port),
+                    &preflight_checks::net::host_port(addr, input.master_port),
                     c.rdzv_id.as_deref(),
                     &input.script,
                 ),
@@ -549,7 +609,7 @@ pub fn advise_cluster(
                     &input.nnodes.to_string(),
                     nproc,
                     &rank.to_string(),
-                    &addr,
+                    addr,
                     input.master_port,
                     &input.script,
                 ),
@@ -559,21 +619,7 @@ pub fn advise_cluster(
                 command,
             }
         })
-        .collect();
-    Recommendation {
-        env,
-        node_env: per_rank
-            .into_iter()
-            .filter(|(_, e)| !e.is_empty())
-            .map(|(r, e)| (r.to_string(), e))
-            .collect(),
-        master_addr,
-        master_port: input.master_port,
-        launch,
-        reasons,
-        standalone: None,
-        healthy_set: None,
-    }
+        .collect()
 }
 
 /// What the launch lines hold where rank 0's address cannot be known.

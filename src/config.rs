@@ -217,35 +217,7 @@ pub struct SimulateJob {
 /// Validates the parsed command line against `env` (the process environment).
 pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
     Ok(match cli.command {
-        Command::Check(a) => Job::Check(Box::new(CheckJob {
-            probe: probe(&a.probe, env),
-            master_port: match a.master_port {
-                Some(p) => p,
-                // A garbage MASTER_PORT is env.master's finding, not a refusal to check.
-                None => placement::env_master_port(env)
-                    .ok()
-                    .flatten()
-                    .unwrap_or(placement::DEFAULT_MASTER_PORT),
-            },
-            master_port_flag: a.master_port,
-            env: env.clone(),
-            shape: JobShape {
-                nnodes: a.nnodes,
-                ..shape(&a.job)
-            },
-            facts_file: a.facts,
-            script: a.script,
-            view: view(&a.job),
-            slurm: slurm_hook(&a.slurm, a.job.strict, env)?,
-            thorough: a.thorough,
-            gemm: crate::runtime::job::GemmPlan::from_flags(
-                a.gemm.gemm,
-                a.gemm.no_gemm,
-                a.gemm.burn,
-                a.thorough && !(a.slurm.slurm_health || a.slurm.slurm_prolog),
-                a.thorough,
-            ),
-        })),
+        Command::Check(a) => Job::Check(Box::new(check(a, env)?)),
         Command::Facts(a) => Job::Facts(FactsJob {
             probe: probe(&a.probe, env),
             master_port: a.master_port,
@@ -320,43 +292,7 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             ExplainJob::One(a.id.unwrap_or_default().trim().to_string())
         }),
         Command::Schema => Job::Schema,
-        Command::Simulate(a) => {
-            anyhow::ensure!(
-                a.gbit.is_finite()
-                    && a.gbit > 0.0
-                    && a.latency_us.is_finite()
-                    && a.latency_us >= 0.0,
-                "--gbit must be above 0 and --latency-us at least 0"
-            );
-            anyhow::ensure!(
-                a.dead.saturating_add(a.slow) < a.nodes,
-                "--dead and --slow leave no node of the {} to simulate",
-                a.nodes
-            );
-            anyhow::ensure!(
-                a.slow_cut == 0 || (a.slow_cut >= 2 && a.slow_cut.saturating_add(2) <= a.nodes),
-                "--slow-cut {} must leave two nodes on each side of the cut (0 for none)",
-                a.slow_cut
-            );
-            Job::Simulate(SimulateJob {
-                fabric: crate::runtime::sim::Fabric {
-                    nodes: a.nodes,
-                    latency_us: a.latency_us,
-                    gbit: a.gbit,
-                    dead: a.dead,
-                    slow: a.slow,
-                    slow_pairs: a.slow_pairs,
-                    slow_cut: a.slow_cut,
-                    bad_links: a.bad_links,
-                    lossy_links: a.lossy_links,
-                    seed: a.seed,
-                    node_template: None,
-                },
-                timing: timing(a.quick, a.thorough),
-                report: a.report,
-                facts: a.facts,
-            })
-        }
+        Command::Simulate(a) => Job::Simulate(simulate(a)?),
         Command::NcclWorker(a) => Job::NcclWorker(nccl_worker(&a)?),
         Command::GemmWorker(a) => Job::GemmWorker(crate::measure::gemm::worker::GemmSpec {
             gpus: a.gpus,
@@ -365,6 +301,75 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             burn_s: a.burn,
             seed: a.seed,
         }),
+    })
+}
+
+/// `preflight check`, validated.
+fn check(a: cli::CheckArgs, env: &BTreeMap<String, String>) -> anyhow::Result<CheckJob> {
+    Ok(CheckJob {
+        probe: probe(&a.probe, env),
+        master_port: match a.master_port {
+            Some(p) => p,
+            // A garbage MASTER_PORT is env.master's finding, not a refusal to check.
+            None => placement::env_master_port(env)
+                .ok()
+                .flatten()
+                .unwrap_or(placement::DEFAULT_MASTER_PORT),
+        },
+        master_port_flag: a.master_port,
+        env: env.clone(),
+        shape: JobShape {
+            nnodes: a.nnodes,
+            ..shape(&a.job)
+        },
+        facts_file: a.facts,
+        script: a.script,
+        view: view(&a.job),
+        slurm: slurm_hook(&a.slurm, a.job.strict, env)?,
+        thorough: a.thorough,
+        gemm: crate::runtime::job::GemmPlan::from_flags(
+            a.gemm.gemm,
+            a.gemm.no_gemm,
+            a.gemm.burn,
+            a.thorough && !(a.slurm.slurm_health || a.slurm.slurm_prolog),
+            a.thorough,
+        ),
+    })
+}
+
+/// `preflight simulate`, its figures checked.
+fn simulate(a: cli::SimulateArgs) -> anyhow::Result<SimulateJob> {
+    anyhow::ensure!(
+        a.gbit.is_finite() && a.gbit > 0.0 && a.latency_us.is_finite() && a.latency_us >= 0.0,
+        "--gbit must be above 0 and --latency-us at least 0"
+    );
+    anyhow::ensure!(
+        a.dead.saturating_add(a.slow) < a.nodes,
+        "--dead and --slow leave no node of the {} to simulate",
+        a.nodes
+    );
+    anyhow::ensure!(
+        a.slow_cut == 0 || (a.slow_cut >= 2 && a.slow_cut.saturating_add(2) <= a.nodes),
+        "--slow-cut {} must leave two nodes on each side of the cut (0 for none)",
+        a.slow_cut
+    );
+    Ok(SimulateJob {
+        fabric: crate::runtime::sim::Fabric {
+            nodes: a.nodes,
+            latency_us: a.latency_us,
+            gbit: a.gbit,
+            dead: a.dead,
+            slow: a.slow,
+            slow_pairs: a.slow_pairs,
+            slow_cut: a.slow_cut,
+            bad_links: a.bad_links,
+            lossy_links: a.lossy_links,
+            seed: a.seed,
+            node_template: None,
+        },
+        timing: timing(a.quick, a.thorough),
+        report: a.report,
+        facts: a.facts,
     })
 }
 

@@ -53,24 +53,7 @@ pub fn node_name(hook: &SlurmHook, report: &Report) -> String {
 pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
     let node = node_name(hook, report);
     let bad = unfit(report, hook.strict);
-    let mut lines = Vec::new();
-    for f in bad.iter().take(SHOWN) {
-        lines.push(format!(
-            "preflight: {node}: {} {}: {}",
-            f.status,
-            f.id,
-            sanitize::line(&f.summary)
-        ));
-    }
-    if bad.len() > SHOWN {
-        lines.push(format!("preflight: {node}: and {} more", bad.len() - SHOWN));
-    }
-    if bad.is_empty() {
-        lines.push(format!(
-            "preflight: {node}: passes (report status {})",
-            report.status
-        ));
-    }
+    let mut lines = verdict_lines(&node, &bad, report);
     let verdict = if bad.is_empty() {
         exit::OK
     } else {
@@ -92,7 +75,43 @@ pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
             code: failed_call(hook, verdict),
         };
     }
-    let state = match slurm.node(&node) {
+    drain_or_resume(hook, slurm, &node, want.as_deref(), verdict, lines)
+}
+
+/// What the hook prints of the node's verdict: the findings that make it unfit, or that it passes.
+fn verdict_lines(node: &str, bad: &[&Finding], report: &Report) -> Vec<String> {
+    let mut lines = Vec::new();
+    for f in bad.iter().take(SHOWN) {
+        lines.push(format!(
+            "preflight: {node}: {} {}: {}",
+            f.status,
+            f.id,
+            sanitize::line(&f.summary)
+        ));
+    }
+    if bad.len() > SHOWN {
+        lines.push(format!("preflight: {node}: and {} more", bad.len() - SHOWN));
+    }
+    if bad.is_empty() {
+        lines.push(format!(
+            "preflight: {node}: passes (report status {})",
+            report.status
+        ));
+    }
+    lines
+}
+
+/// `--drain`: reads the node's state and drains, resumes or leaves it as `decide()` says
+/// (with `--dry-run` only says what it would run); `lines` gets what was done.
+fn drain_or_resume(
+    hook: &SlurmHook,
+    slurm: &dyn Slurm,
+    node: &str,
+    want: Option<&str>,
+    verdict: u8,
+    mut lines: Vec<String>,
+) -> HookResult {
+    let state = match slurm.node(node) {
         Ok(s) => s,
         Err(e) if hook.dry_run => {
             lines.push(format!(
@@ -111,7 +130,7 @@ pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
             };
         }
     };
-    let mut action = decide(&node, &state, want.as_deref());
+    let mut action = decide(node, &state, want);
     if hook.mode == SlurmMode::Prolog {
         if let Action::Resume { .. } = action {
             action = Action::Leave {

@@ -45,8 +45,69 @@ struct Tally {
 
 fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
     let width = usize::from(style.width);
-    let us = if style.unicode { "µs" } else { "us" };
-    let n = net.ranks.len();
+    let (mut out, ok) = heading(net, style);
+    if ok == 0 {
+        // Nothing connected (an address every node shares, such as docker0's): naming every
+        // node would say nothing more.
+        out.push_str(&wrap(
+            "no pair connected on this network: it is not usable between the nodes",
+            width,
+            "  ",
+            "    ",
+        ));
+        return out;
+    }
+    out.push_str(&figures(net, style));
+    // Per node: links from and to it, failed. Slowness is link.slow's judgment, not this
+    // table's: its slow nodes, and whether it found anything slow at all.
+    let slow_warnings: Vec<&preflight_checks::model::Finding> = report
+        .findings
+        .iter()
+        .filter(|f| {
+            f.id == preflight_checks::link::ids::SLOW
+                && f.status == preflight_checks::model::Status::Warn
+        })
+        .collect();
+    let named_pairs: Vec<(u32, u32)> = slow_warnings
+        .iter()
+        .filter_map(|f| preflight_checks::link::verdict::Slow::of(f)?.pair())
+        .collect();
+    let judged_slow: Vec<u32> = slow_warnings
+        .iter()
+        .filter_map(|f| preflight_checks::link::verdict::Slow::of(f)?.slow_node())
+        .collect();
+    let named = named_nodes(report, net, style, &judged_slow, &mut out);
+    // The worst links not explained by a named node: failed first, then the slowest.
+    let (failed, measured) = unexplained_links(net, &named);
+    if !failed.is_empty() {
+        failed_links(report, net, style, &failed, &mut out);
+    }
+    // The pairs and directions link.slow named, with their figures, slowest first.
+    let slowest: Vec<_> = measured
+        .iter()
+        .filter(|(_, f, t)| {
+            let (a, b) = (net.ranks[*f], net.ranks[*t]);
+            named_pairs.contains(&(a.min(b), a.max(b)))
+        })
+        .take(WORST)
+        .collect();
+    if !slowest.is_empty() {
+        let _ = writeln!(out, "  slow pairs (link.slow):");
+        for (g, f, t) in slowest {
+            let _ = writeln!(
+                out,
+                "    {} {} Gbit/s",
+                link(report, net, *f, *t),
+                bw(f64::from(*g))
+            );
+        }
+    }
+    out
+}
+
+/// The network's heading line (its name, interface, MTU, pairs ok), and how many pairs are ok.
+fn heading(net: &NetworkLinks, style: Style) -> (String, usize) {
+    let width = usize::from(style.width);
     let mut names: Vec<&str> = net.interfaces.iter().map(String::as_str).collect();
     names.sort_unstable();
     names.dedup();
@@ -71,7 +132,7 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         .iter()
         .filter(|c| c.result == Some(LinkOutcome::Ok))
         .count();
-    let mut out = paint::bold(
+    let out = paint::bold(
         &wrap(
             &format!(
                 "Links on {label}{mtu}: {ok} of {} ok",
@@ -83,17 +144,14 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         ),
         style,
     );
-    if ok == 0 {
-        // Nothing connected (an address every node shares, such as docker0's): naming every
-        // node would say nothing more.
-        out.push_str(&wrap(
-            "no pair connected on this network: it is not usable between the nodes",
-            width,
-            "  ",
-            "    ",
-        ));
-        return out;
-    }
+    (out, ok)
+}
+
+/// The RTT and throughput percentiles of the links that connected.
+fn figures(net: &NetworkLinks, style: Style) -> String {
+    let width = usize::from(style.width);
+    let us = if style.unicode { "µs" } else { "us" };
+    let mut out = String::new();
     let mut rtts: Vec<f64> = net
         .cells
         .iter()
@@ -130,25 +188,13 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         );
         out.push_str(&wrap(&line, width, "  ", "    "));
     }
-    // Per node: links from and to it, failed. Slowness is link.slow's judgment, not this
-    // table's: its slow nodes, and whether it found anything slow at all.
+    out
+}
+
+/// Per node of the network: its links from and to it, and how many failed.
+fn tallies(net: &NetworkLinks) -> Vec<Tally> {
+    let n = net.ranks.len();
     let mut tally = vec![Tally::default(); n];
-    let slow_warnings: Vec<&preflight_checks::model::Finding> = report
-        .findings
-        .iter()
-        .filter(|f| {
-            f.id == preflight_checks::link::ids::SLOW
-                && f.status == preflight_checks::model::Status::Warn
-        })
-        .collect();
-    let named_pairs: Vec<(u32, u32)> = slow_warnings
-        .iter()
-        .filter_map(|f| preflight_checks::link::verdict::Slow::of(f)?.pair())
-        .collect();
-    let judged_slow: Vec<u32> = slow_warnings
-        .iter()
-        .filter_map(|f| preflight_checks::link::verdict::Slow::of(f)?.slow_node())
-        .collect();
     for f in 0..n {
         for t in (0..n).filter(|t| *t != f) {
             let c = net.cell(f, t);
@@ -162,6 +208,21 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
             }
         }
     }
+    tally
+}
+
+/// Writes the lines naming the nodes whose every link failed or that link.slow judged slow;
+/// returns those nodes' indices.
+fn named_nodes(
+    report: &Report,
+    net: &NetworkLinks,
+    style: Style,
+    judged_slow: &[u32],
+    out: &mut String,
+) -> Vec<usize> {
+    let width = usize::from(style.width);
+    let n = net.ranks.len();
+    let tally = tallies(net);
     let all_in = |t: &Tally| t.in_total > 0 && t.in_failed == t.in_total;
     let all_out = |t: &Tally| t.out_total > 0 && t.out_failed == t.out_total;
     let dead: Vec<usize> = (0..n)
@@ -225,7 +286,17 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         );
         out.push_str(&wrap(&line, width, "  ", "    "));
     }
-    // The worst links not explained by a named node: failed first, then the slowest.
+    named
+}
+
+/// A failed link: its outcome, from, to (indices into the network's ranks).
+type FailedLink = (LinkOutcome, usize, usize);
+/// A measured link: its throughput, from, to.
+type MeasuredLink = (f32, usize, usize);
+
+/// The links between nodes not named: those failed, and those measured (slowest first).
+fn unexplained_links(net: &NetworkLinks, named: &[usize]) -> (Vec<FailedLink>, Vec<MeasuredLink>) {
+    let n = net.ranks.len();
     let mut failed = Vec::new();
     let mut measured = Vec::new();
     for f in 0..n {
@@ -246,82 +317,78 @@ fn network(report: &Report, net: &NetworkLinks, style: Style) -> String {
         }
     }
     measured.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let link = |f: usize, t: usize| {
-        format!(
-            "{} -> {} ({} -> {})",
-            net.ranks[f],
-            net.ranks[t],
-            hostlist(report, &[net.ranks[f]], 24),
-            hostlist(report, &[net.ranks[t]], 24)
-        )
-    };
-    if !failed.is_empty() {
-        let mut heading = format!(
-            "  {} {} failed:",
-            paint::mark(preflight_checks::model::Status::Fail, style),
-            count(failed.len(), "other link")
+    (failed, measured)
+}
+
+/// One direction of a link, by rank and host.
+fn link(report: &Report, net: &NetworkLinks, f: usize, t: usize) -> String {
+    format!(
+        "{} -> {} ({} -> {})",
+        net.ranks[f],
+        net.ranks[t],
+        hostlist(report, &[net.ranks[f]], 24),
+        hostlist(report, &[net.ranks[t]], 24)
+    )
+}
+
+/// Writes the failed links (a pair failed both ways with one outcome folded into one row).
+fn failed_links(
+    report: &Report,
+    net: &NetworkLinks,
+    style: Style,
+    failed: &[FailedLink],
+    out: &mut String,
+) {
+    let width = usize::from(style.width);
+    let mut heading = format!(
+        "  {} {} failed:",
+        paint::mark(preflight_checks::model::Status::Fail, style),
+        count(failed.len(), "other link")
+    );
+    // A pair failed both ways with one outcome is one line: one cable, one switch port.
+    let mut rows: Vec<String> = Vec::new();
+    let mut folded: Vec<(usize, usize)> = Vec::new();
+    for (r, f, t) in failed {
+        if folded.contains(&(*f, *t)) {
+            continue;
+        }
+        if f < t
+            && failed
+                .iter()
+                .any(|(r2, f2, t2)| (f2, t2) == (t, f) && r2 == r)
+        {
+            folded.push((*t, *f));
+            rows.push(format!(
+                "{} <-> {} ({} <-> {}) {} both ways",
+                net.ranks[*f],
+                net.ranks[*t],
+                hostlist(report, &[net.ranks[*f]], 24),
+                hostlist(report, &[net.ranks[*t]], 24),
+                r.as_str()
+            ));
+        } else {
+            rows.push(format!("{} {}", link(report, net, *f, *t), r.as_str()));
+        }
+    }
+    // One row fits on the heading's line when the terminal is wide enough.
+    if let [row] = rows.as_slice() {
+        let one = format!("{}: {row}", heading.trim_end_matches(':'));
+        if one.chars().count() <= width {
+            rows.clear();
+            heading = one;
+        }
+    }
+    let _ = writeln!(out, "{heading}");
+    for row in rows.iter().take(WORST) {
+        let _ = writeln!(out, "    {row}");
+    }
+    if rows.len() > WORST {
+        let _ = writeln!(
+            out,
+            "    and {} more (--format json has each)",
+            rows.len() - WORST
         );
-        // A pair failed both ways with one outcome is one line: one cable, one switch port.
-        let mut rows: Vec<String> = Vec::new();
-        let mut folded: Vec<(usize, usize)> = Vec::new();
-        for (r, f, t) in &failed {
-            if folded.contains(&(*f, *t)) {
-                continue;
-            }
-            if f < t
-                && failed
-                    .iter()
-                    .any(|(r2, f2, t2)| (f2, t2) == (t, f) && r2 == r)
-            {
-                folded.push((*t, *f));
-                rows.push(format!(
-                    "{} <-> {} ({} <-> {}) {} both ways",
-                    net.ranks[*f],
-                    net.ranks[*t],
-                    hostlist(report, &[net.ranks[*f]], 24),
-                    hostlist(report, &[net.ranks[*t]], 24),
-                    r.as_str()
-                ));
-            } else {
-                rows.push(format!("{} {}", link(*f, *t), r.as_str()));
-            }
-        }
-        // One row fits on the heading's line when the terminal is wide enough.
-        if let [row] = rows.as_slice() {
-            let one = format!("{}: {row}", heading.trim_end_matches(':'));
-            if one.chars().count() <= width {
-                rows.clear();
-                heading = one;
-            }
-        }
-        let _ = writeln!(out, "{heading}");
-        for row in rows.iter().take(WORST) {
-            let _ = writeln!(out, "    {row}");
-        }
-        if rows.len() > WORST {
-            let _ = writeln!(
-                out,
-                "    and {} more (--format json has each)",
-                rows.len() - WORST
-            );
-        }
     }
-    // The pairs and directions link.slow named, with their figures, slowest first.
-    let slowest: Vec<_> = measured
-        .iter()
-        .filter(|(_, f, t)| {
-            let (a, b) = (net.ranks[*f], net.ranks[*t]);
-            named_pairs.contains(&(a.min(b), a.max(b)))
-        })
-        .take(WORST)
-        .collect();
-    if !slowest.is_empty() {
-        let _ = writeln!(out, "  slow pairs (link.slow):");
-        for (g, f, t) in slowest {
-            let _ = writeln!(out, "    {} {} Gbit/s", link(*f, *t), bw(f64::from(*g)));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
