@@ -3,9 +3,10 @@
 //! of the pairs' RTTs (which a slow minority cannot move).
 
 use crate::core::ClusterInput;
+use crate::core::NetworkEval;
 use crate::core::cluster_common::links_on;
 use crate::core::{Finding, Fix, Status};
-use crate::link::fail_slow::{self, Sample};
+use crate::link::fail_slow::{self, Cut, Sample, SlowNode, Verdict};
 
 /// Latency is judged only where the reference round trip is under this (microseconds): a data
 /// centre's TCP round trip is tens of microseconds, while agents sharing a few loaded cores
@@ -74,79 +75,12 @@ pub(crate) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
             .with("judged", false),
         ];
     }
-    let us = |speed: Option<f64>| {
-        speed.map_or("-".into(), |s| format!("{:.0}", fail_slow::speed_rtt(s)))
-    };
     let mut out = Vec::new();
     for n in &v.nodes {
-        let who = input.who(n.rank);
-        let iface = eval
-            .network
-            .members
-            .get(&n.rank)
-            .map(|m| m.interface.clone())
-            .unwrap_or_default();
-        out.push(
-            Finding::new(
-                crate::link::ids::LATENCY,
-                Status::Warn,
-                format!("{} {iface}", n.rank),
-                format!(
-                    "{who} answers slowly on {net}: median round trip {} us to its partners and {} us from them, against the cluster's {reference:.0} us (the lower quartile of {} pairs); {} of its {} healthy partners see it above {:.1}x that. A node's own latency comes from its CPU (power states, load, interrupts on a busy core), its NIC's interrupt moderation, or a queue in its path",
-                    us(n.send_median),
-                    us(n.recv_median),
-                    v.pairs,
-                    n.slow_partners,
-                    n.partners,
-                    fail_slow::LATENCY_FACTOR,
-                ),
-            )
-            .on_node(Some(n.rank))
-            .with("kind", "node")
-            .with("network", net)
-            .with("node", n.rank)
-            .with("direction", n.direction.as_str())
-            .with("reference_rtt_us", reference)
-            .with("send_median_rtt_us", n.send_median.map(fail_slow::speed_rtt))
-            .with("recv_median_rtt_us", n.recv_median.map(fail_slow::speed_rtt))
-            .with("partners", n.partners)
-            .with("slow_partners", n.slow_partners)
-            .fix(
-                Fix::new(format!(
-                    "Check {who}: its load and CPU power states, its NIC's interrupt moderation and queues on {iface}, then rerun preflight"
-                ))
-                .command(format!("uptime; cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor   # on {who}"))
-                .command(format!("ethtool -c {iface}   # on {who}"))
-                .command(format!("tc qdisc show dev {iface}   # on {who}")),
-            ),
-        );
+        out.push(slow_node(input, eval, &v, reference, n));
     }
     for c in &v.cuts {
-        let hosts =
-            |ranks: &[u32]| input.hosts_within(ranks, crate::core::cluster_common::GROUP_CHARS);
-        let (ha, hb) = (hosts(&c.a), hosts(&c.b));
-        out.push(
-            Finding::new(
-                crate::link::ids::LATENCY,
-                Status::Warn,
-                format!("cut {ha} | {hb}"),
-                format!(
-                    "round trips between {ha} and {hb} on {net} take {} us one way and {} us the other, {} us inside each group: the path between the groups adds the delay (a longer route, a congested uplink)",
-                    us(c.a_to_b_median),
-                    us(c.b_to_a_median),
-                    us(c.inside_median),
-                ),
-            )
-            .with("kind", "cut")
-            .with("network", net)
-            .with("group_a", &c.a)
-            .with("group_b", &c.b)
-            .with("reference_rtt_us", reference)
-            .fix(Fix::new("Trace the route between the groups and check the uplink's queues")
-                .command(format!("tracepath -n {}   # on {}",
-                    eval.network.members.get(&c.b[0]).map(|m| m.address.to_string()).unwrap_or_default(),
-                    input.who(c.a[0])))),
-        );
+        out.push(slow_cut(input, eval, reference, c));
     }
     if out.is_empty() {
         out.push(
@@ -167,6 +101,88 @@ pub(crate) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
         );
     }
     out
+}
+
+/// A round trip (microseconds) for a judged speed, `-` where none.
+fn us(speed: Option<f64>) -> String {
+    speed.map_or("-".into(), |s| format!("{:.0}", fail_slow::speed_rtt(s)))
+}
+
+/// The warning for a node whose round trips stand above the reference.
+fn slow_node(
+    input: &ClusterInput,
+    eval: &NetworkEval,
+    v: &Verdict,
+    reference: f64,
+    n: &SlowNode,
+) -> Finding {
+    let net = &eval.network.id;
+    let who = input.who(n.rank);
+    let iface = eval
+        .network
+        .members
+        .get(&n.rank)
+        .map(|m| m.interface.clone())
+        .unwrap_or_default();
+    Finding::new(
+            crate::link::ids::LATENCY,
+            Status::Warn,
+            format!("{} {iface}", n.rank),
+            format!(
+                "{who} answers slowly on {net}: median round trip {} us to its partners and {} us from them, against the cluster's {reference:.0} us (the lower quartile of {} pairs); {} of its {} healthy partners see it above {:.1}x that. A node's own latency comes from its CPU (power states, load, interrupts on a busy core), its NIC's interrupt moderation, or a queue in its path",
+                us(n.send_median),
+                us(n.recv_median),
+                v.pairs,
+                n.slow_partners,
+                n.partners,
+                fail_slow::LATENCY_FACTOR,
+            ),
+        )
+        .on_node(Some(n.rank))
+        .with("kind", "node")
+        .with("network", net)
+        .with("node", n.rank)
+        .with("direction", n.direction.as_str())
+        .with("reference_rtt_us", reference)
+        .with("send_median_rtt_us", n.send_median.map(fail_slow::speed_rtt))
+        .with("recv_median_rtt_us", n.recv_median.map(fail_slow::speed_rtt))
+        .with("partners", n.partners)
+        .with("slow_partners", n.slow_partners)
+        .fix(
+            Fix::new(format!(
+                "Check {who}: its load and CPU power states, its NIC's interrupt moderation and queues on {iface}, then rerun preflight"
+            ))
+            .command(format!("uptime; cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor   # on {who}"))
+            .command(format!("ethtool -c {iface}   # on {who}"))
+            .command(format!("tc qdisc show dev {iface}   # on {who}")),
+        )
+}
+
+/// The warning for a cut whose crossing round trips stand above the inside ones.
+fn slow_cut(input: &ClusterInput, eval: &NetworkEval, reference: f64, c: &Cut) -> Finding {
+    let net = &eval.network.id;
+    let hosts = |ranks: &[u32]| input.hosts_within(ranks, crate::core::cluster_common::GROUP_CHARS);
+    let (ha, hb) = (hosts(&c.a), hosts(&c.b));
+    Finding::new(
+            crate::link::ids::LATENCY,
+            Status::Warn,
+            format!("cut {ha} | {hb}"),
+            format!(
+                "round trips between {ha} and {hb} on {net} take {} us one way and {} us the other, {} us inside each group: the path between the groups adds the delay (a longer route, a congested uplink)",
+                us(c.a_to_b_median),
+                us(c.b_to_a_median),
+                us(c.inside_median),
+            ),
+        )
+        .with("kind", "cut")
+        .with("network", net)
+        .with("group_a", &c.a)
+        .with("group_b", &c.b)
+        .with("reference_rtt_us", reference)
+        .fix(Fix::new("Trace the route between the groups and check the uplink's queues")
+            .command(format!("tracepath -n {}   # on {}",
+                eval.network.members.get(&c.b[0]).map(|m| m.address.to_string()).unwrap_or_default(),
+                input.who(c.a[0]))))
 }
 
 #[cfg(test)]
