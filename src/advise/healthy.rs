@@ -107,6 +107,20 @@ fn shortfall_finding(set: &HealthySet, advice: &HealthySetAdvice, why: &str) -> 
     .fix(fix)
 }
 
+/// The set's excluded nodes, as the advice reports them.
+fn exclusions(set: &HealthySet) -> Vec<HealthyExclusion> {
+    set.excluded
+        .iter()
+        .map(|e| HealthyExclusion {
+            node: e.rank,
+            hostname: e.hostname.clone(),
+            reasons: e.reasons.clone(),
+            idle: e.idle,
+            why: e.why.clone(),
+        })
+        .collect()
+}
+
 /// The set, its exclusions and the launch on it, as the report carries them.
 pub fn advise(report: &Report, set: &HealthySet, input: &HealthyInput) -> HealthySetAdvice {
     let facts: HashMap<u32, &NodeFacts> = report.nodes.iter().map(|n| (n.rank, &n.facts)).collect();
@@ -182,17 +196,7 @@ pub fn advise(report: &Report, set: &HealthySet, input: &HealthyInput) -> Health
         total: set.total,
         hosts: hosts.clone(),
         ranks: set.order.clone(),
-        excluded: set
-            .excluded
-            .iter()
-            .map(|e| HealthyExclusion {
-                node: e.rank,
-                hostname: e.hostname.clone(),
-                reasons: e.reasons.clone(),
-                idle: e.idle,
-                why: e.why.clone(),
-            })
-            .collect(),
+        excluded: exclusions(set),
         exclude_hosts: compress(&excluded_names),
         master_addr: rec.master_addr.clone(),
         master_port: rec.master_port,
