@@ -165,18 +165,7 @@ pub(super) fn unreachable_destination(
         [p] => host_port(&addr, p),
         _ => addr.clone(),
     };
-    let sources_ev: Vec<Value> = failed
-        .iter()
-        .map(|l| {
-            json!({
-                "from": l.from,
-                "host": input.host(l.from),
-                "result": l.result.as_str(),
-                "port": l.port,
-                "error": l.error,
-            })
-        })
-        .collect();
+    let sources_ev = sources_evidence(input, &failed);
     let dominant = dominant_outcome(&failed);
     let blamed = blame(input, to, &failed, dominant);
     let summary = if failed.is_empty() {
@@ -191,17 +180,7 @@ pub(super) fn unreachable_destination(
             input, eval, pairs, to, member, &failed, &where_, dominant, &blamed,
         )
     };
-    let (cause_node, cause_direction, cause_rule) = match &blamed {
-        Blame::Receiver(rule) if !failed.is_empty() => {
-            (Some(to), Some(Direction::Incoming.as_str()), rule.clone())
-        }
-        Blame::Senders(c) => (
-            c.first().map(|c| c.node),
-            Some(Direction::Outgoing.as_str()),
-            c.first().map(|c| c.rule.clone()),
-        ),
-        _ => (None, None, None),
-    };
+    let (cause_node, cause_direction, cause_rule) = cause(&blamed, to, &failed);
     let shown_on = match &blamed {
         Blame::Senders(c) if c.iter().all(|x| Some(x.node) == cause_node) => cause_node,
         _ => Some(to),
@@ -240,6 +219,41 @@ pub(super) fn unreachable_destination(
         }
     }
     Some(f)
+}
+
+/// Each failed source's evidence: who, its outcome, the port and the error.
+fn sources_evidence(input: &ClusterInput, failed: &[&LinkResult]) -> Vec<Value> {
+    failed
+        .iter()
+        .map(|l| {
+            json!({
+                "from": l.from,
+                "host": input.host(l.from),
+                "result": l.result.as_str(),
+                "port": l.port,
+                "error": l.error,
+            })
+        })
+        .collect()
+}
+
+/// The node, direction and rule the blame points at (none when undecided or nothing failed).
+fn cause(
+    blamed: &Blame,
+    to: u32,
+    failed: &[&LinkResult],
+) -> (Option<u32>, Option<&'static str>, Option<String>) {
+    match blamed {
+        Blame::Receiver(rule) if !failed.is_empty() => {
+            (Some(to), Some(Direction::Incoming.as_str()), rule.clone())
+        }
+        Blame::Senders(c) => (
+            c.first().map(|c| c.node),
+            Some(Direction::Outgoing.as_str()),
+            c.first().map(|c| c.rule.clone()),
+        ),
+        _ => (None, None, None),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
