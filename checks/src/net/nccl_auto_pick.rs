@@ -261,6 +261,80 @@ fn fix(rec: &Recommendation, bad: &[BadPick]) -> Fix {
     fix.command(format!("export {VAR}=^docker,lo,virbr,{}", names.join(",")))
 }
 
+/// How many nodes hold each address that NCCL would pick by itself.
+fn address_holders(input: &ClusterInput) -> HashMap<IpAddr, usize> {
+    let mut holders: HashMap<IpAddr, usize> = HashMap::new();
+    for (_, f) in input.nodes {
+        let mut mine: Vec<IpAddr> = nccl_default_select(&f.net.interfaces)
+            .iter()
+            .filter_map(|i| nccl_address(i))
+            .collect();
+        mine.sort_unstable();
+        mine.dedup();
+        for a in mine {
+            *holders.entry(a).or_default() += 1;
+        }
+    }
+    holders
+}
+
+/// The summary's clauses: the shown groups, bootstrap ones first, one line per group.
+fn summary_lines(input: &ClusterInput, order: &[(&GroupKey, &Vec<&BadPick>)]) -> Vec<String> {
+    let line = |(_, iface, _): &GroupKey, members: &Vec<&BadPick>| {
+        let ranks: Vec<u32> = members.iter().map(|b| b.rank).collect();
+        let first = members[0];
+        let addr = first
+            .addr
+            .map(|a| {
+                if members.iter().any(|b| b.addr != first.addr) {
+                    format!("{a}, ...")
+                } else {
+                    a.to_string()
+                }
+            })
+            .unwrap_or_else(|| "no address".into());
+        format!(
+            "{iface} on {} ({addr}: {})",
+            input.hosts_within(&ranks, HOSTS_CHARS),
+            first.detail
+        )
+    };
+    let shown = &order[..order.len().min(GROUPS_SHOWN)];
+    let clause = |boot: bool| {
+        let parts: Vec<String> = shown
+            .iter()
+            .filter(|(k, _)| k.2 == boot)
+            .map(|(k, m)| line(k, m))
+            .collect();
+        (!parts.is_empty()).then(|| format!("{}: {}", parts.join("; "), consequence(boot)))
+    };
+    [clause(true), clause(false)]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// The evidence: every group with its first picks.
+fn pick_evidence(input: &ClusterInput, order: &[(&GroupKey, &Vec<&BadPick>)]) -> Vec<Value> {
+    order
+        .iter()
+        .map(|((cause, iface, boot), members)| {
+            json!({
+                "interface": iface,
+                "cause": cause.key(),
+                "bootstrap": boot,
+                "nodes": members.len(),
+                "picks": members.iter().take(NODES_SHOWN).map(|b| json!({
+                    "rank": b.rank,
+                    "host": input.host(b.rank),
+                    "address": b.addr.map(|a| a.to_string()),
+                    "detail": b.detail,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
+}
+
 /// The judgment; `rec` is the advice, whose value the fix repeats.
 pub fn nccl_auto_pick(input: &ClusterInput, rec: &Recommendation) -> Finding {
     let auto = auto_ranks(input);
@@ -287,18 +361,7 @@ pub fn nccl_auto_pick(input: &ClusterInput, rec: &Recommendation) -> Finding {
         .filter(|(r, _)| auto_set.contains(r))
         .map(|(r, f)| (*r, nccl_default_select(&f.net.interfaces)))
         .collect();
-    let mut holders: HashMap<IpAddr, usize> = HashMap::new();
-    for (_, f) in input.nodes {
-        let mut mine: Vec<IpAddr> = nccl_default_select(&f.net.interfaces)
-            .iter()
-            .filter_map(|i| nccl_address(i))
-            .collect();
-        mine.sort_unstable();
-        mine.dedup();
-        for a in mine {
-            *holders.entry(a).or_default() += 1;
-        }
-    }
+    let holders = address_holders(input);
     let dialled = DialIndex::of(&picks, input.links);
     let bad: Vec<BadPick> = picks
         .iter()
@@ -333,56 +396,9 @@ pub fn nccl_auto_pick(input: &ClusterInput, rec: &Recommendation) -> Finding {
     }
     let mut order: Vec<(&GroupKey, &Vec<&BadPick>)> = groups.iter().collect();
     order.sort_by_key(|(k, v)| (!k.2, std::cmp::Reverse(v.len())));
-    let line = |(_, iface, _): &GroupKey, members: &Vec<&BadPick>| {
-        let ranks: Vec<u32> = members.iter().map(|b| b.rank).collect();
-        let first = members[0];
-        let addr = first
-            .addr
-            .map(|a| {
-                if members.iter().any(|b| b.addr != first.addr) {
-                    format!("{a}, ...")
-                } else {
-                    a.to_string()
-                }
-            })
-            .unwrap_or_else(|| "no address".into());
-        format!(
-            "{iface} on {} ({addr}: {})",
-            input.hosts_within(&ranks, HOSTS_CHARS),
-            first.detail
-        )
-    };
-    let shown = &order[..order.len().min(GROUPS_SHOWN)];
-    let clause = |boot: bool| {
-        let parts: Vec<String> = shown
-            .iter()
-            .filter(|(k, _)| k.2 == boot)
-            .map(|(k, m)| line(k, m))
-            .collect();
-        (!parts.is_empty()).then(|| format!("{}: {}", parts.join("; "), consequence(boot)))
-    };
-    let lines: Vec<String> = [clause(true), clause(false)]
-        .into_iter()
-        .flatten()
-        .collect();
+    let lines = summary_lines(input, &order);
     let more = order.len().saturating_sub(GROUPS_SHOWN);
-    let evidence: Vec<Value> = order
-        .iter()
-        .map(|((cause, iface, boot), members)| {
-            json!({
-                "interface": iface,
-                "cause": cause.key(),
-                "bootstrap": boot,
-                "nodes": members.len(),
-                "picks": members.iter().take(NODES_SHOWN).map(|b| json!({
-                    "rank": b.rank,
-                    "host": input.host(b.rank),
-                    "address": b.addr.map(|a| a.to_string()),
-                    "detail": b.detail,
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
+    let evidence = pick_evidence(input, &order);
     let bootstrap = bad.iter().any(|b| b.bootstrap);
     let mut f = Finding::new(
         ID,
