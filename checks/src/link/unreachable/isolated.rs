@@ -72,7 +72,6 @@ pub(super) fn isolated_node(
     let who = input.who(x);
     let iface = &member.interface;
     let addr = member.address.to_string();
-    let subnet = &eval.network.id;
     let facts = input.facts(x);
     let nic = facts.and_then(|f| f.net.interfaces.iter().find(|i| &i.name == iface));
     let nic_down = nic.is_some_and(|i| !i.up);
@@ -95,85 +94,9 @@ pub(super) fn isolated_node(
             .command(format!("ip -br link show dev {iface}")),
         )
     } else {
-        match dominant {
-            LinkOutcome::Timeout | LinkOutcome::Refused => {
-                let what = if dominant == LinkOutcome::Timeout {
-                    "drops"
-                } else {
-                    "rejects"
-                };
-                let reason = match dirs.as_slice() {
-                    [Direction::Outgoing] => format!(
-                        "its firewall {what} its own outgoing connections on {iface} (to NCCL's random high ports on the other nodes){}",
-                        rule_note(input, x, Direction::Outgoing, &outbound)
-                    ),
-                    [Direction::Incoming] => format!(
-                        "its firewall {what} connections on {iface} (NCCL's random high ports{}){}",
-                        if direction == "inbound" {
-                            ""
-                        } else {
-                            ", and its answers"
-                        },
-                        rule_note(input, x, Direction::Incoming, &inbound)
-                    ),
-                    _ => format!(
-                        "its firewall {what} connections on {iface} both ways (incoming{}, and its own outgoing{})",
-                        rule_note(input, x, Direction::Incoming, &inbound),
-                        rule_note(input, x, Direction::Outgoing, &outbound)
-                    ),
-                };
-                let fw = facts.map(|f| &f.firewall);
-                let lead = match dirs.as_slice() {
-                    [Direction::Outgoing] => format!(
-                        "On {who} (the node whose outgoing connections fail), let its new connections to the cluster's subnet {subnet} out: its OUTPUT path drops them, so an INPUT rule would not help; NCCL connects to random high ports, so opening only the master port is not enough"
-                    ),
-                    [Direction::Incoming] => format!(
-                        "On {who} (the node that filters), accept every connection from the cluster's subnet {subnet}: NCCL listens on random high ports, so opening only the master port is not enough"
-                    ),
-                    _ => format!(
-                        "On {who} (the node that filters both ways), accept every connection from the cluster's subnet {subnet} and let its own connections to it out: NCCL uses random high ports both ways"
-                    ),
-                };
-                (
-                    "firewall",
-                    reason,
-                    dirs.iter()
-                        .flat_map(|d| accept_peer_commands(fw, *d, subnet))
-                        .fold(Fix::new(lead), Fix::command),
-                )
-            }
-            LinkOutcome::Unreachable => {
-                let peer = members
-                    .iter()
-                    .find(|y| **y != x)
-                    .and_then(|y| eval.network.members.get(y))
-                    .map(|m| m.address.to_string())
-                    .unwrap_or_default();
-                (
-                    "route",
-                    format!("no route between it and the others on {subnet} (its address {addr} or its routes)"),
-                    Fix::new(format!(
-                        "On {who}, check its address and route on {subnet}: traffic to the other nodes should leave through {iface}"
-                    ))
-                    .command(format!("ip route get {peer}"))
-                    .command("ip -br addr"),
-                )
-            }
-            _ => (
-                "error",
-                {
-                    let errs: BTreeSet<&str> =
-                        all.iter().filter_map(|l| l.error.as_deref()).collect();
-                    format!(
-                        "the connections failed: {}",
-                        errs.into_iter().collect::<Vec<_>>().join("; ")
-                    )
-                },
-                Fix::new(format!("Check the connections to and from {who} by hand")).command(
-                    format!("nc -vz {addr} {}", all.first().map_or(0, |l| l.port)),
-                ),
-            ),
-        }
+        remote_cause(
+            input, eval, members, x, member, dominant, direction, &dirs, &inbound, &outbound, &all,
+        )
     };
     let peers: Vec<u32> = members.iter().copied().filter(|y| *y != x).collect();
     let side = |l: &LinkResult, peer: u32| json!({"peer": peer, "host": input.host(peer), "result": l.result.as_str(), "port": l.port, "error": l.error});
@@ -224,6 +147,108 @@ pub(super) fn isolated_node(
         .with("other_networks", others.clone())
         .fix(fix),
     )
+}
+
+/// The cause of a node's failures with every peer when its interface is up and nothing drops
+/// them on the node's own path: its firewall, its route, or the error the connections gave.
+#[allow(clippy::too_many_arguments)]
+fn remote_cause(
+    input: &ClusterInput,
+    eval: &NetworkEval,
+    members: &[u32],
+    x: u32,
+    member: &Member,
+    dominant: LinkOutcome,
+    direction: &str,
+    dirs: &[Direction],
+    inbound: &[&LinkResult],
+    outbound: &[&LinkResult],
+    all: &[&LinkResult],
+) -> (&'static str, String, Fix) {
+    let who = input.who(x);
+    let iface = &member.interface;
+    let addr = member.address.to_string();
+    let subnet = &eval.network.id;
+    let facts = input.facts(x);
+    match dominant {
+        LinkOutcome::Timeout | LinkOutcome::Refused => {
+            let what = if dominant == LinkOutcome::Timeout {
+                "drops"
+            } else {
+                "rejects"
+            };
+            let reason = match dirs {
+                [Direction::Outgoing] => format!(
+                    "its firewall {what} its own outgoing connections on {iface} (to NCCL's random high ports on the other nodes){}",
+                    rule_note(input, x, Direction::Outgoing, outbound)
+                ),
+                [Direction::Incoming] => format!(
+                    "its firewall {what} connections on {iface} (NCCL's random high ports{}){}",
+                    if direction == "inbound" {
+                        ""
+                    } else {
+                        ", and its answers"
+                    },
+                    rule_note(input, x, Direction::Incoming, inbound)
+                ),
+                _ => format!(
+                    "its firewall {what} connections on {iface} both ways (incoming{}, and its own outgoing{})",
+                    rule_note(input, x, Direction::Incoming, inbound),
+                    rule_note(input, x, Direction::Outgoing, outbound)
+                ),
+            };
+            let fw = facts.map(|f| &f.firewall);
+            let lead = match dirs {
+                [Direction::Outgoing] => format!(
+                    "On {who} (the node whose outgoing connections fail), let its new connections to the cluster's subnet {subnet} out: its OUTPUT path drops them, so an INPUT rule would not help; NCCL connects to random high ports, so opening only the master port is not enough"
+                ),
+                [Direction::Incoming] => format!(
+                    "On {who} (the node that filters), accept every connection from the cluster's subnet {subnet}: NCCL listens on random high ports, so opening only the master port is not enough"
+                ),
+                _ => format!(
+                    "On {who} (the node that filters both ways), accept every connection from the cluster's subnet {subnet} and let its own connections to it out: NCCL uses random high ports both ways"
+                ),
+            };
+            (
+                "firewall",
+                reason,
+                dirs.iter()
+                    .flat_map(|d| accept_peer_commands(fw, *d, subnet))
+                    .fold(Fix::new(lead), Fix::command),
+            )
+        }
+        LinkOutcome::Unreachable => {
+            let peer = members
+                .iter()
+                .find(|y| **y != x)
+                .and_then(|y| eval.network.members.get(y))
+                .map(|m| m.address.to_string())
+                .unwrap_or_default();
+            (
+                "route",
+                format!("no route between it and the others on {subnet} (its address {addr} or its routes)"),
+                Fix::new(format!(
+                    "On {who}, check its address and route on {subnet}: traffic to the other nodes should leave through {iface}"
+                ))
+                .command(format!("ip route get {peer}"))
+                .command("ip -br addr"),
+            )
+        }
+        _ => (
+            "error",
+            {
+                let errs: BTreeSet<&str> = all.iter().filter_map(|l| l.error.as_deref()).collect();
+                format!(
+                    "the connections failed: {}",
+                    errs.into_iter().collect::<Vec<_>>().join("; ")
+                )
+            },
+            Fix::new(format!("Check the connections to and from {who} by hand")).command(format!(
+                "nc -vz {addr} {}",
+                all.first().map_or(0, |l| l.port)
+            )),
+        ),
+    }
 }
 
 /// The directions a node failing with every peer filters, from the failures' direction and
