@@ -10,7 +10,7 @@
 pub mod catalog;
 pub mod ids;
 
-use crate::core::{BindStatus, LinkOutcome, NodeFacts, Report, Status};
+use crate::core::{BindStatus, LinkOutcome, NetworkEval, NodeFacts, Report, Status};
 use crate::link::vertex_cover::cover;
 use crate::net::networks::{discover, evaluate};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -224,17 +224,9 @@ struct Candidate {
     exact: bool,
 }
 
-/// The healthy set of a failing cluster report; None when the report is not a failing cluster.
-pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet> {
-    if report.mode != crate::core::Mode::Cluster || report.status != Status::Fail {
-        return None;
-    }
-    let joined: BTreeSet<u32> = report
-        .nodes
-        .iter()
-        .map(|n| n.rank)
-        .filter(|r| *r != u32::MAX)
-        .collect();
+/// The node count the rendezvous findings report (at least `--nnodes`), and the rank and host
+/// of each node they name missing.
+fn rendezvous_expected(report: &Report, opts: &HealthyOptions) -> (u32, HashMap<u32, String>) {
     let mut expected: HashMap<u32, String> = HashMap::new();
     let mut nnodes = opts.nnodes.unwrap_or(0);
     for f in report
@@ -251,8 +243,17 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
             }
         }
     }
-    let nnodes = nnodes.max(joined.last().map_or(0, |r| r + 1));
-    // Node-level faults: never joined, or a fail finding of its own.
+    (nnodes, expected)
+}
+
+/// Why each node is out on its own: a fail finding of its own, a wrong all-reduce result, never
+/// joined, or (with `--exclude-slow`) a slow node.
+fn node_faults(
+    report: &Report,
+    opts: &HealthyOptions,
+    joined: &BTreeSet<u32>,
+    nnodes: u32,
+) -> BTreeMap<u32, (Vec<String>, String)> {
     let mut out: BTreeMap<u32, (Vec<String>, String)> = BTreeMap::new();
     for f in &report.findings {
         let Some(r) = f.node else { continue };
@@ -299,38 +300,24 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
             }
         }
     }
-    let tp = throughput(report);
-    let facts: BTreeMap<u32, &NodeFacts> = report
-        .nodes
-        .iter()
-        .filter(|n| joined.contains(&n.rank))
-        .map(|n| (n.rank, &n.facts))
-        .collect();
-    // Groups of nodes that agree on GPU count and versions, largest first.
-    let mut groups: BTreeMap<(u32, Vec<Option<String>>), BTreeSet<u32>> = BTreeMap::new();
-    for (r, f) in &facts {
-        if !out.contains_key(r) {
-            groups.entry(group_key(f)).or_default().insert(*r);
-        }
-    }
-    let mut groups: Vec<BTreeSet<u32>> = groups.into_values().collect();
-    groups.sort_by_key(|g| {
-        (
-            std::cmp::Reverse(g.len()),
-            !g.contains(&0),
-            g.first().copied(),
-        )
-    });
-    let pairs: Vec<(u32, &NodeFacts)> = facts.iter().map(|(r, f)| (*r, *f)).collect();
-    let ranks: Vec<u32> = facts.keys().copied().collect();
-    let networks = discover(&pairs, &report.links);
-    let evals = evaluate(&networks, &report.links, &ranks);
+    out
+}
+
+/// The largest set over the groups and networks: per network, the group's members on it less a
+/// vertex cover of its failed pairs; the other groups are out for their versions.
+fn best_candidate(
+    report: &Report,
+    groups: &[BTreeSet<u32>],
+    evals: &[NetworkEval],
+    facts: &BTreeMap<u32, &NodeFacts>,
+    tp: &HashMap<u32, f64>,
+) -> Option<Candidate> {
     let mut best: Option<Candidate> = None;
     for (gi, group) in groups.iter().enumerate() {
         if best.as_ref().is_some_and(|b| b.keep.len() >= group.len()) {
             break;
         }
-        for eval in &evals {
+        for eval in evals {
             let net = &eval.network;
             let mut cand_out: BTreeMap<u32, (Vec<String>, String)> = BTreeMap::new();
             let mut alive = BTreeSet::new();
@@ -353,7 +340,7 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
                 .map(|(r, m)| (*r, m.address.to_string()))
                 .collect();
             let edges = failed_pairs(report, &address, &alive);
-            let (removed, exact) = cover(&edges, &tp);
+            let (removed, exact) = cover(&edges, tp);
             for r in &removed {
                 alive.remove(r);
             }
@@ -402,6 +389,51 @@ pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet>
             });
         }
     }
+    best
+}
+
+/// The healthy set of a failing cluster report; None when the report is not a failing cluster.
+pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet> {
+    if report.mode != crate::core::Mode::Cluster || report.status != Status::Fail {
+        return None;
+    }
+    let joined: BTreeSet<u32> = report
+        .nodes
+        .iter()
+        .map(|n| n.rank)
+        .filter(|r| *r != u32::MAX)
+        .collect();
+    let (nnodes, expected) = rendezvous_expected(report, opts);
+    let nnodes = nnodes.max(joined.last().map_or(0, |r| r + 1));
+    // Node-level faults: never joined, or a fail finding of its own.
+    let mut out = node_faults(report, opts, &joined, nnodes);
+    let tp = throughput(report);
+    let facts: BTreeMap<u32, &NodeFacts> = report
+        .nodes
+        .iter()
+        .filter(|n| joined.contains(&n.rank))
+        .map(|n| (n.rank, &n.facts))
+        .collect();
+    // Groups of nodes that agree on GPU count and versions, largest first.
+    let mut groups: BTreeMap<(u32, Vec<Option<String>>), BTreeSet<u32>> = BTreeMap::new();
+    for (r, f) in &facts {
+        if !out.contains_key(r) {
+            groups.entry(group_key(f)).or_default().insert(*r);
+        }
+    }
+    let mut groups: Vec<BTreeSet<u32>> = groups.into_values().collect();
+    groups.sort_by_key(|g| {
+        (
+            std::cmp::Reverse(g.len()),
+            !g.contains(&0),
+            g.first().copied(),
+        )
+    });
+    let pairs: Vec<(u32, &NodeFacts)> = facts.iter().map(|(r, f)| (*r, *f)).collect();
+    let ranks: Vec<u32> = facts.keys().copied().collect();
+    let networks = discover(&pairs, &report.links);
+    let evals = evaluate(&networks, &report.links, &ranks);
+    let best = best_candidate(report, &groups, &evals, &facts, &tp);
     let mut best = best.unwrap_or(Candidate {
         keep: BTreeSet::new(),
         out: BTreeMap::new(),
