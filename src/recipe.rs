@@ -302,7 +302,7 @@ pub fn plan_healthy(
     // Ranks within the set come from the set, whatever the report's placement was.
     plan.c10d = None;
     let k8s_name = |rank: u32| {
-        let env = &report.nodes.iter().find(|n| n.rank == rank)?.facts.env;
+        let env = &report.node(rank)?.facts.env;
         env.get("PREFLIGHT_NODE_NAME")
             .or_else(|| env.get("NODE_NAME"))
             .filter(|v| is_host_like(v))

@@ -423,10 +423,7 @@ pub fn addresses(report: &Report) -> HashMap<u32, String> {
 /// facts do not hold the address (an older or trimmed report).
 pub fn network_label(report: &Report, l: &LinkResult) -> String {
     let found = report
-        .nodes
-        .get(l.to as usize)
-        .filter(|n| n.rank == l.to)
-        .or_else(|| report.nodes.iter().find(|n| n.rank == l.to))
+        .node(l.to)
         .and_then(|n| {
             n.facts
                 .net

@@ -11,13 +11,7 @@ use std::collections::BTreeSet;
 
 /// The failed and the passed hostnames, each sorted and without duplicates.
 pub fn split(report: &Report) -> (Vec<String>, Vec<String>) {
-    let host = |rank: u32| {
-        report
-            .nodes
-            .iter()
-            .find(|n| n.rank == rank)
-            .map(|n| n.hostname.clone())
-    };
+    let host = |rank: u32| report.hostname(rank).map(str::to_string);
     let mut failed = BTreeSet::new();
     for f in report.findings.iter().filter(|f| f.status == Status::Fail) {
         if let Some(h) = f.node.and_then(host) {

@@ -96,6 +96,22 @@ pub struct Report {
     pub link_matrix: Option<LinkMatrix>,
 }
 
+impl Report {
+    /// The node entry of `rank`: at index `rank` when the nodes are in rank order (as the
+    /// coordinator writes them), else found by a scan.
+    pub fn node(&self, rank: u32) -> Option<&NodeEntry> {
+        self.nodes
+            .get(rank as usize)
+            .filter(|n| n.rank == rank)
+            .or_else(|| self.nodes.iter().find(|n| n.rank == rank))
+    }
+
+    /// The hostname `rank` reported.
+    pub fn hostname(&self, rank: u32) -> Option<&str> {
+        self.node(rank).map(|n| n.hostname.as_str())
+    }
+}
+
 /// Every ordered pair's result and RTT, per network, for a cluster above 64 nodes.
 ///
 /// For each network, `ranks[i]` is the i-th row and column; the pair from `ranks[i]` to

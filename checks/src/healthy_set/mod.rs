@@ -134,11 +134,9 @@ fn judged_elsewhere(id: &str, subject: &str) -> bool {
 
 fn hostname_of(report: &Report, rank: u32, expected: &HashMap<u32, String>) -> String {
     report
-        .nodes
-        .iter()
-        .find(|n| n.rank == rank)
-        .map(|n| n.hostname.clone())
+        .hostname(rank)
         .filter(|h| !h.is_empty())
+        .map(str::to_string)
         .or_else(|| expected.get(&rank).cloned())
         .unwrap_or_default()
 }

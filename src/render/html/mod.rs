@@ -277,7 +277,7 @@ fn finding(report: &Report, f: &Finding) -> String {
     };
     let node = f.node.map(|r| r.to_string()).unwrap_or_default();
     let place = match f.node {
-        Some(r) => match report.nodes.iter().find(|n| n.rank == r) {
+        Some(r) => match report.node(r) {
             Some(n) if report.mode == Mode::Cluster => {
                 format!("rank {r} ({})", text(&n.hostname))
             }
