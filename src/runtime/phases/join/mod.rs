@@ -304,6 +304,32 @@ struct Gates<'a> {
     deadline: Instant,
 }
 
+/// A node that joined and is then refused ([`refuse`]), logged, with its host (and the holder
+/// of its rank) on the refusal the report names.
+fn refuse_joined(
+    mut j: Joined,
+    run: &Rendezvous,
+    kind: RefusalKind,
+    reason: String,
+    hostname: String,
+    holder: Option<String>,
+) -> Option<Refusal> {
+    run.events.log(format!(
+        "coordinator: refused {} ({}) claiming rank {}: {reason}",
+        j.peer.ip(),
+        j.facts.hostname,
+        j.rank
+    ));
+    match refuse(&mut j.stream, j.peer, Some(j.rank), kind, reason) {
+        Arrival::Refused(r) => Some(Refusal {
+            hostname: Some(hostname),
+            holder,
+            ..r
+        }),
+        _ => None,
+    }
+}
+
 /// The first node with a rank keeps it; a second claimant is refused, naming both.
 fn take_place(
     mut j: Joined,
@@ -318,28 +344,15 @@ fn take_place(
             "rank {} already joined from {holder}; every node needs its own rank",
             j.rank
         );
-        let mut s = j.stream;
-        let _ = write_msg(
-            &mut s,
-            &Msg::Reject {
-                reason: reason.clone(),
-                kind: Some(RefusalKind::RankTaken),
-            },
-        );
-        run.events.log(format!(
-            "coordinator: refused {} ({}) claiming rank {}: {reason}",
-            j.peer.ip(),
-            j.facts.hostname,
-            j.rank
-        ));
-        refused.push(Refusal {
-            address: canonical(j.peer.ip()).to_string(),
-            claimed_rank: Some(j.rank),
-            hostname: Some(j.facts.hostname.clone()),
-            kind: RefusalKind::RankTaken,
+        let hostname = j.facts.hostname.clone();
+        refused.extend(refuse_joined(
+            j,
+            run,
+            RefusalKind::RankTaken,
             reason,
-            holder: Some(holder),
-        });
+            hostname,
+            Some(holder),
+        ));
         return;
     }
     let total: usize = joined.values().map(|m| address_count(&m.facts)).sum();
@@ -352,28 +365,15 @@ fn take_place(
         if let Some(a) = j.assigned.then_some(j.rank) {
             with_book(book, |b| b.release(a));
         }
-        let mut s = j.stream;
-        let _ = write_msg(
-            &mut s,
-            &Msg::Reject {
-                reason: reason.clone(),
-                kind: Some(RefusalKind::Limits),
-            },
-        );
-        run.events.log(format!(
-            "coordinator: refused {} ({}) claiming rank {}: {reason}",
-            j.peer.ip(),
-            j.facts.hostname,
-            j.rank
-        ));
-        refused.push(Refusal {
-            address: canonical(j.peer.ip()).to_string(),
-            claimed_rank: Some(j.rank),
-            hostname: Some(j.facts.hostname.chars().take(64).collect()),
-            kind: RefusalKind::Limits,
+        let hostname = j.facts.hostname.chars().take(64).collect();
+        refused.extend(refuse_joined(
+            j,
+            run,
+            RefusalKind::Limits,
             reason,
-            holder: None,
-        });
+            hostname,
+            None,
+        ));
         return;
     }
     with_book(book, |b| b.take(j.rank));
