@@ -190,9 +190,13 @@ fn concern_error(c: &Concern, summary: String) -> Finding {
         .unwrap_or(crate::net::ids::NO_INTERFACE);
     Finding::new(id, Status::Error, format!("{} checks", c.name), summary)
         .with("concern", c.name)
-        .fix(Fix::new(
-            "Report this with the facts file (`preflight facts > facts.json`) so it can be reproduced; rerun with --format json to keep the other findings",
-        ))
+        .fix(
+            Fix::new(
+                "Save this node's facts and report the error with them, so the judgment can be run again from the file; the other concerns' findings stand",
+            )
+            .command("preflight facts > facts.json")
+            .command("preflight check --facts facts.json --format json"),
+        )
 }
 
 #[cfg(test)]
@@ -223,6 +227,8 @@ mod tests {
             out[0].summary
         );
         assert_eq!(out[0].evidence["concern"], json!("fake"));
+        let fix = out[0].fix.as_ref().expect("a fix");
+        assert_eq!(fix.commands[0], "preflight facts > facts.json");
     }
 
     #[test]
