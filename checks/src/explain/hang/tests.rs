@@ -28,10 +28,19 @@ fn culprits(rel: &str) -> Vec<(u32, Kind)> {
     v.culprits.iter().map(|c| (c.rank, c.kind)).collect()
 }
 
+/// The same six scenarios as written by torch 2.11 (`flight-recorder/<scenario>`) and by torch
+/// 2.9.1 (`flight-recorder/torch-2.9.1/<scenario>`, the first release that dumps for gloo): both
+/// write dump version 2.10, through different writers.
 #[test]
 fn real_gloo_dumps_name_the_rank_that_stopped_the_job_in_pickle_and_json() {
-    for form in ["pickle", "json"] {
-        let at = |s: &str| format!("flight-recorder/{s}/{form}");
+    for (torch, form) in [
+        ("", "pickle"),
+        ("", "json"),
+        ("torch-2.9.1/", "pickle"),
+        ("torch-2.9.1/", "json"),
+    ] {
+        let at = |s: &str| format!("flight-recorder/{torch}{s}/{form}");
+        let form = format!("{torch}{form}");
         assert_eq!(culprits(&at("healthy")), [], "{form}");
         assert_eq!(culprits(&at("straggler")), [(1, Kind::Missing)], "{form}");
         assert_eq!(culprits(&at("dead")), [(1, Kind::NoDump)], "{form}");
