@@ -58,6 +58,19 @@ struct Item {
     size: u64,
     /// Where its opcodes start in the rewritten pickle.
     start: usize,
+    /// Which value it is: the same for a container while it is filled, and for its copies.
+    id: u64,
+}
+
+/// A memoized value as it stands now: a container put in the memo before it was filled (as
+/// Python's pickler does) grows until its last SETITEMS or APPENDS.
+#[derive(Clone, Copy)]
+struct Memoized {
+    item: Item,
+    /// Where its opcodes end in the rewritten pickle.
+    end: usize,
+    /// Its place on the stack when it was put.
+    pos: usize,
 }
 
 struct Scan<'a> {
@@ -66,8 +79,11 @@ struct Scan<'a> {
     stack: Vec<Item>,
     /// (stack length, offset in `out`) at each MARK.
     marks: Vec<(usize, usize)>,
-    /// Each memoized value and its opcodes.
-    memo: std::collections::HashMap<u64, (Item, Vec<u8>)>,
+    /// Each memo index and the value put there.
+    memo: std::collections::HashMap<u64, u64>,
+    /// Each memoized value, by its id.
+    memoized: std::collections::HashMap<u64, Memoized>,
+    next_id: u64,
     budget: PickleBudget,
     /// The pickle rewritten without memo opcodes.
     out: Vec<u8>,
@@ -115,12 +131,19 @@ impl Scan<'_> {
         Ok((self.stack.split_off(m), at))
     }
 
+    fn item(&mut self, depth: usize, size: u64, start: usize) -> Item {
+        self.next_id += 1;
+        Item {
+            depth,
+            size,
+            start,
+            id: self.next_id,
+        }
+    }
+
     fn leaf(&mut self) -> Result<(), PickleError> {
-        self.push(Item {
-            depth: 0,
-            size: 1,
-            start: self.op_at,
-        })
+        let it = self.item(0, 1, self.op_at);
+        self.push(it)
     }
 
     fn push(&mut self, it: Item) -> Result<(), PickleError> {
@@ -151,24 +174,18 @@ impl Scan<'_> {
         let grown = items.iter().fold(top, |acc, i| Item {
             depth: acc.depth.max(i.depth + 1),
             size: acc.size.saturating_add(i.size),
-            start: acc.start,
+            ..acc
         });
         self.push(grown)
     }
 
-    fn container(items: &[Item], start: usize) -> Item {
-        items.iter().fold(
-            Item {
-                depth: 1,
-                size: 1,
-                start,
-            },
-            |acc, i| Item {
-                depth: acc.depth.max(i.depth + 1),
-                size: acc.size.saturating_add(i.size),
-                start,
-            },
-        )
+    fn container(&mut self, items: &[Item], start: usize) -> Item {
+        let empty = self.item(1, 1, start);
+        items.iter().fold(empty, |acc, i| Item {
+            depth: acc.depth.max(i.depth + 1),
+            size: acc.size.saturating_add(i.size),
+            ..acc
+        })
     }
 
     /// Skips a length-prefixed string of `n` length bytes.
@@ -187,6 +204,12 @@ impl Scan<'_> {
         let copy = self.apply(op)?;
         if copy {
             self.out.extend_from_slice(&self.b[from..self.at]);
+        }
+        if let Some(top) = self.stack.last()
+            && let Some(m) = self.memoized.get_mut(&top.id)
+        {
+            m.item = *top;
+            m.end = self.out.len();
         }
         if self.out.len() > self.budget.bytes {
             return Err(PickleError::TooBig(format!(
@@ -222,11 +245,10 @@ impl Scan<'_> {
                     .ok_or(PickleError::Foreign("DUP on empty stack".into()))?;
                 self.push(t)?;
             }
-            b'}' | b']' | b')' | 0x8f => self.push(Item {
-                depth: 1,
-                size: 1,
-                start: self.op_at,
-            })?, // empty dict/list/tuple/set
+            b'}' | b']' | b')' | 0x8f => {
+                let it = self.item(1, 1, self.op_at);
+                self.push(it)?
+            } // empty dict/list/tuple/set
             b'N' | 0x88 | 0x89 => self.leaf()?, // None, True, False
             b'K' => {
                 self.take(1)?;
@@ -282,7 +304,8 @@ impl Scan<'_> {
             } // APPENDS, SETITEMS, ADDITEMS
             b't' | b'l' | b'd' | 0x91 => {
                 let (items, at) = self.pop_mark_at()?;
-                self.push(Self::container(&items, at))?
+                let it = self.container(&items, at);
+                self.push(it)?
             } // TUPLE, LIST, DICT, FROZENSET
             0x85..=0x87 => {
                 let n = usize::from(op - 0x84);
@@ -291,7 +314,8 @@ impl Scan<'_> {
                 }
                 let items = self.stack.split_off(self.stack.len() - n);
                 let at = items.first().map_or(self.op_at, |i| i.start);
-                self.push(Self::container(&items, at))?
+                let it = self.container(&items, at);
+                self.push(it)?
             }
             b'c' | 0x93 | b'R' | b'b' | 0x81 | 0x92 | b'i' | b'o' => {
                 return Err(PickleError::Foreign(format!(
@@ -309,24 +333,34 @@ impl Scan<'_> {
         Ok(true)
     }
 
-    /// A memo get: the value's own opcodes, written again.
+    /// A memo get: the value's own opcodes as they stand now, written again.
     fn memo_get(&mut self, i: u64) -> Result<(), PickleError> {
-        let (it, bytes) = self
+        let m = self
             .memo
             .get(&i)
+            .and_then(|id| self.memoized.get(id))
+            .copied()
             .ok_or_else(|| PickleError::Foreign(format!("memo {i} read before it was written")))?;
-        let it = Item {
-            start: self.out.len(),
-            ..*it
-        };
-        if self.out.len().saturating_add(bytes.len()) > self.budget.bytes {
+        // A container right below an open mark waits for that mark's SETITEMS/APPENDS, which
+        // would put this very reference inside it: a recursive structure, which c10d never
+        // writes.
+        let open = self.stack.get(m.pos).is_some_and(|it| it.id == m.item.id)
+            && self.marks.iter().any(|(at, _)| *at == m.pos + 1);
+        if open {
+            return Err(PickleError::Foreign(format!(
+                "memo {i} is read inside itself (a recursive structure)"
+            )));
+        }
+        let len = m.end.saturating_sub(m.item.start);
+        if self.out.len().saturating_add(len) > self.budget.bytes {
             return Err(PickleError::TooBig(format!(
                 "more than {} bytes once memo references are expanded",
                 self.budget.bytes
             )));
         }
-        self.out.extend_from_slice(bytes);
-        self.push(it)
+        let start = self.out.len();
+        self.out.extend_from_within(m.item.start..m.end);
+        self.push(Item { start, ..m.item })
     }
 
     fn memo_put(&mut self, i: u64) -> Result<(), PickleError> {
@@ -337,8 +371,13 @@ impl Scan<'_> {
         if self.memo.len() > 1 << 22 && !self.memo.contains_key(&i) {
             return Err(PickleError::TooBig("more than 2^22 memo entries".into()));
         }
-        let bytes = self.out[top.start..].to_vec();
-        self.memo.insert(i, (top, bytes));
+        self.memo.insert(i, top.id);
+        let m = Memoized {
+            item: top,
+            end: self.out.len(),
+            pos: self.stack.len() - 1,
+        };
+        self.memoized.insert(top.id, m);
         Ok(())
     }
 }
@@ -352,6 +391,8 @@ pub fn prescan(bytes: &[u8], budget: PickleBudget) -> Result<Vec<u8>, PickleErro
         stack: Vec::new(),
         marks: Vec::new(),
         memo: Default::default(),
+        memoized: Default::default(),
+        next_id: 0,
         budget,
         out: Vec::with_capacity(bytes.len().min(budget.bytes)),
         op_at: 0,
@@ -425,6 +466,23 @@ mod tests {
         let p = b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01]q\x02(K\x01K\x02X\x01\x00\x00\x00x\x86eX\x01\x00\x00\x00bNu.";
         let v = to_json(p, B).unwrap();
         assert_eq!(v, serde_json::json!({"a": [1, [2, "x"]], "b": null}));
+    }
+
+    #[test]
+    fn a_container_put_in_the_memo_before_it_is_filled_is_read_whole_when_got_again() {
+        // Python's pickle.dumps([f, f], protocol=2) with f = {'n': 'x'}: the dict is put
+        // right after EMPTY_DICT, filled by SETITEMS, then got again (c10d's own pickler
+        // puts a container after filling it).
+        let p = b"\x80\x02]q\x00(}q\x01X\x01\x00\x00\x00nq\x02X\x01\x00\x00\x00xq\x03sh\x01e.";
+        let v = to_json(p, B).unwrap();
+        assert_eq!(v, serde_json::json!([{"n": "x"}, {"n": "x"}]));
+        // A list that holds itself is refused, not expanded.
+        let r = b"\x80\x02]q\x00(h\x00e.";
+        assert!(
+            matches!(to_json(r, B), Err(PickleError::Foreign(_))),
+            "{:?}",
+            to_json(r, B)
+        );
     }
 
     #[test]

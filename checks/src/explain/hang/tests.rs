@@ -30,15 +30,14 @@ fn culprits(rel: &str) -> Vec<(u32, Kind)> {
 
 /// The same six scenarios as written by torch 2.11 (`flight-recorder/<scenario>`) and by torch
 /// 2.9.1 (`flight-recorder/torch-2.9.1/<scenario>`, the first release that dumps for gloo): both
-/// write dump version 2.10, through different writers.
+/// write dump version 2.10, through different writers. `flight-recorder/v2.3-nccl` holds torch
+/// 2.11's dumps rewritten into dump version 2.3 as ProcessGroupNCCL wrote it
+/// (`tests/tools/fr_downgrade.py`: no comm_lib_version, no thread fields, "nccl:" operations,
+/// Python's pickler, which puts containers in the memo before filling them).
 #[test]
 fn real_gloo_dumps_name_the_rank_that_stopped_the_job_in_pickle_and_json() {
-    for (torch, form) in [
-        ("", "pickle"),
-        ("", "json"),
-        ("torch-2.9.1/", "pickle"),
-        ("torch-2.9.1/", "json"),
-    ] {
+    let sets = ["", "torch-2.9.1/", "v2.3-nccl/"];
+    for (torch, form) in sets.iter().flat_map(|t| [(*t, "pickle"), (*t, "json")]) {
         let at = |s: &str| format!("flight-recorder/{torch}{s}/{form}");
         let form = format!("{torch}{form}");
         assert_eq!(culprits(&at("healthy")), [], "{form}");
