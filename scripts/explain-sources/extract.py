@@ -158,7 +158,14 @@ def cuda(inv, lib, include):
     cudart.cudaGetErrorString.restype = ctypes.c_char_p
     cudart.cudaGetErrorName.restype = ctypes.c_char_p
     ver = ctypes.c_int()
-    cudart.cudaRuntimeGetVersion(ctypes.byref(ver))
+    if cudart.cudaRuntimeGetVersion(ctypes.byref(ver)) != 0 or ver.value == 0:
+        # CUDA 11's runtime answers cudaErrorInsufficientDriver without a driver: take the
+        # version its headers were released with.
+        api = os.path.join(include or "", "cuda_runtime_api.h")
+        m = re.search(r"#define CUDART_VERSION\s+(\d+)", open(api, encoding="utf-8").read()) if include else None
+        if not m:
+            sys.exit(f"{lib}: cudaRuntimeGetVersion failed; give its --cuda-include to read CUDART_VERSION")
+        ver.value = int(m.group(1))
     v = f"runtime {ver.value // 1000}.{ver.value % 1000 // 10}"
     inv.read("cuda", v)
     for code in range(0, 1000):
@@ -256,6 +263,8 @@ def c10d_hand_read(inv, tsv):
         if line.startswith("#") or not line.strip():
             continue
         version, where, kind, fmt = line.rstrip("\n").split("\t")
+        # Each file was read at its own commit: the version names both.
+        version = f"{version} {where.split()[0].rsplit('/', 1)[-1]}"
         inv.read("c10d", version)
         inv.add("c10d", version, where, kind, fmt)
 
