@@ -1022,15 +1022,6 @@ pub static PATTERNS: &[Pattern] = &[
         source: "torch-elastic torch 2.11.0 torch/distributed/elastic/rendezvous/etcd_store.py:133",
     },
     Pattern {
-        signature: "c10d.watchdog-timeout",
-        pieces: &[
-            "Backend ",
-            " does not support monitoredBarrier, only GLOO supports monitored barrier.",
-        ],
-        context: &[],
-        source: "c10d torch 2.11.0 headers c10d/Backend.hpp:321",
-    },
-    Pattern {
         signature: "c10d.connect-timeout-legacy",
         pieces: &["Socket Timeout"],
         context: &[],
@@ -1430,10 +1421,10 @@ pub static SOURCES: &[SourceCoverage] = &[
             "pytorch 056b6f38 socket.cpp",
         ],
         formats: 316,
-        to_finding: 53,
-        to_job: 172,
+        to_finding: 52,
+        to_job: 173,
         unmapped: 91,
-        patterns: 36,
+        patterns: 35,
         too_short: 0,
     },
     SourceCoverage {
@@ -1607,8 +1598,8 @@ pub static VERSIONS: &[VersionCoverage] = &[
         source: "c10d",
         version: "torch 2.11.0 headers",
         formats: 74,
-        to_finding: 4,
-        to_job: 54,
+        to_finding: 3,
+        to_job: 55,
         unmapped: 16,
     },
     VersionCoverage {
