@@ -7,7 +7,8 @@ spread of tags; gloo's enforce, throw and IO error messages; every CUDA runtime 
 (cudaGetErrorString and cudaGetErrorName for every code, through the CUDA runtime library)
 and the driver's CUDA_ERROR_* names (cuda.h); the exceptions raised in torch.distributed's
 rendezvous and elastic rendezvous Python code and the checks and throws of c10d's headers (an
-installed torch); c10d's socket.cpp (hand-read, c10d-socket.tsv, or a pytorch checkout); and
+installed torch); c10d's .cpp files (read by hand, one c10d-FILE.tsv each, or a pytorch
+checkout); and
 strerror for every errno. Each format is mapped by rules.py to a signature of the scanner (and
 so to finding ids), to the job itself, or left unmapped with a reason.
 
@@ -40,6 +41,12 @@ NCCL_TAGS = [
     "v2.4.8-1", "v2.7.8-1", "v2.10.3-1", "v2.12.12-1", "v2.18.3-1",
     "v2.21.5-1", "v2.24.3-1", "v2.27.7-1", "v2.28.9-1", "v2.29.7-1",
 ]
+# The gloo commits torch pins, found by date in the gloo history (torch's third_party/gloo is a
+# submodule pointer no file holds): the last commit before the release branch cut of torch 1.13
+# (2022-09-29), 2.0 (2023-02-14), 2.4 (2024-06-10); for 2.11 the installed binary holds
+# GLOO_LOG_LEVEL (a735743, 2025-10-21) and neither the thread names of b9cac96 (2026-01-13) nor
+# allreduce_shm (5994546, 2026-01-08), so the last commit before 2026-01-08; and the newest.
+GLOO_REVS = ["e6d509b5", "56b221c0", "c82c8b93", "3135b0b4", "HEAD"]
 C_EXT = (".cc", ".cu", ".h", ".cpp", ".c", ".hpp", ".cuh")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -110,33 +117,40 @@ GLOO_CALLS = ["GLOO_ENFORCE", "GLOO_ENFORCE_EQ", "GLOO_ENFORCE_NE", "GLOO_ENFORC
 GLOO_OPS = {"EQ": "==", "NE": "!=", "LE": "<=", "LT": "<", "GE": ">=", "GT": ">"}
 
 
-def gloo(inv, gitdir):
-    rev = git(gitdir, "rev-parse", "--short=8", "HEAD").strip()
+def gloo(inv, gitdir, revs):
+    for rev in revs:
+        gloo_at(inv, gitdir, git(gitdir, "rev-parse", "--short=8", rev).strip())
+
+
+def gloo_at(inv, gitdir, rev):
     inv.read("gloo", rev)
-    files = [f for f in git(gitdir, "ls-tree", "-r", "--name-only", "HEAD", "gloo").split()
+    files = [f for f in git(gitdir, "ls-tree", "-r", "--name-only", rev, "gloo").split()
              if f.endswith(C_EXT) and "/test" not in f and "benchmark" not in f]
     for f in files:
-        t = cparse.strip_comments(git(gitdir, "show", f"HEAD:{f}"))
+        t = cparse.strip_comments(git(gitdir, "show", f"{rev}:{f}"))
         for name, args, line in cparse.calls(t, GLOO_CALLS):
             if not args or (name.startswith("GLOO_ERROR") and f.endswith("logging.h")):
                 continue
-            if name == "GLOO_ENFORCE":
-                cond = " ".join(args[0].split())
-                rest = cparse.stream_format(args[1:]) if len(args) > 1 else None
-                fmt = f"[enforce fail at %s] {cond}. " + (rest or "")
-            elif name.startswith("GLOO_ENFORCE_"):
-                if len(args) < 2:
-                    continue
-                op = GLOO_OPS[name.rsplit("_", 1)[1]]
-                a, b = " ".join(args[0].split()), " ".join(args[1].split())
-                rest = cparse.stream_format(args[2:]) if len(args) > 2 else None
-                fmt = f"[enforce fail at %s] {a} {op} {b}. %s vs %s" + (f". {rest}" if rest else "")
-            else:
-                fmt = cparse.stream_format(args)
-                if not fmt:
-                    continue
-                fmt = "[%s] " + fmt
-            inv.add("gloo", rev, f"{f}:{line}", name, fmt)
+            fmt = gloo_message(name, args)
+            if fmt:
+                inv.add("gloo", rev, f"{f}:{line}", name, fmt)
+
+
+def gloo_message(name, args):
+    """The message of one gloo enforce or throw, its streamed values as %s."""
+    if name == "GLOO_ENFORCE":
+        cond = " ".join(args[0].split())
+        rest = cparse.stream_format(args[1:]) if len(args) > 1 else None
+        return f"[enforce fail at %s] {cond}. " + (rest or "")
+    if name.startswith("GLOO_ENFORCE_"):
+        if len(args) < 2:
+            return None
+        op = GLOO_OPS[name.rsplit("_", 1)[1]]
+        a, b = " ".join(args[0].split()), " ".join(args[1].split())
+        rest = cparse.stream_format(args[2:]) if len(args) > 2 else None
+        return f"[enforce fail at %s] {a} {op} {b}. %s vs %s" + (f". {rest}" if rest else "")
+    fmt = cparse.stream_format(args)
+    return "[%s] " + fmt if fmt else None
 
 
 def cuda(inv, lib, include):
@@ -144,7 +158,14 @@ def cuda(inv, lib, include):
     cudart.cudaGetErrorString.restype = ctypes.c_char_p
     cudart.cudaGetErrorName.restype = ctypes.c_char_p
     ver = ctypes.c_int()
-    cudart.cudaRuntimeGetVersion(ctypes.byref(ver))
+    if cudart.cudaRuntimeGetVersion(ctypes.byref(ver)) != 0 or ver.value == 0:
+        # CUDA 11's runtime answers cudaErrorInsufficientDriver without a driver: take the
+        # version its headers were released with.
+        api = os.path.join(include or "", "cuda_runtime_api.h")
+        m = re.search(r"#define CUDART_VERSION\s+(\d+)", open(api, encoding="utf-8").read()) if include else None
+        if not m:
+            sys.exit(f"{lib}: cudaRuntimeGetVersion failed; give its --cuda-include to read CUDART_VERSION")
+        ver.value = int(m.group(1))
     v = f"runtime {ver.value // 1000}.{ver.value % 1000 // 10}"
     inv.read("cuda", v)
     for code in range(0, 1000):
@@ -242,6 +263,8 @@ def c10d_hand_read(inv, tsv):
         if line.startswith("#") or not line.strip():
             continue
         version, where, kind, fmt = line.rstrip("\n").split("\t")
+        # Each file was read at its own commit: the version names both.
+        version = f"{version} {where.split()[0].rsplit('/', 1)[-1]}"
         inv.read("c10d", version)
         inv.add("c10d", version, where, kind, fmt)
 
@@ -258,14 +281,18 @@ def main():
     ap.add_argument("--nccl-tags", default=",".join(NCCL_TAGS))
     ap.add_argument("--gloo", required=True)
     ap.add_argument("--torch", required=True, help="an installed torch package directory")
-    ap.add_argument("--cuda-lib", required=True, help="libcudart.so")
-    ap.add_argument("--cuda-include", help="the CUDA include directory holding cuda.h")
+    ap.add_argument("--gloo-revs", default=",".join(GLOO_REVS))
+    ap.add_argument("--cuda-lib", required=True, action="append",
+                    help="libcudart.so (repeat it for each CUDA version)")
+    ap.add_argument("--cuda-include", action="append", default=[],
+                    help="the CUDA include directory holding cuda.h (repeatable: the n-th goes with the n-th --cuda-lib)")
     ap.add_argument("--pytorch", help="a pytorch checkout: its c10d .cpp files are read too")
     a = ap.parse_args()
     inv = Inventory()
     nccl(inv, a.nccl, a.nccl_tags.split(","))
-    gloo(inv, a.gloo)
-    cuda(inv, a.cuda_lib, a.cuda_include)
+    gloo(inv, a.gloo, a.gloo_revs.split(","))
+    for i, lib in enumerate(a.cuda_lib):
+        cuda(inv, lib, a.cuda_include[i] if i < len(a.cuda_include) else None)
     import importlib.metadata as md
     torch_version = "torch " + md.version("torch").split("+")[0]
     torch_python(inv, a.torch, torch_version)
@@ -277,7 +304,9 @@ def main():
         torch_cpp(inv, [(os.path.join(d, f), f"c10d/{f}") for f in sorted(os.listdir(d)) if f.endswith(".cpp")],
                   "pytorch checkout")
     else:
-        c10d_hand_read(inv, os.path.join(os.path.dirname(os.path.abspath(__file__)), "c10d-socket.tsv"))
+        here = os.path.dirname(os.path.abspath(__file__))
+        for tsv in sorted(f for f in os.listdir(here) if f.startswith("c10d-") and f.endswith(".tsv")):
+            c10d_hand_read(inv, os.path.join(here, tsv))
     errnos(inv)
     rows = list(inv.rows.values())
     for r in rows:

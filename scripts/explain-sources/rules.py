@@ -81,18 +81,63 @@ ELASTIC = [
     rule(r".", "unmapped", "rendezvous state", "the rendezvous' own state machine"),
 ]
 
+# c10d: its headers (an installed torch) and its .cpp files (c10d-*.tsv or a checkout). The
+# texts with a node-level cause go to the scanner's signatures; the checks of the caller's
+# arguments to the job; the rest stays unmapped with the reason.
+C10D_USAGE = (r"[Mm]ust |[Ii]nvalid|[Ii]ncorrect|not supported|does not support|doesn't support|only support"
+              r"|only allowed|only available|only works|can only be called|[Rr]equires|Cannot use|Unhandled ReduceOp"
+              r"|Expected list|[Uu]nsupported|should|has to be|takes a single|[Nn]ot implemented|already registered"
+              r"|no effect|Could not retrieve or create the backend|No backend type|name not set|No device\(s\)"
+              r"|without storage|wait_tensor|Split ranks|split group|needs to be completed|does not support list"
+              r"|unexpected param|does not implement|missing implementation|does not yet support|Only ProcessGroupp?NCCL supports"
+              r"|no support for")
 C10D = [
     rule(r"gai error", "sig:c10d.gai-error", "name resolution"),
+    rule(r"resolve hostname to a \(local\) address|Cannot resolve %s to a \(local\) address", "sig:gloo.hostname-unresolved", "name resolution"),
+    rule(r"but somaxconn is", "sig:c10d.somaxconn-low", "store listen backlog"),
     rule(r"failed to listen on any local", "sig:c10d.listen-failed", "store listen"),
-    rule(r"failed to bind to|failed to listen on", "errno:bind", "store listen (errno by call)"),
+    rule(r"failed to bind|failed to listen on", "errno:bind", "store listen (errno by call)"),
     rule(r"failed to connect to any network address", "sig:c10d.connect-failed", "store connect"),
     rule(r"failed to connect to", "errno:connect", "store connect (errno by call)"),
     rule(r"timed out after .* while trying to connect", "sig:c10d.connect-timeout", "store connect"),
-    rule(r"NCCL error|ncclGetErrorWithVersion|NCCL communicator", "sig:c10d.nccl-error", "NCCL"),
-    rule(r"Watchdog caught collective operation timeout", "sig:c10d.watchdog-timeout", "watchdog"),
-    rule(r"store based barrier", "sig:c10d.store-barrier-timeout", "store barrier"),
-    rule(r"[Mm]ismatch|different (sizes|shapes|dtypes)|must have the same", "job:mismatch", "mismatched collectives"),
-    rule(r".", "unmapped", "internal", "an internal or API check of c10d: the caller's arguments or a torch bug"),
+    rule(r"[Ff]ailed to accept", "errno:accept", "store accept (errno by call)"),
+    rule(r"^Socket Timeout$", "sig:c10d.connect-timeout-legacy", "store wait"),
+    rule(r"seconds waiting for clients\. .* clients joined", "sig:c10d.store-barrier-timeout", "store wait"),
+    rule(r"Watchdog caught collective operation timeout|timed out in blocking wait", "sig:c10d.watchdog-timeout", "watchdog"),
+    rule(r"in monitoredBarrier|pass monitoredBarrier|reached monitoredBarrier|Monitored Barrier encountered",
+         "sig:c10d.watchdog-timeout", "monitored barrier"),
+    rule(r"Connection was likely closed\. Did the remote server shutdown or crash", "sig:c10d.store-peer-gone", "store connection"),
+    rule(r"retrieving ncclUniqueId from \[0\] via c10d key-value store", "sig:c10d.store-peer-gone", "store (NCCL id exchange)"),
+    rule(r"no GPUs found", "sig:cuda.invalid-device-ordinal", "GPU count"),
+    rule(r"ncclUnhandledCudaError", "cuda:code", "CUDA"),
+    rule(r"ncclInvalidArgument|ncclInvalidUsage", "job:usage", "API usage"),
+    rule(r"^Last error|Unknown NCCL error|ncclInternalError", "unmapped", "NCCL detail",
+         "NCCL's own last WARN (read by the scanner on its own line) or an internal check of NCCL"),
+    rule(r"[Ee]xperimental non-blocking|TORCH_NCCL_NONBLOCKING_TIMEOUT|nonblocking communicator mode", "unmapped", "settings",
+         "a note on a setting; the text names the variable"),
+    rule(r"ncclSystemError|ncclRemoteError|NCCL error|NCCL communicator was aborted|NCCL communicator encountered error"
+         r"|Health check failure|NCCL timeout in communicator initialization|, NCCL version %s", "sig:c10d.nccl-error", "NCCL"),
+    rule(r"Some NCCL operations have failed or timed out|To avoid data inconsistency|terminated with exception"
+         r"|Process Group (shutdown|destroyed)|Aborting all communicators", "unmapped", "consequence",
+         "printed after another error (a watchdog timeout, an NCCL error): that error names the cause"),
+    rule(r"monitor thread timeout|no heartbeat|watchdog heartbeat|nccl_trace|DESYNC_DEBUG|NCCLPG debug info", "unmapped", "watchdog",
+         "the watchdog stuck in a CUDA or NCCL call, or its debug dump: the log's other errors (or the GPU's Xid) explain it"),
+    rule(r"[Mm]ismatch between collectives|Collectives differ|Op type: |Tensor Tensor |Sparse dimensions do not match",
+         "job:mismatch", "mismatched collectives"),
+    rule(r"Failed to open existing socket|getsockname failed|Failed to listen on socket initialized from fd", "errno:other",
+         "store socket (errno by call)"),
+    rule(r"^(open\(%s\)|flock|lseek|read|write): %s$", "errno:other", "file store (errno by call)"),
+    rule(r"Timeout waiting for key|^Wait timeout$", "unmapped", "file and hash store",
+         "FileStore's init file is not on a filesystem every node shares, or a rank never wrote its key: no node check reads the init_method path"),
+    rule(r"response (is )?expected|Unexpected query type|Unexpected poll revent|read past end of buffer|Invalid (string|payload) size"
+         r"|Too many keys|lacks processBuf|onConnect callback missing|control pipe|uv loop|uv async|loop cleanup|uv_async_send"
+         r"|addr parsing|port number of the socket|LibUV|libuv|listen fd|to client failed|read callback|processing client message"
+         r"|address of the client|no-delay|hostname of the client|not listening for connections", "unmapped", "store protocol",
+         "the store server's own state or protocol check (a client of another version or protocol on the master port, a libuv failure)"),
+    rule(r"likely a timeout|socket %s timed out after|has timed out, will retry|^Operation timed out!$", "unmapped", "store wait",
+         "a wait or connect attempt ran out of time and is retried or reported again: the final error after it is mapped"),
+    rule(C10D_USAGE, "job:usage", "API usage"),
+    rule(r".", "unmapped", "internal", "an internal assertion of c10d or a call torch does not implement: a torch bug, no node cause"),
 ]
 
 # errno by the call that failed: what each errno means there (the scanner's errno signatures).
@@ -208,17 +253,22 @@ def write_outputs(root, rows, versions):
         ctx = r["source"] == "cuda" and r["kind"] == "runtime error string"
         patterns.append((sig, ps, f"{r['source']} {version_span(r, versions)} {r['where']}", ctx))
     cov = OrderedDict()
+    per_version = OrderedDict((s, OrderedDict((v, Counter()) for v in vs)) for s, vs in versions.items())
     reasons = Counter()
     for r in rows:
         c = cov.setdefault(r["source"], Counter())
         c["formats"] += 1
         c[kind_of(r["map"])] += 1
+        for v in r["versions"]:
+            pv = per_version[r["source"]][v]
+            pv["formats"] += 1
+            pv[kind_of(r["map"])] += 1
         if r["map"] == "unmapped":
             reasons[(r["source"], r["group"], r["why"])] += 1
     out = ["//! Generated by scripts/explain-sources/extract.py from the sources it read (see",
            "//! sources/inventory.tsv): the scanner's patterns, one per mapped format string, and the",
            "//! coverage `preflight explain --coverage` prints. Do not edit; run the script again.", "",
-           "use super::coverage::{LeftOut, Pattern, SourceCoverage};", "",
+           "use super::coverage::{LeftOut, Pattern, SourceCoverage, VersionCoverage};", "",
            "/// Format strings mapped to a signature, as literal pieces between their conversions.",
            "pub static PATTERNS: &[Pattern] = &["]
     for sig, ps, src, ctx in patterns:
@@ -230,11 +280,17 @@ def write_outputs(root, rows, versions):
              "gloo": "pytorch/gloo gloo/ (enforce, throw and IO error messages)",
              "cuda": "CUDA runtime (cudaGetErrorString and cudaGetErrorName of every code) and driver (cuda.h CUresult names)",
              "torch-elastic": "torch.distributed rendezvous and elastic rendezvous (raised exceptions)",
-             "c10d": "torch c10d (checks and throws of its headers; socket.cpp)",
+             "c10d": "torch c10d (checks, throws and warnings of its headers and of its .cpp files)",
              "errno": "errno (strerror of every code, read by the call that failed)"}
     for s, c in cov.items():
         out.append(f"    SourceCoverage {{ source: {rust_str(s)}, what: {rust_str(names[s])}, versions: &[{', '.join(rust_str(v) for v in versions[s])}], "
                    f"formats: {c['formats']}, to_finding: {c['finding']}, to_job: {c['job']}, unmapped: {c['unmapped']}, patterns: {sum(1 for p in patterns if p[2].startswith(s + ' '))}, too_short: {short[s]} }},")
+    out += ["];", "", "/// Every version read of each source: the format strings it has and where they went.",
+            "pub static VERSIONS: &[VersionCoverage] = &["]
+    for s, vs in per_version.items():
+        for v, c in vs.items():
+            out.append(f"    VersionCoverage {{ source: {rust_str(s)}, version: {rust_str(v)}, formats: {c['formats']}, "
+                       f"to_finding: {c['finding']}, to_job: {c['job']}, unmapped: {c['unmapped']} }},")
     out += ["];", "", "/// What was left unmapped, by source and group, with the reason and the count.",
             "pub static LEFT_OUT: &[LeftOut] = &["]
     for (s, g, why), n in sorted(reasons.items(), key=lambda x: (x[0][0], -x[1])):
@@ -258,6 +314,12 @@ def write_outputs(root, rows, versions):
         vtxt = ", ".join(vs) if len(vs) <= 3 else f"{vs[0]} ... {vs[-1]} ({len(vs)}: {', '.join(vs)})"
         md.append(f"| {names[s]} | {vtxt} | {c['formats']} | {c['finding']} | {c['job']} | {c['unmapped']} | "
                   f"{sum(1 for p in patterns if p[2].startswith(s + ' '))} |")
+    md += ["", "Per version read (a format string found in several versions counts in each):", "",
+           "| source | version | format strings | to a finding | to the job | unmapped |",
+           "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for s, vs in per_version.items():
+        for v, c in vs.items():
+            md.append(f"| {s} | {v} | {c['formats']} | {c['finding']} | {c['job']} | {c['unmapped']} |")
     md += ["", "Left unmapped, and why:", "", "| source | group | count | why |", "| --- | --- | ---: | --- |"]
     for (s, g, why), n in sorted(reasons.items(), key=lambda x: (x[0][0], -x[1])):
         md.append(f"| {s} | {g} | {n} | {why} |")
@@ -267,3 +329,5 @@ def write_outputs(root, rows, versions):
     print(f"{len(rows)} format strings, {len(patterns)} patterns", flush=True)
     for s, c in cov.items():
         print(f"  {s:14} formats {c['formats']:5}  finding {c['finding']:5}  job {c['job']:4}  unmapped {c['unmapped']:5}")
+        for v, pv in per_version[s].items():
+            print(f"    {v:28} formats {pv['formats']:5}  finding {pv['finding']:5}  job {pv['job']:4}  unmapped {pv['unmapped']:5}")

@@ -256,7 +256,7 @@ fn verdict(e: &Explanation) -> String {
 /// versions, its format strings and where they went, then what was left unmapped and why.
 pub fn coverage(style: Style) -> String {
     use preflight_checks::explain_log::SIGNATURES;
-    use preflight_checks::explain_log::coverage::{LEFT_OUT, PATTERNS, SOURCES};
+    use preflight_checks::explain_log::coverage::{LEFT_OUT, PATTERNS, SOURCES, VERSIONS};
     let width = usize::from(style.width).clamp(60, 160);
     let total: u32 = SOURCES.iter().map(|s| s.formats).sum();
     let mut s = format!(
@@ -291,8 +291,21 @@ pub fn coverage(style: Style) -> String {
             "  ",
             "    ",
         ));
+        let per_version: Vec<String> = VERSIONS
+            .iter()
+            .filter(|v| v.source == c.source)
+            .map(|v| {
+                format!(
+                    "{} {} ({}+{}+{})",
+                    v.version, v.formats, v.to_finding, v.to_job, v.unmapped
+                )
+            })
+            .collect();
         s.push_str(&wrap(
-            &format!("versions read: {}", c.versions.join(", ")),
+            &format!(
+                "versions read, formats (finding+job+unmapped): {}",
+                per_version.join(", ")
+            ),
             width,
             "    ",
             "      ",

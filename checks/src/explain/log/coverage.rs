@@ -3,7 +3,7 @@
 //! --coverage` reports. The data is generated (`generated.rs`, by
 //! `scripts/explain-sources/extract.py`); this module holds its types and the matching.
 
-pub use super::generated::{LEFT_OUT, PATTERNS, SOURCES};
+pub use super::generated::{LEFT_OUT, PATTERNS, SOURCES, VERSIONS};
 
 /// One format string mapped to a signature: its literal pieces, in order, between the
 /// printf conversions (each conversion matches any text, an empty one too).
@@ -60,6 +60,18 @@ pub struct SourceCoverage {
     pub patterns: u32,
     /// Mapped formats with no literal piece long enough to anchor a pattern.
     pub too_short: u32,
+}
+
+/// One version of a source: the format strings found in it and where they went (a format
+/// found in several versions counts in each).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct VersionCoverage {
+    pub source: &'static str,
+    pub version: &'static str,
+    pub formats: u32,
+    pub to_finding: u32,
+    pub to_job: u32,
+    pub unmapped: u32,
 }
 
 /// Formats left unmapped, by source and group, with the reason.
@@ -125,6 +137,15 @@ mod tests {
         assert!(nccl.versions.len() >= 10, "{:?}", nccl.versions);
         for l in LEFT_OUT {
             assert!(!l.why.is_empty(), "{l:?}");
+        }
+        for s in SOURCES {
+            let read: Vec<_> = VERSIONS.iter().filter(|v| v.source == s.source).collect();
+            assert_eq!(read.len(), s.versions.len(), "{}", s.source);
+            for v in read {
+                assert!(s.versions.contains(&v.version), "{v:?}");
+                assert_eq!(v.formats, v.to_finding + v.to_job + v.unmapped, "{v:?}");
+                assert!(v.formats > 0 && v.formats <= s.formats, "{v:?}");
+            }
         }
     }
 }

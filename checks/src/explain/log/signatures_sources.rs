@@ -1,6 +1,7 @@
 //! The signatures the source inventory added (`sources/inventory.tsv`, made by
 //! `scripts/explain-sources/extract.py`): CUDA's error strings by cause, the job's own faults,
-//! c10d's name-resolution warning and store errors, NCCL's socket-family check, and the errno
+//! c10d's name-resolution warning and store errors (and the store's somaxconn warning, gloo's
+//! unresolved host name), NCCL's socket-family check, and the errno
 //! read by the call that failed. Their patterns come from the format strings (`generated.rs`);
 //! the needles here catch what no source read prints (torch 1.x, Python wrappers, plugins).
 
@@ -464,6 +465,55 @@ pub static FIRST: &[Signature] = &[
             ),
         ],
         extract: |_, _| {},
+    },
+    Signature {
+        id: "c10d.somaxconn-low",
+        needles: &["but somaxconn is"],
+        requires: &[],
+        near: &[],
+        source: "pytorch/pytorch 00321a02 torch/csrc/distributed/c10d/TCPStore.cpp TCPStore::TCPStore C10D_WARNING(\"Starting store with {} workers but somaxconn is {}.This might cause instability during bootstrap, consider increasing it.\")",
+        proves: "the node hosting the store accepts fewer pending connections (net.core.somaxconn) than the store expects workers",
+        suggests: "when the ranks connect at once, the connections past the backlog are reset (Connection reset by peer after TCPStore) or time out",
+        tier: Tier::Cause,
+        causes: &[cause(
+            crate::sys::scale::ids::LISTEN_BACKLOG.as_str(),
+            Reporter,
+            "net.core.somaxconn below the world size on the node hosting the store",
+        )],
+        extract: |m, v| {
+            put(v, "workers", after(m, "store with ").and_then(number));
+            put(v, "somaxconn", after(m, "somaxconn is ").and_then(number));
+        },
+    },
+    Signature {
+        id: "gloo.hostname-unresolved",
+        needles: &["Unable to resolve hostname to a (local) address"],
+        requires: &[],
+        near: &[],
+        source: "pytorch/pytorch 0069b729 torch/csrc/distributed/c10d/ProcessGroupGloo.cpp createDefaultDevice TORCH_WARN_ONCE(\"Unable to resolve hostname to a (local) address. Using the loopback address as fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME.\") and createDeviceForHostname TORCH_CHECK(\"Cannot resolve \", hostname, \" to a (local) address\")",
+        proves: "gloo found no address of this node that the host's own name resolves to",
+        suggests: "gloo then binds the loopback address (127.0.0.1), which the other nodes cannot reach: their connections to this rank fail or hang",
+        tier: Tier::Cause,
+        causes: &[
+            cause(
+                crate::sys::ids::HOSTNAME_LOOPBACK.as_str(),
+                Reporter,
+                "the host's own name is missing from /etc/hosts and DNS, or maps to a loopback address",
+            ),
+            cause(
+                crate::env::ids::SOCKET_IFNAME.as_str(),
+                Reporter,
+                "GLOO_SOCKET_IFNAME is unset or names no interface, so gloo falls back to the host name",
+            ),
+        ],
+        extract: |m, v| {
+            put(
+                v,
+                "host",
+                after(m, "Cannot resolve ")
+                    .map(|r| r.split(" to a (local)").next().unwrap_or("").to_string()),
+            );
+        },
     },
     Signature {
         id: "c10d.store-barrier-timeout",
