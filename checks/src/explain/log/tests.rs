@@ -347,7 +347,10 @@ fn count_named(folder: &str) -> (usize, usize) {
             cause.unwrap_or("-")
         );
     }
-    eprintln!("{folder} error texts named right: {right} of {}", texts.len());
+    eprintln!(
+        "{folder} error texts named right: {right} of {}",
+        texts.len()
+    );
     (right, texts.len())
 }
 
@@ -362,14 +365,16 @@ fn real_error_texts_are_named() {
 #[test]
 fn held_out_error_texts_are_named() {
     // Collected after the scanner was tuned, from threads not in `real/` (see its README.md).
-    // 12 of 16 before any scanner change for them (commit "held-out texts: measure").
+    // 12 of 16 before any scanner change for them (commit 72e4a83); 14 after (two NCCL/CUDA
+    // format strings the needles missed: "Error while creating shared memory segment", and
+    // cudaGetErrorString(217) cut before its last letter).
     let (right, total) = count_named("heldout");
     assert!(total >= 12, "{total} held-out texts");
     assert!(right >= HELD_OUT_FLOOR, "{right} of {total} named right");
 }
 
 /// Held-out texts named right, measured (see the explain docs); raise it, never lower it.
-const HELD_OUT_FLOOR: usize = 12;
+const HELD_OUT_FLOOR: usize = 14;
 
 #[test]
 fn the_automaton_of_needles_and_format_anchors_stays_small() {
