@@ -367,16 +367,16 @@ fn held_out_error_texts_are_named() {
     // Collected after the scanner was tuned, from threads not in `real/` (see its README.md).
     // 12 of 16 before any scanner change for them (commit 72e4a83); 14 after (two NCCL/CUDA
     // format strings the needles missed: "Error while creating shared memory segment", and
-    // cudaGetErrorString(217) cut before its last letter). Two more added after that change
-    // and not tuned on: 1 of 2 (gloo 2019's `connect [127.0.1.1]:port: Connection refused` is
-    // not a format the inventory read), so 15 of 18.
+    // cudaGetErrorString(217) cut before its last letter). Four more added after that change
+    // and not tuned on: 3 of 4 (gloo 2019's `connect [127.0.1.1]:port: Connection refused` is
+    // not a format the inventory read), so 17 of 20.
     let (right, total) = count_named("heldout");
     assert!(total >= 12, "{total} held-out texts");
     assert!(right >= HELD_OUT_FLOOR, "{right} of {total} named right");
 }
 
 /// Held-out texts named right, measured (see the explain docs); raise it, never lower it.
-const HELD_OUT_FLOOR: usize = 15;
+const HELD_OUT_FLOOR: usize = 17;
 
 #[test]
 fn the_automaton_of_needles_and_format_anchors_stays_small() {
