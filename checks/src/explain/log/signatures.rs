@@ -179,12 +179,15 @@ pub(super) static BASE: &[Signature] = &[
             "Call to posix_fallocate failed",
             "Error: failed to extend /dev/shm",
             "failed to extend /dev/shm",
+            "Error while creating shared memory segment",
         ],
         requires: &[],
         near: &[],
         source: "NVIDIA/nccl v2.28.9-1 src/misc/shmutils.cc:87 WARN(\"Error: failed to extend %s to %ld bytes, error: %s (%d)\"); \
                  v2.11.4-1 src/include/shm.h:28 SYSCHECK(shm_allocate(..), \"posix_fallocate\") with src/include/checks.h \
-                 WARN(\"Call to \" name \" failed : %s\")",
+                 WARN(\"Call to \" name \" failed : %s\"); v2.4.8-1..v2.12.12-1 misc/shmutils.cc:69 and \
+                 v2.24.3-1..v2.29.7-1 misc/shmutils.cc:132 WARN(\"Error while %s shared memory segment %s (size %ld)..\") \
+                 with %s = \"creating\" (the segment's creation failed: what posix_fallocate or the extend reported)",
         proves: "NCCL could not grow a shared-memory segment in /dev/shm on this node",
         suggests: "/dev/shm is too small (a container's 64 MiB default) or filled by segments of dead runs",
         tier: Tier::Cause,

@@ -202,7 +202,8 @@ pub static FIRST: &[Signature] = &[
     Signature {
         id: "cuda.peer-access",
         needles: &[
-            "peer access is not supported between these two devices",
+            // cudaGetErrorString(217) without its last letter, so a paste cut there still matches.
+            "peer access is not supported between these two device",
             "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
             "cudaErrorPeerAccessUnsupported",
         ],

@@ -279,8 +279,9 @@ struct Real {
     body: String,
 }
 
-fn real_texts() -> Vec<Real> {
-    let dir = fixture_path("real");
+/// The error texts of one folder under `tests/fixtures/explain-logs/` (`real` or `heldout`).
+fn real_texts(folder: &str) -> Vec<Real> {
+    let dir = fixture_path(folder);
     let mut names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -329,10 +330,9 @@ fn named(body: &str) -> (Option<&'static str>, Option<&'static str>) {
     )
 }
 
-#[test]
-fn real_error_texts_are_named() {
-    let texts = real_texts();
-    assert!(texts.len() >= 40, "{} real texts", texts.len());
+/// Scans every text of `folder`, prints the table, and returns (named right, total).
+fn count_named(folder: &str) -> (usize, usize) {
+    let texts = real_texts(folder);
     let mut right = 0;
     for t in &texts {
         assert!(t.source.starts_with("https://github.com/"), "{}", t.name);
@@ -347,10 +347,36 @@ fn real_error_texts_are_named() {
             cause.unwrap_or("-")
         );
     }
-    eprintln!("real error texts named right: {right} of {}", texts.len());
-    // 30 of 51 before the source inventory (commit fb9c2fb); 49 after. Keep it from sliding.
-    assert!(right >= 49, "{right} of {} named right", texts.len());
+    eprintln!(
+        "{folder} error texts named right: {right} of {}",
+        texts.len()
+    );
+    (right, texts.len())
 }
+
+#[test]
+fn real_error_texts_are_named() {
+    let (right, total) = count_named("real");
+    assert!(total >= 40, "{total} real texts");
+    // 30 of 51 before the source inventory (commit fb9c2fb); 49 after. Keep it from sliding.
+    assert!(right >= 49, "{right} of {total} named right");
+}
+
+#[test]
+fn held_out_error_texts_are_named() {
+    // Collected after the scanner was tuned, from threads not in `real/` (see its README.md).
+    // 12 of 16 before any scanner change for them (commit 72e4a83); 14 after (two NCCL/CUDA
+    // format strings the needles missed: "Error while creating shared memory segment", and
+    // cudaGetErrorString(217) cut before its last letter). Four more added after that change
+    // and not tuned on: 3 of 4 (gloo 2019's `connect [127.0.1.1]:port: Connection refused` is
+    // not a format the inventory read), so 17 of 20.
+    let (right, total) = count_named("heldout");
+    assert!(total >= 12, "{total} held-out texts");
+    assert!(right >= HELD_OUT_FLOOR, "{right} of {total} named right");
+}
+
+/// Held-out texts named right, measured (see the explain docs); raise it, never lower it.
+const HELD_OUT_FLOOR: usize = 17;
 
 #[test]
 fn the_automaton_of_needles_and_format_anchors_stays_small() {
