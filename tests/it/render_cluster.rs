@@ -256,7 +256,9 @@ fn advice_follows_the_verdict(report: &Report, text: &str, rank: u32) {
     let rec = report.recommendation.as_ref();
     for l in rec.iter().flat_map(|r| &r.launch) {
         let forms = launch_forms(&l.command, l.node_rank);
-        let shown = text.lines().any(|line| forms.iter().any(|f| line.trim() == f));
+        let shown = text
+            .lines()
+            .any(|line| forms.iter().any(|f| line.trim() == f));
         let expected = !fails && (rank == 0 || l.node_rank == rank);
         assert_eq!(
             shown, expected,

@@ -122,7 +122,12 @@ fn with_allreduce(report: &Report) -> Report {
     let addresses: serde_json::Map<String, serde_json::Value> = report
         .nodes
         .iter()
-        .map(|node| (node.rank.to_string(), format!("192.168.0.{}", node.rank + 2).into()))
+        .map(|node| {
+            (
+                node.rank.to_string(),
+                format!("192.168.0.{}", node.rank + 2).into(),
+            )
+        })
         .collect();
     v["collectives"] = serde_json::json!([{
         "op": "allreduce",
@@ -414,10 +419,7 @@ fn render_scale_rank_one_prints_a_few_lines_unless_full_report() {
             "{one}"
         );
         if full {
-            assert!(
-                one.contains("Links on ") && one.contains("Nodes:"),
-                "{one}"
-            );
+            assert!(one.contains("Links on ") && one.contains("Nodes:"), "{one}");
         } else {
             assert!(
                 !one.contains("Links on ") && !one.contains("Nodes:"),

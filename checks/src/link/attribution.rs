@@ -247,8 +247,14 @@ mod tests {
         let hint = &f.fix.as_ref().unwrap().hint;
         let lines: Vec<&str> = hint.lines().collect();
         assert_eq!(lines.len(), 4, "{hint}");
-        assert!(lines[1].starts_with("(2) fails, (3) connects: rank 1 (node02)'s OUTPUT"), "{hint}");
-        assert!(lines[2].contains("rank 0 (node01)'s INPUT drops it"), "{hint}");
+        assert!(
+            lines[1].starts_with("(2) fails, (3) connects: rank 1 (node02)'s OUTPUT"),
+            "{hint}"
+        );
+        assert!(
+            lines[2].contains("rank 0 (node01)'s INPUT drops it"),
+            "{hint}"
+        );
         assert!(lines[3].contains("a firewall between them"), "{hint}");
         assert_eq!(f.evidence["cause_direction"], serde_json::Value::Null);
         // Unread rules on one side: both possibilities too, naming what was not read.

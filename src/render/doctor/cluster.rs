@@ -1,5 +1,6 @@
-//! The cluster's tables on rank 0: one row per node, the connectivity matrix per network (up
-//! to [`MATRIX_MAX`] nodes, the worst links beyond), and the all-reduce (two ranks or more).
+//! The cluster's tables on rank 0: one row per node (one per set of alike nodes), the
+//! connectivity matrix per network where a link failed (up to [`MATRIX_MAX`] nodes; each
+//! network summed up otherwise), and the all-reduce (two ranks or more).
 
 use super::super::Style;
 use super::super::sanitize::{cut, shown};
