@@ -541,6 +541,28 @@ fn render_scale_one_fault_among_96_fits_a_screen_and_does_not_grow_with_n() {
     // The fix is given once: in the entry, not again in the list of what to fix first.
     let listen = text.lines().filter(|l| l.contains("nc -l -k")).count();
     assert_eq!(listen, 1, "{text}");
+    // Three numbered nc commands, then a line of its own per result: what it means.
+    for which in [
+        "(1) on rank 3 (gpu04)",
+        "(2) on rank 9 (gpu10)",
+        "(3) on another host",
+    ] {
+        let shown = text
+            .lines()
+            .filter(|l| l.starts_with("        nc ") && l.ends_with(which))
+            .count();
+        assert_eq!(shown, 1, "{which}\n{text}");
+    }
+    for result in [
+        "(2) fails, (3) connects: rank 9 (gpu10)'s OUTPUT drops it",
+        "(2) and (3) fail: rank 3 (gpu04)'s INPUT drops it",
+        "(2) and (3) fail, and `iptables -vnL INPUT` on rank 3 (gpu04)",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("    {result}"))),
+            "{result}\n{text}"
+        );
+    }
     assert!(
         text.contains("link.unreachable on rank 3 (gpu04) (above)"),
         "{text}"
