@@ -559,7 +559,8 @@ fn render_scale_one_fault_among_96_fits_a_screen_and_does_not_grow_with_n() {
         "(2) and (3) fail, and `iptables -vnL INPUT` on rank 3 (gpu04)",
     ] {
         assert!(
-            text.lines().any(|l| l.starts_with(&format!("    {result}"))),
+            text.lines()
+                .any(|l| l.starts_with(&format!("    {result}"))),
             "{result}\n{text}"
         );
     }
