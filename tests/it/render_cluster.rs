@@ -87,9 +87,10 @@ fn three_nodes_with_a_filtered_pair_and_a_slow_node() {
                 .any(|l| l == "✗ FAIL link.unreachable · rank 2 (gpu13) · 0->2 eth0"),
             "{text}"
         );
-        // Rank 0's address is shown though no network was chosen.
-        let nodes = rows(&table_after(&text, "Nodes:"));
-        assert_eq!(nodes[0][2], "10.200.1.1", "{text}");
+        // Rank 0's address is shown though no network was chosen (a row per node with -v).
+        let loud = render(&report, 0, width, true);
+        let nodes = rows(&table_after(&loud, "Nodes:"));
+        assert_eq!(nodes[0][2], "10.200.1.1", "{loud}");
         // Rank 1 is told there is a problem elsewhere, and where.
         let one = render(&report, 1, width, false);
         assert!(
@@ -168,10 +169,25 @@ fn commands(report: &Report) -> Vec<String> {
         .flat_map(|f| f.commands.clone())
         .collect();
     if let Some(rec) = &report.recommendation {
-        out.extend(rec.launch.iter().map(|l| l.command.clone()));
+        for l in &rec.launch {
+            out.extend(launch_forms(&l.command, l.node_rank));
+        }
         out.extend(rec.standalone.clone());
     }
     out
+}
+
+/// A launch command as the terminal may print it: as it is, or (rank 0's view, every node's
+/// line alike but for the rank) with the rank taken from the launcher's variable.
+fn launch_forms(command: &str, rank: u32) -> Vec<String> {
+    let flag = format!("--node-rank={rank}");
+    let mut forms = vec![command.to_string()];
+    if command.contains(&flag) {
+        for var in ["$NODE_RANK", "$SLURM_NODEID"] {
+            forms.push(command.replacen(&flag, &format!("--node-rank={var}"), 1));
+        }
+    }
+    forms
 }
 
 /// Every line fits the width, but a command (never wrapped or cut) and a table row of a
@@ -239,7 +255,10 @@ fn advice_follows_the_verdict(report: &Report, text: &str, rank: u32) {
     }
     let rec = report.recommendation.as_ref();
     for l in rec.iter().flat_map(|r| &r.launch) {
-        let shown = text.lines().any(|line| line.trim() == l.command);
+        let forms = launch_forms(&l.command, l.node_rank);
+        let shown = text
+            .lines()
+            .any(|line| forms.iter().any(|f| line.trim() == f));
         let expected = !fails && (rank == 0 || l.node_rank == rank);
         assert_eq!(
             shown, expected,
@@ -249,17 +268,32 @@ fn advice_follows_the_verdict(report: &Report, text: &str, rank: u32) {
     }
 }
 
-/// Rank 0 prints the node table, the matrix and the all-reduce.
+/// Rank 0 prints the node table (one row when every node is alike), the matrix when a link
+/// failed (else each network summed up) and the all-reduce.
 fn rank0_properties(report: &Report, text: &str) {
     let ctx = || format!("--- rendered ---\n{text}");
     let nodes = rows(&table_after(text, "Nodes:"));
-    let ranks: Vec<String> = nodes.iter().map(|r| r[0].clone()).collect();
     let expected: Vec<String> = report.nodes.iter().map(|n| n.rank.to_string()).collect();
-    assert_eq!(ranks, expected, "node table rows\n{}", ctx());
-    for (row, node) in nodes.iter().zip(&report.nodes) {
-        assert_eq!(row[1].replace('\n', ""), node.hostname, "{}", ctx());
+    let alike = format!("Nodes: all {} alike", report.nodes.len());
+    if text.lines().any(|l| l == alike) {
+        assert_eq!(nodes.len(), 1, "one row for alike nodes\n{}", ctx());
+        assert_eq!(nodes[0][0], report.nodes.len().to_string(), "{}", ctx());
+    } else {
+        let ranks: Vec<String> = nodes.iter().map(|r| r[0].clone()).collect();
+        assert_eq!(ranks, expected, "node table rows\n{}", ctx());
+        for (row, node) in nodes.iter().zip(&report.nodes) {
+            assert_eq!(row[1].replace('\n', ""), node.hostname, "{}", ctx());
+        }
     }
-    if !report.links.is_empty() {
+    if report.links.iter().all(|l| l.result == LinkOutcome::Ok) {
+        assert!(!text.contains("Connectivity on "), "{}", ctx());
+        assert_eq!(
+            text.contains("Links on "),
+            !report.links.is_empty(),
+            "{}",
+            ctx()
+        );
+    } else {
         let matrix = rows(&table_after(text, "Connectivity on "));
         let ranks: Vec<String> = matrix.iter().map(|r| r[0].clone()).collect();
         assert_eq!(ranks, expected, "matrix rows\n{}", ctx());
@@ -274,8 +308,6 @@ fn rank0_properties(report: &Report, text: &str) {
                 ctx()
             );
         }
-    } else {
-        assert!(!text.contains("Connectivity on "), "{}", ctx());
     }
     let blocks = text.lines().filter(|l| l.starts_with("All-reduce")).count();
     let measured = report.collectives.iter().filter(|c| c.ranks >= 2).count();

@@ -113,6 +113,28 @@ fn snapshots_of_node_reports_at_80_and_120_columns() {
     }
 }
 
+/// A node with one failure and two warnings reads on one screen: at most 45 lines at 80
+/// columns, each fix command whole on a line of its own, no line wider than the terminal.
+#[test]
+fn a_node_with_three_problems_fits_in_45_lines_at_80_columns() {
+    let text = check_text("three-problems", 80, &[]);
+    assert!(text.contains("\n1 problem, 2 warnings:\n"), "{text}");
+    let lines = text.lines().count();
+    assert!(lines <= 45, "{lines} lines:\n{text}");
+    let (fixes, _) = commands(&check_json("three-problems"));
+    assert!(fixes.len() >= 3, "{fixes:?}");
+    for c in &fixes {
+        assert!(
+            text.lines().any(|l| l == format!("        {c}")),
+            "fix command missing, cut or wrapped: {c}\n{text}"
+        );
+    }
+    for l in text.lines() {
+        let is_command = fixes.iter().any(|c| l.trim() == c);
+        assert!(is_command || l.chars().count() <= 80, "{l}\n{text}");
+    }
+}
+
 #[test]
 fn verbose_shows_what_passed_and_ascii_without_utf8() {
     let quiet = check_text("ib-node", 80, &[]);
@@ -125,6 +147,16 @@ fn verbose_shows_what_passed_and_ascii_without_utf8() {
     let healthy = check_text("plain-vm", 80, &["--verbose"]);
     assert!(healthy.contains("Why:"), "{healthy}");
     assert!(quiet.contains("-v shows each"), "{quiet}");
+    // The evidence the summaries already state is left to -v (and the JSON), whole there.
+    assert!(!quiet.contains("evidence:"), "{quiet}");
+    assert!(
+        loud.contains("evidence: devices mlx5_0, mlx5_1; memlock_hard 8388608; memlock_soft"),
+        "{loud}"
+    );
+    assert!(
+        loud.contains("uuid GPU-5f1c2a3b-0000-4000-8000-000000000003"),
+        "{loud}"
+    );
     let out = bin()
         .args(["check", "--facts"])
         .arg(fixture("facts/ib-node.json"))
@@ -271,7 +303,7 @@ impl Drop for Tmux {
 #[test]
 fn a_real_terminal_at_80_columns_shows_every_fix_whole() {
     let Some(tmux) = tmux() else { return };
-    for node in ["ib-node", "plain-vm"] {
+    for node in ["ib-node", "three-problems", "plain-vm"] {
         let report = check_json(node);
         let (fixes, _) = commands(&report);
         for no_color in [false, true] {

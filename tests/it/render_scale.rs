@@ -65,12 +65,22 @@ fn render_scale_three_nodes() {
     let text = render(&healthy, 0, 80);
     insta::assert_snapshot!("scale_3_healthy_rank0_80cols", text);
     fits(&text, 80);
-    // Small clusters keep their matrix and a row per node.
-    assert!(
-        text.contains("Connectivity on 10.1.0.0/16 (eno1)"),
-        "{text}"
+    // Alike nodes are one row and links that all connected a summary, at any size; -v keeps
+    // a row per node and the matrix.
+    assert!(text.contains("Nodes: all 3 alike"), "{text}");
+    assert!(!text.contains("Connectivity on"), "{text}");
+    let verbose = preflight::render::doctor::render(
+        &healthy,
+        Style {
+            verbose: true,
+            ..Style::plain()
+        },
     );
-    assert!(text.lines().any(|l| l.starts_with("│ 2 ")), "{text}");
+    assert!(
+        verbose.contains("Connectivity on 10.1.0.0/16 (eno1)"),
+        "{verbose}"
+    );
+    assert!(verbose.lines().any(|l| l.starts_with("│ 2 ")), "{verbose}");
     let bad = cluster(
         3,
         &Faults {
@@ -82,7 +92,84 @@ fn render_scale_three_nodes() {
     insta::assert_snapshot!("scale_3_bad_link_rank0_80cols", text);
     fits(&text, 80);
     assert!(text.contains("refused"), "{text}");
+    // A link that failed: the matrix shows where.
+    assert!(
+        text.contains("Connectivity on 10.1.0.0/16 (eno1)"),
+        "{text}"
+    );
     insta::assert_snapshot!("scale_3_bad_link_rank1_80cols", render(&bad, 1, 80));
+}
+
+/// `report` with a healthy all-reduce over its ranks on ib0, as a default-mode run measures it
+/// (five sizes, the table the terminal prints).
+fn with_allreduce(report: &Report) -> Report {
+    let n = report.nodes.len();
+    let mut v = serde_json::to_value(report).unwrap();
+    let rows: Vec<serde_json::Value> = (20..25)
+        .map(|p| {
+            let bytes = 1u64 << p;
+            let algbw = 40.0 + f64::from(p - 20);
+            let busbw = algbw * 2.0 * (n as f64 - 1.0) / n as f64;
+            serde_json::json!({
+                "bytes": bytes,
+                "time_us": bytes as f64 / algbw / 1e3,
+                "algbw_gb_s": algbw,
+                "busbw_gb_s": busbw,
+                "wrong": 0
+            })
+        })
+        .collect();
+    let addresses: serde_json::Map<String, serde_json::Value> = report
+        .nodes
+        .iter()
+        .map(|node| {
+            (
+                node.rank.to_string(),
+                format!("192.168.0.{}", node.rank + 2).into(),
+            )
+        })
+        .collect();
+    v["collectives"] = serde_json::json!([{
+        "op": "allreduce",
+        "transport": "nccl",
+        "ranks": n,
+        "env": {"NCCL_SOCKET_IFNAME": "ib0", "NCCL_IB_HCA": "mlx5_0:1"},
+        "net": "IB",
+        "rows": rows,
+        "order": report.nodes.iter().map(|node| node.rank).collect::<Vec<_>>(),
+        "addresses": addresses,
+        "network": "192.168.0.0/16 (ib0)",
+        "streams": null,
+        "config": "advice",
+        "error": null,
+        "failed_ranks": [],
+        "net_mismatch": null
+    }]);
+    serde_json::from_value(v).unwrap()
+}
+
+/// A healthy default-mode report (every link measured, the all-reduce) stays within 60 lines
+/// at 2, 16 and 64 nodes: alike nodes are one row, links that all connected are summed up,
+/// and the launch lines that differ only in the rank are one line with the rank's variable.
+#[test]
+fn healthy_reports_stay_within_sixty_lines_at_2_16_and_64_nodes() {
+    for n in [2u32, 16, 64] {
+        let r = with_allreduce(&cluster(n, &Faults::default()));
+        let text = render(&r, 0, 80);
+        if n != 64 {
+            insta::assert_snapshot!(format!("scale_{n}_healthy_allreduce_rank0_80cols"), text);
+        }
+        fits(&text, 80);
+        let lines = text.lines().count();
+        assert!(lines <= 60, "{n} nodes: {lines} lines\n{text}");
+        assert!(text.contains(&format!("Nodes: all {n} alike")), "{text}");
+        assert!(!text.contains("Connectivity on"), "{text}");
+        assert!(text.contains("All-reduce: "), "{text}");
+        let launch: Vec<&str> = text.lines().filter(|l| l.contains("torchrun --")).collect();
+        assert_eq!(launch.len(), 1, "{text}");
+        assert!(launch[0].contains("--node-rank=$SLURM_NODEID"), "{text}");
+        assert!(text.trim_end().ends_with("✓ ready to launch"), "{text}");
+    }
 }
 
 #[test]
@@ -325,19 +412,17 @@ fn render_scale_rank_one_prints_a_few_lines_unless_full_report() {
         std::thread::sleep(Duration::from_millis(200));
         let one = run(1, port, extra);
         let (zero, one) = (finish(zero), finish(one));
-        assert!(zero.contains("Connectivity on "), "{zero}");
+        // Every link connected: each network summed up (no matrix of marks).
+        assert!(zero.contains("Links on "), "{zero}");
         assert!(
             one.starts_with("preflight ") && one.contains("this is rank 1"),
             "{one}"
         );
         if full {
-            assert!(
-                one.contains("Connectivity on ") && one.contains("Nodes:"),
-                "{one}"
-            );
+            assert!(one.contains("Links on ") && one.contains("Nodes:"), "{one}");
         } else {
             assert!(
-                !one.contains("Connectivity on ") && !one.contains("Nodes:"),
+                !one.contains("Links on ") && !one.contains("Nodes:"),
                 "{one}"
             );
             assert!(one.contains("--full-report"), "{one}");
@@ -456,6 +541,29 @@ fn render_scale_one_fault_among_96_fits_a_screen_and_does_not_grow_with_n() {
     // The fix is given once: in the entry, not again in the list of what to fix first.
     let listen = text.lines().filter(|l| l.contains("nc -l -k")).count();
     assert_eq!(listen, 1, "{text}");
+    // Three numbered nc commands, then a line of its own per result: what it means.
+    for which in [
+        "(1) on rank 3 (gpu04)",
+        "(2) on rank 9 (gpu10)",
+        "(3) on another host",
+    ] {
+        let shown = text
+            .lines()
+            .filter(|l| l.starts_with("        nc ") && l.ends_with(which))
+            .count();
+        assert_eq!(shown, 1, "{which}\n{text}");
+    }
+    for result in [
+        "(2) fails, (3) connects: rank 9 (gpu10)'s OUTPUT drops it",
+        "(2) and (3) fail: rank 3 (gpu04)'s INPUT drops it",
+        "(2) and (3) fail, and `iptables -vnL INPUT` on rank 3 (gpu04)",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("    {result}"))),
+            "{result}\n{text}"
+        );
+    }
     assert!(
         text.contains("link.unreachable on rank 3 (gpu04) (above)"),
         "{text}"

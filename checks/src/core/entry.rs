@@ -18,6 +18,10 @@ pub struct Entry {
     pub why: &'static str,
     /// How to fix it, with commands.
     pub fix: &'static str,
+    /// The evidence keys the summary does not already state: the terminal shows these (and
+    /// only these) under the summary; `-v` shows every key, JSON and HTML keep all of it.
+    /// Empty (the default) when the summary says everything the evidence holds.
+    pub terminal_evidence: &'static [&'static str],
 }
 
 /// An entry; the area is the id's part before the dot.
@@ -34,10 +38,19 @@ pub const fn entry(
         meaning,
         why,
         fix,
+        terminal_evidence: &[],
     }
 }
 
 impl Entry {
+    /// The entry with `keys` as its [`Entry::terminal_evidence`]: evidence the summary omits.
+    pub const fn terminal_evidence(self, keys: &'static [&'static str]) -> Entry {
+        Entry {
+            terminal_evidence: keys,
+            ..self
+        }
+    }
+
     /// The part before the dot: `gpu`, `net`, `cluster`, ...
     pub fn area(&self) -> &'static str {
         self.id.area()

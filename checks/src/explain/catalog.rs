@@ -225,6 +225,23 @@ mod tests {
     }
 
     #[test]
+    fn terminal_evidence_keys_are_evidence_keys_each_once() {
+        for e in all() {
+            let keys = e.terminal_evidence;
+            for (i, k) in keys.iter().enumerate() {
+                assert!(
+                    !k.is_empty()
+                        && k.chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                    "{}: {k:?} is not an evidence key",
+                    e.id
+                );
+                assert!(!keys[..i].contains(k), "{}: {k} listed twice", e.id);
+            }
+        }
+    }
+
+    #[test]
     fn get_finds_entries_and_rejects_unknown() {
         assert_eq!(get("port.in-use").map(|e| e.area()), Some("port"));
         assert!(get("port.in_use").is_none());

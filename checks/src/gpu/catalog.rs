@@ -99,7 +99,9 @@ pub static ENTRIES: &[Entry] = &[
         "Drain the node, reset the GPU (`sudo nvidia-smi -r -i <gpu>`) or reboot, then run \
          `dcgmi diag -r 1`; replace a GPU that logs the XID again. See the lines with \
          `sudo dmesg -T | grep -i xid`.",
-    ),
+    )
+    // The kernel's own words, and where they were read: the summary names only the XID.
+    .terminal_evidence(&["lines", "source"]),
     entry(
         ECC,
         "fail / warn",

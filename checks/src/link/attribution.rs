@@ -113,26 +113,36 @@ pub(crate) fn culprit_fix(input: &ClusterInput, culprits: &[Culprit], peers: &[S
         .fold(Fix::new(hint), Fix::command)
 }
 
-/// The fix when no rule on either node explains a one-way failure: both possibilities, and
-/// how to tell them apart with `nc` from each side (and a third host), before changing anything.
+/// The fix when no rule on either node explains a one-way failure: three `nc` commands (listen
+/// on the receiver, connect from the sender, connect from any other host) and, a line each,
+/// what their results mean and the command that then fixes it. The hint's lines are separated
+/// by `\n`: the terminal shows each on lines of its own.
 pub(crate) fn undecided_fix(input: &ClusterInput, link: &LinkResult, addr: &str) -> Fix {
     let (from, to) = (input.who(link.from), input.who(link.to));
-    let target = crate::infra::host_port(addr, link.port);
     let port = link.port;
-    let hint = format!(
-        "Either {to} drops incoming connections, or {from} drops its own outgoing ones, or a firewall between them (a switch ACL, a security group) does. Tell them apart with nc: listen on {to} (first command), connect from {from} (second), then connect to the same {target} from any other host (third). If only {from}'s connection fails, its outgoing rules or its path drop it (`iptables -vnL OUTPUT` there shows the counter that grows): accept on {from} with `iptables -I OUTPUT -d {addr} -j ACCEPT`. If every host fails, {to}'s incoming rules do (`iptables -vnL INPUT`): accept on {to} with `iptables -I INPUT -s <{from}'s address> -j ACCEPT`; if neither node's counters grow, the firewall is between them."
-    );
-    let hint = if link.result == crate::core::LinkOutcome::Refused {
-        format!(
-            "A refusal comes from a REJECT rule or from a port nothing listened on (rerun preflight if no rule rejects). {hint}"
-        )
-    } else {
-        hint
-    };
-    Fix::new(hint)
-        .command(format!("nc -l -k {port}   # on {to}"))
-        .command(format!("nc -vz -w 5 {addr} {port}   # on {from}"))
-        .command(format!("nc -vz -w 5 {addr} {port}   # on another host"))
+    let mut lines = Vec::new();
+    if link.result == crate::core::LinkOutcome::Refused {
+        lines.push(
+            "A refusal comes from a REJECT rule or a port nothing listened on (rerun preflight if no rule rejects)."
+                .to_string(),
+        );
+    }
+    lines.push(format!(
+        "Find where it drops with nc: listen on {to} (1), connect from {from} (2), then from any other host (3)."
+    ));
+    lines.push(format!(
+        "(2) fails, (3) connects: {from}'s OUTPUT drops it: `iptables -I OUTPUT -d {addr} -j ACCEPT` there."
+    ));
+    lines.push(format!(
+        "(2) and (3) fail: {to}'s INPUT drops it: `iptables -I INPUT -s <{from}'s address> -j ACCEPT` there."
+    ));
+    lines.push(format!(
+        "(2) and (3) fail, and `iptables -vnL INPUT` on {to} counts no drop: a firewall between them (a switch ACL, a security group)."
+    ));
+    Fix::new(lines.join("\n"))
+        .command(format!("nc -l -k {port}   # (1) on {to}"))
+        .command(format!("nc -vz -w 5 {addr} {port}   # (2) on {from}"))
+        .command(format!("nc -vz -w 5 {addr} {port}   # (3) on another host"))
 }
 
 #[cfg(test)]
@@ -230,8 +240,22 @@ mod tests {
         assert!(f.summary.contains("between them"), "{}", f.summary);
         let cmds = commands(f);
         assert!(cmds[0].starts_with("nc -l -k "), "{cmds:?}");
-        assert!(cmds[1].contains("# on rank 1 (node02)"), "{cmds:?}");
-        assert!(cmds[2].contains("another host"), "{cmds:?}");
+        assert!(cmds[0].ends_with("# (1) on rank 0 (node01)"), "{cmds:?}");
+        assert!(cmds[1].ends_with("# (2) on rank 1 (node02)"), "{cmds:?}");
+        assert!(cmds[2].ends_with("# (3) on another host"), "{cmds:?}");
+        // One line for how to run them, then one line per result: what it means, what fixes it.
+        let hint = &f.fix.as_ref().unwrap().hint;
+        let lines: Vec<&str> = hint.lines().collect();
+        assert_eq!(lines.len(), 4, "{hint}");
+        assert!(
+            lines[1].starts_with("(2) fails, (3) connects: rank 1 (node02)'s OUTPUT"),
+            "{hint}"
+        );
+        assert!(
+            lines[2].contains("rank 0 (node01)'s INPUT drops it"),
+            "{hint}"
+        );
+        assert!(lines[3].contains("a firewall between them"), "{hint}");
         assert_eq!(f.evidence["cause_direction"], serde_json::Value::Null);
         // Unread rules on one side: both possibilities too, naming what was not read.
         c.facts[1].firewall = FirewallFacts::default();

@@ -214,7 +214,12 @@ fn launch(report: &Report, rec: &Recommendation, style: Style) -> String {
         let _ = writeln!(s, "{}", paint::bold("Launch on this node alone:", style));
         let _ = writeln!(s, "{COMMAND}{}", line(one));
     }
-    if report.mode == Mode::Cluster && rec.launch.len() > super::cluster::MATRIX_MAX {
+    // Lines that differ only in --node-rank are one line taking the rank from a variable.
+    let (var, _) = rank_variable(report);
+    if report.mode == Mode::Cluster
+        && (rec.launch.len() > super::cluster::MATRIX_MAX
+            || launch_groups(rec, var).len() < rec.launch.len())
+    {
         s.push_str(&launch_grouped(report, rec, style));
         return s;
     }
@@ -235,23 +240,38 @@ fn launch(report: &Report, rec: &Recommendation, style: Style) -> String {
 }
 
 /// The launcher's variable holding the node's rank, per the placement source of the report.
-fn rank_variable(report: &Report) -> (&'static str, &'static str) {
+fn rank_variable(report: &Report) -> (&'static str, String) {
     match report.placement.as_ref().map(|p| p.source.as_str()) {
-        Some("slurm") => ("$SLURM_NODEID", "Slurm sets it on each node"),
-        Some("torchrun-env") => ("$NODE_RANK", "the launcher sets it on each node"),
+        Some("slurm") => ("$SLURM_NODEID", "Slurm sets it on each node".into()),
+        Some("torchrun-env") => ("$NODE_RANK", "the launcher sets it on each node".into()),
+        _ if report.nodes.len() <= RANKS_NAMED => {
+            let each: Vec<String> = report
+                .nodes
+                .iter()
+                .map(|n| format!("{} on {}", n.rank, shown(&n.hostname)))
+                .collect();
+            (
+                "$NODE_RANK",
+                format!("set NODE_RANK on each node: {}", each.join(", ")),
+            )
+        }
+        _ if report.nodes.len() <= super::cluster::MATRIX_MAX => (
+            "$NODE_RANK",
+            "set NODE_RANK on each node to its rank; -v lists each node's".into(),
+        ),
         _ => (
             "$NODE_RANK",
-            "set NODE_RANK on each node to its rank in the table above",
+            "set NODE_RANK on each node to its rank; --format json lists each node's".into(),
         ),
     }
 }
 
-/// Above [`super::cluster::MATRIX_MAX`] nodes: one launch line that takes the node's rank
-/// from the launcher's variable, and a line of their own only for nodes whose command differs
-/// otherwise (their own environment, `node_env`).
-fn launch_grouped(report: &Report, rec: &Recommendation, style: Style) -> String {
-    let width = usize::from(style.width);
-    let (var, how) = rank_variable(report);
+/// Nodes whose rank the launch line's label names one by one.
+const RANKS_NAMED: usize = 4;
+
+/// The launch commands with `--node-rank=N` written `--node-rank=VAR`, each distinct one with
+/// the ranks it serves, the most served first.
+fn launch_groups(rec: &Recommendation, var: &str) -> Vec<(String, Vec<u32>)> {
     let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
     for l in &rec.launch {
         let flag = format!("--node-rank={}", l.node_rank);
@@ -266,6 +286,17 @@ fn launch_grouped(report: &Report, rec: &Recommendation, style: Style) -> String
         }
     }
     groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.1[0].cmp(&b.1[0])));
+    groups
+}
+
+/// Launch lines alike but for the rank (and every line above [`super::cluster::MATRIX_MAX`]
+/// nodes): one launch line that takes the node's rank from the launcher's variable, and a
+/// line of their own only for nodes whose command differs otherwise (their own environment,
+/// `node_env`).
+fn launch_grouped(report: &Report, rec: &Recommendation, style: Style) -> String {
+    let width = usize::from(style.width);
+    let (var, how) = rank_variable(report);
+    let groups = launch_groups(rec, var);
     let mut s = String::new();
     let uses_var = groups.iter().any(|(c, _)| c.contains(var));
     for (i, (command, ranks)) in groups.iter().enumerate() {

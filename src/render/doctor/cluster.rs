@@ -1,5 +1,6 @@
-//! The cluster's tables on rank 0: one row per node, the connectivity matrix per network (up
-//! to [`MATRIX_MAX`] nodes, the worst links beyond), and the all-reduce (two ranks or more).
+//! The cluster's tables on rank 0: one row per node (one per set of alike nodes), the
+//! connectivity matrix per network where a link failed (up to [`MATRIX_MAX`] nodes; each
+//! network summed up otherwise), and the all-reduce (two ranks or more).
 
 use super::super::Style;
 use super::super::sanitize::{cut, shown};
@@ -34,19 +35,51 @@ fn table(style: Style, wrap: bool) -> Table {
     t
 }
 
-/// Every cluster table, each after a blank line.
+/// Every cluster table, each after a blank line. Nodes alike are one row and a network whose
+/// every link connected is summed up, at any size (`-v` keeps a row per node and the matrix
+/// up to [`MATRIX_MAX`] nodes); above it, always.
 pub fn tables(report: &Report, style: Style) -> String {
     let mut out = String::new();
-    if report.nodes.len() > MATRIX_MAX {
+    let large = report.nodes.len() > MATRIX_MAX;
+    if large || (!style.verbose && folds_nodes(report)) {
         out.push_str(&grouped_nodes_table(report, style));
-        out.push_str(&super::summary::networks(report, style));
     } else {
         out.push_str(&nodes_table(report, style));
+    }
+    if large || (!style.verbose && all_links_ok(report)) {
+        out.push_str(&super::summary::networks(report, style));
+    } else {
         out.push_str(&connectivity(report, style));
     }
     out.push_str(&allreduce(report, style));
     out.push('\n');
     out
+}
+
+/// Two nodes or more whose rows would say the same but for rank, host and address: one row
+/// says it for all of them.
+pub(crate) fn folds_nodes(report: &Report) -> bool {
+    let reached = crate::report_compact::addresses(report);
+    let key = |n: &preflight_checks::model::NodeEntry| {
+        [
+            gpus_text(&n.facts),
+            versions_text(&n.facts),
+            network_text(report, &reached, n),
+        ]
+    };
+    match report.nodes.split_first() {
+        Some((first, rest)) if !rest.is_empty() => {
+            let k = key(first);
+            rest.iter().all(|n| key(n) == k)
+        }
+        _ => false,
+    }
+}
+
+/// Every measured link connected (up to [`MATRIX_MAX`] nodes the report keeps each link):
+/// a matrix of marks would say nothing the network's summary does not.
+fn all_links_ok(report: &Report) -> bool {
+    report.link_matrix.is_none() && report.links.iter().all(|l| l.result == LinkOutcome::Ok)
 }
 
 /// Rank, host, address, GPUs and versions per node (interfaces too with `-v`).

@@ -140,7 +140,7 @@ fn both_ways(report: &Report, first: &Finding, x: &OneWay, y: &OneWay) -> Findin
     };
     if let Some(fix) = f.fix.as_mut() {
         fix.hint
-            .push_str(" The same steps with the two nodes swapped test the other direction.");
+            .push_str("\nThe same steps with the two nodes swapped test the other direction.");
     }
     f
 }

@@ -156,7 +156,7 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
     if same_summary {
         out.push_str(&wrap(&shown(&first.summary), width, TEXT, TEXT));
         if g.len() == 1 {
-            if let Some(e) = evidence_words(first, style.unicode) {
+            if let Some(e) = evidence_words(first, style) {
                 out.push_str(&wrap(&format!("evidence: {e}"), width, TEXT, TEXT));
             }
         }
@@ -208,12 +208,18 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
             0 => String::new(),
             n => format!(" (and likewise for {n} more)"),
         };
-        out.push_str(&wrap(
-            &format!("fix: {}{others}", shown(h)),
-            width,
-            TEXT,
-            TEXT,
-        ));
+        // A hint of several lines (a command's results, one a line) keeps its lines.
+        let lines: Vec<&str> = h.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let lead = if i == 0 { "fix: " } else { "" };
+            let tail = if i + 1 == lines.len() { &others } else { "" };
+            out.push_str(&wrap(
+                &format!("{lead}{}{tail}", shown(l)),
+                width,
+                TEXT,
+                TEXT,
+            ));
+        }
     }
     // The same command on three nodes or more: once, run on all of them with pdsh.
     let commands = super::hosts::commands(report, &commands);
@@ -259,14 +265,35 @@ fn where_many(report: &Report, g: &[&Finding]) -> String {
     }
 }
 
-/// The evidence in a few words: scalar values and short lists, at most a few of them.
-fn evidence_words(f: &Finding, unicode: bool) -> Option<String> {
-    let ellipsis = if unicode { "…" } else { "..." };
-    const MAX_VALUE: usize = 60;
-    const MAX_ITEMS: usize = 5;
+/// The evidence keys the terminal shows for `f`: every key with `-v`; without it only those its
+/// catalog entry lists as saying what the summary does not (`Entry::terminal_evidence`).
+fn terminal_keys(f: &Finding, verbose: bool) -> Option<&'static [&'static str]> {
+    if verbose {
+        return None;
+    }
+    Some(
+        preflight_checks::catalog::get(&f.id)
+            .map(|e| e.terminal_evidence)
+            .unwrap_or(&[]),
+    )
+}
+
+/// The evidence in a few words: scalar values and short lists the summary does not state
+/// (every one of them with `-v`, uncut), at most a few without `-v`.
+fn evidence_words(f: &Finding, style: Style) -> Option<String> {
+    let ellipsis = if style.unicode { "…" } else { "..." };
+    let keys = terminal_keys(f, style.verbose);
+    let (max_value, max_items) = if style.verbose {
+        (usize::MAX, usize::MAX)
+    } else {
+        (60, 5)
+    };
     let mut parts = Vec::new();
     let mut more = false;
     for (k, v) in &f.evidence {
+        if keys.is_some_and(|keys| !keys.contains(&k.as_str())) {
+            continue;
+        }
         let value = match v {
             Value::Null | Value::Object(_) => continue,
             Value::String(s) if s.is_empty() => continue,
@@ -285,14 +312,14 @@ fn evidence_words(f: &Finding, unicode: bool) -> Option<String> {
                 .join(", "),
             other => other.to_string(),
         };
-        if parts.len() == MAX_ITEMS {
+        if parts.len() == max_items {
             more = true;
             break;
         }
-        let value = if value.chars().count() > MAX_VALUE {
+        let value = if value.chars().count() > max_value {
             format!(
                 "{}{ellipsis}",
-                value.chars().take(MAX_VALUE).collect::<String>()
+                value.chars().take(max_value).collect::<String>()
             )
         } else {
             value
@@ -366,7 +393,7 @@ mod tests {
     }
 
     #[test]
-    fn evidence_is_a_few_words() {
+    fn evidence_shows_only_what_the_summary_does_not_and_all_of_it_with_v() {
         let f = Finding::new(
             preflight_checks::core::FindingId::new("x.y"),
             Status::Warn,
@@ -378,10 +405,28 @@ mod tests {
         .with("names", serde_json::json!(["eth0", "ib0"]))
         .with("long", "z".repeat(100))
         .with("none", Value::Null);
-        let e = evidence_words(&f, true).unwrap();
+        // An id whose catalog entry lists no key: its summary says it all.
+        assert_eq!(evidence_words(&f, Style::plain()), None);
+        let verbose = Style {
+            verbose: true,
+            ..Style::plain()
+        };
         assert_eq!(
-            e,
-            format!("long {}…; names eth0, ib0; port 29500", "z".repeat(60))
+            evidence_words(&f, verbose).unwrap(),
+            format!("long {}; names eth0, ib0; port 29500", "z".repeat(100))
+        );
+        // A listed key is shown without -v, the others are not.
+        let listed = preflight_checks::catalog::all()
+            .iter()
+            .find(|e| !e.terminal_evidence.is_empty())
+            .expect("an entry that lists terminal evidence");
+        let key = listed.terminal_evidence[0];
+        let f = Finding::new(listed.id, Status::Warn, "s", "sum")
+            .with(key, "shown")
+            .with("zz_not_listed", "hidden");
+        assert_eq!(
+            evidence_words(&f, Style::plain()).unwrap(),
+            format!("{key} shown")
         );
     }
 }

@@ -1,5 +1,5 @@
-//! Above [`super::cluster::MATRIX_MAX`] nodes, each network's links summed up instead of a
-//! matrix: how many pairs connected, RTT and throughput percentiles, the nodes whose every link
+//! Above [`super::cluster::MATRIX_MAX`] nodes, or when every link connected, each network's
+//! links summed up instead of a matrix: how many pairs connected, RTT and throughput percentiles, the nodes whose every link
 //! failed or is slow (named as nodes, not as their links), and the worst other links.
 
 use super::super::Style;

@@ -130,6 +130,11 @@ fn xid79_within_the_window_fails_and_names_the_gpu() {
     );
     assert_eq!(f[0].evidence["newest_age_s"], 600);
     assert_eq!(f[0].evidence["uuid"], "GPU-h100-0001");
+    // What the terminal shows under the summary is evidence this finding carries.
+    let entry = crate::catalog::get(crate::gpu::ids::XID.as_str()).unwrap();
+    for key in entry.terminal_evidence {
+        assert!(f[0].evidence.contains_key(*key), "{key}: {f:#?}");
+    }
 }
 
 #[test]
