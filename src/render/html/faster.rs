@@ -21,9 +21,9 @@ pub fn section(report: &Report) -> String {
         f.speedup,
         cmd(&f.summary),
     );
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<p>link.slow names {} slow with every partner, and a ring all-reduce runs at the pace of its slowest hop. The launch on every node above stays valid; this one trades {} node(s) for speed, and pays above {:.2}&times; ({} / {}).</p>\n",
+        "<p>link.slow names {} slow with every partner, and a ring all-reduce runs at the pace of its slowest hop. The launch on every node above stays valid; this one trades {} node(s) for speed, and pays above {:.2}&times; ({} / {}).</p>",
         text(&f.slow_hosts),
         f.nodes_with.saturating_sub(f.nodes_without),
         f.break_even,
