@@ -44,13 +44,14 @@ fn failing() -> Faults {
 pub(crate) fn fits(text: &str, width: usize) {
     for l in text.lines() {
         let t = l.trim_start();
-        // A fix's command (indented 8), a launch line and the healthy set's re-check are
-        // printed whole, to be pasted.
+        // A fix's command (indented 8), a launch line, the healthy set's re-check and the
+        // faster set's `preflight launch` are printed whole, to be pasted.
         let command = l.starts_with("        ")
             || (l.starts_with("    ")
                 && (t.contains("torchrun --")
                     || t.starts_with("pdsh ")
                     || t.starts_with("preflight cluster --hosts ")
+                    || t.starts_with("preflight launch --report ")
                     || t.starts_with("# or: ")));
         assert!(
             l.chars().count() <= width || command,

@@ -43,8 +43,9 @@ pub fn block(report: &Report, style: Style, rank: u32, whole: bool) -> String {
     if let Some(first) = f.set.launch.first() {
         out.push_str(&wrap(
             &format!(
-                "Launch without {}, NODE_RANK its rank in the set ({}):",
-                shown(&f.slow_hosts),
+                "Launch on {} ({} nodes), NODE_RANK its rank in the set ({}):",
+                shown(&f.set.hosts),
+                f.nodes_without,
                 mapping(f)
             ),
             width,
@@ -57,11 +58,15 @@ pub fn block(report: &Report, style: Style, rank: u32, whole: bool) -> String {
         let _ = writeln!(out, "{COMMAND}{}", line(&cmd));
     }
     out.push_str(&wrap(
-        "Every node's line, an srun line, a hostfile or the exclude list: preflight launch --report FILE --healthy-set --exclude-slow --format torchrun|srun|hostfile|exclude|sbatch|k8s-env",
+        "Each node's line from this report saved as JSON (FILE); --format srun, hostfile, exclude, sbatch or k8s-env for the others:",
         width,
         "  ",
         "    ",
     ));
+    let _ = writeln!(
+        out,
+        "{COMMAND}preflight launch --report FILE --healthy-set --exclude-slow --format torchrun"
+    );
     out
 }
 
