@@ -2,6 +2,7 @@
 //!
 //! The rules are DESIGN.md's "How the advice is made"; every reason cites its evidence.
 
+pub mod faster;
 pub mod healthy;
 
 use preflight_checks::model::{
@@ -302,6 +303,7 @@ pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
         reasons,
         standalone: Some(standalone),
         healthy_set: None,
+        faster_set: None,
     }
 }
 
@@ -446,6 +448,7 @@ pub fn advise_cluster(
         reasons,
         standalone: None,
         healthy_set: None,
+        faster_set: None,
     }
 }
 

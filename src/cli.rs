@@ -192,7 +192,7 @@ pub struct LaunchArgs {
     /// With --healthy-set: compute the set again, its node count a multiple of K (the slowest nodes left idle).
     #[arg(long, alias = "nodes_multiple_of", value_name = "K", requires = "healthy_set", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub nodes_multiple_of: Option<u32>,
-    /// With --healthy-set: compute the set again, leaving out stragglers (the nodes link.slow names as slow nodes, slow with every healthy partner).
+    /// With --healthy-set: compute the set again, leaving out stragglers (the nodes link.slow names as slow nodes, slow with every healthy partner); on a passing report, the faster set (every node but those).
     #[arg(long, alias = "exclude_slow", requires = "healthy_set")]
     pub exclude_slow: bool,
     /// Your training script (its arguments go after `--`).

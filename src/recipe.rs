@@ -48,7 +48,7 @@ pub enum LaunchError {
         failing: String,
     },
     #[error(
-        "{path} has no healthy set (status {status}): preflight computes one only when the cluster fails; a report written before it, or of a passing cluster, launches on every node with `preflight launch --report {path}`"
+        "{path} has no healthy set (status {status}): preflight computes one only when the cluster fails; a report written before it, or of a passing cluster, launches on every node with `preflight launch --report {path}` (or, without the nodes link.slow names slow, with `--healthy-set --exclude-slow`)"
     )]
     NoHealthySet { path: PathBuf, status: String },
     #[error(

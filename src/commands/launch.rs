@@ -15,7 +15,11 @@ pub fn launch(job: &LaunchJob) -> anyhow::Result<Outcome> {
                 nproc_per_node: job.nproc_per_node,
                 script: job.script.clone(),
             };
-            let set = preflight_checks::cluster::healthy_set::healthy_set(&report, opts)?;
+            // A passing cluster has no healthy set; with --exclude-slow the set without its
+            // slow nodes (the faster set) is still one to launch on.
+            use preflight_checks::cluster::healthy_set::{healthy_set, set_of};
+            let set = healthy_set(&report, opts)
+                .or_else(|| opts.exclude_slow.then(|| set_of(&report, opts)).flatten())?;
             Some(crate::advise::healthy::advise(&report, &set, &input))
         });
         let saved = report

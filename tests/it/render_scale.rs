@@ -44,13 +44,14 @@ fn failing() -> Faults {
 pub(crate) fn fits(text: &str, width: usize) {
     for l in text.lines() {
         let t = l.trim_start();
-        // A fix's command (indented 8), a launch line and the healthy set's re-check are
-        // printed whole, to be pasted.
+        // A fix's command (indented 8), a launch line, the healthy set's re-check and the
+        // faster set's `preflight launch` are printed whole, to be pasted.
         let command = l.starts_with("        ")
             || (l.starts_with("    ")
                 && (t.contains("torchrun --")
                     || t.starts_with("pdsh ")
                     || t.starts_with("preflight cluster --hosts ")
+                    || t.starts_with("preflight launch --report ")
                     || t.starts_with("# or: ")));
         assert!(
             l.chars().count() <= width || command,
@@ -577,6 +578,65 @@ fn render_scale_one_fault_among_96_fits_a_screen_and_does_not_grow_with_n() {
         .map(|f| f.subject.as_str())
         .collect();
     assert_eq!(ids.len(), 2, "{ids:?}");
+}
+
+/// Issue 46: 96 agents, one slow with every partner. `link.slow` names it, `collective.busbw`
+/// says the ring runs at its pace; the verdict stays "ready to launch" on all 96, and the
+/// report offers the 95 without it with the predicted gain and the launch line for them.
+#[test]
+fn render_scale_one_slow_node_among_96_offers_the_faster_set() {
+    let faults = Faults {
+        slow: Some(50),
+        allreduce: true,
+        advise_sets: true,
+        ..Default::default()
+    };
+    let r = cluster(96, &faults);
+    let f = r
+        .recommendation
+        .as_ref()
+        .and_then(|x| x.faster_set.as_ref())
+        .expect("a faster set");
+    assert_eq!((f.slow.clone(), f.slow_hosts.as_str()), (vec![50], "gpu51"));
+    assert_eq!((f.nodes_with, f.nodes_without), (96, 95));
+    assert!(f.measured);
+    assert!(f.speedup > 9.0 && f.speedup < 11.0, "{}", f.speedup);
+    assert_eq!(f.set.hosts, "gpu[01-50,52-96]");
+    assert_eq!(f.set.exclude_hosts, "gpu51");
+    assert_eq!(f.set.launch.len(), 95);
+    assert!(f.set.launch.iter().all(|l| l.hostname != "gpu51"));
+    assert!(
+        f.set.launch[0].command.contains("--nnodes=95"),
+        "{:?}",
+        f.set.launch[0]
+    );
+    let text = render(&r, 0, 80);
+    insta::assert_snapshot!("scale_96_slow_node_rank0_80cols", text);
+    fits(&text, 80);
+    assert!(
+        text.contains("✓ ready to launch (2 warnings above)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Faster without gpu51: ~") && text.contains("on 95 of 96 nodes"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--nnodes=96") && text.contains("--nnodes=95"),
+        "{text}"
+    );
+    assert!(text.contains("--healthy-set --exclude-slow"), "{text}");
+    // The slow node's own report says it is the one left out; another node, its rank.
+    let slow = render(&r, 50, 80);
+    assert!(
+        slow.contains("This node (rank 50) is the one left out"),
+        "{slow}"
+    );
+    let other = render(&r, 60, 80);
+    assert!(
+        other.contains("Without it this node is rank 59 of 95"),
+        "{other}"
+    );
 }
 
 #[test]

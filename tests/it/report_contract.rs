@@ -349,6 +349,7 @@ fn full_cluster_report() -> Report {
             reasons: vec!["bond0 reached by all".into()],
             standalone: None,
             healthy_set: None,
+            faster_set: None,
         }),
         placement: None,
         trimmed: None,
@@ -392,6 +393,23 @@ fn every_json_report_validates_against_the_committed_schema() {
     assert_eq!(m.networks.len(), 2);
     let large: Value = serde_json::from_str(&preflight::render::json::render(&large)).unwrap();
     assert_valid(&v, &large, "a 65-node cluster report with link_matrix");
+    // A slow node that costs the all-reduce more than its share: recommendation.faster_set.
+    let slow = crate::synthetic::cluster(
+        8,
+        &crate::synthetic::Faults {
+            slow: Some(5),
+            advise_sets: true,
+            ..Default::default()
+        },
+    );
+    let faster = slow
+        .recommendation
+        .as_ref()
+        .and_then(|r| r.faster_set.as_ref());
+    assert_eq!(faster.map(|f| f.slow.clone()), Some(vec![5]));
+    let slow: Value = serde_json::from_str(&preflight::render::json::render(&slow)).unwrap();
+    assert!(slow["recommendation"]["faster_set"]["set"]["launch"].is_array());
+    assert_valid(&v, &slow, "a cluster report with recommendation.faster_set");
 }
 
 #[test]

@@ -5,12 +5,15 @@
 //! judge it, and the report is built as the coordinator builds it (links compacted above 64).
 
 use crate::common::fixture;
+use preflight::advise::healthy::HealthyInput;
 use preflight::advise::{ClusterAdviceInput, advise_cluster};
 use preflight::report::ReportBuilder;
 use preflight::runtime::job::JobShape;
 use preflight_checks::cluster::{ClusterInput, check_cluster};
+use preflight_checks::collective::{CollectiveInput, check_collectives};
 use preflight_checks::model::{
-    IfAddr, LinkOutcome, LinkResult, Mode, NodeFacts, PlacementInfo, Report,
+    CollectiveResult, CollectiveRow, IfAddr, LinkOutcome, LinkResult, Mode, NodeFacts,
+    PlacementInfo, Report,
 };
 use preflight_checks::networks;
 
@@ -35,6 +38,12 @@ pub struct Faults {
     /// everything else raised) and the job is 8 processes on each of the `n` nodes, so
     /// `sys.listen-backlog` fires on every node once the world passes 128.
     pub old_backlog: bool,
+    /// A TCP ring all-reduce over every node in rank order on ib0, at 90% of its slowest hop,
+    /// judged as the coordinator judges it (`collective.busbw`).
+    pub allreduce: bool,
+    /// Attach the healthy set and the faster set as the coordinator does (before the links
+    /// are compacted).
+    pub advise_sets: bool,
 }
 
 /// A small deterministic hash of a pair, for RTTs and throughputs that vary like real ones.
@@ -212,17 +221,91 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
             },
         ));
     }
+    let collectives = if faults.allreduce {
+        vec![ring_allreduce(&facts, &links)]
+    } else {
+        Vec::new()
+    };
+    if !collectives.is_empty() {
+        let input = CollectiveInput {
+            results: &collectives,
+            links: &links,
+            min_busbw_gb_s: None,
+            not_run: None,
+            one_node: false,
+            slow_parts: Vec::new(),
+            link_reference_gbit: None,
+        }
+        .with_link_verdict(&findings);
+        let judged = check_collectives(&input);
+        findings.extend(judged);
+    }
     for (r, f) in nodes {
         b = b.node(r, f.clone());
     }
-    b.findings(findings)
+    let mut report = b
+        .findings(findings)
         .links(links)
+        .collectives(collectives)
         .recommendation(rec)
         .placement(Some(PlacementInfo {
             source: "slurm".into(),
             ..Default::default()
         }))
-        .build_compact()
+        .build();
+    if faults.advise_sets {
+        let input = HealthyInput::new(&Default::default(), n, Some(8), &["train.py".to_string()]);
+        preflight::advise::healthy::attach(&mut report, &input);
+        preflight::advise::faster::attach(&mut report, &input);
+    }
+    preflight::report_compact::compacted(report)
+}
+
+/// A TCP all-reduce of 64 MiB around the ring 0, 1, ..., n-1 on ib0, its bus bandwidth 90% of
+/// the slowest hop's measured throughput.
+fn ring_allreduce(facts: &[NodeFacts], links: &[LinkResult]) -> CollectiveResult {
+    let n = facts.len() as u32;
+    let ib0 = |r: u32| {
+        facts[r as usize]
+            .net
+            .interfaces
+            .iter()
+            .find(|i| i.name == "ib0")
+            .and_then(|i| i.ipv4.first())
+            .map(|a| a.addr.to_string())
+            .unwrap_or_default()
+    };
+    let hop = |from: u32, to: u32| {
+        links
+            .iter()
+            .find(|l| l.from == from && l.to == to && l.address == ib0(to))
+            .and_then(|l| l.throughput_gbit_s)
+            .map_or(f64::INFINITY, f64::from)
+    };
+    let slowest = (0..n)
+        .map(|r| hop(r, (r + 1) % n))
+        .fold(f64::INFINITY, f64::min);
+    let busbw = 0.9 * slowest / 8.0;
+    let algbw = busbw * f64::from(n) / (2.0 * f64::from(n - 1));
+    let bytes = 64u64 << 20;
+    CollectiveResult {
+        op: "allreduce".into(),
+        transport: "tcp".into(),
+        ranks: n,
+        rows: vec![CollectiveRow {
+            bytes,
+            time_us: bytes as f64 / algbw / 1e3,
+            algbw_gb_s: algbw,
+            busbw_gb_s: busbw,
+            wrong: 0,
+        }],
+        order: (0..n).collect(),
+        addresses: (0..n).map(|r| (r.to_string(), ib0(r))).collect(),
+        network: Some("ib0".into()),
+        streams: Some(1),
+        config: "advice".into(),
+        ..Default::default()
+    }
 }
 
 /// The 1024-node report (links only, the pair 3 -> 9 refused on eno1), built once for every

@@ -26,6 +26,49 @@ pub struct Recommendation {
     /// launch on the rest (absent when the cluster passes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy_set: Option<HealthySetAdvice>,
+    /// When nodes `link.slow` names slow hold the ring all-reduce back by more than their share
+    /// of the work: the set without them, the predicted gain and the launch on it (absent
+    /// otherwise; the launch on every node above stays valid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faster_set: Option<FasterSetAdvice>,
+}
+
+/// `recommendation.faster_set`: train faster without the slow nodes. The model: a ring
+/// all-reduce runs at the pace of its slowest hop, a node's rate is the lower median of its
+/// measured sends and receives among the set, and the bus bandwidth scales with the ring's
+/// bound; offered when the speed-up beats `nodes_with / nodes_without`.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(default)]
+pub struct FasterSetAdvice {
+    /// In words: "faster without gpu51: ~8.3x the all-reduce's bus bandwidth".
+    pub summary: String,
+    /// The slow nodes left out (original ranks), and their hosts in hostlist syntax.
+    pub slow: Vec<u32>,
+    pub slow_hosts: String,
+    /// Nodes of the launch it is compared with (every node, or the healthy set when the
+    /// cluster fails) and nodes without the slow ones.
+    pub nodes_with: u32,
+    pub nodes_without: u32,
+    /// The ring's bound (its slowest node's rate, Gbit/s) with and without the slow nodes.
+    pub ring_gbit_s_with: f64,
+    pub ring_gbit_s_without: f64,
+    /// All-reduce bus bandwidth (GB/s) with them (measured when `measured`, else the bound)
+    /// and predicted without them.
+    pub busbw_gb_s_with: f64,
+    pub busbw_gb_s_without: f64,
+    pub measured: bool,
+    /// Seconds to all-reduce 1 GB (a step's gradients of that size), with and without.
+    pub seconds_per_gb_with: f64,
+    pub seconds_per_gb_without: f64,
+    /// `busbw_gb_s_without / busbw_gb_s_with`.
+    pub speedup: f64,
+    /// The speed-up that only pays for the nodes left out: `nodes_with / nodes_without`.
+    pub break_even: f64,
+    /// Samples per second without against with, when the step is all all-reduce (an upper bound).
+    pub throughput_gain: f64,
+    /// The set without the slow nodes: hosts, exclusions, environment and launch, as the
+    /// healthy set carries them (`preflight launch --report FILE --healthy-set --exclude-slow`).
+    pub set: HealthySetAdvice,
 }
 
 /// `recommendation.healthy_set`: the largest set of nodes the measurements show working together.

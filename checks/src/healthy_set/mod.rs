@@ -8,6 +8,7 @@
 //! O(n + failed links) (plus a log factor for the priority order).
 
 pub mod catalog;
+pub mod faster;
 pub mod ids;
 
 use crate::core::{BindStatus, LinkOutcome, NetworkEval, NodeFacts, Report, Status};
@@ -175,7 +176,7 @@ fn throughput(report: &Report) -> HashMap<u32, f64> {
 
 /// The nodes `link.slow` named as slow nodes (sending, receiving or both): the same judgment,
 /// against a reference the slow nodes cannot move, that the report's findings give.
-fn stragglers(report: &Report) -> BTreeSet<u32> {
+pub(crate) fn stragglers(report: &Report) -> BTreeSet<u32> {
     report
         .findings
         .iter()
@@ -392,7 +393,16 @@ fn best_candidate(
 
 /// The healthy set of a failing cluster report; None when the report is not a failing cluster.
 pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet> {
-    if report.mode != crate::core::Mode::Cluster || report.status != Status::Fail {
+    if report.status != Status::Fail {
+        return None;
+    }
+    set_of(report, opts)
+}
+
+/// The set the same rules keep, whatever the report's status (the faster set of a passing
+/// cluster is this with `exclude_slow`); None when the report is not a cluster's.
+pub fn set_of(report: &Report, opts: &HealthyOptions) -> Option<HealthySet> {
+    if report.mode != crate::core::Mode::Cluster {
         return None;
     }
     let joined: BTreeSet<u32> = report

@@ -7,7 +7,7 @@ use crate::core::{
 use crate::testkit::{Cluster, iface, node};
 
 /// The report the coordinator would write for this cluster (findings from the real checks).
-fn report(c: &Cluster) -> Report {
+pub(crate) fn report(c: &Cluster) -> Report {
     let findings = c.findings();
     let nodes = c
         .facts

@@ -8,6 +8,7 @@ mod advice;
 mod areas;
 mod cluster;
 pub mod collective;
+mod faster;
 mod healthy;
 mod hosts;
 pub mod number;
@@ -83,6 +84,7 @@ pub fn render_view(report: &Report, style: Style, rank: u32, full: bool) -> Stri
     out.push_str(&advice::advice(report, style, rank, whole));
     out.push_str(&advice::verdict(report, &own, style, whole));
     out.push_str(&healthy::block(report, style, rank, whole));
+    out.push_str(&faster::block(report, style, rank, whole));
     out
 }
 

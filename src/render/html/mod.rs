@@ -7,10 +7,12 @@
 //! writes report data as markup (no `innerHTML`). Stable hooks for tests and scripts:
 //! `#verdict[data-status]`, `section#findings div.finding[data-id][data-status][data-node]`,
 //! `table#matrix td[data-from][data-to][data-result]`, `svg#busbw-chart g.series circle.pt`,
-//! `table.nodes`, `table#env`, and `pre.cmd` for every command (the script adds its Copy button).
+//! `table.nodes`, `table#env`, `section#faster-set[data-slow]`, and `pre.cmd` for every command
+//! (the script adds its Copy button).
 
 mod chart;
 pub mod escape;
+mod faster;
 mod heatmap;
 mod matrix;
 
@@ -51,6 +53,7 @@ pub fn render(report: &Report) -> String {
     }
     out.push_str(&chart::section(report));
     out.push_str(&recommendation(report));
+    out.push_str(&faster::section(report));
     out.push_str(&nodes(report, &grouped));
     out.push_str("</main>\n");
     let _ = write!(out, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
@@ -174,6 +177,13 @@ fn nav(report: &Report, grouped: &matrix::Grouped) -> String {
     }
     if report.recommendation.is_some() {
         links.push(("recommendation", "Environment and launch"));
+    }
+    if report
+        .recommendation
+        .as_ref()
+        .is_some_and(|r| r.faster_set.is_some())
+    {
+        links.push(("faster-set", "Faster set"));
     }
     links.push(("nodes", "Nodes"));
     let items: Vec<String> = links

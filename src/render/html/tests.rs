@@ -53,3 +53,48 @@ fn one_cell_per_pair_and_every_finding() {
         r.collectives[0].rows.len()
     );
 }
+
+#[test]
+fn the_faster_set_has_its_section_with_the_prediction_and_the_launch() {
+    use preflight_checks::model::{FasterSetAdvice, HealthyConstraints, HealthyLaunch};
+    let mut r = fixture("cluster-3-filtered-slow");
+    assert!(!render(&r).contains("id=\"faster-set\""));
+    let launch = |node: u32, rank: u32| HealthyLaunch {
+        node,
+        hostname: format!("node{node}"),
+        node_rank: rank,
+        command: format!("torchrun --nnodes=2 --node-rank={rank} train.py"),
+    };
+    let faster = FasterSetAdvice {
+        summary: "faster without <b>x</b>: ~9.0x".into(),
+        slow: vec![2],
+        slow_hosts: "<b>x</b>".into(),
+        nodes_with: 3,
+        nodes_without: 2,
+        ring_gbit_s_with: 0.1,
+        ring_gbit_s_without: 0.9,
+        busbw_gb_s_with: 0.0125,
+        busbw_gb_s_without: 0.1125,
+        measured: false,
+        speedup: 9.0,
+        break_even: 1.5,
+        set: preflight_checks::model::HealthySetAdvice {
+            hosts: "node[0-1]".into(),
+            launch: vec![launch(0, 0), launch(1, 1)],
+            constraints: HealthyConstraints {
+                met: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    r.recommendation.as_mut().unwrap().faster_set = Some(faster);
+    let page = render(&r);
+    assert!(page.contains("<section id=\"faster-set\" data-slow=\"&lt;b&gt;x&lt;/b&gt;\">"));
+    assert!(!page.contains("<b>x</b>"));
+    assert!(page.contains("<a href=\"#faster-set\">"));
+    assert!(page.contains("<tr data-set=\"without\"><td>without</td><td>2</td><td>0.900</td>"));
+    assert_eq!(page.matches("<div class=\"launch\" data-node=").count(), 2);
+    assert!(page.contains("torchrun --nnodes=2 --node-rank=1 train.py"));
+}

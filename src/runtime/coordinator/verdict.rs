@@ -150,6 +150,8 @@ pub(crate) fn build_report(
         &run.job.script,
     );
     crate::advise::healthy::attach(&mut report, &healthy);
+    // When slow nodes cost the all-reduce more than their share: the set without them.
+    crate::advise::faster::attach(&mut report, &healthy);
     // Above 64 nodes the links are kept compactly (the healthy set was computed from all).
     crate::report_compact::compacted(report)
 }
