@@ -3,7 +3,7 @@
 //! `preflight explain ID` prints an entry; README's finding-id table lists them in
 //! the explain catalog's order.
 
-use super::FindingId;
+use super::{Action, FindingId, Remedy};
 
 /// What one finding id means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub struct Entry {
     pub why: &'static str,
     /// How to fix it, with commands.
     pub fix: &'static str,
+    /// What to do when it fires and whose problem it is ([`Entry::node`], [`Entry::user`]);
+    /// every registered entry has one (the registry's test says so).
+    pub remedy: Option<Remedy>,
 }
 
 /// An entry; the area is the id's part before the dot.
@@ -34,10 +37,23 @@ pub const fn entry(
         meaning,
         why,
         fix,
+        remedy: None,
     }
 }
 
 impl Entry {
+    /// When it fires, the node's operators act: `action` on the node.
+    pub const fn node(mut self, action: Action) -> Entry {
+        self.remedy = Some(Remedy::node(action));
+        self
+    }
+
+    /// When it fires, the job's user acts: `action` on the launch or environment.
+    pub const fn user(mut self, action: Action) -> Entry {
+        self.remedy = Some(Remedy::user(action));
+        self
+    }
+
     /// The part before the dot: `gpu`, `net`, `cluster`, ...
     pub fn area(&self) -> &'static str {
         self.id.area()
