@@ -17,4 +17,4 @@ pub static ENTRIES: &[Entry] = &[entry(
          when the holder is another user's), or launch every node on the free port preflight \
          suggests: `torchrun --master-port=<free> ...`.",
 )
-.user(Action::RestartJob)];
+.node(Action::RestartJob)];
