@@ -304,10 +304,7 @@ mod tests {
             let fires_bad = e.fires.contains("warn") || e.fires.contains("fail");
             assert!(r.action != Action::None || !fires_bad, "{}", e.id);
         }
-        assert_eq!(
-            remedy("gpu.count"),
-            Some(Remedy::user(Action::FixConfig))
-        );
+        assert_eq!(remedy("gpu.count"), Some(Remedy::user(Action::FixConfig)));
         assert_eq!(remedy("no.such-id"), None);
     }
 
@@ -318,7 +315,12 @@ mod tests {
             Finding::new(crate::link::ids::SLOW, Status::Pass, "n", "fine"),
             Finding::new(crate::gpu::ids::XID, Status::Fail, "g", "79")
                 .remedy(Remedy::node(Action::Reboot)),
-            Finding::new(crate::core::FindingId::new("x.unknown"), Status::Fail, "s", "?"),
+            Finding::new(
+                crate::core::FindingId::new("x.unknown"),
+                Status::Fail,
+                "s",
+                "?",
+            ),
         ];
         assign_remedies(&mut fs);
         let got: Vec<_> = fs.iter().map(|f| f.remedy_of().unwrap()).collect();

@@ -33,8 +33,12 @@ fn action(e: &Entry) -> String {
         return "not given".to_string();
     };
     let whose = match r.problem {
-        Problem::Node => "a node problem: the node's operators act, and a Slurm health check drains it meanwhile",
-        Problem::User => "a user problem: the job's launch or environment, the node is not drained for it",
+        Problem::Node => {
+            "a node problem: the node's operators act, and a Slurm health check drains it meanwhile"
+        }
+        Problem::User => {
+            "a user problem: the job's launch or environment, the node is not drained for it"
+        }
     };
     let per_xid = if e.id == preflight_checks::gpu::ids::XID {
         " Per XID, NVIDIA's immediate action (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html): \

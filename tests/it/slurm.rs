@@ -470,7 +470,11 @@ fn health_check_drains_for_node_problems_only_and_resumes_a_node_drained_for_a_u
     println!("sinfo -R:\n{}", c.sinfo_r());
     let log1 = c.read("health-node1.log");
     println!("node1's health check said:\n{log1}");
-    assert!(ok, "{v:?}\nnode1:\n{log1}\nnode2:\n{}", c.read("health-node2.log"));
+    assert!(
+        ok,
+        "{v:?}\nnode1:\n{log1}\nnode2:\n{}",
+        c.read("health-node2.log")
+    );
     assert!(v["node2"].0.starts_with("drain"), "{v:?}");
     assert!(
         log1.contains("fail env.socket-ifname [user_problem] fix-config: "),

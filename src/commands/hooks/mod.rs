@@ -36,7 +36,11 @@ pub fn unfit(report: &Report, strict: bool) -> Vec<&Finding> {
         .filter(|f| f.status == Status::Fail || (strict && f.status == Status::Warn))
         .collect();
     v.sort_by_key(|f| {
-        std::cmp::Reverse((f.status, node_problem(f), f.action.unwrap_or(ModelAction::None)))
+        std::cmp::Reverse((
+            f.status,
+            node_problem(f),
+            f.action.unwrap_or(ModelAction::None),
+        ))
     });
     v
 }
@@ -100,7 +104,16 @@ pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
             code: failed_call(hook, verdict),
         };
     }
-    drain_or_resume(hook, slurm, &node, want.as_deref(), verdict, lines)
+    let user_only = worthy.is_empty() && !bad.is_empty();
+    drain_or_resume(
+        hook,
+        slurm,
+        &node,
+        want.as_deref(),
+        user_only,
+        verdict,
+        lines,
+    )
 }
 
 /// What the hook prints of the node's verdict: the findings that make it unfit, or that it passes.
@@ -131,12 +144,14 @@ fn verdict_lines(node: &str, bad: &[&Finding], report: &Report) -> Vec<String> {
 }
 
 /// `--drain`: reads the node's state and drains, resumes or leaves it as `decide()` says
-/// (with `--dry-run` only says what it would run); `lines` gets what was done.
+/// (with `--dry-run` only says what it would run); `lines` gets what was done. `user_only`:
+/// the node fails for user problems only, which `want` (None) does not drain for.
 fn drain_or_resume(
     hook: &SlurmHook,
     slurm: &dyn Slurm,
     node: &str,
     want: Option<&str>,
+    user_only: bool,
     verdict: u8,
     mut lines: Vec<String>,
 ) -> HookResult {
@@ -160,6 +175,12 @@ fn drain_or_resume(
         }
     };
     let mut action = decide(node, &state, want);
+    if let Action::Leave { why } = &mut action {
+        // decide() saw nothing to drain for; the node fails, for user problems only.
+        if user_only && *why == format!("{node} passes ({})", state.state) {
+            *why = format!("{node} has user problems only ({})", state.state);
+        }
+    }
     if hook.mode == SlurmMode::Prolog {
         if let Action::Resume { .. } = action {
             action = Action::Leave {

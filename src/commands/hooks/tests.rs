@@ -194,7 +194,8 @@ fn wrong_ifname() -> Finding {
 #[test]
 fn the_health_check_drains_for_node_problems_only_and_the_prolog_tags_whose() {
     // A user problem alone: the health check fails but neither drains nor keeps its old drain.
-    let ours = "preflight: [user_problem] fix-config: env.socket-ifname: NCCL_SOCKET_IFNAME=nosuch0";
+    let ours =
+        "preflight: [user_problem] fix-config: env.socket-ifname: NCCL_SOCKET_IFNAME=nosuch0";
     let s = FakeSlurm::new("drained", Some(ours));
     let r = run(
         &hook(SlurmMode::Health, true, false),
@@ -215,7 +216,9 @@ fn the_health_check_drains_for_node_problems_only_and_the_prolog_tags_whose() {
         "{r:?}"
     );
     assert!(
-        r.lines.iter().any(|l| l.contains("not drained: only user problems")),
+        r.lines
+            .iter()
+            .any(|l| l.contains("not drained: only user problems")),
         "{r:?}"
     );
     // With a node problem too, the node problem is the reason, the user one counted.

@@ -244,10 +244,12 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
 /// The group's costliest action and whose problem it is: `reset-gpu (node problem)`; None
 /// when nothing is to be done or the report predates actions.
 fn action_words(g: &[&Finding]) -> Option<String> {
-    let r = g
-        .iter()
-        .filter_map(|f| f.remedy_of())
-        .max_by_key(|r| (r.action, r.problem == preflight_checks::model::Problem::Node))?;
+    let r = g.iter().filter_map(|f| f.remedy_of()).max_by_key(|r| {
+        (
+            r.action,
+            r.problem == preflight_checks::model::Problem::Node,
+        )
+    })?;
     (r.action != preflight_checks::model::Action::None)
         .then(|| format!("{} ({} problem)", r.action, r.problem))
 }

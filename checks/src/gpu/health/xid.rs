@@ -287,7 +287,10 @@ mod tests {
         );
         let by_pci = |pci: &str| fs.iter().find(|f| f.subject.contains(pci)).unwrap();
         let dbe = by_pci("0000:19:00");
-        assert_eq!((dbe.status, dbe.action), (Status::Fail, Some(Action::ResetGpu)));
+        assert_eq!(
+            (dbe.status, dbe.action),
+            (Status::Fail, Some(Action::ResetGpu))
+        );
         assert_eq!(dbe.problem, Some(Problem::Node));
         assert_eq!(
             dbe.evidence["nvidia_action"],
@@ -307,7 +310,9 @@ mod tests {
         let fs = check(&[], &node(&[(94, "0000:19:00")]), 7200);
         assert_eq!(fs[0].status, Status::Pass);
         assert!(
-            fs[0].summary.contains("XID 94 x1 (contained ECC error; NVIDIA: RESTART_APP)"),
+            fs[0]
+                .summary
+                .contains("XID 94 x1 (contained ECC error; NVIDIA: RESTART_APP)"),
             "{}",
             fs[0].summary
         );
