@@ -211,7 +211,14 @@ fn drain_or_resume(
                 format!("NodeName={node}"),
                 "State=RESUME".into(),
             ],
-            format!("resumed {node} (it passes again; preflight had drained it: {was})"),
+            if user_only {
+                format!(
+                    "resumed {node} (user problems only, which do not keep a node drained; \
+                     preflight had drained it: {was})"
+                )
+            } else {
+                format!("resumed {node} (it passes again; preflight had drained it: {was})")
+            },
         ),
     };
     let shown = format!(

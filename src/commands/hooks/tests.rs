@@ -221,6 +221,13 @@ fn the_health_check_drains_for_node_problems_only_and_the_prolog_tags_whose() {
             .any(|l| l.contains("not drained: only user problems")),
         "{r:?}"
     );
+    assert!(
+        r.lines
+            .last()
+            .unwrap()
+            .starts_with("resumed node7 (user problems only, which do not keep a node drained"),
+        "{r:?}"
+    );
     // With a node problem too, the node problem is the reason, the user one counted.
     let s = FakeSlurm::new("idle", None);
     run(
