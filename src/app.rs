@@ -236,6 +236,7 @@ fn show_report(s: &Shown) -> anyhow::Result<()> {
         Format::TaskProlog => render::taskprolog::render(&s.report, s.rank),
         Format::Npd => render::npd::render(&s.report, s.view.strict),
         Format::Junit => render::junit::render(&s.report),
+        Format::Ctrf => render::ctrf::render(&s.report),
         Format::Html => render::html::render(&s.report),
         // The one call of the terminal renderer (`preflight render --format table` too).
         Format::Table => {

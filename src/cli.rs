@@ -28,7 +28,8 @@ Exit codes:
 
 The terminal report shows problems with their fixes; -v also shows what passed or was skipped.
 --format junit prints one JUnit testcase per finding (fail/error: failure, skip: skipped,
-warn: passed with the summary in system-out). --format html prints one self-contained page
+warn: passed with the summary in system-out); --format ctrf the same as Common Test Report
+Format JSON (warn: other). --format html prints one self-contained page
 (`preflight render --format html REPORT.json` from a saved report). `preflight explain ID`
 explains a finding id; `preflight explain --log FILE` explains the errors of a failed job;
 `--dumps DIR` and `--ras` name the rank that hung it.
@@ -250,6 +251,8 @@ pub enum Format {
     Json,
     /// JUnit XML: one testcase per finding, for CI test reports.
     Junit,
+    /// CTRF JSON (Common Test Report Format 1.0.0): one test per finding (passed, failed, skipped, other for warn), with its node, message, action and fix.
+    Ctrf,
     /// One self-contained HTML page (verdict, findings with fixes, connectivity heatmap, all-reduce chart, environment and launch commands, nodes); nothing is fetched.
     Html,
     /// Slurm TaskProlog: `export NAME=value` lines of the recommended environment (nothing a check could not decide); always exits 0.

@@ -197,8 +197,10 @@ pub fn read(path: &Path) -> Result<Report, LaunchError> {
         }
         None => return Err(not_report("no \"schema\" field".into())),
     }
-    let report: Report =
+    let mut report: Report =
         serde_json::from_str(&text).map_err(|e| not_report(format!("bad field: {e}")))?;
+    // A report saved before findings carried their action gets its catalog's.
+    preflight_checks::registry::assign_remedies(&mut report.findings);
     Ok(report)
 }
 

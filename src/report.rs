@@ -1,5 +1,6 @@
-//! The one place a [`Report`] is put together: schema, tool, mode, nodes, findings, and the
-//! status recomputed over every finding whenever one is added.
+//! The one place a [`Report`] is put together: schema, tool, mode, nodes, findings (each with
+//! its action: `registry::assign_remedies`), and the status recomputed over every finding
+//! whenever one is added.
 
 use preflight_checks::model::{
     self, CollectiveResult, Finding, LinkResult, Mode, NodeEntry, NodeFacts, Recommendation,
@@ -104,6 +105,7 @@ impl ReportBuilder {
     }
 
     pub fn build(mut self) -> Report {
+        preflight_checks::registry::assign_remedies(&mut self.report.findings);
         self.report.status = model::overall_status(&self.report.findings);
         self.report
     }
@@ -112,6 +114,7 @@ impl ReportBuilder {
 /// Adds findings to a finished report and recomputes its status.
 pub fn add_findings(report: &mut Report, findings: impl IntoIterator<Item = Finding>) {
     report.findings.extend(findings);
+    preflight_checks::registry::assign_remedies(&mut report.findings);
     report.status = model::overall_status(&report.findings);
 }
 

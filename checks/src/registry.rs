@@ -3,7 +3,9 @@
 //! that panics or overruns its budget into a finding instead of a crash (as node_exporter runs
 //! its collectors).
 
-use crate::core::{CheckContext, ClusterInput, Entry, Finding, Fix, NodeFacts, Status};
+use crate::core::{
+    Action, CheckContext, ClusterInput, Entry, Finding, Fix, NodeFacts, Remedy, Status,
+};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
@@ -182,6 +184,33 @@ fn run(c: &Concern, budget: Duration, check: impl FnOnce() -> Vec<Finding>) -> V
     out
 }
 
+/// What its catalog entry says to do when `id` fires; None for an id no concern registers.
+pub fn remedy(id: &str) -> Option<Remedy> {
+    CONCERNS
+        .iter()
+        .flat_map(|c| c.entries)
+        .find(|e| e.id.as_str() == id)
+        .and_then(|e| e.remedy)
+}
+
+/// Gives every finding its `action` and `problem` where its check set none: `none` when it
+/// passes or skips, else its catalog entry's; an id no concern registers is the node's to
+/// repair. Never changes what a check set (`gpu.xid` sets it per XID).
+pub fn assign_remedies(findings: &mut [Finding]) {
+    for f in findings.iter_mut().filter(|f| f.action.is_none()) {
+        let catalog = remedy(&f.id).unwrap_or(Remedy::node(Action::DrainAndRepair));
+        let r = match f.status {
+            Status::Pass | Status::Skip => Remedy {
+                action: Action::None,
+                problem: catalog.problem,
+            },
+            Status::Warn | Status::Fail | Status::Error => catalog,
+        };
+        f.action = Some(r.action);
+        f.problem = Some(r.problem);
+    }
+}
+
 fn concern_error(c: &Concern, summary: String) -> Finding {
     let id = c
         .entries
@@ -265,6 +294,45 @@ mod tests {
             "README's order lists every registered id once"
         );
         assert_eq!(crate::explain::catalog::all().len(), seen.len());
+    }
+
+    #[test]
+    fn every_registered_id_says_what_to_do_and_whose_problem_it_is() {
+        for e in CONCERNS.iter().flat_map(|c| c.entries) {
+            let r = e.remedy.unwrap_or_else(|| panic!("{} has no action", e.id));
+            // Only an id that never fires as warn or fail may say "nothing to do".
+            let fires_bad = e.fires.contains("warn") || e.fires.contains("fail");
+            assert!(r.action != Action::None || !fires_bad, "{}", e.id);
+        }
+        assert_eq!(remedy("gpu.count"), Some(Remedy::user(Action::FixConfig)));
+        assert_eq!(remedy("no.such-id"), None);
+    }
+
+    #[test]
+    fn remedies_follow_the_status_and_keep_what_a_check_set() {
+        let mut fs = vec![
+            Finding::new(crate::link::ids::SLOW, Status::Warn, "n", "slow"),
+            Finding::new(crate::link::ids::SLOW, Status::Pass, "n", "fine"),
+            Finding::new(crate::gpu::ids::XID, Status::Fail, "g", "79")
+                .remedy(Remedy::node(Action::Reboot)),
+            Finding::new(
+                crate::core::FindingId::new("x.unknown"),
+                Status::Fail,
+                "s",
+                "?",
+            ),
+        ];
+        assign_remedies(&mut fs);
+        let got: Vec<_> = fs.iter().map(|f| f.remedy_of().unwrap()).collect();
+        assert_eq!(
+            got,
+            vec![
+                Remedy::node(Action::DrainAndRepair),
+                Remedy::node(Action::None),
+                Remedy::node(Action::Reboot),
+                Remedy::node(Action::DrainAndRepair),
+            ]
+        );
     }
 
     #[test]

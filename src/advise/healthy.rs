@@ -54,6 +54,8 @@ pub fn attach(report: &mut Report, input: &HealthyInput) {
     let asked = input.opts.min_nodes > 1 || input.opts.multiple_of > 1;
     if let Some(why) = advice.why.as_ref().filter(|_| asked) {
         report.findings.push(shortfall_finding(&set, &advice, why));
+        // Added after the report was built: its action too.
+        preflight_checks::registry::assign_remedies(&mut report.findings);
     }
     if let Some(rec) = report.recommendation.as_mut() {
         rec.healthy_set = Some(advice);

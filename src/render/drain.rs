@@ -1,8 +1,10 @@
-//! The Slurm drain reason preflight sets, `preflight: <finding id>: <short cause>`, and how a
-//! reason is recognised as preflight's own (the way LBNL NHC marks its reasons).
+//! The Slurm drain reason preflight sets, `preflight: [node_problem] <action>: <finding id>:
+//! <short cause>` (whose problem as Nebius' soperator tags it, so a user problem is not left
+//! drained), and how a reason is recognised as preflight's own (the way LBNL NHC marks its
+//! reasons).
 
 use preflight_checks::catalog::Entry;
-use preflight_checks::model::Finding;
+use preflight_checks::model::{Finding, Problem};
 
 /// Every reason preflight sets starts with this; a reason without it belongs to someone else.
 pub const PREFIX: &str = "preflight:";
@@ -10,10 +12,19 @@ pub const PREFIX: &str = "preflight:";
 /// Characters of the cause kept in a reason (`sinfo -R` shows the reason in one column).
 pub const MAX_CAUSE: usize = 100;
 
-/// `preflight: port.in-use: master port 29500 is already in use by pid 4242 (python3 ...)`,
-/// with ` (+N more)` when `more` other findings would drain the node too.
+/// `preflight: [user_problem] restart-job: port.in-use: master port 29500 is already in use by
+/// pid 4242 (python3 ...)`, with ` (+N more)` when `more` other findings would drain the node
+/// too; without the tag and action for a finding that has none (a report of an older release).
 pub fn reason(f: &Finding, more: usize) -> String {
-    let mut s = format!("{PREFIX} {}: {}", clean(&f.id, 64), short_cause(&f.summary));
+    let remedy = f
+        .remedy_of()
+        .map(|r| format!("{} {}: ", r.problem.tag(), r.action))
+        .unwrap_or_default();
+    let mut s = format!(
+        "{PREFIX} {remedy}{}: {}",
+        clean(&f.id, 64),
+        short_cause(&f.summary)
+    );
     if more > 0 {
         s.push_str(&format!(" (+{more} more)"));
     }
@@ -68,18 +79,32 @@ fn clean(s: &str, max: usize) -> String {
 
 /// What `preflight explain ID` says about draining: the reason, or why the id never drains.
 pub fn explain(e: &Entry) -> String {
-    if e.fires.contains("fail") {
+    let tag = e
+        .remedy
+        .map(|r| format!("{} {}: ", r.problem.tag(), r.action))
+        .unwrap_or_default();
+    let user = e.remedy.is_some_and(|r| r.problem == Problem::User);
+    if user {
+        format!(
+            "A user problem: `preflight check --slurm-health --drain` never drains a node for it \
+             (and resumes a node it drained once nothing else is wrong); --slurm-prolog --drain, \
+             whose failing exit Slurm drains anyway, sets Reason=\"{PREFIX} {tag}{}: <the \
+             finding's summary up to its first ';'>\" so whoever reads `sinfo -R` knows the node \
+             is fine.",
+            e.id
+        )
+    } else if e.fires.contains("fail") {
         format!(
             "`preflight check --slurm-health --drain` (or --slurm-prolog --drain) drains the node with \
-             Reason=\"{PREFIX} {}: <the finding's summary up to its first ';', at most {MAX_CAUSE} \
-             characters>\" and resumes it once it passes again; a reason preflight did not set is \
-             never replaced.",
+             Reason=\"{PREFIX} {tag}{}: <the finding's summary up to its first ';', at most \
+             {MAX_CAUSE} characters>\" and resumes it once it passes again; a reason preflight did \
+             not set is never replaced.",
             e.id
         )
     } else {
         format!(
-            "It fires as {} only, so it drains a node only with --strict: Reason=\"{PREFIX} {}: \
-             <the finding's summary up to its first ';'>\".",
+            "It fires as {} only, so it drains a node only with --strict: Reason=\"{PREFIX} \
+             {tag}{}: <the finding's summary up to its first ';'>\".",
             e.fires, e.id
         )
     }
@@ -103,6 +128,14 @@ mod tests {
             "preflight: port.in-use: master port 29500 is already in use by pid 4242 (python3 -c 'x')"
         );
         assert!(reason(&f, 2).ends_with(" (+2 more)"));
+        let tagged = f.clone().remedy(preflight_checks::model::Remedy::user(
+            preflight_checks::model::Action::RestartJob,
+        ));
+        assert_eq!(
+            reason(&tagged, 0),
+            "preflight: [user_problem] restart-job: port.in-use: master port 29500 is already in use by pid 4242 (python3 -c 'x')"
+        );
+        assert!(is_ours(&reason(&tagged, 1)));
         assert!(is_ours(&reason(&f, 0)));
         assert!(!is_ours("bad DIMM, ticket 123"));
         assert!(!is_ours("Prolog error"));

@@ -1,6 +1,8 @@
-//! The finding catalog as plain text: one entry (`preflight explain ID`) or the list.
+//! The finding catalog as plain text: one entry (`preflight explain ID`: what, why, the fix,
+//! the action and whose problem, the drain reason) or the list.
 
 use preflight_checks::catalog::{self, Entry};
+use preflight_checks::model::Problem;
 
 /// Width explanations are wrapped to.
 const WIDTH: usize = 78;
@@ -9,10 +11,12 @@ const WIDTH: usize = 78;
 pub fn render(e: &Entry) -> String {
     let mut s = format!("{}  (fires as: {})\n", e.id, e.fires);
     let drain = super::drain::explain(e);
+    let action = action(e);
     for (title, text) in [
         ("What it means", e.meaning),
         ("Why it matters", e.why),
         ("How to fix", e.fix),
+        ("Action", action.as_str()),
         ("Slurm drain reason", drain.as_str()),
     ] {
         s.push('\n');
@@ -21,6 +25,29 @@ pub fn render(e: &Entry) -> String {
         s.push_str(&wrap(text, "  ", WIDTH));
     }
     s
+}
+
+/// What to do when it fires and whose problem it is, as JSON's `action` and `problem` say.
+fn action(e: &Entry) -> String {
+    let Some(r) = e.remedy else {
+        return "not given".to_string();
+    };
+    let whose = match r.problem {
+        Problem::Node => {
+            "a node problem: the node's operators act, and a Slurm health check drains it meanwhile"
+        }
+        Problem::User => {
+            "a user problem: the job's launch or environment, the node is not drained for it"
+        }
+    };
+    let per_xid = if e.id == preflight_checks::gpu::ids::XID {
+        " Per XID, NVIDIA's immediate action (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html): \
+         79 reboot; 48 (the DBE workflow), 74 (the NVLink workflow), 46, 62, 64, 95, 119, 120 \
+         reset-gpu; 13, 31, 94 restart-job (the user's); 63, 92 none (the finding warns)."
+    } else {
+        ""
+    };
+    format!("{} ({whose}).{per_xid}", r.action)
 }
 
 /// Every id with its one-line meaning, aligned.
@@ -101,10 +128,15 @@ mod tests {
         for e in catalog::all() {
             let t = render(e);
             assert!(t.starts_with(e.id.as_str()), "{t}");
-            for s in ["What it means", "Why it matters", "How to fix"] {
+            for s in ["What it means", "Why it matters", "How to fix", "Action"] {
                 assert!(t.contains(s), "{t}");
             }
         }
         assert_eq!(render_list().lines().count(), catalog::all().len());
+        let xid = catalog::all()
+            .iter()
+            .find(|e| e.id.as_str() == "gpu.xid")
+            .unwrap();
+        assert!(render(xid).contains("79 reboot;"), "{}", render(xid));
     }
 }

@@ -1,5 +1,6 @@
 //! Renderers: Report -> text. No logic beyond presentation; nothing else prints.
 
+pub mod ctrf;
 pub mod doctor;
 pub mod drain;
 pub mod explain;

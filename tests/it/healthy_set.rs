@@ -135,6 +135,12 @@ fn too_few_nodes_for_min_nodes_is_a_failure_that_says_why() {
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].status, Status::Fail);
     assert_eq!(
+        f[0].remedy_of(),
+        Some(preflight_checks::model::Remedy::node(
+            preflight_checks::model::Action::DrainAndRepair
+        ))
+    );
+    assert_eq!(
         f[0].summary,
         "the cluster cannot train now even without its failing nodes: the healthy set has 2 of 3 nodes, fewer than --min-nodes 3; the findings that cost the most nodes: link.unreachable (1 node)"
     );

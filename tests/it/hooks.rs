@@ -270,8 +270,11 @@ fn explain_gives_the_drain_reason_and_dry_run_prints_the_scontrol_line() {
     let out = bin().args(["explain", "port.in-use"]).output().unwrap();
     let t = String::from_utf8(out.stdout).unwrap();
     assert!(t.contains("Slurm drain reason"), "{t}");
+    let words = t.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        t.contains("Reason=\"preflight: port.in-use: <the finding's summary"),
+        words.contains(
+            "Reason=\"preflight: [node_problem] restart-job: port.in-use: <the finding's summary"
+        ),
         "{t}"
     );
     // No Slurm on PATH here: the dry run still shows the line it would run.
@@ -292,8 +295,36 @@ fn explain_gives_the_drain_reason_and_dry_run_prints_the_scontrol_line() {
     let t = String::from_utf8(out.stdout).unwrap();
     println!("{t}");
     assert_eq!(out.status.code(), Some(1), "{t}");
+    // ib-node fails for a user problem only (NCCL_SOCKET_IFNAME naming no interface): the
+    // health check fails but does not drain; the prolog would, tagged as the user's.
     assert!(
-        t.lines().any(|l| l.starts_with("scontrol update NodeName=gpu07 State=DRAIN Reason=\"preflight: env.socket-ifname: NCCL_SOCKET_IFNAME='eth' matches no interface")),
+        t.contains("fail env.socket-ifname [user_problem] fix-config: "),
+        "{t}"
+    );
+    assert!(t.contains("not drained: only user problems"), "{t}");
+    assert!(
+        t.contains("left alone: gpu07 has user problems only (idle)"),
+        "{t}"
+    );
+    assert!(!t.contains("State=DRAIN"), "{t}");
+    let out = bin()
+        .args([
+            "check",
+            "--slurm-prolog",
+            "--drain",
+            "--dry-run",
+            "--slurm-node",
+            "gpu07",
+            "--facts",
+        ])
+        .arg(fixture("facts/ib-node.json"))
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.lines().any(|l| l.starts_with("scontrol update NodeName=gpu07 State=DRAIN Reason=\"preflight: [user_problem] fix-config: env.socket-ifname: NCCL_SOCKET_IFNAME='eth' matches no interface")),
         "{t}"
     );
     let out = bin().args(["check", "--drain"]).output().unwrap();

@@ -1,5 +1,6 @@
-//! The report as CI reads it: the committed JSON Schema, JUnit output, the finding catalog
-//! (every emitted id explained, README's table generated from it) and `preflight explain`.
+//! The report as CI reads it: the committed JSON Schema, each finding's action, JUnit and CTRF
+//! output (CTRF validated against its published schema), the finding catalog (every emitted id
+//! explained, README's table generated from it) and `preflight explain`.
 
 use preflight_checks::catalog;
 use preflight_checks::core::FindingId;
@@ -173,7 +174,7 @@ fn readme_finding_table_is_the_catalog() {
     for file in FINDING_TABLES {
         let text = std::fs::read_to_string(root().join(file)).unwrap();
         let start = text
-            .find("| id | fires as | meaning |")
+            .find("| id | fires as | action | meaning |")
             .unwrap_or_else(|| panic!("{file} has the finding-id table"));
         let table: String = text[start..]
             .lines()
@@ -559,6 +560,228 @@ fn junit_survives_hostile_text_in_evidence() {
         suite.attribute("hostname").unwrap().starts_with("<&>\"'"),
         "{xml}"
     );
+}
+
+// ------------------------------------------------------------------ actions
+
+const ACTIONS: [&str; 7] = [
+    "none",
+    "fix-config",
+    "restart-job",
+    "reset-gpu",
+    "reboot",
+    "drain-and-repair",
+    "replace",
+];
+
+#[test]
+fn every_finding_in_json_says_what_to_do_and_whose_problem_it_is() {
+    let mut seen = std::collections::BTreeSet::new();
+    for name in FACTS {
+        let out = check_output(&facts_fixture(name), "json");
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for f in report["findings"].as_array().unwrap() {
+            let (id, status) = (f["id"].as_str().unwrap(), f["status"].as_str().unwrap());
+            let action = f["action"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name}: {f}"));
+            let problem = f["problem"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name}: {f}"));
+            assert!(ACTIONS.contains(&action), "{name}: {f}");
+            assert!(["node", "user"].contains(&problem), "{name}: {f}");
+            let catalog = preflight_checks::registry::remedy(id).expect("a registered id");
+            match status {
+                "pass" | "skip" => assert_eq!(action, "none", "{name}: {f}"),
+                // gpu.xid takes NVIDIA's action per XID; every other id its catalog's.
+                _ if id != "gpu.xid" => {
+                    assert_eq!(action, catalog.action.as_str(), "{name}: {f}");
+                    assert_eq!(problem, catalog.problem.as_str(), "{name}: {f}");
+                }
+                _ => {}
+            }
+            if status != "pass" && status != "skip" {
+                seen.insert((problem.to_string(), action.to_string()));
+            }
+        }
+    }
+    // The fixtures fail and warn for both kinds of problem.
+    assert!(seen.iter().any(|(p, _)| p == "node"), "{seen:?}");
+    assert!(seen.iter().any(|(p, _)| p == "user"), "{seen:?}");
+}
+
+#[test]
+fn actions_are_additive_the_other_fields_keep_their_bytes() {
+    let plain = Finding::new(FindingId::new("port.in-use"), Status::Fail, "29500", "held")
+        .on_node(Some(0))
+        .fix(Fix::new("kill it").command("kill 42"));
+    let before = serde_json::to_string(&plain).unwrap();
+    let mut with = vec![plain.clone()];
+    preflight_checks::registry::assign_remedies(&mut with);
+    let after = serde_json::to_string(&with[0]).unwrap();
+    assert_eq!(
+        after,
+        format!(
+            "{},\"action\":\"restart-job\",\"problem\":\"node\"}}",
+            before.strip_suffix('}').unwrap()
+        )
+    );
+    // A finding of an older release (no action) still loads, and writes no action back.
+    let old: Finding = serde_json::from_str(&before).unwrap();
+    assert_eq!(old.action, None);
+    assert_eq!(serde_json::to_string(&old).unwrap(), before);
+    // The schema knows the two fields and their values.
+    let v = validator();
+    let mut r = serde_json::to_value(full_cluster_report()).unwrap();
+    r["findings"][0]["action"] = "reboot".into();
+    r["findings"][0]["problem"] = "node".into();
+    assert_valid(&v, &r, "a finding with an action");
+    r["findings"][0]["action"] = "panic".into();
+    assert!(!v.is_valid(&r), "an unknown action validated");
+}
+
+#[test]
+fn a_saved_report_without_actions_gets_its_catalogs_when_rendered() {
+    let cluster = full_cluster_report();
+    assert!(cluster.findings.iter().all(|f| f.action.is_none()));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.json");
+    std::fs::write(&path, serde_json::to_string(&cluster).unwrap()).unwrap();
+    let out = bin()
+        .args(["render", "--format", "json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let actions: Vec<(&str, &str)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["action"].as_str().unwrap(),
+                f["problem"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("drain-and-repair", "node"),
+            ("drain-and-repair", "node"),
+            ("none", "node")
+        ]
+    );
+}
+
+// ------------------------------------------------------------------ CTRF
+
+/// The published CTRF schema, vendored (tests/fixtures/ctrf/SOURCE.md).
+fn ctrf_validator() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(root().join("tests/fixtures/ctrf/ctrf.schema.json"))
+        .expect("vendored CTRF schema");
+    let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("CTRF schema compiles")
+}
+
+/// CTRF's counts and tests against the JSON report's findings, one for one.
+fn assert_ctrf_matches(ctrf: &Value, report: &Value, what: &str) {
+    assert_eq!(ctrf["reportFormat"], "CTRF", "{what}");
+    let findings = report["findings"].as_array().unwrap();
+    let tests = ctrf["results"]["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), findings.len(), "{what}");
+    let want = |st: &[&str]| {
+        findings
+            .iter()
+            .filter(|f| st.contains(&f["status"].as_str().unwrap()))
+            .count()
+    };
+    let s = &ctrf["results"]["summary"];
+    assert_eq!(s["tests"], findings.len(), "{what}");
+    assert_eq!(s["passed"], want(&["pass"]), "{what}");
+    assert_eq!(s["failed"], want(&["fail", "error"]), "{what}");
+    assert_eq!(s["skipped"], want(&["skip"]), "{what}");
+    assert_eq!(s["other"], want(&["warn"]), "{what}");
+    for (t, f) in tests.iter().zip(findings) {
+        assert_eq!(t["message"], f["summary"], "{what}");
+        assert_eq!(t["rawStatus"], f["status"], "{what}");
+        assert_eq!(t["labels"]["id"], f["id"], "{what}");
+        assert_eq!(t["labels"]["action"], f["action"], "{what}");
+        assert_eq!(
+            t["labels"].get("rank"),
+            f.get("node").filter(|n| !n.is_null()),
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn ctrf_output_validates_against_the_published_schema_for_check_and_cluster() {
+    let v = ctrf_validator();
+    for name in FACTS {
+        let json = check_output(&facts_fixture(name), "json");
+        let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+        let out = check_output(&facts_fixture(name), "ctrf");
+        assert_eq!(out.status.code(), json.status.code(), "{name}");
+        let ctrf: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_valid(
+            &v,
+            &ctrf,
+            &format!("check --format ctrf --facts {name}.json"),
+        );
+        assert_ctrf_matches(&ctrf, &report, name);
+        assert_eq!(
+            ctrf["results"]["environment"]["reportName"],
+            "preflight check"
+        );
+    }
+    let mut cluster = full_cluster_report();
+    preflight_checks::registry::assign_remedies(&mut cluster.findings);
+    let ctrf: Value = serde_json::from_str(&preflight::render::ctrf::render(&cluster)).unwrap();
+    assert_valid(&v, &ctrf, "a cluster report as CTRF");
+    assert_ctrf_matches(&ctrf, &serde_json::to_value(&cluster).unwrap(), "cluster");
+    let tests = ctrf["results"]["tests"].as_array().unwrap();
+    assert_eq!(
+        tests[0]["name"],
+        "link.unreachable 0->1 10.0.0.2 on rank 1 (gpu02)"
+    );
+    assert_eq!(tests[0]["status"], "failed");
+    assert_eq!(tests[0]["labels"]["node"], "gpu02");
+    assert_eq!(
+        tests[0]["extra"]["fix"]["commands"][0],
+        "ufw allow from 10.0.0.0/24"
+    );
+    assert_eq!(tests[1]["status"], "other");
+    assert_eq!(tests[1]["suite"], serde_json::json!(["cluster"]));
+    // The schema is not a rubber stamp: what CTRF forbids is refused.
+    let mut bad = ctrf.clone();
+    bad["results"]["tests"][0]["status"] = "warn".into();
+    assert!(
+        !v.is_valid(&bad),
+        "a CTRF status outside its enum validated"
+    );
+    let mut bad = ctrf.clone();
+    bad["results"]["summary"]
+        .as_object_mut()
+        .unwrap()
+        .remove("stop");
+    assert!(!v.is_valid(&bad), "a summary without stop validated");
+}
+
+#[test]
+fn ctrf_survives_hostile_text() {
+    let hostile = "<&>\"' \u{1b}[31m\u{0}\u{7}\r\nend]]>";
+    let mut cluster = full_cluster_report();
+    cluster.nodes[1].hostname = hostile.into();
+    cluster.findings[0].summary = hostile.into();
+    cluster.findings[0].subject = String::new();
+    let ctrf: Value = serde_json::from_str(&preflight::render::ctrf::render(&cluster)).unwrap();
+    assert_valid(&ctrf_validator(), &ctrf, "hostile CTRF");
+    assert_eq!(ctrf["results"]["tests"][0]["message"], hostile);
+    assert_eq!(ctrf["results"]["tests"][0]["labels"]["node"], hostile);
 }
 
 // ------------------------------------------------------------------ explain and help

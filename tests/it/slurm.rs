@@ -369,7 +369,7 @@ fn health_check_drains_the_faulty_node_keeps_foreign_reasons_and_resumes_its_own
     let (ok, v) = c.wait_nodes(Duration::from_secs(40), |v| {
         v["node2"]
             .1
-            .starts_with("preflight: port.in-use: master port 29500 is already in use by pid")
+            .starts_with("preflight: [node_problem] restart-job: port.in-use: master port 29500 is already in use by pid")
     });
     let shown = c.sinfo_r();
     println!("sinfo -R with node2 faulted:\n{shown}");
@@ -421,6 +421,72 @@ fn health_check_drains_the_faulty_node_keeps_foreign_reasons_and_resumes_its_own
         }
     }
     assert!(runs >= 6, "only {runs} health checks ran");
+}
+
+/// A node left drained by preflight for a user problem (as a failing prolog leaves it), whose
+/// health check finds only a user problem (`NCCL_SOCKET_IFNAME` naming no interface:
+/// `env.socket-ifname`, fix-config): the health check resumes it and never drains it, while a
+/// node problem on the other node (the master port held: port.in-use) drains that node with
+/// `[node_problem]` and the action in its reason.
+#[test]
+fn health_check_drains_for_node_problems_only_and_resumes_a_node_drained_for_a_user_problem() {
+    let health = HEALTH.replace(
+        "@EXAMPLES@/preflight-health.sh\n",
+        "[ \"$SLURMD_NODENAME\" = node1 ] && export NCCL_SOCKET_IFNAME=nosuch0\n\
+         @EXAMPLES@/preflight-health.sh\n",
+    );
+    assert_ne!(health, HEALTH);
+    let Some(mut c) = SlurmCluster::up(
+        "owner",
+        2,
+        "HealthCheckProgram=@DIR@/health.sh\nHealthCheckInterval=10\nHealthCheckNodeState=ANY\n",
+        &[("health.sh", health)],
+    ) else {
+        return;
+    };
+    let (ok, v) = c.wait_nodes(Duration::from_secs(20), |v| {
+        v.values().all(|(s, r)| s == "idle" && r.is_empty())
+    });
+    assert!(ok, "not all idle at the start: {v:?}");
+    let left = "preflight: [user_problem] fix-config: env.socket-ifname: NCCL_SOCKET_IFNAME=nosuch0 matches no interface";
+    let o = c.run(
+        &[
+            "scontrol",
+            "update",
+            "NodeName=node1",
+            "State=DRAIN",
+            &format!("Reason={left}"),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let _h2 = c.hold_port(2, 29500);
+    let (ok, v) = c.wait_nodes(Duration::from_secs(40), |v| {
+        v["node1"] == ("idle".to_string(), String::new())
+            && v["node2"].1.starts_with(
+                "preflight: [node_problem] restart-job: port.in-use: master port 29500 is already in use by pid",
+            )
+    });
+    println!("sinfo -R:\n{}", c.sinfo_r());
+    let log1 = c.read("health-node1.log");
+    println!("node1's health check said:\n{log1}");
+    assert!(
+        ok,
+        "{v:?}\nnode1:\n{log1}\nnode2:\n{}",
+        c.read("health-node2.log")
+    );
+    assert!(v["node2"].0.starts_with("drain"), "{v:?}");
+    assert!(
+        log1.contains("fail env.socket-ifname [user_problem] fix-config: "),
+        "{log1}"
+    );
+    assert!(log1.contains("not drained: only user problems"), "{log1}");
+    assert!(log1.contains("resumed node1"), "{log1}");
+    // More checks run: node1 stays in service with its user problem.
+    std::thread::sleep(Duration::from_secs(12));
+    let v = c.nodes();
+    assert_eq!(v["node1"], ("idle".to_string(), String::new()), "{v:?}");
+    assert!(!c.read("health-node1.log").contains("drained node1"));
 }
 
 // ---------------------------------------------------------------- TaskProlog
@@ -563,7 +629,7 @@ fn prolog_drains_the_faulty_node_with_preflights_reason_and_the_job_is_requeued_
     assert!(
         v["node1"]
             .1
-            .starts_with("preflight: port.in-use: master port 29500 is already in use"),
+            .starts_with("preflight: [node_problem] restart-job: port.in-use: master port 29500 is already in use"),
         "node1's reason is not preflight's: {v:?}\n{}",
         c.read("prolog-node1.log")
     );

@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[
@@ -17,7 +17,8 @@ pub static ENTRIES: &[Entry] = &[
          `NCCL_IB_HCA`), check link.slow and ib.* findings, and compare transports with \
          `preflight cluster --compare-env`; run with `NCCL_DEBUG=INFO` to see which network NCCL \
          picked.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         WRONG,
         "fail",
@@ -28,7 +29,8 @@ pub static ENTRIES: &[Entry] = &[
         "Rerun to see whether it repeats on the same ranks; run nccl-tests' \
          `all_reduce_perf -c 1` between those nodes, check `dmesg` and \
          `nvidia-smi -q -d ECC,PAGE_RETIREMENT`, and take the faulty node out of the job.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         NET,
         "warn",
@@ -39,7 +41,8 @@ pub static ENTRIES: &[Entry] = &[
         "Export the recommended environment on every node before launching (preflight prints \
          it: `NCCL_SOCKET_IFNAME`, `NCCL_IB_DISABLE`, `NCCL_IB_HCA`), and check NCCL's choice \
          with `NCCL_DEBUG=INFO` (look for `NET/` lines).",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         ERROR,
         "error",
@@ -50,5 +53,6 @@ pub static ENTRIES: &[Entry] = &[
         "Read the error in the finding's evidence; rerun with `NCCL_DEBUG=INFO`; check \
          nccl.library and gpu.* findings on each node, and fall back to TCP with \
          `--allreduce tcp` to tell the network from the GPU stack.",
-    ),
+    )
+    .user(Action::RestartJob),
 ];

@@ -3,7 +3,7 @@
 //! `preflight explain ID` prints an entry; README's finding-id table lists them in
 //! the explain catalog's order.
 
-use super::FindingId;
+use super::{Action, FindingId, Remedy};
 
 /// What one finding id means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +22,9 @@ pub struct Entry {
     /// only these) under the summary; `-v` shows every key, JSON and HTML keep all of it.
     /// Empty (the default) when the summary says everything the evidence holds.
     pub terminal_evidence: &'static [&'static str],
+    /// What to do when it fires and whose problem it is ([`Entry::node`], [`Entry::user`]);
+    /// every registered entry has one (the registry's test says so).
+    pub remedy: Option<Remedy>,
 }
 
 /// An entry; the area is the id's part before the dot.
@@ -39,6 +42,7 @@ pub const fn entry(
         why,
         fix,
         terminal_evidence: &[],
+        remedy: None,
     }
 }
 
@@ -49,6 +53,18 @@ impl Entry {
             terminal_evidence: keys,
             ..self
         }
+    }
+
+    /// When it fires, the node's operators act: `action` on the node.
+    pub const fn node(mut self, action: Action) -> Entry {
+        self.remedy = Some(Remedy::node(action));
+        self
+    }
+
+    /// When it fires, the job's user acts: `action` on the launch or environment.
+    pub const fn user(mut self, action: Action) -> Entry {
+        self.remedy = Some(Remedy::user(action));
+        self
     }
 
     /// The part before the dot: `gpu`, `net`, `cluster`, ...

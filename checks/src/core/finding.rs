@@ -1,6 +1,6 @@
 //! A finding: one judgment (id, status, node, subject, summary, evidence, fix), and the worst status of many.
 
-use super::FindingId;
+use super::{Action, FindingId, Problem, Remedy};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -73,6 +73,14 @@ pub struct Finding {
     /// Observed values the judgment rests on.
     pub evidence: Map<String, Value>,
     pub fix: Option<Fix>,
+    /// What to do about it (`none` when it passes), from its catalog entry or, where the
+    /// finding knows better (`gpu.xid`: per XID), from the check. Filled in for every finding
+    /// of a report; absent in reports written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<Action>,
+    /// Whose problem it is: `node` (drained for it) or `user` (the job's launch or environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
 }
 
 impl Finding {
@@ -90,7 +98,24 @@ impl Finding {
             summary: summary.into(),
             evidence: Map::new(),
             fix: None,
+            action: None,
+            problem: None,
         }
+    }
+
+    /// Sets what to do and whose problem it is (a check that knows better than its catalog).
+    pub fn remedy(mut self, r: Remedy) -> Self {
+        self.action = Some(r.action);
+        self.problem = Some(r.problem);
+        self
+    }
+
+    /// The action and problem, when set.
+    pub fn remedy_of(&self) -> Option<Remedy> {
+        Some(Remedy {
+            action: self.action?,
+            problem: self.problem?,
+        })
     }
 
     /// Adds one evidence value.

@@ -1,6 +1,7 @@
 //! The leaf of the checks crate: the report's types (the JSON contract), a node's facts, the
 //! finding and its typed id, the context a check gets. It names nothing above it.
 
+mod action;
 mod advice;
 mod cluster_input;
 mod context;
@@ -16,6 +17,7 @@ mod report;
 pub mod cluster_common;
 pub mod schema;
 
+pub use action::{Action, Problem, Remedy};
 pub use advice::*;
 pub use cluster_input::ClusterInput;
 pub use context::CheckContext;

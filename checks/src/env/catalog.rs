@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[
@@ -21,7 +21,8 @@ pub static ENTRIES: &[Entry] = &[
          `export NCCL_SOCKET_IFNAME==bond0` and `export GLOO_SOCKET_IFNAME=bond0` (check names \
          with `ip -br addr show`). `preflight cluster` prints the value that worked on every \
          node.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         IB_DISABLE,
         "warn",
@@ -33,7 +34,8 @@ pub static ENTRIES: &[Entry] = &[
         "Unset it to let NCCL use ACTIVE IB ports (`unset NCCL_IB_DISABLE`), or set exactly `1` \
          on every node to use TCP (`export NCCL_IB_DISABLE=1`), consistently across the \
          cluster (see ib.partial).",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         MASTER,
         "warn",
@@ -45,5 +47,6 @@ pub static ENTRIES: &[Entry] = &[
         "Set rank 0's address on the cluster network and the port preflight checked: \
          `export MASTER_ADDR=<rank 0 IP>` and `export MASTER_PORT=29500` (or rerun preflight \
          with `--master-port=$MASTER_PORT`).",
-    ),
+    )
+    .user(Action::FixConfig),
 ];

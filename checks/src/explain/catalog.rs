@@ -166,11 +166,31 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The finding-id table of README and the guide (docs/src/findings.md): header and one `| \`id\` | fires | meaning |` row per entry.
 pub fn markdown_table() -> String {
-    let mut s = String::from("| id | fires as | meaning |\n| --- | --- | --- |\n");
+    let mut s = String::from("| id | fires as | action | meaning |\n| --- | --- | --- | --- |\n");
     for e in ENTRIES.iter() {
-        s.push_str(&format!("| `{}` | {} | {} |\n", e.id, e.fires, e.meaning));
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            e.id,
+            e.fires,
+            action_cell(e),
+            e.meaning
+        ));
     }
     s
+}
+
+/// The table's action: `` `reset-gpu` (node) ``; `gpu.xid`'s is NVIDIA's per XID.
+fn action_cell(e: &Entry) -> String {
+    let Some(r) = e.remedy else {
+        return String::new();
+    };
+    if e.id == crate::gpu::ids::XID {
+        return format!(
+            "per XID, NVIDIA's (`{}` by default; 79: `reboot`) ({})",
+            r.action, r.problem
+        );
+    }
+    format!("`{}` ({})", r.action, r.problem)
 }
 
 #[cfg(test)]
@@ -264,6 +284,8 @@ mod tests {
     fn markdown_table_has_a_row_per_entry() {
         let t = markdown_table();
         assert_eq!(t.lines().count(), all().len() + 2);
-        assert!(t.contains("| `sys.shm` | warn | /dev/shm smaller than 1 GiB |\n"));
+        assert!(t.contains(
+            "| `sys.shm` | warn | `fix-config` (user) | /dev/shm smaller than 1 GiB |\n"
+        ));
     }
 }

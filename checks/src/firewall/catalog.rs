@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[entry(
@@ -25,4 +25,5 @@ pub static ENTRIES: &[Entry] = &[entry(
          an INPUT rule does not help: let them out (`sudo iptables -I OUTPUT -d <subnet> -j \
          ACCEPT`, `sudo ufw allow out to <subnet>`). The finding prints the exact command \
          for the firewall it found.",
-)];
+)
+.node(Action::DrainAndRepair)];

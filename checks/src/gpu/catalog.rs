@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[
@@ -18,7 +18,8 @@ pub static ENTRIES: &[Entry] = &[
          GPU access (`docker run --gpus all ...` with the NVIDIA container toolkit: \
          `sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`). \
          A GPU NVML cannot read: `nvidia-smi -q -i <index>`, then a reset or reboot.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         COUNT,
         "fail",
@@ -30,7 +31,8 @@ pub static ENTRIES: &[Entry] = &[
         "Start one process per visible GPU (`torchrun --nproc-per-node=<visible> ...`), list \
          enough GPUs in `CUDA_VISIBLE_DEVICES` (`export CUDA_VISIBLE_DEVICES=0,1,2,3`), or run on \
          a node with more GPUs.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         VISIBLE_DEVICES,
         "fail / warn",
@@ -42,7 +44,8 @@ pub static ENTRIES: &[Entry] = &[
         "List each GPU once, by an index below the GPU count or by a UUID from `nvidia-smi -L`, \
          or unset it to use every GPU: `unset CUDA_VISIBLE_DEVICES` or \
          `export CUDA_VISIBLE_DEVICES=0,1,2,3`.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         IN_USE,
         "warn",
@@ -53,7 +56,8 @@ pub static ENTRIES: &[Entry] = &[
          compute process is listed or more than 5% of the GPU's memory is used.",
         "Stop the processes holding the GPU, or pick other GPUs: \
          `nvidia-smi --query-compute-apps=pid,used_memory --format=csv`, then `kill <pid>`.",
-    ),
+    )
+    .user(Action::RestartJob),
     entry(
         MIG,
         "warn",
@@ -63,7 +67,8 @@ pub static ENTRIES: &[Entry] = &[
          paths.",
         "Disable MIG on the GPUs the job uses (root, idle GPU, may need a reset): \
          `sudo nvidia-smi -i <gpus> -mig 0`.",
-    ),
+    )
+    .node(Action::ResetGpu),
     entry(
         PCIE_LINK,
         "warn",
@@ -76,7 +81,8 @@ pub static ENTRIES: &[Entry] = &[
         "Reseat the GPU (or its riser or cable) and check the slot's BIOS setting; compare \
          `sudo lspci -vv -s <bus id> | grep -E 'LnkCap|LnkSta'` and \
          `nvidia-smi -q -i <gpu> -d PCIE`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         PCIE_REPLAY,
         "warn",
@@ -85,12 +91,15 @@ pub static ENTRIES: &[Entry] = &[
          ends in XID 79 (the GPU falls off the bus) mid-job.",
         "Reseat the GPU and its riser or cable; if the counter keeps rising after a reboot \
          (`nvidia-smi -q -i <gpu> -d PCIE`), have the slot or GPU replaced.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         XID,
-        "fail / pass",
+        "fail / warn / pass",
         "a critical NVIDIA XID error (48, 56-58, 62-65, 68, 69, 73, 74, 79-81, 92, 119, 120) in \
-         the kernel log within the window (--xid-window, default 2 h); others are information",
+         the kernel log within the window (--xid-window, default 2 h), its action NVIDIA's \
+         (79: reboot, 48/62/64/74/119/120: reset the GPU); warn when only 63/92 (NVIDIA: \
+         ignore); others are information",
         "These XIDs mean the GPU or its memory is in a bad state (79: fallen off the bus, 48: \
          uncorrectable ECC, 64: row remap failure, 74: NVLink error, 119/120: GSP): a job on the \
          GPU crashes, hangs in NCCL or computes wrong values until the GPU is reset. Application \
@@ -101,7 +110,8 @@ pub static ENTRIES: &[Entry] = &[
          `sudo dmesg -T | grep -i xid`.",
     )
     // The kernel's own words, and where they were read: the summary names only the XID.
-    .terminal_evidence(&["lines", "source"]),
+    .terminal_evidence(&["lines", "source"])
+    .node(Action::ResetGpu),
     entry(
         ECC,
         "fail / warn",
@@ -113,7 +123,8 @@ pub static ENTRIES: &[Entry] = &[
         "Drain the node and reset the GPU (`sudo nvidia-smi -r -i <gpu>`) or reboot so the rows \
          are remapped; replace the GPU if errors return \
          (`nvidia-smi -q -i <gpu> -d ECC`).",
-    ),
+    )
+    .node(Action::ResetGpu),
     entry(
         ROW_REMAP,
         "fail",
@@ -124,7 +135,8 @@ pub static ENTRIES: &[Entry] = &[
         "Reset the GPU with no process on it (`sudo nvidia-smi -r -i <gpu>`) or reboot the node; \
          a failed remap needs the GPU replaced \
          (`nvidia-smi -q -i <gpu> -d ROW_REMAPPER`).",
-    ),
+    )
+    .node(Action::ResetGpu),
     entry(
         RETIRED_PAGES,
         "fail",
@@ -133,7 +145,8 @@ pub static ENTRIES: &[Entry] = &[
          the next job can hit the same bad memory.",
         "Reboot the node or reset the GPU (`sudo nvidia-smi -r -i <gpu>`); check with \
          `nvidia-smi -q -i <gpu> -d PAGE_RETIREMENT`.",
-    ),
+    )
+    .node(Action::ResetGpu),
     entry(
         NVLINK,
         "fail",
@@ -143,7 +156,8 @@ pub static ENTRIES: &[Entry] = &[
          (intra-node all-reduce several times slower) or fails to set up its channels.",
         "Check `nvidia-smi nvlink --status -i <gpu>` and `nvidia-smi nvlink --errorcounters`; \
          reset the GPU or reboot, and have the baseboard serviced if the link stays down.",
-    ),
+    )
+    .node(Action::ResetGpu),
     entry(
         FABRIC_MANAGER,
         "fail / warn",
@@ -155,7 +169,8 @@ pub static ENTRIES: &[Entry] = &[
         "`sudo systemctl enable --now nvidia-fabricmanager` (its version must equal the \
          driver's); check `systemctl status nvidia-fabricmanager` and \
          `nvidia-smi -q | grep -A3 -i fabric`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         PEERMEM,
         "warn",
@@ -167,7 +182,8 @@ pub static ENTRIES: &[Entry] = &[
         "`sudo modprobe nvidia_peermem`, and load it at boot: \
          `echo nvidia_peermem | sudo tee /etc/modules-load.d/nvidia-peermem.conf`; confirm \
          `GDR 1` in `NCCL_DEBUG=INFO` output.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         CLOCKS,
         "warn",
@@ -176,7 +192,8 @@ pub static ENTRIES: &[Entry] = &[
          rank waits for the slowest one.",
         "Check cooling and power (`nvidia-smi -q -i <gpu> -d PERFORMANCE,TEMPERATURE,POWER`): \
          fans, airflow, inlet temperature, power supplies.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         PERSISTENCE,
         "warn",
@@ -185,7 +202,8 @@ pub static ENTRIES: &[Entry] = &[
          job start pays seconds of initialisation, and error state can be lost between runs.",
         "`sudo nvidia-smi -pm 1`, or run the persistence daemon at boot: \
          `sudo systemctl enable --now nvidia-persistenced`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         BANDWIDTH,
         "warn / skip",
@@ -196,7 +214,8 @@ pub static ENTRIES: &[Entry] = &[
          CUDA driver is present or nothing was measured.",
         "Look at `gpu.pcie-link`, `nvidia-smi topo -m` and `nvidia-smi -q -i <gpu> -d PCIE`; \
          fix the link or placement and rerun `preflight check`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         COMPUTE_SLOW,
         "fail / warn / skip",
@@ -210,7 +229,8 @@ pub static ENTRIES: &[Entry] = &[
         "Compare the GPU's clocks and throttle reasons with a healthy one (`nvidia-smi -q -d \
          PERFORMANCE,CLOCK,POWER`); restore a lowered power limit (`nvidia-smi -pl`), fix \
          cooling, or drain the node and have the GPU replaced; rerun `preflight check --gemm`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         COMPUTE_WRONG,
         "fail / skip",
@@ -221,7 +241,8 @@ pub static ENTRIES: &[Entry] = &[
          corruption, which spoils a training run without any error.",
         "Take the node out of the job now; run the vendor diagnostics (`dcgmi diag -r 3`, \
          `nvidia-smi -q -d ECC,ROW_REMAPPER`) and have the GPU replaced if they confirm it.",
-    ),
+    )
+    .node(Action::Replace),
     entry(
         COMPUTE_THROTTLE,
         "fail / warn / skip",
@@ -233,7 +254,8 @@ pub static ENTRIES: &[Entry] = &[
          SM clock, temperature, power and clock events.",
         "Check the GPU's cooling (fans, airflow, the liquid loop) or the node's power; rerun \
          `preflight check --burn 60`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         PCIE_ACS,
         "warn / skip",
@@ -245,7 +267,8 @@ pub static ENTRIES: &[Entry] = &[
         "Disable ACS on each bridge listed: `sudo setpci -s <bridge> ECAP_ACS+0x6.w=0000` (lost \
          at reboot: add it to a boot script, or turn ACS off in the BIOS); check with \
          `sudo lspci -vvv | grep -i acsctl`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         GPUS,
         "warn",
@@ -255,7 +278,8 @@ pub static ENTRIES: &[Entry] = &[
          of the slowest GPU.",
         "Use at most the smallest GPU count for `--nproc-per-node`, or fix the nodes with fewer \
          GPUs; prefer one GPU model per job. Compare with `nvidia-smi -L` on each node.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         GPU_HEALTH,
         "warn",
@@ -266,5 +290,6 @@ pub static ENTRIES: &[Entry] = &[
          models are compared only with their own model.",
         "Fix the named node (see its gpu.* findings), or leave it out of the job with \
          `srun --exclude=<node>` or a host list without it.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
 ];

@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[entry(
@@ -17,4 +17,5 @@ pub static ENTRIES: &[Entry] = &[entry(
     "Fix the findings the summary names as costing the most nodes (each excluded node \
          lists its finding ids in recommendation.healthy_set.excluded), or lower --min-nodes \
          / --nodes-multiple-of, then rerun preflight on every node.",
-)];
+)
+.node(Action::DrainAndRepair)];

@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[
@@ -19,7 +19,8 @@ pub static ENTRIES: &[Entry] = &[
          only for speed is a note (pass).",
         "Launch with the master address and the environment the report recommends (its \
          launch commands carry them), or open NCCL's ports on the network you gave.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         ARGS,
         "fail / warn",
@@ -30,7 +31,8 @@ pub static ENTRIES: &[Entry] = &[
         "Write the launch in torchrun's form, options first and the script last: \
          `torchrun --nnodes=N --nproc-per-node=G --rdzv-backend=c10d \
          --rdzv-endpoint=HOST:PORT train.py ARGS` (see `torchrun --help`).",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         UNKNOWN_FLAG,
         "fail",
@@ -41,7 +43,8 @@ pub static ENTRIES: &[Entry] = &[
         "Correct the spelling (torchrun accepts `--nproc-per-node` and `--nproc_per_node`), or \
          move the script's own options after the script name: `torchrun [torchrun options] \
          train.py [script options]`; the printed command drops `--use-env` under torchrun.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         NNODES,
         "fail / warn",
@@ -51,7 +54,8 @@ pub static ENTRIES: &[Entry] = &[
          and the static rendezvous cannot be elastic.",
         "Give the real node count (`--nnodes=4`) or a valid range with c10d \
          (`--nnodes=2:4 --rdzv-backend=c10d`), the same on every node.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         NODE_RANK,
         "fail",
@@ -61,7 +65,8 @@ pub static ENTRIES: &[Entry] = &[
          never completes.",
         "Give each node its own rank, 0 on the master: `--node-rank=$SLURM_NODEID`, \
          `--node-rank=$NODE_RANK`, or use `--rdzv-backend=c10d`, which assigns ranks itself.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         NPROC,
         "fail / warn",
@@ -71,7 +76,8 @@ pub static ENTRIES: &[Entry] = &[
          torchrun does.",
         "Use the number of visible GPUs: `torchrun --nproc-per-node=<visible> ...` (or \
          `--nproc-per-node=gpu`), or fix `CUDA_VISIBLE_DEVICES`.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         STANDALONE,
         "fail / warn",
@@ -80,7 +86,8 @@ pub static ENTRIES: &[Entry] = &[
          and ignore `--rdzv-endpoint`/`--master-addr`, so nodes never meet: each trains alone.",
         "Use `--standalone` only for one node; for several, drop it and give \
          `--nnodes=N --rdzv-backend=c10d --rdzv-endpoint=<rank0 IP>:29500`.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         RDZV_BACKEND,
         "fail / warn",
@@ -90,7 +97,8 @@ pub static ENTRIES: &[Entry] = &[
          the `python-etcd` module.",
         "Use `--rdzv-backend=c10d` (no extra service) with `--rdzv-endpoint=<rank0 IP>:29500`, \
          or the static form `--master-addr`/`--master-port` with `--node-rank`.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         RDZV_CONF,
         "fail",
@@ -98,7 +106,8 @@ pub static ENTRIES: &[Entry] = &[
         "torchrun parses `--rdzv-conf` as comma-separated KEY=VALUE pairs (`join_timeout=900`, \
          `read_timeout=60`); anything else stops it with a `ValueError` before any rendezvous.",
         "Write it as `--rdzv-conf=join_timeout=900,read_timeout=60`.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         ENDPOINT,
         "fail",
@@ -110,7 +119,8 @@ pub static ENTRIES: &[Entry] = &[
         "Use rank 0's address on the cluster network, the same on every node: \
          `--rdzv-endpoint=<rank0 IP>:29500` (check with `getent hosts <host>` and \
          `nc -vz <host> <port>` from another node).",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         PORT,
         "fail",
@@ -120,7 +130,8 @@ pub static ENTRIES: &[Entry] = &[
         "Stop the process holding it (`kill <pid>`, found with `ss -ltnp 'sport = :<port>'`) \
          or use the free port in the corrected command (`--rdzv-endpoint=<host>:<free>` or \
          `--master-port=<free>`) on every node.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         LEGACY,
         "fail / warn",
@@ -131,7 +142,8 @@ pub static ENTRIES: &[Entry] = &[
         "Switch to `torchrun` with the same flags and read `LOCAL_RANK` from the environment in \
          the script (`int(os.environ[\"LOCAL_RANK\"])`); or add `--use-env` to the legacy \
          launcher.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         VARIABLES,
         "warn",
@@ -141,7 +153,8 @@ pub static ENTRIES: &[Entry] = &[
          becomes `:29400`. preflight reads the line as the shell would, with the value empty.",
         "Set the variable before the line runs (`export NAME=...`), or write the value in; under \
          Slurm request what sets it (`--gpus-per-task` sets `SLURM_GPUS_PER_TASK`).",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         SCRIPT,
         "warn",
@@ -152,7 +165,8 @@ pub static ENTRIES: &[Entry] = &[
         "Run from the directory that holds the script or give its full path, and copy it to \
          every node; for a program or shell script add `--no-python` and `chmod +x` it; for a \
          module use `-m`.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         COMMAND,
         "pass",
@@ -160,7 +174,8 @@ pub static ENTRIES: &[Entry] = &[
         "It is your own torchrun command with only the flags that would fail corrected and \
          the measured NCCL environment in front, so the job starts the way preflight tested.",
         "Run the printed command on this node (each node prints its own).",
-    ),
+    )
+    .user(Action::None),
     entry(
         TASKS_PER_NODE,
         "fail",
@@ -176,5 +191,6 @@ pub static ENTRIES: &[Entry] = &[
          train.py'`; a wrapper must not rewrite SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, \
          MPI_LOCALRANKID, PMI_LOCAL_RANK, LOCAL_RANK or their sizes), and give every task of a \
          node the same TMPDIR.",
-    ),
+    )
+    .user(Action::FixConfig),
 ];

@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[
@@ -21,7 +21,8 @@ pub static ENTRIES: &[Entry] = &[
          `hostNetwork: true` (with `dnsPolicy: ClusterFirstWithHostNet`), or give the node an \
          address the other nodes reach directly (same VPC, peering without NAT). The finding \
          names the address rank 0 saw and the addresses the node holds (`ip -br addr`).",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         UNREACHABLE,
         "fail",
@@ -38,7 +39,8 @@ pub static ENTRIES: &[Entry] = &[
          `nc` commands that tell the sender, the receiver and a firewall between them apart; \
          for no route, check `ip route get <addr>`. The finding names the node and the exact \
          command.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         INTERCEPTED,
         "fail",
@@ -56,7 +58,8 @@ pub static ENTRIES: &[Entry] = &[
          `excludeOutboundPorts` / `excludeInboundPorts`), or no sidecar for the job's pods \
          (`sidecar.istio.io/inject: \"false\"`); or delete the node's rule the finding names \
          (`iptables -t nat -D ...`, `iptables-save -t nat` to see them).",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         IDLE_TIMEOUT,
         "fail",
@@ -74,7 +77,8 @@ pub static ENTRIES: &[Entry] = &[
          tracking; on a Linux box in between (or a node whose own timeout the finding names): \
          `sysctl -w net.netfilter.nf_conntrack_tcp_timeout_established=432000` (the kernel's \
          default), made permanent in /etc/sysctl.d.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         MTU_BLACKHOLE,
         "fail",
@@ -87,7 +91,8 @@ pub static ENTRIES: &[Entry] = &[
          the path with don't-fragment packets from both ends when a transfer stalls.",
         "Set the interface MTU on the nodes to what the path carries (`sudo ip link set dev \
          <if> mtu 1500`, and persist it), or raise the switch's MTU to the interfaces'.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         MTU_MISMATCH,
         "warn",
@@ -99,7 +104,8 @@ pub static ENTRIES: &[Entry] = &[
          `ip link set dev <if> mtu <mtu>`, and persist it (netplan `mtu:`, \
          `nmcli connection modify <conn> 802-3-ethernet.mtu <mtu>`, or MTU= in ifcfg); or raise \
          the switches' MTU.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         DEGRADED,
         "warn",
@@ -110,7 +116,8 @@ pub static ENTRIES: &[Entry] = &[
          slower network: the finding names the node, the interface and why, with both speeds.",
         "Repair the named interface on the named node (`ip link set dev <if> up`, `ethtool <if>`, \
          the firewall command given) and rerun; the advice then moves to the faster network.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         SLOW,
         "warn",
@@ -128,7 +135,8 @@ pub static ENTRIES: &[Entry] = &[
          dev <if>`), a pair's path (`tracepath -n <addr>` from both ends), a cut's uplink \
          (the switch ports between the groups, `ip route get <addr>`); rerun with `--thorough` \
          to confirm.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         LATENCY,
         "warn",
@@ -140,5 +148,6 @@ pub static ENTRIES: &[Entry] = &[
          a queue in its path.",
         "Check the node's load and CPU governor, `ethtool -c <if>` (interrupt coalescing) and \
          `tc qdisc show dev <if>`; for a cut, trace the route between the groups.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
 ];

@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[entry(
@@ -19,4 +19,5 @@ pub static ENTRIES: &[Entry] = &[entry(
          install the wheel matching torch's CUDA (`pip install nvidia-nccl-cu12`); `ldd <lib>` \
          for a library that cannot load; remove stale copies from LD_LIBRARY_PATH and confirm \
          at start-up with `export NCCL_DEBUG=VERSION`.",
-)];
+)
+.user(Action::FixConfig)];

@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[
@@ -16,7 +16,8 @@ pub static ENTRIES: &[Entry] = &[
         "Bring the cluster-facing interface up and give it an address (DHCP or static), then \
          rerun: `ip -br addr show`, `ip link set <if> up`, `dhclient <if>` or \
          `ip addr add <addr>/<prefix> dev <if>`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         ARP_FLUX,
         "warn",
@@ -29,7 +30,8 @@ pub static ENTRIES: &[Entry] = &[
          under /etc/sysctl.d/), and give each NIC its own routing table: \
          `ip rule add from <addr> table <n>` and `ip route add <subnet> dev <if> src <addr> table <n>`; \
          or put the NICs in different subnets.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         NCCL_AUTO_PICK,
         "warn",
@@ -43,5 +45,6 @@ pub static ENTRIES: &[Entry] = &[
         "Set NCCL_SOCKET_IFNAME to the interface the report advises on every node (the launch \
          commands carry it): `export NCCL_SOCKET_IFNAME=<if>`; or exclude the bad one while \
          keeping NCCL's own exclusions: `export NCCL_SOCKET_IFNAME=^docker,lo,virbr,<bad-if>`.",
-    ),
+    )
+    .user(Action::FixConfig),
 ];

@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[entry(
@@ -16,4 +16,5 @@ pub static ENTRIES: &[Entry] = &[entry(
     "Stop the leftover process (`ss -ltnp 'sport = :29500'`, then `kill <pid>`; as root \
          when the holder is another user's), or launch every node on the free port preflight \
          suggests: `torchrun --master-port=<free> ...`.",
-)];
+)
+.node(Action::RestartJob)];

@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[
@@ -19,7 +19,8 @@ pub static ENTRIES: &[Entry] = &[
          `systemctl start opensm` (INIT: link up, no SM), `ip link set <netdev> up`, \
          `ethtool <netdev>` for RoCE. If the port is not meant to be used, leave it out with \
          `NCCL_IB_HCA=<dev>:<port>,...`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         VERBS,
         "warn",
@@ -30,7 +31,8 @@ pub static ENTRIES: &[Entry] = &[
         "Install rdma-core's verbs library and the provider for the adapter: \
          `apt-get install -y libibverbs1 ibverbs-providers` or \
          `dnf install -y rdma-core libibverbs`; check with `ibv_devices`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         PARTIAL,
         "warn",
@@ -40,7 +42,8 @@ pub static ENTRIES: &[Entry] = &[
          `NET/IB` errors on the nodes that try IB.",
         "Run the job with `NCCL_IB_DISABLE=1` (TCP sockets on every node), or bring up an IB/RoCE \
          port on the nodes without one (`ibstat` there) and rerun preflight.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         GID_INDEX,
         "warn",
@@ -53,7 +56,8 @@ pub static ENTRIES: &[Entry] = &[
         "Point NCCL at the port's IPv4-mapped RoCE v2 GID (the same kind on every node): \
          `export NCCL_IB_GID_INDEX=<index>` as the finding suggests (`show_gids` lists the \
          table), or `unset NCCL_IB_GID_INDEX` and let NCCL choose.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         RATE,
         "warn",
@@ -66,7 +70,8 @@ pub static ENTRIES: &[Entry] = &[
         "Reseat or replace the cable or transceiver on that port and check the switch port's \
          speed: `ibstat <hca> <port>`, `mlxlink -d <pci> -p <port> -m -c -e` (`ethtool <netdev>` \
          on RoCE). Until it is fixed, leave the rail out with `NCCL_IB_HCA`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         RAILS,
         "warn",
@@ -77,7 +82,8 @@ pub static ENTRIES: &[Entry] = &[
         "Bring the missing rail up (`ibstat`, cable, switch port, subnet manager) or replace the \
          HCA; until then run with `NCCL_IB_HCA` listing the rails every node has (the \
          recommendation gives it).",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         FIRMWARE,
         "warn",
@@ -87,7 +93,8 @@ pub static ENTRIES: &[Entry] = &[
          sichek) require one version everywhere.",
         "Bring every node to one firmware per HCA model and one driver: `mlxfwmanager --query`, \
          `ibv_devinfo | grep fw_ver`, `modinfo mlx5_core`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         ROCE_GID,
         "warn",
@@ -97,7 +104,8 @@ pub static ENTRIES: &[Entry] = &[
          `NET/IB : Got completion with error 12` or a hang at init.",
         "Give every RoCE netdev its IPv4 address so the IPv4-mapped RoCE v2 GID exists, check with \
          `show_gids`, and set `NCCL_IB_GID_INDEX` only when the index is the same on every node.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         COUNTERS,
         "warn",
@@ -111,7 +119,8 @@ pub static ENTRIES: &[Entry] = &[
         "Check the cable and transceiver (`mlxlink -d <pci> -p <port> -m -c -e` shows the \
          bit-error rate), reseat or replace it, clear the counters (`perfquery -x -R -C <hca> -P \
          <port>`) and rerun preflight to see whether they grow again.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         COUNTERS_GREW,
         "warn / fail",
@@ -123,7 +132,8 @@ pub static ENTRIES: &[Entry] = &[
          reported as saturated, not differenced.",
         "Reseat or replace the cable or transceiver on that port, check the switch port's log, and \
          leave the rail out with `NCCL_IB_HCA` until it holds.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         CONTAINER,
         "warn",
@@ -134,7 +144,8 @@ pub static ENTRIES: &[Entry] = &[
         "Start the container with the RDMA devices: docker `--device=/dev/infiniband \
          --cap-add=IPC_LOCK`, Kubernetes the RDMA shared device plugin's resource; check with \
          `ls -l /dev/infiniband` and `ibv_devices`.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         IOMMU,
         "warn",
@@ -145,7 +156,8 @@ pub static ENTRIES: &[Entry] = &[
         "Add `iommu=pt` (with `intel_iommu=on` or `amd_iommu=on`) to the kernel command line, \
          update the boot loader and reboot; `cat /sys/bus/pci/devices/*/iommu_group/type` shows \
          the mode.",
-    ),
+    )
+    .node(Action::Reboot),
     entry(
         RAIL_FAULT,
         "warn / fail",
@@ -159,5 +171,6 @@ pub static ENTRIES: &[Entry] = &[
         "Reseat or replace the cable or transceiver on the named port (`ibstat`, `mlxlink -d <pci> \
          -p <port> -m -c -e`, `ibportstate`), check the rail's switch (`ibdiagnet`), and leave \
          the bad rail out for now with the `NCCL_IB_HCA` the finding gives.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
 ];

@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[
@@ -20,7 +20,8 @@ pub static ENTRIES: &[Entry] = &[
          the master accept the port (`iptables -I INPUT -p tcp --dport 29500 -j ACCEPT`, \
          `firewall-cmd --add-port=29500/tcp`) or stop whatever else holds it \
          (`ss -ltnp 'sport = :29500'`).",
-    ),
+    )
+    .user(Action::RestartJob),
     entry(
         REFUSED,
         "fail",
@@ -34,7 +35,8 @@ pub static ENTRIES: &[Entry] = &[
          --token-file (or --rdzv-id), the same --nnodes and its own --node-rank, the same \
          preflight release; the finding names the address, the rank it claimed and what \
          differs.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         MASTER_RESOLUTION,
         "warn",
@@ -48,7 +50,8 @@ pub static ENTRIES: &[Entry] = &[
          everywhere, first; compare `getent ahosts NAME` on each node (the order the job \
          dials; the finding lists each node's answer in that order), or give --master-addr as \
          rank 0's IP address.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         FQDN,
         "warn / fail",
@@ -74,7 +77,8 @@ pub static ENTRIES: &[Entry] = &[
          command rewrites /etc/hosts in place, which works on a bind-mounted file too), or use \
          --rdzv-backend=static with --master-addr=<rank 0's IP>. `getent ahosts NAME` shows \
          the order the job dials.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         MASTER_ELSEWHERE,
         "fail",
@@ -97,7 +101,8 @@ pub static ENTRIES: &[Entry] = &[
          or DNS so the short name resolves to the data address, first (`getent ahosts NAME` \
          lists the addresses in the order the job dials them; remove a stale line the finding \
          names).",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         MASTER_LATE,
         "warn / fail",
@@ -111,7 +116,8 @@ pub static ENTRIES: &[Entry] = &[
         "Make the name resolvable before the job starts: `publishNotReadyAddresses: true` on the \
          headless Service, a master pod that becomes ready sooner (its readiness probe), or the \
          master's IP address instead of the name.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         LAUNCHER_MASTER,
         "fail",
@@ -127,7 +133,8 @@ pub static ENTRIES: &[Entry] = &[
          `export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)`, run \
          where scontrol exists (outside the container, before srun), and check that it is not \
          empty.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         AUTH,
         "warn",
@@ -140,7 +147,8 @@ pub static ENTRIES: &[Entry] = &[
          `export PREFLIGHT_TOKEN=$(openssl rand -hex 16)` in the job script before srun or \
          torchrun (every node inherits it), a Kubernetes Secret mounted as `--token-file`, or \
          run under Slurm/torchrun where the job id is the secret.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         DUPLICATE_HOST,
         "fail",
@@ -151,7 +159,8 @@ pub static ENTRIES: &[Entry] = &[
         "Run one rank per machine (fix the host list or `--node-rank`), or, when ranks share a \
          machine on purpose, give each its own identity: \
          `export NCCL_HOSTID=preflight-rank<R>`.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         VERSIONS,
         "warn / fail",
@@ -164,5 +173,6 @@ pub static ENTRIES: &[Entry] = &[
          (`pip install torch==<version> --index-url https://download.pytorch.org/whl/<cu>`), \
          the same NCCL (`pip install nvidia-nccl-cu12==<version>`); confirm with \
          `python -c 'import torch; print(torch.__version__, torch.cuda.nccl.version())'`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
 ];

@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[
@@ -19,7 +19,8 @@ pub static ENTRIES: &[Entry] = &[
          127.0.1.1 line: `sudo sed -i '/^127.0.1.1/d' /etc/hosts` then \
          `echo '<addr> <hostname>' | sudo tee -a /etc/hosts`; or pass \
          `--master-addr=<IP>` instead of a name. Check with `getent hosts $(hostname)`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         SHM,
         "warn",
@@ -30,7 +31,8 @@ pub static ENTRIES: &[Entry] = &[
         "Docker: `docker run --shm-size=16g ...` (or `--ipc=host`); Kubernetes: mount an \
          `emptyDir: {medium: Memory, sizeLimit: 16Gi}` volume at /dev/shm; bare host: \
          `mount -o remount,size=16G /dev/shm`.",
-    ),
+    )
+    .user(Action::FixConfig),
     entry(
         MEMLOCK,
         "warn",
@@ -42,5 +44,6 @@ pub static ENTRIES: &[Entry] = &[
          `* soft memlock unlimited` and `* hard memlock unlimited` in \
          /etc/security/limits.conf; `docker run --ulimit memlock=-1:-1 ...`; \
          `LimitMEMLOCK=infinity` for systemd services.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
 ];

@@ -3,7 +3,8 @@
 //! reason a person can act on, `preflight: <finding id>: <short cause>` (as LBNL NHC does).
 //!
 //! Slurm only logs a health check's exit status, so the health mode drains (and later resumes)
-//! the node itself; a prolog's non-zero exit makes Slurm drain the node ("Prolog error") and
+//! the node itself, for the node's problems only (a user problem fails the check but leaves the
+//! node in service; the reason carries `[node_problem]` and the action); a prolog's non-zero exit makes Slurm drain the node ("Prolog error") and
 //! requeue the job, and a reason set first is kept, so `--drain` there names the cause.
 
 pub mod decide;
@@ -13,7 +14,7 @@ use crate::cli::exit;
 use crate::config::{SlurmHook, SlurmMode};
 use crate::render::{drain, sanitize};
 use decide::{Action, NodeState, decide};
-use preflight_checks::model::{Finding, Report, Status};
+use preflight_checks::model::{Action as ModelAction, Finding, Problem, Report, Status};
 use scontrol::Slurm;
 
 /// What the hook did, in lines for stdout, and the exit status Slurm gets.
@@ -26,15 +27,37 @@ pub struct HookResult {
 /// Findings shown per run; the reason counts the rest.
 const SHOWN: usize = 5;
 
-/// The findings that make the node unfit: `fail` (with `strict`, `warn` too), fails first.
+/// The findings that make the node unfit: `fail` (with `strict`, `warn` too), fails first, and
+/// among them the node's problems first, the costliest action first.
 pub fn unfit(report: &Report, strict: bool) -> Vec<&Finding> {
     let mut v: Vec<&Finding> = report
         .findings
         .iter()
         .filter(|f| f.status == Status::Fail || (strict && f.status == Status::Warn))
         .collect();
-    v.sort_by_key(|f| std::cmp::Reverse(f.status));
+    v.sort_by_key(|f| {
+        std::cmp::Reverse((
+            f.status,
+            node_problem(f),
+            f.action.unwrap_or(ModelAction::None),
+        ))
+    });
     v
+}
+
+/// The node's problem, or one whose owner is not known (a report of an older release): what a
+/// health check drains for. A user problem (the job's launch or environment) is not.
+pub fn node_problem(f: &Finding) -> bool {
+    f.problem != Some(Problem::User)
+}
+
+/// The findings the hook drains for: in the health check the node's problems only; in the
+/// prolog all of them (its failing exit drains the node anyway; the reason says whose it is).
+fn drain_worthy<'a>(hook: &SlurmHook, bad: &[&'a Finding]) -> Vec<&'a Finding> {
+    bad.iter()
+        .copied()
+        .filter(|f| hook.mode == SlurmMode::Prolog || node_problem(f))
+        .collect()
 }
 
 /// The node's Slurm name: `--slurm-node`/SLURMD_NODENAME, else the hostname up to its first dot.
@@ -59,7 +82,13 @@ pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
     } else {
         exit::FINDINGS
     };
-    let want = bad.first().map(|f| drain::reason(f, bad.len() - 1));
+    let worthy = drain_worthy(hook, &bad);
+    let want = worthy.first().map(|f| drain::reason(f, worthy.len() - 1));
+    if hook.drain && worthy.is_empty() && !bad.is_empty() {
+        lines.push(format!(
+            "preflight: {node}: not drained: only user problems (the job's launch or environment, not the node)"
+        ));
+    }
     if !hook.drain {
         return HookResult {
             lines,
@@ -75,15 +104,28 @@ pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
             code: failed_call(hook, verdict),
         };
     }
-    drain_or_resume(hook, slurm, &node, want.as_deref(), verdict, lines)
+    let user_only = worthy.is_empty() && !bad.is_empty();
+    drain_or_resume(
+        hook,
+        slurm,
+        &node,
+        want.as_deref(),
+        user_only,
+        verdict,
+        lines,
+    )
 }
 
 /// What the hook prints of the node's verdict: the findings that make it unfit, or that it passes.
 fn verdict_lines(node: &str, bad: &[&Finding], report: &Report) -> Vec<String> {
     let mut lines = Vec::new();
     for f in bad.iter().take(SHOWN) {
+        let remedy = f
+            .remedy_of()
+            .map(|r| format!(" {} {}", r.problem.tag(), r.action))
+            .unwrap_or_default();
         lines.push(format!(
-            "preflight: {node}: {} {}: {}",
+            "preflight: {node}: {} {}{remedy}: {}",
             f.status,
             f.id,
             sanitize::line(&f.summary)
@@ -102,12 +144,14 @@ fn verdict_lines(node: &str, bad: &[&Finding], report: &Report) -> Vec<String> {
 }
 
 /// `--drain`: reads the node's state and drains, resumes or leaves it as `decide()` says
-/// (with `--dry-run` only says what it would run); `lines` gets what was done.
+/// (with `--dry-run` only says what it would run); `lines` gets what was done. `user_only`:
+/// the node fails for user problems only, which `want` (None) does not drain for.
 fn drain_or_resume(
     hook: &SlurmHook,
     slurm: &dyn Slurm,
     node: &str,
     want: Option<&str>,
+    user_only: bool,
     verdict: u8,
     mut lines: Vec<String>,
 ) -> HookResult {
@@ -131,6 +175,12 @@ fn drain_or_resume(
         }
     };
     let mut action = decide(node, &state, want);
+    if let Action::Leave { why } = &mut action {
+        // decide() saw nothing to drain for; the node fails, for user problems only.
+        if user_only && *why == format!("{node} passes ({})", state.state) {
+            *why = format!("{node} has user problems only ({})", state.state);
+        }
+    }
     if hook.mode == SlurmMode::Prolog {
         if let Action::Resume { .. } = action {
             action = Action::Leave {
@@ -161,7 +211,14 @@ fn drain_or_resume(
                 format!("NodeName={node}"),
                 "State=RESUME".into(),
             ],
-            format!("resumed {node} (it passes again; preflight had drained it: {was})"),
+            if user_only {
+                format!(
+                    "resumed {node} (user problems only, which do not keep a node drained; \
+                     preflight had drained it: {was})"
+                )
+            } else {
+                format!("resumed {node} (it passes again; preflight had drained it: {was})")
+            },
         ),
     };
     let shown = format!(

@@ -75,7 +75,9 @@ fn without_drain_only_the_exit_code_speaks() {
     assert_eq!(r.code, 1);
     assert!(s.calls.borrow().is_empty());
     assert!(
-        r.lines[0].starts_with("preflight: node7: fail port.in-use: master port 29500"),
+        r.lines[0].starts_with(
+            "preflight: node7: fail port.in-use [node_problem] restart-job: master port 29500"
+        ),
         "{r:?}"
     );
     let ok = run(&hook(SlurmMode::Health, false, false), &report(vec![]), &s);
@@ -97,7 +99,7 @@ fn drain_sets_preflights_reason_and_dry_run_only_prints_it() {
             "update".to_string(),
             "NodeName=node7".into(),
             "State=DRAIN".into(),
-            "Reason=preflight: port.in-use: master port 29500 is already in use by pid 42 (python3)".into()
+            "Reason=preflight: [node_problem] restart-job: port.in-use: master port 29500 is already in use by pid 42 (python3)".into()
         ]]
     );
     let s = FakeSlurm::new("idle", None);
@@ -109,7 +111,7 @@ fn drain_sets_preflights_reason_and_dry_run_only_prints_it() {
     assert!(s.calls.borrow().is_empty());
     assert_eq!(
         r.lines.last().unwrap(),
-        "scontrol update NodeName=node7 State=DRAIN Reason=\"preflight: port.in-use: master port 29500 is already in use by pid 42 (python3)\""
+        "scontrol update NodeName=node7 State=DRAIN Reason=\"preflight: [node_problem] restart-job: port.in-use: master port 29500 is already in use by pid 42 (python3)\""
     );
 }
 
@@ -177,5 +179,79 @@ fn a_broken_slurm_is_exit_2_in_the_health_check_and_the_verdict_in_the_prolog() 
             .last()
             .unwrap()
             .starts_with("scontrol update NodeName=node7 State=DRAIN")
+    );
+}
+
+fn wrong_ifname() -> Finding {
+    Finding::new(
+        preflight_checks::core::FindingId::new("env.socket-ifname"),
+        Status::Fail,
+        "NCCL_SOCKET_IFNAME",
+        "NCCL_SOCKET_IFNAME=nosuch0 matches no interface",
+    )
+}
+
+#[test]
+fn the_health_check_drains_for_node_problems_only_and_the_prolog_tags_whose() {
+    // A user problem alone: the health check fails but neither drains nor keeps its old drain.
+    let ours =
+        "preflight: [user_problem] fix-config: env.socket-ifname: NCCL_SOCKET_IFNAME=nosuch0";
+    let s = FakeSlurm::new("drained", Some(ours));
+    let r = run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![wrong_ifname()]),
+        &s,
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(
+        *s.calls.borrow(),
+        vec![vec![
+            "update".to_string(),
+            "NodeName=node7".into(),
+            "State=RESUME".into()
+        ]]
+    );
+    assert!(
+        r.lines[0].contains("fail env.socket-ifname [user_problem] fix-config: "),
+        "{r:?}"
+    );
+    assert!(
+        r.lines
+            .iter()
+            .any(|l| l.contains("not drained: only user problems")),
+        "{r:?}"
+    );
+    assert!(
+        r.lines
+            .last()
+            .unwrap()
+            .starts_with("resumed node7 (user problems only, which do not keep a node drained"),
+        "{r:?}"
+    );
+    // With a node problem too, the node problem is the reason, the user one counted.
+    let s = FakeSlurm::new("idle", None);
+    run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![wrong_ifname(), held()]),
+        &s,
+    );
+    let calls = s.calls.borrow();
+    assert!(
+        calls[0][3].starts_with("Reason=preflight: [node_problem] restart-job: port.in-use: "),
+        "{calls:?}"
+    );
+    assert!(!calls[0][3].contains("(+1 more)"), "{calls:?}");
+    // The prolog (Slurm drains a failing prolog's node anyway) names the user problem.
+    let s = FakeSlurm::new("idle", None);
+    run(
+        &hook(SlurmMode::Prolog, true, false),
+        &report(vec![wrong_ifname()]),
+        &s,
+    );
+    assert!(
+        s.calls.borrow()[0][3]
+            .starts_with("Reason=preflight: [user_problem] fix-config: env.socket-ifname: "),
+        "{:?}",
+        s.calls.borrow()
     );
 }

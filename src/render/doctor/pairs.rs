@@ -137,6 +137,8 @@ fn both_ways(report: &Report, first: &Finding, x: &OneWay, y: &OneWay) -> Findin
         // Each direction has its own evidence: --format json has both, whole.
         evidence: Default::default(),
         fix: first.fix.clone(),
+        action: first.action,
+        problem: first.problem,
     };
     if let Some(fix) = f.fix.as_mut() {
         fix.hint

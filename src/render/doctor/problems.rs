@@ -1,5 +1,6 @@
 //! Each warning, failure and error: what, where, the evidence in a few words, the fix in
-//! words, and every fix command on a line of its own, indented and never wrapped or cut.
+//! words, what to do and whose problem it is (`action: reboot (node problem)`), and every fix
+//! command on a line of its own, indented and never wrapped or cut.
 //!
 //! Findings with one id and status are grouped (eight nodes missing libnccl are one problem
 //! with eight ranks; fifty slow links one block with their subjects), their commands listed
@@ -190,6 +191,9 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
             ));
         }
     }
+    if let Some(a) = action_words(g) {
+        out.push_str(&wrap(&format!("action: {a}"), width, TEXT, TEXT));
+    }
     let mut hints: Vec<&str> = Vec::new();
     let mut commands: Vec<&str> = Vec::new();
     for fix in g.iter().filter_map(|f| f.fix.as_ref()) {
@@ -241,6 +245,19 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
         );
     }
     out
+}
+
+/// The group's costliest action and whose problem it is: `reset-gpu (node problem)`; None
+/// when nothing is to be done or the report predates actions.
+fn action_words(g: &[&Finding]) -> Option<String> {
+    let r = g.iter().filter_map(|f| f.remedy_of()).max_by_key(|r| {
+        (
+            r.action,
+            r.problem == preflight_checks::model::Problem::Node,
+        )
+    })?;
+    (r.action != preflight_checks::model::Action::None)
+        .then(|| format!("{} ({} problem)", r.action, r.problem))
 }
 
 /// Where a group is: one node's name, `node[01-08] (ranks 0-7)`, or `cluster-wide`.

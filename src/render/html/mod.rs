@@ -18,7 +18,7 @@ mod matrix;
 
 use crate::report_compact::base64;
 use escape::{cmd, text};
-use preflight_checks::model::{Finding, Mode, Report, Status};
+use preflight_checks::model::{Action, Finding, Mode, Report, Status};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt::Write;
@@ -306,6 +306,14 @@ fn finding(report: &Report, f: &Finding) -> String {
         let _ = write!(out, " <span class=\"subject\">{}</span>", text(&f.subject));
     }
     let _ = writeln!(out, "</div>\n<p class=\"summary\">{}</p>", text(&f.summary));
+    if let Some(r) = f.remedy_of().filter(|r| r.action != Action::None) {
+        let _ = writeln!(
+            out,
+            "<p class=\"action\" data-action=\"{a}\" data-problem=\"{p}\">Action: <strong>{a}</strong> ({p} problem)</p>",
+            a = r.action,
+            p = r.problem
+        );
+    }
     if let Some(fix) = &f.fix {
         out.push_str("<div class=\"fix\">");
         if !fix.hint.is_empty() {

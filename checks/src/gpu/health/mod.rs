@@ -13,6 +13,7 @@ mod nvlink;
 mod pcie;
 mod peermem;
 mod xid;
+pub mod xid_actions;
 
 #[cfg(test)]
 mod fixtures_test;

@@ -1,8 +1,10 @@
 //! `gpu.xid`: NVIDIA XID errors in the kernel log within a window. The critical set is the one
 //! Azure's health checks (aznhc) fail a node on; the rest are application faults (13, 31, 43,
-//! 45 ...) and are reported as information only.
+//! 45 ...) and are reported as information only. Each finding's action is NVIDIA's immediate
+//! action for its XIDs ([`super::xid_actions`]); a GPU whose XIDs all need none (63, 92) warns.
 
-use crate::core::{Finding, Fix, Gpu, GpuNodeHealth, Status, XidEvent};
+use super::xid_actions::{nvidia_bucket, worst};
+use crate::core::{Action, Finding, Fix, Gpu, GpuNodeHealth, Status, XidEvent};
 use std::collections::BTreeMap;
 
 /// XIDs that fail a node (aznhc's list).
@@ -88,7 +90,13 @@ pub fn check(gpus: &[Gpu], node: &GpuNodeHealth, window_s: u64) -> Vec<Finding> 
         if !info.is_empty() {
             let list: Vec<String> = distinct(&info)
                 .iter()
-                .map(|(xid, n)| format!("XID {xid} x{n} ({})", xid_meaning(*xid)))
+                .map(|(xid, n)| {
+                    format!(
+                        "XID {xid} x{n} ({}; NVIDIA: {})",
+                        xid_meaning(*xid),
+                        nvidia_bucket(*xid)
+                    )
+                })
                 .collect();
             summary.push_str(&format!(
                 "; for information (application faults, not the node's): {}",
@@ -134,35 +142,41 @@ fn critical_finding(
         Some(g) => format!("GPU {} ({pci})", g.index),
         None => format!("the GPU at {pci}"),
     };
+    let remedy = worst(events.iter().map(|x| x.xid));
     let summary = format!(
-        "{name} logged {} within {window}{}: the GPU needs a reset or the node a reboot before \
-         it runs a job",
+        "{name} logged {} within {window}{}: {}",
         list.join(", "),
         newest.map_or(String::new(), |a| format!(
             ", the newest {} ago",
             human_window(a)
-        ))
+        )),
+        what_to_do(remedy.action)
     );
-    let mut fix = Fix::new(
-        "Drain the node, reset the GPU (or reboot the node), and run the GPU diagnostics; a \
-         GPU that logs XID 79/48/64 again after a reboot needs replacing",
-    )
-    .command("sudo dmesg -T | grep -i xid");
+    let status = if remedy.action == Action::None {
+        Status::Warn
+    } else {
+        Status::Fail
+    };
+    let mut fix = Fix::new(fix_hint(remedy.action)).command("sudo dmesg -T | grep -i xid");
     let mut f = match gpu {
         Some(g) => {
-            fix = fix
-                .command(format!("sudo nvidia-smi -r -i {}", g.index))
-                .command(format!("dcgmi diag -r 1 -i {}", g.index));
-            super::about(crate::gpu::ids::XID, Status::Fail, g, summary)
+            if remedy.action == Action::Reboot {
+                fix = fix.command("sudo reboot");
+            } else if remedy.action != Action::None {
+                fix = fix.command(format!("sudo nvidia-smi -r -i {}", g.index));
+            }
+            fix = fix.command(format!("dcgmi diag -r 1 -i {}", g.index));
+            super::about(crate::gpu::ids::XID, status, g, summary)
         }
-        None => Finding::new(
-            crate::gpu::ids::XID,
-            Status::Fail,
-            format!("PCI {pci}"),
-            summary,
-        )
-        .with("pci_bus_id", pci),
+        None => Finding::new(crate::gpu::ids::XID, status, format!("PCI {pci}"), summary)
+            .with("pci_bus_id", pci),
     };
+    let mut buckets: Vec<String> = distinct(events)
+        .iter()
+        .map(|(x, _)| format!("{x}: {}", nvidia_bucket(*x)))
+        .collect();
+    buckets.dedup();
+    f = f.with("nvidia_action", buckets).remedy(remedy);
     f = f
         .with("xids", events.iter().map(|x| x.xid).collect::<Vec<_>>())
         .with("newest_age_s", newest)
@@ -178,6 +192,38 @@ fn critical_finding(
                 .collect::<Vec<_>>(),
         );
     f.fix(fix)
+}
+
+/// The summary's last clause: what NVIDIA's catalog says to do now.
+fn what_to_do(action: Action) -> &'static str {
+    match action {
+        Action::Reboot => "the node needs a reboot before it runs a job (NVIDIA: RESTART_BM)",
+        Action::ResetGpu => {
+            "the GPU needs a reset before it runs a job (NVIDIA: reset the GPU, or the \
+             DBE/NVLink workflow)"
+        }
+        Action::None => {
+            "NVIDIA's catalog asks for no immediate action; an XID 48 or 64 after it needs a reset"
+        }
+        _ => "drain the node and look the XID up in NVIDIA's catalog before it runs a job",
+    }
+}
+
+fn fix_hint(action: Action) -> &'static str {
+    match action {
+        Action::Reboot => {
+            "Drain the node and reboot it, then run the GPU diagnostics; a GPU that falls off the \
+             bus again after a reboot needs replacing"
+        }
+        Action::None => {
+            "Nothing to do now: watch the GPU's ECC counters; an uncorrectable error (XID 48) or a \
+             failed remap (XID 64) needs a reset"
+        }
+        _ => {
+            "Drain the node, reset the GPU (or reboot the node), and run the GPU diagnostics; a \
+             GPU that logs XID 79/48/64 again after a reboot needs replacing"
+        }
+    }
 }
 
 /// (xid, count), in xid order.
@@ -199,5 +245,76 @@ fn human_window(s: u64) -> String {
         format!("{} min", s / 60)
     } else {
         format!("{s} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{KernelLog, Problem};
+
+    fn node(xids: &[(u32, &str)]) -> GpuNodeHealth {
+        GpuNodeHealth {
+            kernel_log: KernelLog {
+                source: Some("kmsg".into()),
+                xids: xids
+                    .iter()
+                    .map(|(xid, pci)| XidEvent {
+                        xid: *xid,
+                        pci: pci.to_string(),
+                        age_s: Some(60),
+                        message: format!("NVRM: Xid (PCI:{pci}): {xid}"),
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn each_gpu_takes_nvidias_action_for_its_worst_xid() {
+        let fs = check(
+            &[],
+            &node(&[
+                (48, "0000:19:00"),
+                (63, "0000:19:00"),
+                (79, "0000:3b:00"),
+                (92, "0000:5d:00"),
+                (94, "0000:5d:00"),
+            ]),
+            7200,
+        );
+        let by_pci = |pci: &str| fs.iter().find(|f| f.subject.contains(pci)).unwrap();
+        let dbe = by_pci("0000:19:00");
+        assert_eq!(
+            (dbe.status, dbe.action),
+            (Status::Fail, Some(Action::ResetGpu))
+        );
+        assert_eq!(dbe.problem, Some(Problem::Node));
+        assert_eq!(
+            dbe.evidence["nvidia_action"],
+            serde_json::json!(["48: WORKFLOW_XID_48", "63: IGNORE"])
+        );
+        let bus = by_pci("0000:3b:00");
+        assert_eq!(bus.action, Some(Action::Reboot));
+        assert!(bus.summary.contains("needs a reboot"), "{}", bus.summary);
+        // 92 alone is NVIDIA's IGNORE: a warning with nothing to do now (94 is not critical).
+        let sbe = by_pci("0000:5d:00");
+        assert_eq!((sbe.status, sbe.action), (Status::Warn, Some(Action::None)));
+        assert_eq!(fs.len(), 3, "{fs:#?}");
+    }
+
+    #[test]
+    fn informational_xids_name_nvidias_action() {
+        let fs = check(&[], &node(&[(94, "0000:19:00")]), 7200);
+        assert_eq!(fs[0].status, Status::Pass);
+        assert!(
+            fs[0]
+                .summary
+                .contains("XID 94 x1 (contained ECC error; NVIDIA: RESTART_APP)"),
+            "{}",
+            fs[0].summary
+        );
     }
 }

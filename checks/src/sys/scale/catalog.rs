@@ -2,7 +2,7 @@
 //! (`preflight explain ID`, README's table).
 
 use super::ids::*;
-use crate::core::{Entry, entry};
+use crate::core::{Action, Entry, entry};
 
 /// This concern's entries.
 pub static ENTRIES: &[Entry] = &[
@@ -21,7 +21,8 @@ pub static ENTRIES: &[Entry] = &[
          `sysctl -w net.core.somaxconn=<n>`, `sysctl -w net.ipv4.tcp_max_syn_backlog=<n>` and the \
          same lines in /etc/sysctl.d/90-preflight-backlog.conf; set \
          `net.ipv4.tcp_abort_on_overflow=0`.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         NOFILE,
         "warn / fail",
@@ -36,7 +37,8 @@ pub static ENTRIES: &[Entry] = &[
          good in /etc/security/limits.d/ (`* soft nofile 1048576`), systemd `LimitNOFILE=`, \
          `docker run --ulimit nofile=...`; under Slurm raise it in the shell that runs srun or set \
          `PropagateResourceLimitsExcept=NOFILE` so tasks get slurmd's limit.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         PORT_RANGE,
         "warn",
@@ -49,7 +51,8 @@ pub static ENTRIES: &[Entry] = &[
         "Widen the range above your services' ports and drop unneeded reserved ranges, now and \
          at boot: `sysctl -w net.ipv4.ip_local_port_range=\"15000 64999\"` and the line in \
          /etc/sysctl.d/90-preflight-ports.conf.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         NEIGH_TABLE,
         "warn",
@@ -61,7 +64,8 @@ pub static ENTRIES: &[Entry] = &[
         "Raise the thresholds above the peer count (twice, for headroom), now and at boot: \
          `sysctl -w net.ipv4.neigh.default.gc_thresh3=<n>` (and gc_thresh1/2 at n/4 and n/2; \
          `net.ipv6.neigh.default.*` for IPv6) and the same lines under /etc/sysctl.d/.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         STALE_NCCL,
         "warn",
@@ -72,7 +76,8 @@ pub static ENTRIES: &[Entry] = &[
          in a small /dev/shm.",
         "Remove the segments no process holds, after checking with `fuser -v /dev/shm/nccl-*` \
          that no job is starting: `rm -f /dev/shm/nccl-<name> ...` as the finding lists.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         PIDS,
         "warn",
@@ -85,7 +90,8 @@ pub static ENTRIES: &[Entry] = &[
         "Raise the limit of the job's cgroup (`echo <n> > /sys/fs/cgroup/<cgroup>/pids.max`, \
          `docker run --pids-limit <n>`, the kubelet's podPidsLimit, systemd `TasksMax=`, Slurm's \
          cgroup.conf) and `ulimit -u <n>` for non-root users.",
-    ),
+    )
+    .node(Action::DrainAndRepair),
     entry(
         TCPSTORE,
         "warn",
@@ -96,5 +102,6 @@ pub static ENTRIES: &[Entry] = &[
          back off.",
         "Use the libuv store: `unset USE_LIBUV` where it is 0, `export USE_LIBUV=1` on torch \
          2.3, or upgrade: `pip install -U 'torch>=2.4'`.",
-    ),
+    )
+    .user(Action::FixConfig),
 ];
