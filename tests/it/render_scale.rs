@@ -499,9 +499,8 @@ fn single_faults() -> [(&'static str, Faults); 3] {
     ]
 }
 
-/// A screen: what one fault among 96 nodes may take at 80 columns (60 lines, and the one line
-/// that says what to do and whose problem it is: `action: drain-and-repair (node problem)`).
-const SCREEN: usize = 61;
+/// A screen: what one fault among 96 nodes may take at 80 columns.
+const SCREEN: usize = 60;
 
 #[test]
 fn render_scale_one_fault_among_96_fits_a_screen_and_does_not_grow_with_n() {

@@ -1,5 +1,5 @@
 //! Each warning, failure and error: what, where, the evidence in a few words, the fix in
-//! words, what to do and whose problem it is (`action: reboot (node problem)`), and every fix
+//! words, what to do and whose problem it is (`fix (node: reboot): ...`), and every fix
 //! command on a line of its own, indented and never wrapped or cut.
 //!
 //! Findings with one id and status are grouped (eight nodes missing libnccl are one problem
@@ -191,9 +191,7 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
             ));
         }
     }
-    if let Some(a) = action_words(g) {
-        out.push_str(&wrap(&format!("action: {a}"), width, TEXT, TEXT));
-    }
+    let action = action_words(g);
     let mut hints: Vec<&str> = Vec::new();
     let mut commands: Vec<&str> = Vec::new();
     for fix in g.iter().filter_map(|f| f.fix.as_ref()) {
@@ -206,6 +204,11 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
             }
         }
     }
+    // The action rides on the fix's first line (`fix (node: reboot): ...`), a line
+    // of its own only when there is no hint.
+    if let (Some(a), None) = (&action, hints.first()) {
+        out.push_str(&wrap(&format!("action: {a}"), width, TEXT, TEXT));
+    }
     // One hint per group: members of a group differ in names only, their commands say which.
     if let Some(h) = hints.first() {
         let others = match hints.len() - 1 {
@@ -215,7 +218,11 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
         // A hint of several lines (a command's results, one a line) keeps its lines.
         let lines: Vec<&str> = h.lines().collect();
         for (i, l) in lines.iter().enumerate() {
-            let lead = if i == 0 { "fix: " } else { "" };
+            let lead = match (i, &action) {
+                (0, Some(a)) => format!("fix ({a}): "),
+                (0, None) => "fix: ".to_string(),
+                _ => String::new(),
+            };
             let tail = if i + 1 == lines.len() { &others } else { "" };
             out.push_str(&wrap(
                 &format!("{lead}{}{tail}", shown(l)),
@@ -247,7 +254,7 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
     out
 }
 
-/// The group's costliest action and whose problem it is: `reset-gpu (node problem)`; None
+/// The group's costliest action and whose problem it is: `node: reset-gpu`; None
 /// when nothing is to be done or the report predates actions.
 fn action_words(g: &[&Finding]) -> Option<String> {
     let r = g.iter().filter_map(|f| f.remedy_of()).max_by_key(|r| {
@@ -257,7 +264,7 @@ fn action_words(g: &[&Finding]) -> Option<String> {
         )
     })?;
     (r.action != preflight_checks::model::Action::None)
-        .then(|| format!("{} ({} problem)", r.action, r.problem))
+        .then(|| format!("{}: {}", r.problem, r.action))
 }
 
 /// Where a group is: one node's name, `node[01-08] (ranks 0-7)`, or `cluster-wide`.
