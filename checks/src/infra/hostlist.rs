@@ -166,7 +166,8 @@ pub fn compress_within<S: AsRef<str>>(names: &[S], max_chars: usize) -> String {
         v.len()
     };
     if shown.is_empty() {
-        return format!("{total} nodes");
+        // Distinct names: ranks that share one name are one host here.
+        return format!("{total} {}", if total == 1 { "host" } else { "hosts" });
     }
     format!(
         "{} and {} more",
