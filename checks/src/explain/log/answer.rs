@@ -147,7 +147,23 @@ fn explain_one(
                     .unwrap_or(""),
             }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let mut causes = causes;
+    if sig.id == "c10d.watchdog-timeout"
+        && let Some(why) = super::watchdog::mismatch(&f.hits)
+    {
+        let job = signatures_sources::job("job.mismatch");
+        causes.insert(
+            0,
+            CauseOut {
+                id: "job.mismatch",
+                why,
+                node: "every rank of the job".to_string(),
+                confirm: "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL (torch checks each collective's shapes across ranks), or with Flight Recorder dumps (TORCH_NCCL_DUMP_ON_TIMEOUT=1) and `preflight explain --dumps DIR`".to_string(),
+                fix: job.map(|j| j.fix).unwrap_or(""),
+            },
+        );
+    }
     Explained {
         signature: sig.id,
         decisive,

@@ -601,3 +601,4 @@ pub(crate) fn cut(s: &str, n: usize) -> String {
 
 #[cfg(test)]
 mod tests;
+mod watchdog;

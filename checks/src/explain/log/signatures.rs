@@ -809,6 +809,15 @@ pub(super) static BASE: &[Signature] = &[
                 after(m, "OpType=").map(|r| r.split([',', ')']).next().unwrap_or("").to_string()),
             );
             put(v, "timeout_ms", after(m, "Timeout(ms)=").and_then(number));
+            put(v, "numel", after(m, "NumelIn=").and_then(number));
+            // `[PG ID 0 PG GUID 0(default_pg) Rank 7]` (torch 2.4+) or `[PG 0 (default_pg) Rank 7]`.
+            put(
+                v,
+                "pg",
+                after(m, "[PG ID ")
+                    .or_else(|| after(m, "[PG "))
+                    .and_then(number),
+            );
         },
     },
     Signature {

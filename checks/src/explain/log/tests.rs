@@ -358,8 +358,9 @@ fn count_named(folder: &str) -> (usize, usize) {
 fn real_error_texts_are_named() {
     let (right, total) = count_named("real");
     assert!(total >= 40, "{total} real texts");
-    // 30 of 51 before the source inventory (commit fb9c2fb); 49 after. Keep it from sliding.
-    assert!(right >= 49, "{right} of {total} named right");
+    // 30 of 51 before the source inventory (commit fb9c2fb); 49 after; 50 once watchdog lines
+    // are read across ranks (a mismatch at one SeqNum). Keep it from sliding.
+    assert!(right >= 50, "{right} of {total} named right");
 }
 
 #[test]
