@@ -13,6 +13,7 @@ pub mod env;
 pub mod firewall;
 pub mod gpu;
 pub mod healthy_set;
+pub mod history;
 pub mod launch;
 pub mod link;
 pub mod nccl;
