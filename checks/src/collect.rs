@@ -53,5 +53,6 @@ pub fn collect(root: &Root, opts: &ProbeOptions) -> NodeFacts {
         master_resolution: None,
         joined_from: None,
         idle_test: None,
+        history: None,
     }
 }

@@ -110,6 +110,12 @@ pub static CONCERNS: &[Concern] = &[
         node: None,
         cluster: None,
     },
+    Concern {
+        name: "history",
+        entries: crate::history::catalog::ENTRIES,
+        node: Some(crate::history::check_node),
+        cluster: None,
+    },
 ];
 
 /// A node concern that takes longer than this is reported (its findings are kept).

@@ -108,6 +108,8 @@ static ORDER: &[FindingId] = &[
     crate::launch::ids::SCRIPT,
     crate::launch::ids::COMMAND,
     crate::launch::ids::TASKS_PER_NODE,
+    crate::history::ids::LEMON,
+    crate::history::ids::STORE,
 ];
 
 static ENTRIES: LazyLock<Vec<Entry>> = LazyLock::new(|| {

@@ -1,34 +1,18 @@
 //! Lemon rules over plain history records: pure judgments, no storage (issue 44, point 3).
+//!
+//! The records are [`NodeRun`]s: one node's view of one run, from its own store or from the
+//! JSON reports of many nodes. Each rule is stated in the guide (docs/src/history.md) with its
+//! source.
+
+pub mod catalog;
+pub mod ids;
+mod node;
+
+pub use node::check as check_node;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// One non-pass finding a node recorded in one run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FindingRec {
-    /// Finding id, e.g. `link.slow`.
-    pub id: String,
-    /// Partner node for link findings.
-    pub partner: Option<String>,
-    /// GPU index for `gpu.xid`.
-    pub gpu: Option<u32>,
-    /// XID number for `gpu.xid`.
-    pub xid: Option<u32>,
-}
-
-/// One node's record of one run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRun {
-    /// Run identity shared by the nodes of one cluster run (job id or rank-0 run id).
-    pub run: String,
-    /// Unix seconds.
-    pub time: i64,
-    /// Host name.
-    pub node: String,
-    /// Whether the node was in the healthy set (`None` when the run had none).
-    pub healthy: Option<bool>,
-    /// Non-pass findings.
-    pub findings: Vec<FindingRec>,
-}
+pub use crate::core::{FindingRec, HistorySummary, NodeRun};
 
 /// Why a node (or a pair) was named.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,8 +30,14 @@ pub enum Lemon {
         xid: u32,
         bursts: usize,
     },
-    /// `link.slow`/`link.unreachable` with >= 2 different partners: the fault moves with the node.
-    LinkMoves { node: String, partners: Vec<String> },
+    /// `link.slow`/`link.unreachable` on the node in >= 2 runs with different partners (or
+    /// naming the node itself, whatever its partner): the fault moves with the node.
+    LinkMoves {
+        node: String,
+        /// The partners named (empty when every finding named the node itself).
+        partners: Vec<String>,
+        runs: usize,
+    },
     /// A fault that stays with one pair in >= 2 runs: its cable or port, not either node.
     Pair { a: String, b: String, runs: usize },
     /// Left out of the healthy set in more than a third of >= 3 runs.
@@ -68,6 +58,11 @@ pub const BURST_GAP_S: i64 = 180;
 pub const BURST_MIN: usize = 5;
 /// Window for XID bursts.
 pub const BURST_WINDOW_S: i64 = 24 * 3600;
+
+/// Ids judged by a rule of their own (XID bursts, link faults that move), not by repeats.
+fn has_own_rule(id: &str) -> bool {
+    is_link(id) || id == "gpu.xid"
+}
 
 fn is_link(id: &str) -> bool {
     id == "link.slow" || id == "link.unreachable"
@@ -109,18 +104,23 @@ fn repeat(runs: &[NodeRun]) -> Vec<Lemon> {
         let last = &nr[nr.len().saturating_sub(REPEAT_WINDOW)..];
         let mut count: BTreeMap<&str, usize> = BTreeMap::new();
         for r in last {
-            let ids: BTreeSet<&str> = r.findings.iter().map(|f| f.id.as_str()).collect();
+            let ids: BTreeSet<&str> = r
+                .findings
+                .iter()
+                .filter(|f| !f.user)
+                .map(|f| f.id.as_str())
+                .collect();
             for id in ids {
-                let n = size.get(r.run.as_str()).copied().unwrap_or(0);
-                let h = had.get(&(r.run.as_str(), id)).copied().unwrap_or(0);
-                // Others passed it: some other node of this run lacks the finding.
-                if n > 1 && h < n {
+                if !others_passed(r, id, &size, &had) {
+                    continue;
+                }
+                {
                     *count.entry(id).or_default() += 1;
                 }
             }
         }
         for (id, c) in count {
-            if c >= REPEAT_MIN && !is_link(id) {
+            if c >= REPEAT_MIN && !has_own_rule(id) {
                 out.push(Lemon::Repeat {
                     node: node.into(),
                     finding: id.into(),
@@ -130,6 +130,28 @@ fn repeat(runs: &[NodeRun]) -> Vec<Lemon> {
         }
     }
     out
+}
+
+/// Whether some other node of `r`'s run passed `id`: counted over the records of that run at
+/// hand (many nodes' reports), else from the counts the node recorded (its own store). A run
+/// of one node has no other node: it counts, so a node checked alone is judged by itself.
+fn others_passed(
+    r: &NodeRun,
+    id: &str,
+    size: &BTreeMap<&str, usize>,
+    had: &BTreeMap<(&str, &str), usize>,
+) -> bool {
+    let n = size.get(r.run.as_str()).copied().unwrap_or(0);
+    if n > 1 {
+        let h = had.get(&(r.run.as_str(), id)).copied().unwrap_or(0);
+        return h < n;
+    }
+    let with = r
+        .findings
+        .iter()
+        .find(|f| f.id == id)
+        .map_or(0, |f| f.with.max(1));
+    r.nodes <= 1 || with < r.nodes
 }
 
 /// Number of bursts in the densest 24 h window of sorted event times.
@@ -180,41 +202,46 @@ fn xid_bursts(runs: &[NodeRun]) -> Vec<Lemon> {
 
 fn links(runs: &[NodeRun]) -> Vec<Lemon> {
     // Runs (by run id) in which each unordered pair had a link fault.
-    let mut pairs: BTreeMap<(String, String), BTreeSet<&str>> = BTreeMap::new();
+    let mut pairs: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
+    // Per node: the runs with a link fault on it, and the partners named in them (a fault that
+    // names the node itself, with no partner, is one with every partner).
+    let mut faulty: BTreeMap<&str, (BTreeSet<&str>, BTreeSet<&str>, bool)> = BTreeMap::new();
     for r in runs {
         for f in r.findings.iter().filter(|f| is_link(&f.id)) {
-            if let Some(p) = &f.partner {
-                let key = if r.node <= *p {
-                    (r.node.clone(), p.clone())
-                } else {
-                    (p.clone(), r.node.clone())
-                };
-                pairs.entry(key).or_default().insert(r.run.as_str());
+            let entry = faulty.entry(r.node.as_str()).or_default();
+            entry.0.insert(r.run.as_str());
+            match &f.partner {
+                Some(p) => {
+                    entry.1.insert(p.as_str());
+                    let key = if r.node.as_str() <= p.as_str() {
+                        (r.node.as_str(), p.as_str())
+                    } else {
+                        (p.as_str(), r.node.as_str())
+                    };
+                    pairs.entry(key).or_default().insert(r.run.as_str());
+                }
+                None => entry.2 = true,
             }
         }
     }
-    let mut partners: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for (a, b) in pairs.keys() {
-        partners.entry(a).or_default().insert(b);
-        partners.entry(b).or_default().insert(a);
-    }
-    let moving: BTreeSet<&str> = partners
+    let moving: BTreeSet<&str> = faulty
         .iter()
-        .filter(|(_, ps)| ps.len() >= 2)
+        .filter(|(_, (rs, ps, any))| rs.len() >= 2 && (ps.len() >= 2 || *any))
         .map(|(n, _)| *n)
         .collect();
     let mut out: Vec<Lemon> = moving
         .iter()
         .map(|n| Lemon::LinkMoves {
             node: (*n).into(),
-            partners: partners[n].iter().map(|p| (*p).into()).collect(),
+            partners: faulty[n].1.iter().map(|p| (*p).into()).collect(),
+            runs: faulty[n].0.len(),
         })
         .collect();
     for ((a, b), rs) in &pairs {
-        if rs.len() >= 2 && !moving.contains(a.as_str()) && !moving.contains(b.as_str()) {
+        if rs.len() >= 2 && !moving.contains(a) && !moving.contains(b) {
             out.push(Lemon::Pair {
-                a: a.clone(),
-                b: b.clone(),
+                a: (*a).into(),
+                b: (*b).into(),
                 runs: rs.len(),
             });
         }

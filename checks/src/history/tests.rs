@@ -7,26 +7,29 @@ fn run(run: usize, node: &str, healthy: Option<bool>, findings: Vec<FindingRec>)
         run: format!("r{run}"),
         time: run as i64 * 600,
         node: node.into(),
+        nodes: 3,
         healthy,
         findings,
+        ..NodeRun::default()
     }
 }
 
 fn f(id: &str) -> FindingRec {
     FindingRec {
         id: id.into(),
-        partner: None,
-        gpu: None,
-        xid: None,
+        status: "fail".into(),
+        with: 1,
+        ..FindingRec::default()
     }
 }
 
 fn link(partner: &str) -> FindingRec {
     FindingRec {
         id: "link.slow".into(),
+        status: "warn".into(),
         partner: Some(partner.into()),
-        gpu: None,
-        xid: None,
+        with: 2,
+        ..FindingRec::default()
     }
 }
 
@@ -124,7 +127,8 @@ fn link_fault_that_moves_with_the_node_names_the_node() {
         lemons(&runs),
         vec![Lemon::LinkMoves {
             node: "x".into(),
-            partners: vec!["a".into(), "b".into()]
+            partners: vec!["a".into(), "b".into()],
+            runs: 2
         }]
     );
 }
@@ -140,13 +144,16 @@ fn xid_bursts_counted_as_nvsentinel() {
         run: format!("r{t}"),
         time: t,
         node: "g".into(),
-        healthy: None,
+        nodes: 1,
         findings: vec![FindingRec {
             id: "gpu.xid".into(),
-            partner: None,
+            status: "fail".into(),
             gpu: Some(3),
             xid: Some(79),
+            with: 1,
+            ..FindingRec::default()
         }],
+        ..NodeRun::default()
     };
     let runs: Vec<NodeRun> = t.iter().map(|t| x(*t)).collect();
     assert_eq!(
@@ -173,4 +180,71 @@ fn left_out_of_healthy_set_over_a_third() {
     );
     let ok: Vec<NodeRun> = (0..6).map(|r| run(r, "a", Some(r >= 2), vec![])).collect();
     assert_eq!(lemons(&ok), vec![]);
+}
+
+#[test]
+fn one_nodes_own_store_names_its_repeat_but_not_a_user_problem() {
+    // A node's own store: one-node checks (nothing to compare) and cluster runs of 8 where it
+    // alone failed count; a run where every node had it does not; a user problem never does.
+    let own = |i: usize, nodes: u32, with: u32, user: bool| NodeRun {
+        run: format!("r{i}"),
+        time: i as i64,
+        node: "n".into(),
+        nodes,
+        findings: vec![FindingRec {
+            id: "gpu.ecc".into(),
+            status: "fail".into(),
+            with,
+            user,
+            ..FindingRec::default()
+        }],
+        ..NodeRun::default()
+    };
+    let named = vec![
+        own(0, 1, 1, false),
+        own(1, 8, 1, false),
+        own(2, 8, 2, false),
+    ];
+    assert_eq!(
+        lemons(&named),
+        vec![Lemon::Repeat {
+            node: "n".into(),
+            finding: "gpu.ecc".into(),
+            runs: 3
+        }]
+    );
+    let shared = vec![
+        own(0, 1, 1, false),
+        own(1, 8, 8, false),
+        own(2, 8, 1, false),
+    ];
+    assert_eq!(lemons(&shared), vec![]);
+    let user = vec![own(0, 1, 1, true), own(1, 1, 1, true), own(2, 1, 1, true)];
+    assert_eq!(lemons(&user), vec![]);
+}
+
+#[test]
+fn slow_node_named_by_itself_in_two_runs_moves_with_it() {
+    let slow = |i: usize| NodeRun {
+        run: format!("r{i}"),
+        time: i as i64,
+        node: "s".into(),
+        nodes: 6,
+        findings: vec![FindingRec {
+            id: "link.slow".into(),
+            status: "warn".into(),
+            with: 1,
+            ..FindingRec::default()
+        }],
+        ..NodeRun::default()
+    };
+    assert_eq!(lemons(&[slow(0)]), vec![]);
+    assert_eq!(
+        lemons(&[slow(0), slow(3)]),
+        vec![Lemon::LinkMoves {
+            node: "s".into(),
+            partners: vec![],
+            runs: 2
+        }]
+    );
 }

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 mod firewall;
 mod gpu;
 mod gpu_health;
+mod history;
 mod label;
 mod name_order;
 mod nccl;
@@ -21,6 +22,7 @@ mod sys;
 pub use firewall::*;
 pub use gpu::*;
 pub use gpu_health::*;
+pub use history::{FIELD_CHARS, FindingRec, HistorySummary, NodeRun, RUN_FINDINGS, SUMMARY_RUNS};
 pub use label::{Label, Labels};
 pub use name_order::{AddressOrigin, FirstDial};
 pub use nccl::*;
@@ -64,4 +66,8 @@ pub struct NodeFacts {
     /// runs and when `--idle-test 0`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_test: Option<IdleTest>,
+    /// A bounded summary of this node's own past runs from its history store (issue 44); absent
+    /// with `--history off`, in `preflight facts` and in reports of older releases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistorySummary>,
 }
