@@ -5,8 +5,11 @@
 //! source.
 
 pub mod catalog;
+mod from_report;
 pub mod ids;
 mod node;
+
+pub use from_report::{RunInfo, node_runs};
 
 pub use node::check as check_node;
 
@@ -180,13 +183,17 @@ fn xid_bursts(runs: &[NodeRun]) -> Vec<Lemon> {
     for r in runs {
         for f in &r.findings {
             if let (Some(g), Some(x)) = (f.gpu, f.xid) {
-                ev.entry((r.node.as_str(), g, x)).or_default().push(r.time);
+                ev.entry((r.node.as_str(), g, x))
+                    .or_default()
+                    .push(f.at.unwrap_or(r.time));
             }
         }
     }
     let mut out = Vec::new();
     for ((node, gpu, xid), mut t) in ev {
+        // Successive runs see the same logged event: count it once.
         t.sort_unstable();
+        t.dedup();
         let bursts = max_bursts_24h(&t);
         if bursts >= BURST_MIN {
             out.push(Lemon::XidBursts {

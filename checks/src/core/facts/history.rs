@@ -33,6 +33,10 @@ pub struct FindingRec {
     /// The finding is the job's user's to fix (its `problem` was `user`): never a lemon.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub user: bool,
+    /// When the event happened, in Unix seconds, where the finding dates it (`gpu.xid`: the
+    /// newest XID's time): the XID burst rule counts events, not the runs that saw them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<i64>,
     /// How many nodes of the run had this finding id (this one included; 1 in a one-node run):
     /// the repeat rule counts a run only when some other node of it passed.
     pub with: u32,
