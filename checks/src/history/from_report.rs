@@ -58,7 +58,7 @@ pub fn node_runs(report: &Report, info: &RunInfo) -> Vec<NodeRun> {
             for f in &mut findings {
                 f.with = with.get(&f.id).copied().unwrap_or(1);
             }
-            findings.sort_by(|a, b| severity(&b.status).cmp(&severity(&a.status)));
+            findings.sort_by_key(|f| std::cmp::Reverse(severity(&f.status)));
             let dropped = findings.len().saturating_sub(RUN_FINDINGS) as u32;
             findings.truncate(RUN_FINDINGS);
             NodeRun {
