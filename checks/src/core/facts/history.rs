@@ -77,6 +77,18 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// Most finding ids whose running totals a summary carries.
+pub const TOTALS: usize = 128;
+
+/// How many runs of a node had one finding id with one status, since its store began.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct FindingTotal {
+    pub id: String,
+    pub status: String,
+    pub runs: u64,
+}
+
 /// What a node sends rank 0 about its past: its most recent runs (at most [`SUMMARY_RUNS`],
 /// oldest first), or why it has none.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
@@ -86,6 +98,10 @@ pub struct HistorySummary {
     pub runs: Vec<NodeRun>,
     /// Runs the store holds for this node in all (the summary keeps the last few).
     pub total_runs: u64,
+    /// Runs per finding id and status since the store began (kept past the retention bound, so
+    /// they only grow: the Prometheus counters), at most [`TOTALS`] ids, the most frequent first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub totals: Vec<FindingTotal>,
     /// Where the store is (a path), for the fix commands.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,

@@ -22,7 +22,10 @@ mod sys;
 pub use firewall::*;
 pub use gpu::*;
 pub use gpu_health::*;
-pub use history::{FIELD_CHARS, FindingRec, HistorySummary, NodeRun, RUN_FINDINGS, SUMMARY_RUNS};
+pub use history::{
+    FIELD_CHARS, FindingRec, FindingTotal, HistorySummary, NodeRun, RUN_FINDINGS, SUMMARY_RUNS,
+    TOTALS,
+};
 pub use label::{Label, Labels};
 pub use name_order::{AddressOrigin, FirstDial};
 pub use nccl::*;
