@@ -147,6 +147,12 @@ fn show(outcome: Outcome, events: &Events, started: Started) -> anyhow::Result<u
             render::explain_log::render(&e, Style::detect(false))
         })?,
         Outcome::Schema => output::stdout(&preflight_checks::schema::report_schema_text())?,
+        Outcome::History(view, json) => output::stdout(&if json {
+            render::history::json(&view)
+        } else {
+            render::history::table(&view, Style::detect(false))
+        })?,
+        Outcome::Text(text) => output::stdout(&text)?,
         Outcome::Simulated {
             report,
             heading,

@@ -99,12 +99,41 @@ pub enum Command {
     /// or, with `--log FILE`, the errors in a failed job's output and the commands that confirm their causes.
     #[command(after_help = EXPLAIN_HELP)]
     Explain(ExplainArgs),
+    /// What this node's history store remembers (or, with --reports DIR, the reports of many
+    /// nodes): runs, failures per finding, first and last seen, pass/fail flapping, and the
+    /// lemons with the rule that named each. Exits 1 when a lemon is named.
+    History(HistoryArgs),
     /// Print the JSON Schema of the report (preflight.report.v1).
     Schema,
     /// Run the real schedule and judgment over a modelled cluster of thousands of nodes and
     /// print the phase times predicted on that fabric (the scale benchmark's simulation).
     #[command(hide = true)]
     Simulate(SimulateArgs),
+}
+
+/// Arguments of `preflight history`.
+#[derive(Args, Debug, Clone)]
+pub struct HistoryArgs {
+    /// The history store to read (default: this node's, as `check` writes it).
+    #[arg(long, env = "PREFLIGHT_HISTORY", value_name = "PATH")]
+    pub history: Option<String>,
+    /// Read the JSON reports (`-o FILE` of check, cluster and the hooks) and `--export` files
+    /// (`*.jsonl`) in this folder instead of a store: many nodes' histories at once.
+    #[arg(long, value_name = "DIR")]
+    pub reports: Option<PathBuf>,
+    /// `table` for people, `json` for scripts.
+    #[arg(long, value_enum, default_value_t = ExplainFormat::Table)]
+    pub format: ExplainFormat,
+    /// Print the store's runs as JSON lines (one record per run) to ship them elsewhere; read
+    /// them back with --reports DIR.
+    #[arg(long)]
+    pub export: bool,
+    /// Record every node of this saved JSON report into the store (`--times N` times, each a
+    /// run of its own): to seed a store from reports, and the tests' concurrent writer.
+    #[arg(long, value_name = "REPORT", hide = true)]
+    pub import: Option<PathBuf>,
+    #[arg(long, hide = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub times: u32,
 }
 
 /// Arguments of the hidden `simulate` subcommand.
@@ -320,6 +349,11 @@ pub struct ProbeArgs {
     /// Read /sys, /proc and /etc under this directory instead of / (fixture trees).
     #[arg(long, hide = true, env = "PREFLIGHT_ROOT", default_value = "/")]
     pub root: PathBuf,
+    /// This node's history store (every run is remembered there; lemons are named from it):
+    /// a file, or `off`. Default: /var/lib/preflight/history.db as root, else
+    /// $XDG_STATE_HOME/preflight/history.db (~/.local/state/preflight/history.db).
+    #[arg(long, env = "PREFLIGHT_HISTORY", value_name = "PATH|off")]
+    pub history: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]

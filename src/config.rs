@@ -202,6 +202,17 @@ pub enum Job {
     NcclWorker(WorkerSpec),
     GemmWorker(crate::measure::gemm::worker::GemmSpec),
     Simulate(SimulateJob),
+    History(HistoryJob),
+}
+
+/// `preflight history`: where to read, and what to do.
+#[derive(Clone, Debug)]
+pub struct HistoryJob {
+    pub store: crate::history::HistoryOpt,
+    pub reports: Option<std::path::PathBuf>,
+    pub json: bool,
+    pub export: bool,
+    pub import: Option<(std::path::PathBuf, u32)>,
 }
 
 /// `preflight simulate`: the modelled fabric and the timing to predict with.
@@ -290,6 +301,13 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
             ExplainJob::List
         } else {
             ExplainJob::One(a.id.unwrap_or_default().trim().to_string())
+        }),
+        Command::History(a) => Job::History(HistoryJob {
+            store: crate::history::HistoryOpt::resolve(a.history.as_deref(), env),
+            reports: a.reports,
+            json: a.format == cli::ExplainFormat::Json,
+            export: a.export,
+            import: a.import.map(|p| (p, a.times)),
         }),
         Command::Schema => Job::Schema,
         Command::Simulate(a) => Job::Simulate(simulate(a)?),
@@ -380,6 +398,7 @@ fn probe(a: &cli::ProbeArgs, env: &BTreeMap<String, String>) -> ProbeJob {
         job_env: BTreeMap::new(),
         job_unset: Vec::new(),
         seams: seams(env).into_ref(),
+        history: crate::history::HistoryOpt::resolve(a.history.as_deref(), env),
     }
 }
 

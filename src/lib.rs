@@ -17,6 +17,7 @@ pub mod cleanup;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod history;
 pub mod launchline;
 pub mod measure;
 pub mod output;
@@ -28,3 +29,11 @@ pub mod report_compact;
 pub mod runtime;
 pub mod shell;
 pub mod transport;
+
+/// No unit test keeps a history (see tests/it/main.rs).
+#[cfg(test)]
+#[ctor::ctor(unsafe)]
+fn no_history_by_default() {
+    // SAFETY: runs before main, when no other thread exists to read the environment.
+    unsafe { std::env::set_var("PREFLIGHT_HISTORY", "off") };
+}

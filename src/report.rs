@@ -55,6 +55,7 @@ impl ReportBuilder {
                 trimmed: None,
                 measurement: None,
                 link_matrix: None,
+                run_id: None,
             },
         }
     }

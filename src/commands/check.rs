@@ -23,6 +23,7 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
                 job.probe.seams.as_ref(),
             );
             crate::runtime::phases::gemm::measure_gpu_compute(&root, &mut facts, job.gemm, None);
+            facts.history = crate::history::summary(&job.probe.history, &facts.hostname);
             match hook_without_copies(&job) {
                 None => measure_gpu_bandwidth(&root, &mut facts),
                 Some(hook) => {
@@ -104,6 +105,18 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         }];
         rec.standalone = None;
     }
+    // The lemons: this node's past runs (facts.history) and this one; a live run is recorded.
+    let host = report
+        .nodes
+        .first()
+        .map(|n| n.hostname.clone())
+        .unwrap_or_default();
+    let info = crate::history::run_info(run_mode(&job), &job.env, None, &host);
+    crate::history::judge_lemons(&mut report, &info);
+    if job.facts_file.is_none() {
+        // A store that cannot keep the run already warned (history.store) when it was read.
+        let _ = crate::history::record(&job.probe.history, &report, &info, &host);
+    }
     let shown = Shown {
         report,
         view: job.view,
@@ -115,6 +128,19 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Hook(Box::new(super::Hooked { shown, result })));
     }
     Ok(Outcome::Report(Box::new(shown)))
+}
+
+/// What the history calls this run: the hook it runs as, else `check`.
+fn run_mode(job: &CheckJob) -> &'static str {
+    use crate::cli::Format;
+    use crate::config::SlurmMode;
+    match (&job.slurm, job.view.format) {
+        (Some(h), _) if h.mode == SlurmMode::Health => "slurm-health",
+        (Some(_), _) => "slurm-prolog",
+        (None, Format::TaskProlog) => "taskprolog",
+        (None, Format::Npd) => "npd",
+        _ => "check",
+    }
 }
 
 /// The hook this check runs as, when it is one that must stay fast (a Slurm HealthCheckProgram

@@ -138,6 +138,15 @@ fn layout_only(view: View, finding: Finding) -> Outcome {
 
 fn this_node(job: &ClusterJob, view: View, events: &Events) -> anyhow::Result<Outcome> {
     let done = agent::run_node(job, events)?;
+    if let Some(why) = crate::history::record_node(
+        &job.probe.history,
+        &done.report,
+        "cluster",
+        &job.env,
+        done.rank,
+    ) {
+        events.log(format!("history: this run was not recorded: {why}"));
+    }
     Ok(Outcome::Report(Box::new(Shown {
         report: done.report,
         view,

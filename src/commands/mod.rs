@@ -7,6 +7,7 @@ pub mod explain;
 pub mod explain_log;
 pub mod facts;
 pub mod hang;
+pub mod history;
 pub mod hooks;
 pub mod launch;
 pub mod render;
@@ -62,6 +63,10 @@ pub enum Outcome {
     Exit(u8),
     /// `check --slurm-health` / `--slurm-prolog`: what the hook did, and the report for `-o`.
     Hook(Box<Hooked>),
+    /// `preflight history`: what the store or the reports remember, as JSON when true.
+    History(Box<preflight_checks::history::HistoryView>, bool),
+    /// Text to print as it is (`history --export`, `--import`).
+    Text(String),
 }
 
 /// A Slurm hook's run: the report (kept as `-o` and `--prom-file` say) and what it did.
@@ -106,6 +111,7 @@ pub fn run(job: Job, events: &Events) -> anyhow::Result<Outcome> {
         Job::NcclWorker(spec) => Ok(Outcome::NcclWorker(spec)),
         Job::GemmWorker(spec) => Ok(Outcome::GemmWorker(spec)),
         Job::Simulate(j) => simulate::simulate(j),
+        Job::History(j) => history::history(j),
     }
 }
 
@@ -248,6 +254,7 @@ impl Outcome {
                 exit::FINDINGS
             }
             Outcome::Exit(code) => *code,
+            Outcome::History(view, _) if !view.lemons.is_empty() => exit::FINDINGS,
             _ => exit::OK,
         }
     }

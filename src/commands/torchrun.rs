@@ -31,6 +31,7 @@ pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
         job_env: parsed.line_env(),
         job_unset: parsed.head.unset.clone(),
         seams: job.probe.seams.clone(),
+        history: job.probe.history.clone(),
     };
     let mut facts = match &job.facts_file {
         Some(path) => load_facts(path)?,
@@ -85,6 +86,15 @@ pub fn torchrun(job: TorchrunJob, events: &Events) -> anyhow::Result<Outcome> {
     add_findings(&mut done.report, judged.findings.iter().cloned());
     let (f, command, env_replaced) = command_finding(&judged, done.report.recommendation.as_ref());
     add_findings(&mut done.report, [f]);
+    if let Some(why) = crate::history::record_node(
+        &cluster.probe.history,
+        &done.report,
+        "torchrun",
+        &cluster.env,
+        done.rank,
+    ) {
+        events.log(format!("history: this run was not recorded: {why}"));
+    }
     Ok(Outcome::Report(Box::new(Shown {
         report: done.report,
         view: job.view,

@@ -265,6 +265,7 @@ mod tests {
             recommendation: None,
             trimmed: None,
             link_matrix: None,
+            run_id: None,
         };
         let xml = render(&report);
         assert!(

@@ -77,7 +77,72 @@ pub fn render(report: &Report, time: RunTime) -> String {
         links(&mut m, report, &host);
     }
     collectives(&mut m, report);
+    history(&mut m, report, &host);
     m.text
+}
+
+/// Each node's running totals from its history store (counters: they only grow, so
+/// `increase()` over a day counts a node's failing runs), and a gauge per lemon named.
+fn history(m: &mut Metrics, report: &Report, host: &dyn Fn(u32) -> String) {
+    let kept: Vec<_> = report
+        .nodes
+        .iter()
+        .filter_map(|n| n.facts.history.as_ref().map(|h| (n, h)))
+        .filter(|(_, h)| h.problem.is_none())
+        .collect();
+    if !kept.is_empty() {
+        m.family_of(
+            "preflight_history_runs_total",
+            "Runs this node's history store recorded before this one.",
+            "counter",
+        );
+        for (n, h) in &kept {
+            m.sample("", &[("node", &n.hostname)], h.total_runs as f64);
+        }
+        m.family_of(
+            "preflight_history_finding_runs_total",
+            "Runs of this node (before this one) that had each finding id with each status, from its history store.",
+            "counter",
+        );
+        for (n, h) in &kept {
+            for t in &h.totals {
+                m.sample(
+                    "",
+                    &[("node", &n.hostname), ("id", &t.id), ("status", &t.status)],
+                    t.runs as f64,
+                );
+            }
+        }
+    }
+    let lemons: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.is(preflight_checks::history::ids::LEMON))
+        .collect();
+    if lemons.is_empty() {
+        return;
+    }
+    m.family(
+        "preflight_lemon",
+        "1 for each lemon this run named: the node (empty for a pair), the rule (repeat, xid-bursts, link-moves, pair, left-out) and what it is about.",
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for f in lemons {
+        let node = f.node.map(host).unwrap_or_default();
+        let rule = f
+            .evidence
+            .get("rule")
+            .and_then(|r| r.as_str())
+            .unwrap_or("")
+            .to_string();
+        if seen.insert((node.clone(), rule.clone(), f.subject.clone())) {
+            m.sample(
+                "",
+                &[("node", &node), ("rule", &rule), ("subject", &f.subject)],
+                1.0,
+            );
+        }
+    }
 }
 
 /// Links counted by result, and each node's throughput aggregates over its measured links.
@@ -172,9 +237,14 @@ struct Metrics {
 impl Metrics {
     /// Starts a gauge family: its HELP and TYPE lines.
     fn family(&mut self, name: &str, help: &str) {
+        self.family_of(name, help, "gauge");
+    }
+
+    /// Starts a family of `kind` (`gauge`, `counter`).
+    fn family_of(&mut self, name: &str, help: &str, kind: &str) {
         self.name = name.to_string();
         let _ = writeln!(self.text, "# HELP {name} {help}");
-        let _ = writeln!(self.text, "# TYPE {name} gauge");
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
     }
 
     fn sample(&mut self, suffix: &str, labels: &[(&str, &str)], v: f64) {

@@ -18,6 +18,8 @@ pub struct ProbeJob {
     pub job_unset: Vec<String>,
     /// What a test stands in for (fake GPUs, an RDMA fixture, ...); the real machine otherwise.
     pub seams: SeamsRef,
+    /// This node's history store (`--history`).
+    pub history: crate::history::HistoryOpt,
 }
 
 impl ProbeJob {
@@ -95,6 +97,7 @@ impl ClusterJob {
                 job_env: BTreeMap::new(),
                 job_unset: Vec::new(),
                 seams: super::seams::real(),
+                history: crate::history::HistoryOpt::Off,
             },
             placement: PlacementFlags::default(),
             env: BTreeMap::new(),

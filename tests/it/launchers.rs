@@ -386,6 +386,7 @@ fn torchrun_worker(local_rank: u32, port: u16, tmp: &Path) -> std::process::Chil
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("TMPDIR", tmp)
+        .env("PREFLIGHT_HISTORY", "off")
         .env("NO_COLOR", "1")
         .env("GROUP_RANK", "0")
         .env("RANK", local_rank.to_string())

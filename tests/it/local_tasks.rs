@@ -44,6 +44,7 @@ fn task(env: &BTreeMap<String, String>, tmp: &Path, port: u16, format: &str) -> 
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("TMPDIR", tmp)
+        .env("PREFLIGHT_HISTORY", "off")
         .env("NO_COLOR", "1")
         .env("COLUMNS", "80")
         .envs(env)

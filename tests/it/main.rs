@@ -1,5 +1,14 @@
 //! The one integration-test binary: CLI behaviour, fixtures, and multi-node scenarios in network namespaces.
 
+/// No test run keeps a history unless it asks for one (`--history PATH`): set once, before any
+/// test starts, so every `preflight` a test starts (directly, through a namespace, Slurm or
+/// mpirun) inherits it, and no test sees another's runs or writes /var/lib/preflight.
+#[ctor::ctor(unsafe)]
+fn no_history_by_default() {
+    // SAFETY: runs before main, when no other thread exists to read the environment.
+    unsafe { std::env::set_var("PREFLIGHT_HISTORY", "off") };
+}
+
 mod allreduce;
 mod as_written;
 mod c10d;
@@ -16,6 +25,7 @@ mod faults;
 mod gemm;
 mod gpu_health;
 mod healthy_set;
+mod history;
 mod hooks;
 mod hooks_k8s;
 mod hostile;

@@ -670,6 +670,24 @@ impl Cluster {
         self.tc_in(&self.switch_ns, &format!("h{rank}n{k}"), rate);
     }
 
+    /// Takes [`Cluster::shape_host`]'s shaping off again.
+    pub fn unshape_host(&self, rank: usize, net: &str) {
+        let k = self.net_index(net);
+        let ifname = self.ifname(rank, net).to_string();
+        for (ns, dev) in [
+            (self.hosts[rank].ns.clone(), ifname),
+            (self.switch_ns.clone(), format!("h{rank}n{k}")),
+        ] {
+            let cmd = ip(&[
+                "netns", "exec", &ns, "tc", "qdisc", "del", "dev", &dev, "root",
+            ]);
+            check_ok(
+                &bounded(cmd, SETUP_COMMAND_LIMIT),
+                &format!("tc qdisc del dev {dev} root (in {ns})"),
+            );
+        }
+    }
+
     /// Shapes only the traffic between hosts `a` and `b` on `net` to `rate`, both ways: on each
     /// end an `htb` qdisc whose class 1:2 (at `rate`) takes the packets to the other's address,
     /// every other packet going to class 1:1 at 40 Gbit/s (above what a veth carries here).

@@ -356,6 +356,7 @@ fn full_cluster_report() -> Report {
         trimmed: None,
         measurement: None,
         link_matrix: None,
+        run_id: None,
     }
 }
 

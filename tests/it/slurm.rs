@@ -329,7 +329,7 @@ fn ns_prefix(dir: &Path) -> String {
 /// cluster needs (slurmd runs HealthCheckProgram with an empty environment; a real node has
 /// /etc/slurm/slurm.conf), and its time taken logged.
 const HEALTH: &str = "#!/bin/sh\n\
-export SLURM_CONF=@DIR@/slurm.conf PREFLIGHT=@BIN@ PREFLIGHT_ARGS=--no-gpu\n\
+export SLURM_CONF=@DIR@/slurm.conf PREFLIGHT=@BIN@ PREFLIGHT_ARGS=--no-gpu PREFLIGHT_HISTORY=@DIR@/history-$SLURMD_NODENAME.db\n\
 export PREFLIGHT_LOG=@DIR@/health-$SLURMD_NODENAME.log\n\
 start=$(date +%s%N)\n\
 @EXAMPLES@/preflight-health.sh\n\
@@ -515,7 +515,7 @@ fn task_prolog_exports_the_advice_into_every_task_and_nothing_undecided() {
         "TaskProlog=@DIR@/taskprolog.sh\n",
         &[(
             "taskprolog.sh",
-            "#!/bin/sh\nexport PREFLIGHT=@BIN@ PREFLIGHT_ARGS=--no-gpu PREFLIGHT_LOG=@DIR@/taskprolog.err\n\
+            "#!/bin/sh\nexport PREFLIGHT=@BIN@ PREFLIGHT_ARGS=--no-gpu PREFLIGHT_HISTORY=@DIR@/history-$SLURMD_NODENAME.db PREFLIGHT_LOG=@DIR@/taskprolog.err\n\
              exec @EXAMPLES@/preflight-taskprolog.sh\n"
                 .to_string(),
         )],
@@ -589,7 +589,7 @@ fn prolog_drains_the_faulty_node_with_preflights_reason_and_the_job_is_requeued_
         "Prolog=@DIR@/prolog.sh\nSchedulerParameters=nohold_on_prolog_fail\n",
         &[(
             "prolog.sh",
-            "#!/bin/sh\nexport PREFLIGHT=@BIN@ PREFLIGHT_ARGS=--no-gpu PREFLIGHT_LOG=@DIR@/prolog-$SLURMD_NODENAME.log\n\
+            "#!/bin/sh\nexport PREFLIGHT=@BIN@ PREFLIGHT_ARGS=--no-gpu PREFLIGHT_HISTORY=@DIR@/history-$SLURMD_NODENAME.db PREFLIGHT_LOG=@DIR@/prolog-$SLURMD_NODENAME.log\n\
              exec @EXAMPLES@/preflight-prolog.sh\n"
                 .to_string(),
         )],

@@ -141,7 +141,8 @@ impl Slurm {
         let mut c = Command::new(tool_path("slurm-netns"));
         c.args(args)
             .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default());
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("PREFLIGHT_HISTORY", "off");
         c
     }
 

@@ -82,6 +82,10 @@ pub struct Report {
     /// How the ranks and the master were found (absent in node mode and older reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementInfo>,
+    /// One id for the run, the same in every node's copy of a cluster report (rank 0 makes
+    /// it): the nodes' history stores file their records of the run under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     /// Set on a node's copy of a cluster report too big to send whole: what was left out of
     /// it (rank 0's own report, and its `-o FILE`, are always whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -39,6 +39,7 @@ pub(crate) fn report(c: &Cluster) -> Report {
         placement: None,
         trimmed: None,
         link_matrix: None,
+        run_id: None,
         measurement: None,
     }
 }
@@ -341,6 +342,7 @@ fn big() -> Report {
         placement: None,
         trimmed: None,
         link_matrix: None,
+        run_id: None,
         measurement: None,
     }
 }

@@ -7,7 +7,12 @@
 pub mod catalog;
 mod from_report;
 pub mod ids;
+mod judge;
 mod node;
+mod view;
+
+pub use judge::{describe, judge, lemon_hosts, lemon_node};
+pub use view::{HistoryView, NodeView, view};
 
 pub use from_report::{RunInfo, node_runs};
 
@@ -64,7 +69,7 @@ pub const BURST_WINDOW_S: i64 = 24 * 3600;
 
 /// Ids judged by a rule of their own (XID bursts, link faults that move), not by repeats.
 fn has_own_rule(id: &str) -> bool {
-    is_link(id) || id == "gpu.xid"
+    is_link(id) || id == "gpu.xid" || id.starts_with("history.")
 }
 
 fn is_link(id: &str) -> bool {
@@ -92,16 +97,22 @@ fn by_node(runs: &[NodeRun]) -> BTreeMap<&str, Vec<&NodeRun>> {
 }
 
 fn repeat(runs: &[NodeRun]) -> Vec<Lemon> {
-    // Per run: how many nodes took part, and how many had each finding id.
-    let mut size: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut had: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    // Per run: the distinct nodes that took part, and those that had each finding id.
+    let mut nodes: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut with: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
     for r in runs {
-        *size.entry(r.run.as_str()).or_default() += 1;
-        let ids: BTreeSet<&str> = r.findings.iter().map(|f| f.id.as_str()).collect();
-        for id in ids {
-            *had.entry((r.run.as_str(), id)).or_default() += 1;
+        nodes
+            .entry(r.run.as_str())
+            .or_default()
+            .insert(r.node.as_str());
+        for f in &r.findings {
+            with.entry((r.run.as_str(), f.id.as_str()))
+                .or_default()
+                .insert(r.node.as_str());
         }
     }
+    let size: BTreeMap<&str, usize> = nodes.iter().map(|(k, v)| (*k, v.len())).collect();
+    let had: BTreeMap<(&str, &str), usize> = with.iter().map(|(k, v)| (*k, v.len())).collect();
     let mut out = Vec::new();
     for (node, nr) in by_node(runs) {
         let last = &nr[nr.len().saturating_sub(REPEAT_WINDOW)..];

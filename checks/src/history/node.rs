@@ -31,7 +31,7 @@ pub fn check(facts: &NodeFacts, _ctx: &CheckContext) -> Vec<Finding> {
             Status::Warn,
             store,
             format!(
-                "{} could not keep this run ({problem}): it is not remembered, and lemons cannot be named from it",
+                "{}'s history store: {problem} (the check itself is not affected; runs the store does not keep cannot name a lemon)",
                 facts.hostname
             ),
         )

@@ -33,7 +33,12 @@ pub fn unfit(report: &Report, strict: bool) -> Vec<&Finding> {
     let mut v: Vec<&Finding> = report
         .findings
         .iter()
-        .filter(|f| f.status == Status::Fail || (strict && f.status == Status::Warn))
+        .filter(|f| {
+            f.status == Status::Fail
+                || (strict && f.status == Status::Warn)
+                // A lemon warns (this run may pass) but its node is to be repaired.
+                || f.is(preflight_checks::history::ids::LEMON)
+        })
         .collect();
     v.sort_by_key(|f| {
         std::cmp::Reverse((

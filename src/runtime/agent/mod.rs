@@ -148,6 +148,8 @@ fn prepare(job: &ClusterJob, events: &Events) -> anyhow::Result<Start> {
         Some(join_grace),
     );
     job.probe.overlay(&mut facts.env);
+    // This node's own past runs, for rank 0's lemon rules (bounded; None with --history off).
+    facts.history = crate::history::summary(&job.probe.history, &facts.hostname);
     Ok(Start {
         root,
         me,

@@ -58,6 +58,7 @@ fn copy_with(
         trimmed: Some(trimmed),
         measurement: report.measurement.clone(),
         link_matrix: report.link_matrix.clone(),
+        run_id: report.run_id.clone(),
     }
 }
 

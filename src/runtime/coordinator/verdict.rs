@@ -152,6 +152,11 @@ pub(crate) fn build_report(
     crate::advise::healthy::attach(&mut report, &healthy);
     // When slow nodes cost the all-reduce more than their share: the set without them.
     crate::advise::faster::attach(&mut report, &healthy);
+    // The lemons: every node's own past runs (as it sent them) and this run.
+    let rank0 = report.hostname(0).unwrap_or("rank0").to_string();
+    let info = crate::history::run_info("cluster", &run.job.env, None, &rank0);
+    report.run_id = Some(info.run.clone());
+    crate::history::judge_lemons(&mut report, &info);
     // Above 64 nodes the links are kept compactly (the healthy set was computed from all).
     crate::report_compact::compacted(report)
 }

@@ -1,0 +1,261 @@
+//! `history.lemon`: the lemon rules over each node's own past runs (`facts.history`, as it sent
+//! them) and this run, as findings. A node's history speaks only for that node: rank 0 files
+//! every run it sent under its own host name, keeps the bounds, and names a pair only when both
+//! ends recorded it, so no node's claims can make another node a lemon.
+
+use super::ids::LEMON;
+use super::{Lemon, RunInfo, lemons, node_runs};
+use crate::core::{
+    Action, Finding, FindingRec, Fix, NodeRun, Problem, RUN_FINDINGS, Remedy, Report, SUMMARY_RUNS,
+    Status,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The `history.lemon` findings for `report`'s nodes: their past runs and this one. `remedy`
+/// gives a finding id's catalog action (the registry's), which a lemon escalates.
+pub fn judge(
+    report: &Report,
+    info: &RunInfo,
+    remedy: &dyn Fn(&str) -> Option<Remedy>,
+) -> Vec<Finding> {
+    let runs = runs_of(report, info);
+    if runs.iter().all(|r| r.run == info.run) {
+        return Vec::new();
+    }
+    let ranks: BTreeMap<&str, u32> = report
+        .nodes
+        .iter()
+        .rev()
+        .map(|n| (n.hostname.as_str(), n.rank))
+        .collect();
+    lemons(&runs)
+        .into_iter()
+        .filter(|l| trusted(l, &runs))
+        .filter_map(|l| {
+            let host = lemon_node(&l);
+            let rank = match host {
+                Some(h) => Some(*ranks.get(h)?),
+                None => None,
+            };
+            Some(finding(&l, &runs, remedy).on_node(rank))
+        })
+        .collect()
+}
+
+/// The node a lemon names; None for a pair.
+pub fn lemon_node(l: &Lemon) -> Option<&str> {
+    match l {
+        Lemon::Repeat { node, .. }
+        | Lemon::XidBursts { node, .. }
+        | Lemon::LinkMoves { node, .. }
+        | Lemon::LeftOut { node, .. } => Some(node),
+        Lemon::Pair { .. } => None,
+    }
+}
+
+/// Every lemon of `runs` (records of many nodes, as `preflight history` reads them) as a
+/// `history.lemon` finding without a rank.
+pub fn describe(runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>) -> Vec<Finding> {
+    lemons(runs)
+        .iter()
+        .map(|l| finding(l, runs, remedy))
+        .collect()
+}
+
+/// Every node's past runs as it sent them (filed under its host name, within the bounds, this
+/// run's own id left out) and this run's records.
+fn runs_of(report: &Report, info: &RunInfo) -> Vec<NodeRun> {
+    let mut runs = Vec::new();
+    for n in &report.nodes {
+        let Some(h) = &n.facts.history else { continue };
+        let start = h.runs.len().saturating_sub(SUMMARY_RUNS);
+        for r in &h.runs[start..] {
+            if r.run == info.run {
+                continue;
+            }
+            let mut r = r.clone();
+            r.node = n.hostname.clone();
+            r.findings.truncate(RUN_FINDINGS);
+            runs.push(r);
+        }
+    }
+    runs.extend(node_runs(report, info));
+    runs
+}
+
+/// A pair is named only when each end's own records name the other.
+fn trusted(l: &Lemon, runs: &[NodeRun]) -> bool {
+    let Lemon::Pair { a, b, .. } = l else {
+        return true;
+    };
+    let names = |me: &str, other: &str| {
+        runs.iter().filter(|r| r.node == me).any(|r| {
+            r.findings
+                .iter()
+                .any(|f| f.partner.as_deref() == Some(other))
+        })
+    };
+    names(a, b) && names(b, a)
+}
+
+/// The worst catalog action among `ids`, escalated; a repair when none is known.
+fn escalated<'a>(
+    ids: impl Iterator<Item = &'a str>,
+    remedy: &dyn Fn(&str) -> Option<Remedy>,
+) -> Action {
+    ids.filter_map(|id| remedy(id).map(|r| r.action))
+        .max()
+        .unwrap_or(Action::None)
+        .escalate()
+}
+
+fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>) -> Finding {
+    let dates = |node: &str, pick: &dyn Fn(&FindingRec) -> bool| {
+        let t: Vec<i64> = runs
+            .iter()
+            .filter(|r| r.node == node && r.findings.iter().any(pick))
+            .map(|r| r.time)
+            .collect();
+        (t.iter().min().copied(), t.iter().max().copied())
+    };
+    let (node, rule, subject, summary, action, (first, last)) = match l {
+        Lemon::Repeat {
+            node,
+            finding,
+            runs: n,
+        } => (
+            Some(node.as_str()),
+            "repeat",
+            finding.clone(),
+            format!(
+                "{node} had {finding} in {n} of its last {} runs while other nodes of those runs passed it: the fault comes back with this node",
+                super::REPEAT_WINDOW
+            ),
+            escalated(std::iter::once(finding.as_str()), remedy),
+            dates(node, &|f| f.id == *finding),
+        ),
+        Lemon::XidBursts {
+            node,
+            gpu,
+            xid,
+            bursts,
+        } => (
+            Some(node.as_str()),
+            "xid-bursts",
+            format!("GPU {gpu} XID {xid}"),
+            format!(
+                "GPU {gpu} of {node} logged XID {xid} in {bursts} bursts within 24 h (NVSentinel's rule: {} bursts, split by {} s of quiet)",
+                super::BURST_MIN,
+                super::BURST_GAP_S
+            ),
+            escalated(std::iter::once("gpu.xid"), remedy),
+            dates(node, &|f| f.xid == Some(*xid) && f.gpu == Some(*gpu)),
+        ),
+        Lemon::LinkMoves {
+            node,
+            partners,
+            runs: n,
+        } => (
+            Some(node.as_str()),
+            "link-moves",
+            "links".to_string(),
+            if partners.is_empty() {
+                format!(
+                    "{node} was named slow or unreachable in {n} runs, with every partner: the fault moves with the node (its NIC, cable or switch port)"
+                )
+            } else {
+                format!(
+                    "{node} had link faults in {n} runs with different partners ({}): the fault moves with the node (its NIC, cable or switch port)",
+                    partners.join(", ")
+                )
+            },
+            escalated(["link.slow", "link.unreachable"].into_iter(), remedy),
+            dates(node, &|f| f.id.starts_with("link.")),
+        ),
+        Lemon::Pair { a, b, runs: n } => (
+            None,
+            "pair",
+            format!("{a}<->{b}"),
+            format!(
+                "the link between {a} and {b} failed in {n} runs while each worked with its other partners: its cable or switch port, not either node"
+            ),
+            Action::DrainAndRepair,
+            dates(a, &|f| f.partner.as_deref() == Some(b.as_str())),
+        ),
+        Lemon::LeftOut { node, out, runs: n } => (
+            Some(node.as_str()),
+            "left-out",
+            "healthy set".to_string(),
+            format!(
+                "{node} was left out of the healthy set in {out} of its {n} runs (more than a third)"
+            ),
+            Action::None.escalate(),
+            (None, None),
+        ),
+    };
+    let reason = format!("preflight: [node_problem] {action}: lemon ({rule}) {subject}");
+    let mut fix = Fix::new(format!(
+        "{} Take it out of service and {}; `preflight history` on the node lists every run that named it.",
+        match node {
+            Some(host) => format!("{host} is a lemon: the same fault returns run after run."),
+            None => "The fault stays with this pair of nodes.".to_string(),
+        },
+        match action {
+            Action::Replace => "replace the part (contact the vendor)",
+            Action::Reboot => "reboot it",
+            Action::ResetGpu => "reset the GPU",
+            _ => "repair it",
+        }
+    ));
+    if let Some(host) = node {
+        fix = fix.command(format!(
+            "scontrol update NodeName={host} State=DRAIN Reason={}",
+            crate::infra::shellword::quote(&reason)
+        ));
+    }
+    fix = fix.command("preflight history");
+    let mut f = Finding::new(LEMON, Status::Warn, subject, summary)
+        .with("rule", rule)
+        .with("runs", lemon_runs(l))
+        .remedy(Remedy {
+            action,
+            problem: Problem::Node,
+        })
+        .fix(fix);
+    if let (Some(first), Some(last)) = (first, last) {
+        f = f.with("first_seen", first).with("last_seen", last);
+    }
+    match l {
+        Lemon::Repeat { finding, .. } => f = f.with("finding", finding),
+        Lemon::XidBursts {
+            gpu, xid, bursts, ..
+        } => f = f.with("gpu", gpu).with("xid", xid).with("bursts", bursts),
+        Lemon::LinkMoves { partners, .. } => f = f.with("partners", partners),
+        Lemon::Pair { a, b, .. } => f = f.with("nodes", [a, b]),
+        Lemon::LeftOut { out, .. } => f = f.with("left_out", out),
+    }
+    if let Some(host) = node {
+        f = f.with("hostname", host);
+    }
+    f
+}
+
+fn lemon_runs(l: &Lemon) -> usize {
+    match l {
+        Lemon::Repeat { runs, .. }
+        | Lemon::LinkMoves { runs, .. }
+        | Lemon::Pair { runs, .. }
+        | Lemon::LeftOut { runs, .. } => *runs,
+        Lemon::XidBursts { bursts, .. } => *bursts,
+    }
+}
+
+/// Host names of nodes `findings` names lemons (for the drain hooks and the summary line).
+pub fn lemon_hosts(report: &Report) -> BTreeSet<String> {
+    report
+        .findings
+        .iter()
+        .filter(|f| f.is(LEMON))
+        .filter_map(|f| f.node.and_then(|r| report.hostname(r)).map(str::to_string))
+        .collect()
+}
