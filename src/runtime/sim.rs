@@ -23,7 +23,7 @@ use preflight_checks::model::{
     SecondPass, SysFacts,
 };
 use preflight_checks::networks;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -316,22 +316,25 @@ fn phase(name: &str, seconds: f64) -> PhaseTime {
 /// of them at first, one more per fast one done, up to `window`.
 fn list_schedule(costs: &[f64], start: usize, window: usize) -> f64 {
     // The agent's adaptive window: it starts at `start` places and each fast open adds one
-    // (free from the moment it completed), up to `window`.
+    // (free from the moment it completed), up to `window`. The places are alike, so only when
+    // each is free matters: those times kept in order (the soonest taken from the front, a new
+    // time put back after every time not later than it: no scan of the window per link).
     let window = window.max(1);
-    let mut free = vec![0.0f64; start.clamp(1, window)];
+    let mut free: VecDeque<f64> = std::iter::repeat_n(0.0, start.clamp(1, window)).collect();
+    let put = |free: &mut VecDeque<f64>, t: f64| {
+        let at = free.iter().rposition(|f| *f <= t).map_or(0, |p| p + 1);
+        free.insert(at, t);
+    };
     let mut end = 0.0f64;
     for c in costs {
-        let (i, start) = free
-            .iter()
-            .copied()
-            .enumerate()
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .expect("window >= 1");
-        let done = start + c;
-        free[i] = done;
+        let Some(first) = free.pop_front() else {
+            break;
+        };
+        let done = first + c;
+        put(&mut free, done);
         end = end.max(done);
         if *c < dial::SLOW_OPEN.as_secs_f64() && free.len() < window {
-            free.push(done);
+            put(&mut free, done);
         }
     }
     end
@@ -747,5 +750,51 @@ mod tests {
             "{}",
             busbw.summary
         );
+    }
+
+    /// The window scanned for its soonest free place, as list_schedule did before issue 47.
+    fn list_schedule_by_scan(costs: &[f64], start: usize, window: usize) -> f64 {
+        let window = window.max(1);
+        let mut free = vec![0.0f64; start.clamp(1, window)];
+        let mut end = 0.0f64;
+        for c in costs {
+            let mut i = 0;
+            for (j, f) in free.iter().enumerate() {
+                if *f < free[i] {
+                    i = j;
+                }
+            }
+            let done = free[i] + c;
+            free[i] = done;
+            end = end.max(done);
+            if *c < dial::SLOW_OPEN.as_secs_f64() && free.len() < window {
+                free.push(done);
+            }
+        }
+        end
+    }
+
+    #[test]
+    fn the_ordered_window_schedules_as_the_scan_did() {
+        let slow = dial::SLOW_OPEN.as_secs_f64() * 2.0;
+        // Fast and slow opens mixed (a slow one every seventh, costs of varied sizes).
+        let costs: Vec<f64> = (0..500u32)
+            .map(|i| {
+                if i % 7 == 3 {
+                    slow
+                } else {
+                    f64::from(i % 13 + 1) * 1e-4
+                }
+            })
+            .collect();
+        for (start, window) in [(1, 1), (1, 8), (4, 64), (64, 64), (0, 0)] {
+            let got = list_schedule(&costs, start, window);
+            let want = list_schedule_by_scan(&costs, start, window);
+            assert!(
+                (got - want).abs() < 1e-9,
+                "start {start} window {window}: {got} vs {want}"
+            );
+        }
+        assert_eq!(list_schedule(&[], 4, 64), 0.0);
     }
 }
