@@ -188,7 +188,7 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
             nodes: &nodes,
             nnodes: n,
             expected_hosts: &[],
-            links: &links,
+            links: &preflight_checks::model::Links::borrowed(&links),
             evals: &evals,
             chosen: networks::choose(&evals),
             master_port: 29500,

@@ -569,7 +569,7 @@ mod tests {
                 .map(|(r, f)| (r as u32, f))
                 .collect();
             let fs = intercepted(&ClusterInput {
-                links: &links,
+                links: &crate::core::Links::borrowed(&links),
                 ..ClusterInput::of_nodes(&nodes, n)
             });
             assert_eq!(fs.len(), n as usize - 1);

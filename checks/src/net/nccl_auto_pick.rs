@@ -497,7 +497,7 @@ mod tests {
             nodes: &nodes,
             nnodes: facts.len() as u32,
             expected_hosts: &[],
-            links,
+            links: &crate::core::Links::borrowed(links),
             evals: &evals,
             chosen: choose(&evals),
             master_port: 29500,

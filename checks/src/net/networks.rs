@@ -332,6 +332,7 @@ pub fn choose(evals: &[NetworkEval]) -> Option<&NetworkEval> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::LinkResult;
     use crate::core::covering_prefix;
     use crate::core::{IfKind, NetFacts};
 
