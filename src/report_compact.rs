@@ -12,6 +12,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io::{Read, Write};
 
+mod dense;
+
 /// Up to this many nodes `links` holds every ordered pair; above, the matrix holds them.
 pub const COMPACT_ABOVE: usize = 64;
 /// Measured (throughput) links kept per network, per node.
@@ -64,6 +66,12 @@ pub fn compact_links(report: &mut Report, links: Links) {
     drop_passing_evidence(report);
     if links.is_empty() || report.link_matrix.is_some() {
         report.links = links.into_vec();
+        return;
+    }
+    // Every link in a cell of a dense table: read from the cells.
+    if let Some(cells) = links.cells()
+        && dense::compact_cells(report, &links, cells)
+    {
         return;
     }
     // Each link's network, named once per (destination, address, interface).

@@ -124,7 +124,11 @@ impl Table {
     fn target(&self, to: u32, address: &str) -> Option<usize> {
         let range = self.first.get(to as usize)?..self.first.get(to as usize + 1)?;
         let (lo, hi) = (*range.start as usize, *range.end as usize);
-        (lo..hi).find(|&t| self.targets[t].address == *address)
+        // A label shared with the target (a simulation's, a table's own) answers by pointer.
+        (lo..hi).find(|&t| {
+            let own = self.targets[t].address.as_str();
+            (own.as_ptr() == address.as_ptr() && own.len() == address.len()) || own == address
+        })
     }
 
     /// The cell `l` would go in, when it is a link the table can hold as plain.
@@ -544,6 +548,23 @@ impl<'a> Links<'a> {
         }
     }
 
+    /// Every link to rank `to` (not in [`Links::iter`]'s order): the table's column(s) of
+    /// `to` read row by row, then the records without a cell; never a view of another rank's.
+    pub fn to_rank(&self, to: u32) -> impl Iterator<Item = Link<'_>> + '_ {
+        let (rows, range) = self.table.as_ref().map_or((0, 0..0), |t| {
+            let lo = t.first.get(to as usize).copied().unwrap_or(0) as usize;
+            let hi = t.first.get(to as usize + 1).copied().unwrap_or(0) as usize;
+            (t.rows, lo..hi.max(lo))
+        });
+        let width = self.table.as_ref().map_or(0, |t| t.targets.len());
+        let cells = (0..rows).flat_map(move |row| {
+            range
+                .clone()
+                .filter_map(move |t| self.at(row as usize * width + t, row, t))
+        });
+        cells.chain(self.loose.iter().filter(move |l| l.to == to).map(Link::of))
+    }
+
     /// The link (from, to, address), if there is one (the first, if there are several).
     pub fn find(&self, from: u32, to: u32, address: &str) -> Option<Link<'_>> {
         let in_table = self.table.as_ref().and_then(|t| {
@@ -831,6 +852,10 @@ impl PairSet {
 pub fn side_of(ranks: impl Iterator<Item = u32>) -> u32 {
     ranks.max().map_or(0, |r| r.saturating_add(1))
 }
+
+#[path = "link_cells.rs"]
+mod cells;
+pub use cells::{Cell, Cells};
 
 #[cfg(test)]
 #[path = "link_table_tests.rs"]

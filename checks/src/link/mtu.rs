@@ -29,7 +29,7 @@ pub(crate) fn mtu_mismatch(input: &ClusterInput) -> Finding {
     let interface_floor = mtus.values().copied().min();
     let (mut measured, mut measured_min) = (0usize, None::<u32>);
     let mut narrow_all: Vec<(u32, u32, u32)> = Vec::new();
-    let mut count = |from: u32, to: u32, mtu: Option<u32>| {
+    let count = |from: u32, to: u32, mtu: Option<u32>| {
         let Some(m) = mtu.filter(|_| from != to) else {
             return;
         };
@@ -41,11 +41,13 @@ pub(crate) fn mtu_mismatch(input: &ClusterInput) -> Finding {
     };
     // The table's cells read as bytes (a target judged once), the records one by one.
     let members = MemberAddrs::of(eval);
+    let count = std::cell::RefCell::new(count);
     input.links.scan(
         |to, address| members.is_member(to, address).then_some(()),
-        |l, ()| count(l.from, l.to, l.mtu),
-        |l, ()| count(l.from, l.to, l.mtu),
+        |l, ()| (count.borrow_mut())(l.from, l.to, l.mtu),
+        |l, ()| (count.borrow_mut())(l.from, l.to, l.mtu),
     );
+    drop(count);
     // A table's links in their (from, to) order, as the evidence lists them (a list's: as given).
     if input.links.is_dense() {
         narrow_all.sort_by_key(|(from, to, _)| (*from, *to));
