@@ -732,6 +732,70 @@ mod tests {
         assert_eq!(addresses(&back)[&7], "10.0.0.8");
     }
 
+    /// [`report`] plus what a table holds apart: a second network (rank 3's eth1), a second
+    /// address of rank 5 on the first, timeouts from rank 9, a retried link, RTTs that differ.
+    fn mixed(n: u32) -> (Report, Vec<LinkResult>) {
+        let mut r = report(n);
+        let mut links = std::mem::take(&mut r.links);
+        r.nodes[3].facts.net.interfaces.push(Interface {
+            name: "eth1".into(),
+            ipv4: vec![IfAddr {
+                addr: "10.9.0.4".parse().unwrap(),
+                prefix: 24,
+            }],
+            ..Default::default()
+        });
+        for from in (0..n).filter(|f| *f != 3) {
+            links.push(LinkResult {
+                from,
+                to: 3,
+                interface: "eth1".into(),
+                address: "10.9.0.4".into(),
+                result: LinkOutcome::Ok,
+                rtt_us: Some(7.0 + from as f32),
+                ..Default::default()
+            });
+        }
+        for from in (0..n).filter(|f| *f != 5 && f % 3 == 0) {
+            links.push(LinkResult {
+                from,
+                to: 5,
+                interface: "eth0".into(),
+                address: "10.0.9.9".into(),
+                result: LinkOutcome::Ok,
+                rtt_us: Some(3.0),
+                ..Default::default()
+            });
+        }
+        for l in links.iter_mut() {
+            if l.from == 9 && l.to % 4 == 0 {
+                l.result = LinkOutcome::Timeout;
+                l.rtt_us = None;
+                l.error = Some("timed out".into());
+            }
+            if (l.from, l.to) == (2, 7) {
+                l.retries = 1;
+            }
+        }
+        links.sort_by(|a, b| (a.from, a.to, a.address.as_str()).cmp(&(b.from, b.to, b.address.as_str())));
+        (r, links)
+    }
+
+    #[test]
+    fn a_table_is_compacted_from_its_cells_as_from_every_link() {
+        let (r, links) = mixed(90);
+        let table = Links::of(links.clone(), 90);
+        assert!(table.cells().is_some(), "every link in a cell");
+        let (mut from_cells, mut from_links) = (r.clone(), r);
+        compact_links(&mut from_cells, table);
+        compact_links(&mut from_links, Links::owned(links));
+        let m = from_cells.link_matrix.as_ref().unwrap();
+        assert_eq!(m.networks.len(), 2, "{:?}", m.networks.iter().map(|n| &n.name).collect::<Vec<_>>());
+        assert!(from_cells.links.iter().any(|l| l.address == "10.0.9.9"));
+        assert!(from_cells.links.iter().any(|l| l.result == LinkOutcome::Timeout));
+        assert_eq!(from_cells, from_links);
+    }
+
     #[test]
     fn a_matrix_that_does_not_decode_is_left_out_not_a_panic() {
         let mut c = compacted(report(70));

@@ -160,6 +160,9 @@ pub struct Links<'a> {
     table: Option<Table>,
     /// Records that have a cell (their index is in the cell).
     records: Vec<LinkResult>,
+    /// The cell of each record (by index), to read the records in the cells' order without a
+    /// pass over every cell.
+    record_cells: Vec<usize>,
     /// Records without a cell (no table; a target the table does not have; a second link of
     /// one cell): in the order given without a table, in (from, to, address) order with one.
     loose: Cow<'a, [LinkResult]>,
@@ -181,6 +184,7 @@ impl Clone for Links<'_> {
         Links {
             table: self.table.clone(),
             records: self.records.clone(),
+            record_cells: self.record_cells.clone(),
             loose: self.loose.clone(),
             len: self.len,
             evals: Default::default(),
@@ -194,6 +198,7 @@ impl<'a> Links<'a> {
         Links {
             table: None,
             records: Vec::new(),
+            record_cells: Vec::new(),
             loose: Cow::Borrowed(&[]),
             len: 0,
             evals: std::sync::Mutex::new(Vec::new()),
@@ -313,6 +318,7 @@ impl<'a> Links<'a> {
                 mtu: vec![0; cells],
             }),
             records: Vec::new(),
+            record_cells: Vec::new(),
             loose: Cow::Owned(Vec::new()),
             len: 0,
             evals: Default::default(),
@@ -346,6 +352,7 @@ impl<'a> Links<'a> {
                 table.state[c] = RECORD;
                 table.rtt[c] = f32::from_bits(self.records.len() as u32);
                 self.records.push(l);
+                self.record_cells.push(c);
             }
             None => self.loose.to_mut().push(l),
         }
@@ -461,7 +468,26 @@ impl<'a> Links<'a> {
     /// failure (and, without a table, every link). The table's plain cells are skipped
     /// unread.
     pub fn records(&self) -> impl Iterator<Item = &LinkResult> + '_ {
-        self.walk(PLAIN).filter_map(|l| l.record)
+        // The records in cells, by cell (a sort of the few, not a pass over every cell),
+        // merged with the loose ones by key.
+        let mut order: Vec<(usize, usize)> = match self.table {
+            Some(_) => self.record_cells.iter().copied().zip(0..).collect(),
+            None => Vec::new(),
+        };
+        order.sort_unstable();
+        let mut in_cells = order
+            .into_iter()
+            .filter_map(|(_, i)| self.records.get(i))
+            .peekable();
+        let mut loose = self.loose.iter().peekable();
+        fn key(l: &LinkResult) -> (u32, u32, &str) {
+            (l.from, l.to, l.address.as_str())
+        }
+        std::iter::from_fn(move || match (in_cells.peek(), loose.peek()) {
+            (Some(a), Some(b)) if key(b) < key(a) => loose.next(),
+            (Some(_), _) => in_cells.next(),
+            (None, _) => loose.next(),
+        })
     }
 
     /// The cells whose state is above `skip`, merged with the loose records by key.
@@ -694,164 +720,9 @@ impl<'a> From<&'a [LinkResult]> for Links<'a> {
     }
 }
 
-/// Per destination rank, the one address text a judgment looks for (a network member's), and
-/// whether a link's address is it: a link read from the table shares its target's label, so
-/// after one comparison the label's pointer answers, yes or no, with no string compared per
-/// link. Used over one [`Links`] at a time (the pointers are its labels').
-pub struct RankText {
-    /// Indexed by rank where the ranks are a cluster's; else `sparse` holds them.
-    dense: Vec<Option<String>>,
-    sparse: std::collections::BTreeMap<u32, String>,
-    /// Per rank: the last label found to be the text, and the last found not to be.
-    yes: Vec<std::cell::Cell<usize>>,
-    no: Vec<std::cell::Cell<usize>>,
-}
-
-impl RankText {
-    pub fn new(entries: impl Iterator<Item = (u32, String)>) -> RankText {
-        let entries: Vec<(u32, String)> = entries.collect();
-        let side = side_of(entries.iter().map(|(r, _)| *r));
-        if side > DENSE_MAX_RANK {
-            return RankText {
-                dense: Vec::new(),
-                sparse: entries.into_iter().collect(),
-                yes: Vec::new(),
-                no: Vec::new(),
-            };
-        }
-        let mut dense = vec![None; side as usize];
-        for (r, t) in entries {
-            dense[r as usize] = Some(t);
-        }
-        RankText {
-            yes: (0..side).map(|_| std::cell::Cell::new(0)).collect(),
-            no: (0..side).map(|_| std::cell::Cell::new(0)).collect(),
-            dense,
-            sparse: std::collections::BTreeMap::new(),
-        }
-    }
-
-    /// The text looked for on `rank`.
-    pub fn text(&self, rank: u32) -> Option<&str> {
-        match self.dense.get(rank as usize) {
-            Some(t) => t.as_deref(),
-            None => self.sparse.get(&rank).map(String::as_str),
-        }
-    }
-
-    /// Whether `address` is `rank`'s text; `other` decides a label that is not (a parse, say),
-    /// once per label.
-    pub fn matches(&self, rank: u32, address: &Label, other: impl Fn(&str) -> bool) -> bool {
-        let Some(text) = self.text(rank) else {
-            return false;
-        };
-        let (Some(yes), Some(no)) = (self.yes.get(rank as usize), self.no.get(rank as usize))
-        else {
-            return text == address.as_str() || other(address);
-        };
-        let ptr = address.as_str().as_ptr() as usize;
-        if yes.get() == ptr {
-            return true;
-        }
-        if no.get() == ptr {
-            return false;
-        }
-        let is = text == address.as_str() || other(address);
-        if is {
-            yes.set(ptr)
-        } else {
-            no.set(ptr)
-        }
-        is
-    }
-}
-
-/// A set of ordered pairs of ranks: a bit per pair where the ranks are those of a cluster (2 MiB
-/// at 4096 nodes), else a sorted list. Filled once, then read.
-#[derive(Clone, Debug)]
-pub struct PairSet {
-    /// Ranks 0..side, a bit per (from, to); `None`: the list holds them.
-    side: Option<u32>,
-    bits: Vec<u64>,
-    list: Vec<(u32, u32)>,
-    len: usize,
-}
-
-/// The most ranks a bit matrix is made for (32 MiB of bits).
-const PAIR_BITS_SIDE: u32 = 1 << 14;
-
-impl PairSet {
-    /// The pairs of `pairs`, whose ranks are below `side` (else they are listed instead).
-    pub fn of(side: u32, pairs: impl Iterator<Item = (u32, u32)>) -> PairSet {
-        let mut set = PairSet::new(side);
-        for (a, b) in pairs {
-            set.insert(a, b);
-        }
-        set.done()
-    }
-
-    /// An empty set for ranks below `side`: [`PairSet::insert`], then [`PairSet::done`].
-    pub fn new(side: u32) -> PairSet {
-        let dense = side <= PAIR_BITS_SIDE;
-        let cells = if dense {
-            side as usize * side as usize
-        } else {
-            0
-        };
-        PairSet {
-            side: dense.then_some(side),
-            bits: vec![0; cells.div_ceil(64)],
-            list: Vec::new(),
-            len: 0,
-        }
-    }
-
-    pub fn insert(&mut self, a: u32, b: u32) {
-        match self.side {
-            Some(side) if a < side && b < side => {
-                let i = a as usize * side as usize + b as usize;
-                let (w, bit) = (i / 64, 1u64 << (i % 64));
-                if self.bits[w] & bit == 0 {
-                    self.bits[w] |= bit;
-                    self.len += 1;
-                }
-            }
-            _ => self.list.push((a, b)),
-        }
-    }
-
-    /// Ends the inserts.
-    pub fn done(mut self) -> PairSet {
-        self.list.sort_unstable();
-        self.list.dedup();
-        self.len += self.list.len();
-        self
-    }
-
-    pub fn contains(&self, a: u32, b: u32) -> bool {
-        match self.side {
-            Some(side) if a < side && b < side => {
-                let i = a as usize * side as usize + b as usize;
-                self.bits[i / 64] & (1u64 << (i % 64)) != 0
-            }
-            _ => self.list.binary_search(&(a, b)).is_ok(),
-        }
-    }
-
-    /// Distinct pairs.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-/// One more than the highest rank among `ranks` (the side of a [`PairSet`] over them).
-pub fn side_of(ranks: impl Iterator<Item = u32>) -> u32 {
-    ranks.max().map_or(0, |r| r.saturating_add(1))
-}
+#[path = "link_sets.rs"]
+mod sets;
+pub use sets::{PairSet, RankText, side_of};
 
 #[path = "link_cells.rs"]
 mod cells;
