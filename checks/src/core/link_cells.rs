@@ -1,7 +1,7 @@
 //! A dense table's cells read in place, row by row and target by target, for readers that
 //! walk every pair once (the report's compaction): a byte and a float a pair, no view built.
 
-use super::{Label, Link, LinkResult, Links, PLAIN, RECORD, Table, Target};
+use super::{EMPTY, Label, Link, LinkResult, Links, PLAIN, RECORD, Table, Target};
 
 /// What one cell holds.
 #[derive(Clone, Copy, Debug)]
@@ -19,6 +19,37 @@ pub enum Cell<'a> {
 pub struct Cells<'a> {
     links: &'a Links<'a>,
     table: &'a Table,
+}
+
+impl Links<'_> {
+    /// Every empty cell of row `from` but its own targets' as a link that connected and
+    /// carries these figures (a whole row written at once: a simulation's links, every one
+    /// alike but the few pushed before); how many were filled. Nothing without a table, or
+    /// with an RTT, p99 or MTU a cell cannot hold.
+    pub fn fill_row_ok(&mut self, from: u32, rtt_us: f32, rtt_p99_us: f32, mtu: u32) -> usize {
+        self.changed();
+        let Some(table) = self.table.as_mut() else {
+            return 0;
+        };
+        let fits = !rtt_us.is_nan() && !rtt_p99_us.is_nan() && mtu > 0 && mtu <= 65535;
+        if from >= table.rows || !fits {
+            return 0;
+        }
+        let width = table.targets.len();
+        let row = from as usize * width..(from as usize + 1) * width;
+        let mut filled = 0;
+        for (t, c) in row.enumerate() {
+            if table.state[c] == EMPTY && table.targets[t].to != from {
+                table.state[c] = PLAIN;
+                table.rtt[c] = rtt_us;
+                table.p99[c] = rtt_p99_us;
+                table.mtu[c] = mtu as u16;
+                filled += 1;
+            }
+        }
+        self.len += filled;
+        filled
+    }
 }
 
 impl<'a> Links<'a> {

@@ -116,17 +116,24 @@ impl PairSet {
         }
     }
 
-    pub fn insert(&mut self, a: u32, b: u32) {
+    /// Adds (a, b): `Some(true)` when it was not in the set, `Some(false)` when it was, `None`
+    /// when that is known only after [`PairSet::done`] (a pair of the list).
+    pub fn insert(&mut self, a: u32, b: u32) -> Option<bool> {
         match self.side {
             Some(side) if a < side && b < side => {
                 let i = a as usize * side as usize + b as usize;
                 let (w, bit) = (i / 64, 1u64 << (i % 64));
-                if self.bits[w] & bit == 0 {
+                let new = self.bits[w] & bit == 0;
+                if new {
                     self.bits[w] |= bit;
                     self.len += 1;
                 }
+                Some(new)
             }
-            _ => self.list.push((a, b)),
+            _ => {
+                self.list.push((a, b));
+                None
+            }
         }
     }
 
