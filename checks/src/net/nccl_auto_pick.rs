@@ -165,11 +165,28 @@ impl DialIndex {
         };
         let mut plain_ok: Vec<Vec<usize>> = index.slots.iter().map(|m| vec![0; m.len()]).collect();
         let mut records: Vec<(usize, usize, LinkOutcome)> = Vec::new();
-        links.scan(
-            position,
-            |_, (slot, pos)| plain_ok[slot][pos] += 1,
-            |l, (slot, pos)| records.push((slot, pos, l.result)),
-        );
+        match links.cells() {
+            // Every link in a cell: the plain ones counted per target from the state bytes.
+            Some(cells) => {
+                let every_row = vec![true; cells.rows() as usize];
+                let counts = cells.plain_counts(&every_row);
+                for (t, n) in cells.targets().iter().zip(counts) {
+                    if let Some((slot, pos)) = position(t.to, &t.address) {
+                        plain_ok[slot][pos] += n as usize;
+                    }
+                }
+                for l in links.records() {
+                    if let Some((slot, pos)) = position(l.to, &l.address) {
+                        records.push((slot, pos, l.result));
+                    }
+                }
+            }
+            None => links.scan(
+                position,
+                |_, (slot, pos)| plain_ok[slot][pos] += 1,
+                |l, (slot, pos)| records.push((slot, pos, l.result)),
+            ),
+        }
         for (slot, counts) in plain_ok.into_iter().enumerate() {
             for (pos, ok) in counts.into_iter().enumerate() {
                 let d = &mut index.slots[slot][pos].1;

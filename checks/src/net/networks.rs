@@ -8,7 +8,7 @@
 //! the same name on every node.
 
 use crate::core::{
-    AsLinks, IfAddr, Interface, LinkOutcome, Links, Member, Network, NetworkEval, NodeFacts,
+    AsLinks, IfAddr, Interface, Label, LinkOutcome, LinkResult, Links, Member, Network, NetworkEval, NodeFacts,
     PairSet, RankText, prefix_of, side_of,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -242,47 +242,77 @@ fn evaluate_in(networks: &[Network], links: &Links, ranks: &[u32]) -> Vec<Networ
             flags.get(r as usize).copied().unwrap_or(false)
         }
     };
+    // The plain links per target from the ranks' rows, counted once for every network.
+    let plain = std::cell::OnceCell::new();
     let mut evals: Vec<NetworkEval> = networks
         .iter()
         .map(|net| {
             let texts = RankText::new(net.members.iter().map(|(r, m)| (*r, m.address.to_string())));
             let mut min_tp: Option<f64> = None;
             let mut failures = Vec::new();
-            let mut ok_pairs = PairSet::new(side);
-            let mut ok_records: Vec<(u32, u32)> = Vec::new();
-            // Counted from the table's bytes: the links that connected to a member address
-            // (the target judged once), and the records (failed, measured) one by one.
-            links.scan(
-                |to, address| (is_rank(to) && texts.matches(to, address, |_| false)).then_some(()),
-                |l, ()| {
-                    if l.from != l.to && is_rank(l.from) {
-                        ok_pairs.insert(l.from, l.to);
+            let accepted =
+                |to: u32, address: &Label| is_rank(to) && texts.matches(to, address, |_| false);
+            let mut record = |l: &LinkResult| {
+                if let Some(t) = l.throughput_gbit_s.map(f64::from) {
+                    min_tp = Some(min_tp.map_or(t, |a| a.min(t)));
+                }
+                if l.result != LinkOutcome::Ok {
+                    failures.push(l.clone());
+                    false
+                } else {
+                    l.from != l.to
+                }
+            };
+            let pairs_ok = match links.cells().filter(|_| !flags.is_empty()) {
+                // Every link in a cell, and a rank's member address one target: each pair
+                // that connected is one cell, counted from the state bytes (once for every
+                // network), and the records one by one.
+                Some(cells) => {
+                    let counts = plain.get_or_init(|| cells.plain_counts(&flags));
+                    let mut ok: usize = cells
+                        .targets()
+                        .iter()
+                        .zip(counts)
+                        .filter(|(t, _)| accepted(t.to, &t.address))
+                        .map(|(_, c)| *c as usize)
+                        .sum();
+                    for l in links.records() {
+                        if is_rank(l.from) && accepted(l.to, &l.address) && record(l) {
+                            ok += 1;
+                        }
                     }
-                },
-                |l, ()| {
-                    if !is_rank(l.from) {
-                        return;
+                    ok
+                }
+                None => {
+                    let mut ok_pairs = PairSet::new(side);
+                    let mut ok_records: Vec<(u32, u32)> = Vec::new();
+                    // Counted from the table's bytes: the links that connected to a member
+                    // address (the target judged once), and the records one by one.
+                    links.scan(
+                        |to, address| accepted(to, address).then_some(()),
+                        |l, ()| {
+                            if l.from != l.to && is_rank(l.from) {
+                                ok_pairs.insert(l.from, l.to);
+                            }
+                        },
+                        |l, ()| {
+                            if is_rank(l.from) && record(l) {
+                                ok_records.push((l.from, l.to));
+                            }
+                        },
+                    );
+                    for (a, b) in ok_records {
+                        ok_pairs.insert(a, b);
                     }
-                    if let Some(t) = l.throughput_gbit_s.map(f64::from) {
-                        min_tp = Some(min_tp.map_or(t, |a| a.min(t)));
-                    }
-                    if l.result != LinkOutcome::Ok {
-                        failures.push(l.clone());
-                    } else if l.from != l.to {
-                        ok_records.push((l.from, l.to));
-                    }
-                },
-            );
-            for (a, b) in ok_records {
-                ok_pairs.insert(a, b);
-            }
-            let ok_pairs = ok_pairs.done();
+                    ok_pairs.done().len()
+                }
+            };
             let all_members = ranks.iter().all(|r| net.members.contains_key(r));
             let pairs_total = n * n.saturating_sub(1);
             NetworkEval {
-                pairs_ok: ok_pairs.len(),
+                pairs_ok,
                 pairs_total,
-                fully_connected: all_members && n > 0 && ok_pairs.len() == pairs_total,
+                fully_connected: all_members && n > 0 && pairs_ok == pairs_total,
                 min_throughput_gbit_s: min_tp,
                 min_rated_mbps: net.members.values().filter_map(|m| m.speed_mbps).min(),
                 all_physical: net.members.values().all(|m| !m.is_virtual),
@@ -332,7 +362,6 @@ pub fn choose(evals: &[NetworkEval]) -> Option<&NetworkEval> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::LinkResult;
     use crate::core::covering_prefix;
     use crate::core::{IfKind, NetFacts};
 
