@@ -37,40 +37,32 @@ fn seen(cell: Cell) -> Option<Seen> {
     }
 }
 
-/// The targets some link dialled, and one more than the highest rank of any link; `None`
-/// when a record in a cell names another interface than its target (the general path names
-/// each link's network by its own interface).
-fn used_targets(cells: &Cells) -> Option<(Vec<bool>, u32)> {
+/// The targets some link dialled, the rows that dialled any, and one more than the highest
+/// rank of any link; `None` when a record in a cell names another interface than its target
+/// (the general path names each link's network by its own interface).
+fn used_targets(cells: &Cells) -> Option<(Vec<bool>, Vec<bool>, u32)> {
     let targets = cells.targets();
-    let mut used = vec![false; targets.len()];
-    let mut side = 0u32;
-    for row in 0..cells.rows() {
-        let mut any = false;
-        for (t, target) in targets.iter().enumerate() {
-            match cells.get(row, t) {
-                Cell::Empty => continue,
-                Cell::Record(r) if r.interface != target.interface => return None,
-                _ => {}
-            }
-            used[t] = true;
-            any = true;
-        }
-        if any {
-            side = side.max(row + 1);
-        }
+    if cells
+        .records()
+        .any(|(t, r)| targets.get(t).is_none_or(|x| x.interface != r.interface))
+    {
+        return None;
     }
+    let (used, rows) = cells.occupancy();
+    let mut side = rows.iter().rposition(|r| *r).map_or(0, |r| r as u32 + 1);
     for (_, target) in targets.iter().enumerate().filter(|(t, _)| used[*t]) {
         side = side.max(target.to.saturating_add(1));
     }
-    Some((used, side))
+    Some((used, rows, side))
 }
 
 /// Compacts `links` into `report` from their cells, as the general path would; false (and
 /// `report` untouched) when the cells cannot say it alike (see [`used_targets`]).
 pub(super) fn compact_cells(report: &mut Report, links: &Links, cells: Cells) -> bool {
-    let Some((used, side)) = used_targets(&cells) else {
+    let Some((used, rows_any, side)) = used_targets(&cells) else {
         return false;
     };
+    let used_count = used.iter().filter(|u| **u).count();
     let targets = cells.targets();
     // Each used target's network, named once.
     let mut names: Vec<String> = Vec::new();
@@ -92,7 +84,9 @@ pub(super) fn compact_cells(report: &mut Report, links: &Links, cells: Cells) ->
     for id in order {
         let on: Vec<usize> = (0..width).filter(|t| net_of[*t] == id).collect();
         let name = names[id as usize].clone();
-        let (net, omitted) = matrix_of(&cells, &on, name, side, &mut keep);
+        // A network of every used target: its rows are those that dialled any.
+        let rows = (on.len() == used_count).then_some(rows_any.as_slice());
+        let (net, omitted) = matrix_of(&cells, (&on, rows), name, side, &mut keep);
         failed_omitted += omitted;
         networks.push(net);
     }
@@ -140,13 +134,21 @@ fn first_rows(cells: &Cells, on: &[usize]) -> Vec<(Option<u32>, Option<u32>)> {
 
 /// The network's ranks (those of its links, in order) and each one's column: the target of
 /// the first link to it that connected, else of the first link to it, in the links' order.
-fn columns(cells: &Cells, on: &[usize], side: u32) -> (Vec<u32>, Vec<Option<usize>>) {
+fn columns(
+    cells: &Cells,
+    on: &[usize],
+    rows: Option<&[bool]>,
+    side: u32,
+) -> (Vec<u32>, Vec<Option<usize>>) {
     let targets = cells.targets();
     let mut seen_rank = vec![false; side as usize];
     for row in 0..cells.rows().min(side) {
-        seen_rank[row as usize] = on
-            .iter()
-            .any(|&t| !matches!(cells.get(row, t), Cell::Empty));
+        seen_rank[row as usize] = match rows {
+            Some(rows) => rows.get(row as usize).copied().unwrap_or(false),
+            None => on
+                .iter()
+                .any(|&t| !matches!(cells.get(row, t), Cell::Empty)),
+        };
     }
     // (row, target) of the first ok link and of the first link to each rank.
     let mut ok: Vec<Option<(u32, usize)>> = vec![None; side as usize];
@@ -176,14 +178,14 @@ fn columns(cells: &Cells, on: &[usize], side: u32) -> (Vec<u32>, Vec<Option<usiz
 /// the links the report keeps beside it; and how many failed links were only counted.
 fn matrix_of(
     cells: &Cells,
-    on: &[usize],
+    (on, rows): (&[usize], Option<&[bool]>),
     name: String,
     side: u32,
     keep: &mut Bits,
 ) -> (MatrixNetwork, u64) {
     let targets = cells.targets();
     let width = targets.len();
-    let (ranks, column) = columns(cells, on, side);
+    let (ranks, column) = columns(cells, on, rows, side);
     let mut col = vec![u32::MAX; side as usize];
     for (i, r) in ranks.iter().enumerate() {
         col[*r as usize] = i as u32;
@@ -202,13 +204,25 @@ fn matrix_of(
     let mut rtt = vec![0u8; 2 * n * n];
     let (mut failed, mut measured) = (Vec::new(), Vec::new());
     let mut worst_rtt: BinaryHeap<Reverse<(u64, Reverse<usize>)>> = BinaryHeap::new();
+    // The last RTT rounded: its bits and its microseconds (NaN's bits: never an RTT here).
+    let mut last = (f32::NAN.to_bits(), 0u16);
     for (row, f) in ranks.iter().map(|r| (*r, col[*r as usize] as usize)) {
         if row >= cells.rows() {
             continue;
         }
+        let (states, rtts) = cells.row(row);
         for (&t, &(tc, here)) in on.iter().zip(&placed) {
-            let Some(l) = seen(cells.get(row, t)) else {
-                continue;
+            let l = match states.get(t) {
+                Some(&Cells::PLAIN) => Seen {
+                    result: LinkOutcome::Ok,
+                    rtt_us: rtts.get(t).copied().filter(|r| !r.is_nan()),
+                    throughput: None,
+                },
+                Some(_) => match seen(cells.get(row, t)) {
+                    Some(l) => l,
+                    None => continue,
+                },
+                None => continue,
             };
             let i = row as usize * width + t;
             if !here || f == tc {
@@ -218,10 +232,13 @@ fn matrix_of(
             }
             let cell = f * n + tc;
             result[cell] = code(l.result);
-            let us = l
-                .rtt_us
-                .filter(|r| r.is_finite() && *r >= 0.0)
-                .map(|r| r.round().clamp(1.0, 65535.0) as u16);
+            // Rounded once per run of equal RTTs (most of a row's, often).
+            let us = l.rtt_us.filter(|r| r.is_finite() && *r >= 0.0).map(|r| {
+                if r.to_bits() != last.0 {
+                    last = (r.to_bits(), r.round().clamp(1.0, 65535.0) as u16);
+                }
+                last.1
+            });
             rtt[2 * cell..2 * cell + 2].copy_from_slice(&us.unwrap_or(0).to_le_bytes());
             if l.result != LinkOutcome::Ok {
                 failed.push(i);

@@ -121,6 +121,53 @@ impl<'a> Cells<'a> {
         counts
     }
 
+    /// Which targets some link dialled and which rows dialled any: the state bytes OR-ed
+    /// column by column and row by row (no cell read as a link).
+    pub fn occupancy(&self) -> (Vec<bool>, Vec<bool>) {
+        let table = self.table;
+        let width = table.targets.len();
+        let mut cols = vec![0u8; width];
+        let mut rows = vec![false; table.rows as usize];
+        if width > 0 {
+            for (row, states) in rows.iter_mut().zip(table.state.chunks_exact(width)) {
+                let mut any = 0u8;
+                for (c, s) in cols.iter_mut().zip(states) {
+                    *c |= *s;
+                    any |= *s;
+                }
+                *row = any != EMPTY;
+            }
+        }
+        (cols.into_iter().map(|c| c != EMPTY).collect(), rows)
+    }
+
+    /// The records with their target, in no particular order.
+    pub fn records(&self) -> impl Iterator<Item = (usize, &'a LinkResult)> + 'a {
+        let width = self.table.targets.len().max(1);
+        let links = self.links;
+        links
+            .record_cells
+            .iter()
+            .zip(&links.records)
+            .map(move |(c, r)| (c % width, r))
+    }
+
+    /// Row `row`'s cells as two slices, one entry per target: the state ([`Cells::PLAIN`]: a
+    /// link that connected, its RTT beside it, NaN for none; else read it with
+    /// [`Cells::get`]) and the RTT. Empty past the rows.
+    pub fn row(&self, row: u32) -> (&'a [u8], &'a [f32]) {
+        let table = self.table;
+        let width = table.targets.len();
+        if row >= table.rows {
+            return (&[], &[]);
+        }
+        let range = row as usize * width..(row as usize + 1) * width;
+        (&table.state[range.clone()], &table.rtt[range])
+    }
+
+    /// The state of a plain cell in [`Cells::row`].
+    pub const PLAIN: u8 = PLAIN;
+
     /// The address label of target `t`.
     pub fn address(&self, t: usize) -> Option<&'a Label> {
         self.table.targets.get(t).map(|x| &x.address)

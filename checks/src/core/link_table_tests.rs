@@ -144,3 +144,66 @@ fn odd_values_stay_records_and_nothing_panics_on_hostile_ranks() {
     empty.settle();
     assert_eq!(empty.iter().count(), 1);
 }
+
+#[test]
+fn a_row_filled_at_once_reads_as_its_links_pushed_one_by_one() {
+    let n = 70u32;
+    let targets: Vec<Target> = (0..n)
+        .map(|to| Target {
+            to,
+            interface: "eth0".into(),
+            address: format!("10.0.0.{}", to + 1).into(),
+            port: 4000,
+        })
+        .collect();
+    let mut one_by_one = Links::dense(n, targets.clone());
+    let mut filled = Links::dense(n, targets);
+    for from in 0..n {
+        for to in (0..n).filter(|t| *t != from) {
+            if (from, to) == (3, 5) {
+                let l = link(from, to, LinkOutcome::Timeout);
+                one_by_one.push(l.clone());
+                filled.push(l);
+                continue;
+            }
+            let l = link(from, to, LinkOutcome::Ok);
+            let rtt = l.rtt_us.unwrap_or_default();
+            assert!(one_by_one.push_ok(from, to, &l.address, rtt, 30.0, 9000));
+        }
+    }
+    for from in 0..n {
+        let want = if from == 3 { n - 2 } else { n - 1 };
+        assert_eq!(filled.fill_row_ok(from, 20.0 + from as f32, 30.0, 9000), want as usize);
+    }
+    // A row already full fills nothing more; an RTT a cell cannot hold fills nothing.
+    assert_eq!(filled.fill_row_ok(4, 1.0, 1.0, 9000), 0);
+    assert_eq!(filled.fill_row_ok(n + 1, 1.0, 1.0, 9000), 0);
+    one_by_one.settle();
+    filled.settle();
+    assert_eq!(filled.len(), one_by_one.len());
+    let a: Vec<LinkResult> = filled.iter().map(|l| l.to_result()).collect();
+    let b: Vec<LinkResult> = one_by_one.iter().map(|l| l.to_result()).collect();
+    assert_eq!(a, b);
+    // Counted per target from the state bytes: the timeout is a record, not a plain link.
+    let cells = filled.cells().expect("every link in a cell");
+    let counts = cells.plain_counts(&vec![true; n as usize]);
+    assert_eq!((counts[5], counts[6]), (n - 2, n - 1));
+    let even: Vec<bool> = (0..n).map(|r| r % 2 == 0).collect();
+    assert_eq!(cells.plain_counts(&even)[6], n / 2 - 1);
+    assert_eq!(cells.plain_counts(&[])[6], 0);
+}
+
+#[test]
+fn records_read_in_key_order_whatever_order_they_came_in() {
+    let mut links = Links::of(cluster(70), 70);
+    assert!(links.update(9, 1, "10.0.0.2", |l| l.throughput_gbit_s = Some(5.0)));
+    assert!(links.update(2, 8, "10.0.0.9", |l| l.throughput_gbit_s = Some(6.0)));
+    let from_records: Vec<(u32, u32, String)> = links.records().map(key).collect();
+    let from_walk: Vec<(u32, u32, String)> = links
+        .iter()
+        .filter_map(|l| l.record.map(key))
+        .collect();
+    assert_eq!(from_records, from_walk);
+    assert!(from_records.windows(2).all(|w| w[0] <= w[1]), "{from_records:?}");
+    assert_eq!(from_records.len(), 5);
+}
