@@ -88,7 +88,7 @@ pub struct PairSet {
 }
 
 /// The most ranks a bit matrix is made for (32 MiB of bits).
-const PAIR_BITS_SIDE: u32 = 1 << 14;
+pub(crate) const PAIR_BITS_SIDE: u32 = 1 << 14;
 
 impl PairSet {
     /// The pairs of `pairs`, whose ranks are below `side` (else they are listed instead).
