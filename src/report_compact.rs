@@ -756,6 +756,10 @@ mod tests {
                 ..Default::default()
             });
         }
+        r.nodes[5].facts.net.interfaces[0].ipv4.push(IfAddr {
+            addr: "10.0.9.9".parse().unwrap(),
+            prefix: 16,
+        });
         for from in (0..n).filter(|f| *f != 5 && f % 3 == 0) {
             links.push(LinkResult {
                 from,
