@@ -781,7 +781,9 @@ mod tests {
                 l.retries = 1;
             }
         }
-        links.sort_by(|a, b| (a.from, a.to, a.address.as_str()).cmp(&(b.from, b.to, b.address.as_str())));
+        links.sort_by(|a, b| {
+            (a.from, a.to, a.address.as_str()).cmp(&(b.from, b.to, b.address.as_str()))
+        });
         (r, links)
     }
 
@@ -794,9 +796,19 @@ mod tests {
         compact_links(&mut from_cells, table);
         compact_links(&mut from_links, Links::owned(links));
         let m = from_cells.link_matrix.as_ref().unwrap();
-        assert_eq!(m.networks.len(), 2, "{:?}", m.networks.iter().map(|n| &n.name).collect::<Vec<_>>());
+        assert_eq!(
+            m.networks.len(),
+            2,
+            "{:?}",
+            m.networks.iter().map(|n| &n.name).collect::<Vec<_>>()
+        );
         assert!(from_cells.links.iter().any(|l| l.address == "10.0.9.9"));
-        assert!(from_cells.links.iter().any(|l| l.result == LinkOutcome::Timeout));
+        assert!(
+            from_cells
+                .links
+                .iter()
+                .any(|l| l.result == LinkOutcome::Timeout)
+        );
         assert_eq!(from_cells, from_links);
     }
 

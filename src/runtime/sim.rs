@@ -239,14 +239,22 @@ struct Dialled {
 /// dialed in the agent's ring order and window, held as the coordinator holds them (a dense
 /// table above 64 nodes, records for the rest: see `preflight_checks::model::Links`), with the
 /// path MTU phase's answer (9000) on every link that connected.
-fn connectivity(fabric: &Fabric, timing: Timing, faults: &Faults, alive: &[u32], n: u32) -> Dialled {
+fn connectivity(
+    fabric: &Fabric,
+    timing: Timing,
+    faults: &Faults,
+    alive: &[u32],
+    n: u32,
+) -> Dialled {
     let rtt_s = 2.0 * fabric.latency_us / 1e6;
     // Strings shared as the coordinator shares them (see `members::links::collect_links`).
     let mut labels = Labels::default();
     let eth0 = labels.get("eth0");
     let filtered = labels.get("timed out (modelled: a filter on this link)");
     // Each node's address, formatted and shared once (not once per link).
-    let addrs: Vec<Label> = (0..n).map(|r| labels.get(&address(r).to_string())).collect();
+    let addrs: Vec<Label> = (0..n)
+        .map(|r| labels.get(&address(r).to_string()))
+        .collect();
     let mut links = if alive.len() > DENSE_ABOVE {
         let targets = alive
             .iter()
@@ -296,7 +304,13 @@ fn connectivity(fabric: &Fabric, timing: Timing, faults: &Faults, alive: &[u32],
         // (`alive` is in rank order, so a rotation, not a sort per node).
         targets.clear();
         let at = alive.partition_point(|r| *r <= from);
-        targets.extend(alive[at..].iter().chain(&alive[..at]).copied().filter(|t| *t != from));
+        targets.extend(
+            alive[at..]
+                .iter()
+                .chain(&alive[..at])
+                .copied()
+                .filter(|t| *t != from),
+        );
         costs.clear();
         for &to in &targets {
             let (result, retries, cost) = if bad.binary_search(&(from, to)).is_ok() {
@@ -313,7 +327,10 @@ fn connectivity(fabric: &Fabric, timing: Timing, faults: &Faults, alive: &[u32],
             };
             costs.push(cost);
             let ok = result == LinkOutcome::Ok;
-            if ok && retries == 0 && (dense || links.push_ok(from, to, &addrs[to as usize], rtt, p99, 9000)) {
+            if ok
+                && retries == 0
+                && (dense || links.push_ok(from, to, &addrs[to as usize], rtt, p99, 9000))
+            {
                 // With a table, the row's plain links are filled below at once.
                 continue;
             }

@@ -3,9 +3,9 @@
 pub mod catalog;
 pub mod ids;
 
-use crate::core::{AsLinks, CollectiveResult, CollectiveRow, Finding, Fix, Links, Status};
 #[cfg(test)]
 use crate::core::LinkResult;
+use crate::core::{AsLinks, CollectiveResult, CollectiveRow, Finding, Fix, Links, Status};
 
 /// The all-reduce is judged too slow when its large-message busbw is under this share of the
 /// slowest ring link's pairwise throughput.

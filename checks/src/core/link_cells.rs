@@ -57,7 +57,9 @@ impl<'a> Links<'a> {
     /// coordinator's or a simulation's links); else `None` (read [`Links::iter`]).
     pub fn cells(&'a self) -> Option<Cells<'a>> {
         let table = self.table.as_ref()?;
-        self.loose.is_empty().then_some(Cells { links: self, table })
+        self.loose
+            .is_empty()
+            .then_some(Cells { links: self, table })
     }
 }
 

@@ -173,11 +173,7 @@ pub struct Links<'a> {
 }
 
 /// One judgment of networks on the links: the networks, the ranks, the result.
-type Judged = (
-    Vec<Network>,
-    Vec<u32>,
-    Vec<NetworkEval>,
-);
+type Judged = (Vec<Network>, Vec<u32>, Vec<NetworkEval>);
 
 impl Clone for Links<'_> {
     fn clone(&self) -> Self {

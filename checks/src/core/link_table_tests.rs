@@ -174,7 +174,10 @@ fn a_row_filled_at_once_reads_as_its_links_pushed_one_by_one() {
     }
     for from in 0..n {
         let want = if from == 3 { n - 2 } else { n - 1 };
-        assert_eq!(filled.fill_row_ok(from, 20.0 + from as f32, 30.0, 9000), want as usize);
+        assert_eq!(
+            filled.fill_row_ok(from, 20.0 + from as f32, 30.0, 9000),
+            want as usize
+        );
     }
     // A row already full fills nothing more; an RTT a cell cannot hold fills nothing.
     assert_eq!(filled.fill_row_ok(4, 1.0, 1.0, 9000), 0);
@@ -200,11 +203,12 @@ fn records_read_in_key_order_whatever_order_they_came_in() {
     assert!(links.update(9, 1, "10.0.0.2", |l| l.throughput_gbit_s = Some(5.0)));
     assert!(links.update(2, 8, "10.0.0.9", |l| l.throughput_gbit_s = Some(6.0)));
     let from_records: Vec<(u32, u32, String)> = links.records().map(key).collect();
-    let from_walk: Vec<(u32, u32, String)> = links
-        .iter()
-        .filter_map(|l| l.record.map(key))
-        .collect();
+    let from_walk: Vec<(u32, u32, String)> =
+        links.iter().filter_map(|l| l.record.map(key)).collect();
     assert_eq!(from_records, from_walk);
-    assert!(from_records.windows(2).all(|w| w[0] <= w[1]), "{from_records:?}");
+    assert!(
+        from_records.windows(2).all(|w| w[0] <= w[1]),
+        "{from_records:?}"
+    );
     assert_eq!(from_records.len(), 4);
 }

@@ -47,7 +47,6 @@ pub(crate) fn mtu_mismatch(input: &ClusterInput) -> Finding {
         |l, ()| (count.borrow_mut())(l.from, l.to, l.mtu),
         |l, ()| (count.borrow_mut())(l.from, l.to, l.mtu),
     );
-    drop(count);
     // A table's links in their (from, to) order, as the evidence lists them (a list's: as given).
     if input.links.is_dense() {
         narrow_all.sort_by_key(|(from, to, _)| (*from, *to));

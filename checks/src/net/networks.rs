@@ -8,8 +8,8 @@
 //! the same name on every node.
 
 use crate::core::{
-    AsLinks, IfAddr, Interface, Label, LinkOutcome, LinkResult, Links, Member, Network, NetworkEval, NodeFacts,
-    PairSet, RankText, prefix_of, side_of,
+    AsLinks, IfAddr, Interface, Label, LinkOutcome, LinkResult, Links, Member, Network,
+    NetworkEval, NodeFacts, PairSet, RankText, prefix_of, side_of,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;

@@ -5,8 +5,8 @@ mod isolated;
 
 use crate::core::ClusterInput;
 use crate::core::cluster_common::{LIST_CAP, MemberAddrs, host_port, rank_map, ranks_phrase};
-use crate::core::{Links, PairSet, side_of};
 use crate::core::{Finding, FirewallFacts, Fix, LinkOutcome, LinkResult, Status};
+use crate::core::{Links, PairSet, side_of};
 use crate::core::{Member, NetworkEval};
 use crate::firewall::{Direction, accept_peer_commands};
 use crate::link::attribution::{
@@ -85,20 +85,24 @@ impl<'a> Pairs<'a> {
         let mut ok_records: Vec<(u32, u32)> = Vec::new();
         let mut ok = PairSet::new(side);
         let mut member = vec![false; side as usize];
-        for r in joined.iter().filter(|r| eval.network.members.contains_key(r)) {
+        for r in joined
+            .iter()
+            .filter(|r| eval.network.members.contains_key(r))
+        {
             member[*r as usize] = true;
         }
         let mut ok_into = Some(vec![0u32; side as usize]);
-        let count = |ok_into: &mut Option<Vec<u32>>, new: Option<bool>, from: u32, to: u32| {
-            match (new, ok_into.as_mut()) {
-                (None, _) => *ok_into = None,
-                (Some(true), Some(into)) if member.get(from as usize) == Some(&true) => {
-                    if let Some(n) = into.get_mut(to as usize) {
-                        *n += 1;
-                    }
+        let count = |ok_into: &mut Option<Vec<u32>>, new: Option<bool>, from: u32, to: u32| match (
+            new,
+            ok_into.as_mut(),
+        ) {
+            (None, _) => *ok_into = None,
+            (Some(true), Some(into)) if member.get(from as usize) == Some(&true) => {
+                if let Some(n) = into.get_mut(to as usize) {
+                    *n += 1;
                 }
-                _ => {}
             }
+            _ => {}
         };
         links.scan(
             |to, address| members.is_member(to, address).then_some(()),
