@@ -131,13 +131,7 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
 
     // Second pass: the real selection of nodes that failed with many peers (from the links
     // that failed, which are records).
-    let failed: Vec<LinkResult> = links
-        .records()
-        .filter(|l| l.result != LinkOutcome::Ok)
-        .cloned()
-        .collect();
-    let second = second_pass(&alive, &failed, &faults);
-    drop(failed);
+    let second = second_pass(&alive, &links, &faults);
     if !second.is_empty() {
         let cost = rtt_s * (4.0 + timing.pings as f64) * second.len() as f64
             + if second.iter().any(|p| p.verdict == "node") {
@@ -255,20 +249,7 @@ fn connectivity(
     let addrs: Vec<Label> = (0..n)
         .map(|r| labels.get(&address(r).to_string()))
         .collect();
-    let mut links = if alive.len() > DENSE_ABOVE {
-        let targets = alive
-            .iter()
-            .map(|&to| Target {
-                to,
-                interface: eth0.clone(),
-                address: addrs[to as usize].clone(),
-                port: 40000,
-            })
-            .collect();
-        Links::dense(n, targets)
-    } else {
-        Links::owned(Vec::new())
-    };
+    let mut links = empty_links(alive, n, &eth0, &addrs);
     // The faults, looked up per link in sorted lists (a handful each).
     let sorted = |set: &HashSet<(u32, u32)>| {
         let mut v: Vec<(u32, u32)> = set.iter().copied().collect();
@@ -362,6 +343,25 @@ fn connectivity(
         links,
         addrs,
         seconds: slowest_probe + fan_out + rtt_s,
+    }
+}
+
+/// The links of `alive` dialling each other before any is dialled: above 64 nodes a dense
+/// table of their targets (one per node: `eth0`, its address, the agent's port), else a list.
+fn empty_links(alive: &[u32], n: u32, eth0: &Label, addrs: &[Label]) -> Links<'static> {
+    if alive.len() > DENSE_ABOVE {
+        let targets = alive
+            .iter()
+            .map(|&to| Target {
+                to,
+                interface: eth0.clone(),
+                address: addrs[to as usize].clone(),
+                port: 40000,
+            })
+            .collect();
+        Links::dense(n, targets)
+    } else {
+        Links::owned(Vec::new())
     }
 }
 
@@ -550,8 +550,13 @@ fn draw_faults(f: &Fabric) -> Faults {
 }
 
 /// The runtime's selection for the second pass, with the model's answers.
-fn second_pass(alive: &[u32], links: &[LinkResult], faults: &Faults) -> Vec<SecondPass> {
-    let Some((partner, bad)) = second_pass_pick(alive, links) else {
+fn second_pass(alive: &[u32], links: &Links, faults: &Faults) -> Vec<SecondPass> {
+    let failed: Vec<LinkResult> = links
+        .records()
+        .filter(|l| l.result != LinkOutcome::Ok)
+        .cloned()
+        .collect();
+    let Some((partner, bad)) = second_pass_pick(alive, &failed) else {
         return Vec::new();
     };
     bad.into_iter()
