@@ -61,7 +61,7 @@ if tr > tmax:
                "`perf record -g target/release/preflight simulate --nodes 2048 --quick`")
 if mr > mmax:
     bad.append(f"peak memory grew x{mr:.2f} from 1024 to 2048 nodes (at most x{mmax}): "
-               "something holds a record per link (see preflight_checks::links)")
+               "something holds a record per link (see preflight_checks::model::Links, checks/src/core/link_table.rs)")
 for b in bad:
     print("scale-growth: FAIL: " + b, file=sys.stderr)
 sys.exit(1 if bad else 0)
