@@ -4,8 +4,14 @@
 # rank had its report, rank 0's peak RSS and the largest of the others', the lines of rank 0's
 # report at 80 columns, and the JSON's size.
 #
-#   sudo bench/scale.sh [SIZES...]          # default: 64 128 256 (real), then 1024 4096 (simulated)
+#   sudo bench/scale.sh [SIZES...]          # default: 64 128 256 (real), then 1024 2048 4096 (simulated)
+#   bench/scale.sh --sim                    # the simulated sizes only (no root): sim:1024 sim:2048 sim:4096
 #   PER_NS=4 sudo bench/scale.sh 256        # several agents per namespace, each its own hostname
+#
+# Simulated sizes (sim:N) run `preflight simulate` with faults, by default SIM_FAULTS="--slow 1
+# --slow-cut 32 --bad-links 4" (a slow node, a rack behind a slow uplink, four filtered links),
+# and record the time rank 0's judgment took to compute and the process's peak memory: the
+# table bench/scale-growth.sh guards (2048 within 3x the time and 2.5x the memory of 1024).
 #
 # Real agents: one network namespace per PER_NS agents (default 1 up to 128 agents, else 4), on
 # one bridge in its own namespace, addresses in 10.200.0.0/16 (blackholed in the root namespace),
@@ -13,12 +19,16 @@
 # bench/results/scale-<date>.md (and stdout). Root only; everything is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "scale.sh: needs root (network namespaces)" >&2; exit 2; }
 
 bin=${PREFLIGHT_BIN:-target/release/preflight}
 [ -x "$bin" ] || cargo build --release -q
 sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(64 128 256 sim:1024 sim:4096)
+[ "${sizes[*]:-}" != "--sim" ] || sizes=(sim:1024 sim:2048 sim:4096)
+[ ${#sizes[@]} -gt 0 ] || sizes=(64 128 256 sim:1024 sim:2048 sim:4096)
+real=0
+for s in "${sizes[@]}"; do [[ $s == sim:* ]] || real=1; done
+[ "$real" = 0 ] || [ "$(id -u)" = 0 ] || { echo "scale.sh: needs root (network namespaces)" >&2; exit 2; }
+read -r -a sim_faults <<<"${SIM_FAULTS---slow 1 --slow-cut 32 --bad-links 4}"
 
 out_dir=bench/results
 mkdir -p "$out_dir"
@@ -39,14 +49,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# One kernel keeps every namespace's ARP entries under one cap: raise it for hundreds of hosts.
-for f in 1:8192 2:32768 3:65536; do
-  cur=$(cat /proc/sys/net/ipv4/neigh/default/gc_thresh${f%%:*})
-  [ "$cur" -ge "${f#*:}" ] || echo "${f#*:}" >/proc/sys/net/ipv4/neigh/default/gc_thresh${f%%:*}
-done
-ip route show type blackhole | grep -q '^blackhole 10.200.0.0/16' || ip route add blackhole 10.200.0.0/16
-# Hundreds of agents of tens of threads each outgrow the default 32768 pids.
-[ "$(cat /proc/sys/kernel/pid_max)" -ge 4194304 ] || echo 4194304 >/proc/sys/kernel/pid_max
+if [ "$real" = 1 ]; then
+  # One kernel keeps every namespace's ARP entries under one cap: raise it for hundreds of hosts.
+  for f in 1:8192 2:32768 3:65536; do
+    cur=$(cat /proc/sys/net/ipv4/neigh/default/gc_thresh${f%%:*})
+    [ "$cur" -ge "${f#*:}" ] || echo "${f#*:}" >/proc/sys/net/ipv4/neigh/default/gc_thresh${f%%:*}
+  done
+  ip route show type blackhole | grep -q '^blackhole 10.200.0.0/16' || ip route add blackhole 10.200.0.0/16
+  # Hundreds of agents of tens of threads each outgrow the default 32768 pids.
+  [ "$(cat /proc/sys/kernel/pid_max)" -ge 4194304 ] || echo 4194304 >/proc/sys/kernel/pid_max
+fi
 
 printf '| nodes | how | status | every report after | rank 0 RSS | other ranks, max RSS | table lines at 80 cols | JSON |\n' | tee "$results"
 printf '|---|---|---|---|---|---|---|---|\n' | tee -a "$results"
@@ -136,21 +148,24 @@ PY
 
 run_sim() {
   local n=$1
-  local rss t0 t1
+  local rss t0 t1 computed heading
   t0=$(date +%s.%N)
-  /usr/bin/time -f "%M" -o "$work/sim.rss" "$bin" simulate --nodes "$n" --quick --report "$work/sim.json" >"$work/sim.txt"
+  /usr/bin/time -f "%M" -o "$work/sim.rss" "$bin" simulate --nodes "$n" --quick "${sim_faults[@]}" \
+    --report "$work/sim.json" >"$work/sim.txt"
   t1=$(date +%s.%N)
   rss=$(tail -n 1 "$work/sim.rss")
   local predicted status lines bytes
+  heading=$(head -n 1 "$work/sim.txt")
+  computed=$(sed -n 's/.*computed in \([0-9.]*\) s.*/\1/p' <<<"$heading")
   predicted=$(awk '/^  total/ {print $2}' "$work/sim.txt")
   status=$(awk '/^status:/ {print $2}' "$work/sim.txt")
   lines=$({ COLUMNS=80 NO_COLOR=1 "$bin" render --format table "$work/sim.json" 2>/dev/null || true; } | wc -l)
   bytes=$(stat -c %s "$work/sim.json")
-  printf '| %d | simulated (100 Gbit/s, 10 us) | %s | %s s predicted (%.1f s to compute) | %d MiB (the whole simulation) | - | %s | %.2f MB |\n' \
-    "$n" "$status" "$predicted" "$(calc "$t1 - $t0")" $((rss / 1024)) "$lines" "$(calc "$bytes / 1000000")" | tee -a "$results"
+  printf '| %d | simulated (100 Gbit/s, 10 us; %s) | %s | %s s predicted (judgment computed in %s s; %.1f s with the report written) | %d MiB (the whole simulation) | - | %s | %.2f MB |\n' \
+    "$n" "${sim_faults[*]:-no faults}" "$status" "$predicted" "$computed" "$(calc "$t1 - $t0")" $((rss / 1024)) "$lines" "$(calc "$bytes / 1000000")" | tee -a "$results"
   sed 's/^/    /' "$work/sim.txt" >>"$results"
   # Rank 0's memory with facts of a real size: every node given an 8-GPU HGX node's facts.
-  "$bin" simulate --nodes "$n" --quick --facts tests/fixtures/facts/gpu-hgx-faults.json 2>&1 \
+  "$bin" simulate --nodes "$n" --quick "${sim_faults[@]}" --facts tests/fixtures/facts/gpu-hgx-faults.json 2>&1 \
     | head -n 1 | grep -o 'peak memory [0-9]* MiB' \
     | sed 's/^/    with an 8-GPU node'"'"'s facts (tests\/fixtures\/facts\/gpu-hgx-faults.json): /' \
     | tee -a "$results" || true

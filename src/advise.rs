@@ -466,9 +466,13 @@ fn choose_network(
     reasons: &mut Vec<String>,
 ) -> Option<String> {
     let chosen = preflight_checks::networks::choose(evals);
+    // Each name once (a few, however many nodes): every member is matched against them, so a
+    // list of every node's names would make this n² at thousands of nodes.
     let all_names: Vec<&str> = nodes
         .iter()
         .flat_map(|(_, f)| f.net.interfaces.iter().map(|i| i.name.as_str()))
+        .collect::<std::collections::BTreeSet<&str>>()
+        .into_iter()
         .collect();
     let mut master_addr = None;
     match chosen {

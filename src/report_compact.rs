@@ -6,10 +6,13 @@
 use flate2::Compression;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
+use preflight_checks::model::{Link, Links};
 use preflight_checks::model::{LinkMatrix, LinkOutcome, LinkResult, MatrixNetwork, Report};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io::{Read, Write};
+
+mod dense;
 
 /// Up to this many nodes `links` holds every ordered pair; above, the matrix holds them.
 pub const COMPACT_ABOVE: usize = 64;
@@ -48,113 +51,50 @@ pub fn compact(report: &mut Report) {
     if report.nodes.len() <= COMPACT_ABOVE {
         return;
     }
-    drop_passing_evidence(report);
-    if report.links.is_empty() || report.link_matrix.is_some() {
+    let links = std::mem::take(&mut report.links);
+    compact_links(report, Links::owned(links));
+}
+
+/// Puts `links` in `report`: every one up to [`COMPACT_ABOVE`] nodes, else compacted (see the
+/// module's doc), read from the links' dense table when they have one, so the coordinator never
+/// holds every link as a record.
+pub fn compact_links(report: &mut Report, links: Links) {
+    if report.nodes.len() <= COMPACT_ABOVE {
+        report.links = links.into_vec();
         return;
     }
-    let links = std::mem::take(&mut report.links);
-    let mut keep = vec![false; links.len()];
-    // Link indices per network, 4 bytes each (a million links at a thousand nodes).
-    let mut by_net: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for (i, l) in links.iter().enumerate() {
-        by_net
-            .entry(network_label(report, l))
-            .or_default()
-            .push(i as u32);
+    drop_passing_evidence(report);
+    if links.is_empty() || report.link_matrix.is_some() {
+        report.links = links.into_vec();
+        return;
     }
+    // Every link in a cell of a dense table: read from the cells.
+    if let Some(cells) = links.cells()
+        && dense::compact_cells(report, &links, cells)
+    {
+        return;
+    }
+    // Each link's network, named once per (destination, address, interface).
+    let names = NetworkNames::of(report, &links);
+    let mut keep = Bits(vec![0; links.len().div_ceil(64)]);
     let mut networks = Vec::new();
     let mut failed_omitted = 0u64;
-    for (name, members) in by_net {
-        let members = members.iter().map(|&i| i as usize);
-        let mut ranks: Vec<u32> = members
-            .clone()
-            .flat_map(|i| [links[i].from, links[i].to])
-            .collect();
-        ranks.sort_unstable();
-        ranks.dedup();
-        let col: HashMap<u32, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
-        let n = ranks.len();
-        // Each column's address: the first ok link's to that rank, else the first link's.
-        let mut addresses: Vec<Option<(String, String)>> = vec![None; n];
-        for ok_only in [true, false] {
-            for i in members.clone() {
-                let l = &links[i];
-                let slot = &mut addresses[col[&l.to]];
-                if slot.is_none() && (!ok_only || l.result == LinkOutcome::Ok) {
-                    *slot = Some((l.address.to_string(), l.interface.to_string()));
-                }
-            }
-        }
-        let mut result = vec![0u8; n * n];
-        let mut rtt = vec![0u8; 2 * n * n];
-        let (mut failed, mut measured) = (Vec::new(), Vec::new());
-        // The links with the highest RTT, kept as they come: a heap of WORST_RTT, not a list of
-        // every ok link.
-        let mut worst_rtt: BinaryHeap<Reverse<(u64, Reverse<usize>)>> = BinaryHeap::new();
-        for i in members {
-            let l = &links[i];
-            let (f, t) = (col[&l.from], col[&l.to]);
-            let on_column = addresses[t].as_ref().is_some_and(|(a, _)| *a == l.address);
-            if !on_column || f == t {
-                // Another address of the same node on this network: kept as it is.
-                keep[i] = true;
-                continue;
-            }
-            let cell = f * n + t;
-            result[cell] = code(l.result);
-            let us = l.rtt_us.filter(|r| r.is_finite() && *r >= 0.0).map(|r| {
-                // At least 1: 0 means "none".
-                r.round().clamp(1.0, 65535.0) as u16
-            });
-            rtt[2 * cell..2 * cell + 2].copy_from_slice(&us.unwrap_or(0).to_le_bytes());
-            if l.result != LinkOutcome::Ok {
-                failed.push(i);
-            } else if l.throughput_gbit_s.is_some() {
-                measured.push(i);
-            } else if let Some(r) = l
-                .rtt_us
-                .map(f64::from)
-                .filter(|r| r.is_finite() && *r >= 0.0)
-            {
-                // A non-negative float orders as its bits do; of equal RTTs the first link stays.
-                worst_rtt.push(Reverse((r.to_bits(), Reverse(i))));
-                if worst_rtt.len() > WORST_RTT {
-                    worst_rtt.pop();
-                }
-            }
-        }
-        let cap = (FAILED_PER_NODE * n).max(FAILED_MIN);
-        failed_omitted += failed.len().saturating_sub(cap) as u64;
-        for &i in failed.iter().take(cap) {
-            keep[i] = true;
-        }
-        measured.sort_by(|a, b| {
-            let tp = |i: usize| links[i].throughput_gbit_s.unwrap_or(0.0);
-            tp(*a).total_cmp(&tp(*b))
-        });
-        for &i in measured.iter().take(MEASURED_PER_NODE * n) {
-            keep[i] = true;
-        }
-        for Reverse((_, Reverse(i))) in worst_rtt {
-            keep[i] = true;
-        }
-        let (addresses, interfaces) = addresses.into_iter().map(|a| a.unwrap_or_default()).unzip();
-        networks.push(MatrixNetwork {
-            name,
-            ranks,
-            addresses,
-            interfaces,
-            result: pack(&result),
-            rtt_us: pack(&rtt),
-        });
+    let mut order: Vec<u32> = (0..names.names.len() as u32).collect();
+    order.sort_by(|a, b| names.names[*a as usize].cmp(&names.names[*b as usize]));
+    for id in order {
+        let on = |l: &Link| names.id(l) == id;
+        let name = names.names[id as usize].clone();
+        let (net, omitted) = matrix_of(&links, &on, name, names.side, &mut keep);
+        failed_omitted += omitted;
+        networks.push(net);
     }
     let total = links.len() as u64;
     report.links = links
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(l, k)| k.then_some(l))
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| keep.get(*i))
+        .map(|(_, l)| l.to_result())
         .collect();
-    // The kept links were collected in place: give back the rest of the million-link buffer.
     report.links.shrink_to_fit();
     report.link_matrix = Some(LinkMatrix {
         encoding: ENCODING.to_string(),
@@ -163,6 +103,241 @@ pub fn compact(report: &mut Report) {
         links_kept: report.links.len() as u64,
         failed_omitted,
     });
+}
+
+/// The networks the links are on: each (destination, address, interface) named once, then
+/// each link's network found among its destination's few (by the labels' pointers, which a
+/// table's links share: no string compared per link).
+struct NetworkNames<'a> {
+    names: Vec<String>,
+    /// Per destination rank: (address, interface, name index).
+    by_to: Vec<Vec<(&'a str, &'a str, u32)>>,
+    far: HashMap<(u32, &'a str, &'a str), u32>,
+    /// One more than the highest rank of any link.
+    side: u32,
+}
+
+/// The same text: the same pointer (a shared label), else equal.
+fn same(a: &str, b: &str) -> bool {
+    (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b
+}
+
+impl<'a> NetworkNames<'a> {
+    fn of(report: &Report, links: &'a Links) -> NetworkNames<'a> {
+        let mut out = NetworkNames {
+            names: Vec::new(),
+            by_to: Vec::new(),
+            far: HashMap::new(),
+            side: 0,
+        };
+        let mut by_name: HashMap<String, u32> = HashMap::new();
+        for l in links.iter() {
+            out.side = out.side.max(l.from.max(l.to).saturating_add(1));
+            let (address, interface) = (l.address.as_str(), l.interface.as_str());
+            if out.find(l.to, address, interface).is_some() {
+                continue;
+            }
+            let name = label_of(report, l.to, address, interface);
+            let names = &mut out.names;
+            let id = *by_name.entry(name.clone()).or_insert_with(|| {
+                names.push(name);
+                names.len() as u32 - 1
+            });
+            if l.to < 1 << 20 {
+                let to = l.to as usize;
+                if out.by_to.len() <= to {
+                    out.by_to.resize_with(to + 1, Vec::new);
+                }
+                out.by_to[to].push((address, interface, id));
+            } else {
+                out.far.insert((l.to, address, interface), id);
+            }
+        }
+        out
+    }
+
+    fn find(&self, to: u32, address: &str, interface: &str) -> Option<u32> {
+        if to < 1 << 20 {
+            let mine = self.by_to.get(to as usize)?;
+            mine.iter()
+                .find(|(a, i, _)| same(a, address) && same(i, interface))
+                .map(|x| x.2)
+        } else {
+            self.far.get(&(to, address, interface)).copied()
+        }
+    }
+
+    /// The network of `l` (every link was named by [`NetworkNames::of`]).
+    fn id(&self, l: &Link) -> u32 {
+        self.find(l.to, l.address, l.interface).unwrap_or(u32::MAX)
+    }
+}
+
+/// A column's address and interface, as the links (borrowed) name them.
+type Column<'a> = Option<(&'a str, &'a str)>;
+
+/// The links kept beside the matrix, a bit each (by their index in [`Links::iter`]'s order).
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn set(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+
+    fn get(&self, i: usize) -> bool {
+        self.0[i / 64] & (1 << (i % 64)) != 0
+    }
+}
+
+/// Ranks to matrix positions: a table where the ranks are a cluster's, else a map.
+enum Cols {
+    Dense(Vec<u32>),
+    Sparse(HashMap<u32, usize>),
+}
+
+impl Cols {
+    fn of(ranks: &[u32]) -> Cols {
+        match ranks.last() {
+            Some(&max) if max < 1 << 20 => {
+                let mut v = vec![u32::MAX; max as usize + 1];
+                for (i, r) in ranks.iter().enumerate() {
+                    v[*r as usize] = i as u32;
+                }
+                Cols::Dense(v)
+            }
+            _ => Cols::Sparse(ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect()),
+        }
+    }
+
+    fn get(&self, rank: u32) -> usize {
+        match self {
+            Cols::Dense(v) => v[rank as usize] as usize,
+            Cols::Sparse(m) => m[&rank],
+        }
+    }
+}
+
+/// One network's matrix from the links `on` it (by their index in [`Links::iter`]'s order),
+/// marking in `keep` the links the report keeps beside it; and how many failed links were
+/// only counted.
+fn matrix_of(
+    links: &Links,
+    on: &dyn Fn(&Link) -> bool,
+    name: String,
+    side: u32,
+    keep: &mut Bits,
+) -> (MatrixNetwork, u64) {
+    let members = || links.iter().enumerate().filter(|(_, l)| on(l));
+    // The ranks of the network's links, in order, and each column's address: the first ok
+    // link's to that rank, else the first link's. One pass, flagged per rank where the ranks
+    // are a cluster's (never a list of two per link).
+    let (ranks, first): (Vec<u32>, Vec<Column>) = if side <= 1 << 20 {
+        let mut seen = vec![false; side as usize];
+        let mut ok: Vec<Column> = vec![None; side as usize];
+        let mut any: Vec<Column> = vec![None; side as usize];
+        for (_, l) in members() {
+            seen[l.from as usize] = true;
+            seen[l.to as usize] = true;
+            let to = l.to as usize;
+            let here = Some((l.address.as_str(), l.interface.as_str()));
+            if any[to].is_none() {
+                any[to] = here;
+            }
+            if ok[to].is_none() && l.result == LinkOutcome::Ok {
+                ok[to] = here;
+            }
+        }
+        let ranks: Vec<u32> = (0..side).filter(|r| seen[*r as usize]).collect();
+        let first = ranks
+            .iter()
+            .map(|r| ok[*r as usize].or(any[*r as usize]))
+            .collect();
+        (ranks, first)
+    } else {
+        let mut r: Vec<u32> = members().flat_map(|(_, l)| [l.from, l.to]).collect();
+        r.sort_unstable();
+        r.dedup();
+        let col = Cols::of(&r);
+        let mut first: Vec<Column> = vec![None; r.len()];
+        for ok_only in [true, false] {
+            for (_, l) in members() {
+                let slot = &mut first[col.get(l.to)];
+                if slot.is_none() && (!ok_only || l.result == LinkOutcome::Ok) {
+                    *slot = Some((l.address.as_str(), l.interface.as_str()));
+                }
+            }
+        }
+        (r, first)
+    };
+    let addresses = first;
+    let col = Cols::of(&ranks);
+    let n = ranks.len();
+    let mut result = vec![0u8; n * n];
+    let mut rtt = vec![0u8; 2 * n * n];
+    let (mut failed, mut measured) = (Vec::new(), Vec::new());
+    // The links with the highest RTT, kept as they come: a heap of WORST_RTT, not a list of
+    // every ok link.
+    let mut worst_rtt: BinaryHeap<Reverse<(u64, Reverse<usize>)>> = BinaryHeap::new();
+    for (i, l) in members() {
+        let (f, t) = (col.get(l.from), col.get(l.to));
+        let on_column = addresses[t].is_some_and(|(a, _)| same(a, l.address));
+        if !on_column || f == t {
+            // Another address of the same node on this network: kept as it is.
+            keep.set(i);
+            continue;
+        }
+        let cell = f * n + t;
+        result[cell] = code(l.result);
+        let us = l.rtt_us.filter(|r| r.is_finite() && *r >= 0.0).map(|r| {
+            // At least 1: 0 means "none".
+            r.round().clamp(1.0, 65535.0) as u16
+        });
+        rtt[2 * cell..2 * cell + 2].copy_from_slice(&us.unwrap_or(0).to_le_bytes());
+        if l.result != LinkOutcome::Ok {
+            failed.push(i);
+        } else if let Some(tp) = l.throughput_gbit_s {
+            measured.push((i, tp));
+        } else if let Some(r) = l
+            .rtt_us
+            .map(f64::from)
+            .filter(|r| r.is_finite() && *r >= 0.0)
+        {
+            // A non-negative float orders as its bits do; of equal RTTs the first link stays. A
+            // link below the least of a full heap would leave it at once: not pushed.
+            let key = Reverse((r.to_bits(), Reverse(i)));
+            if worst_rtt.len() < WORST_RTT || worst_rtt.peek().is_some_and(|least| key < *least) {
+                worst_rtt.push(key);
+                if worst_rtt.len() > WORST_RTT {
+                    worst_rtt.pop();
+                }
+            }
+        }
+    }
+    let cap = (FAILED_PER_NODE * n).max(FAILED_MIN);
+    let omitted = failed.len().saturating_sub(cap) as u64;
+    for &i in failed.iter().take(cap) {
+        keep.set(i);
+    }
+    measured.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for &(i, _) in measured.iter().take(MEASURED_PER_NODE * n) {
+        keep.set(i);
+    }
+    for Reverse((_, Reverse(i))) in worst_rtt {
+        keep.set(i);
+    }
+    let (addresses, interfaces) = addresses
+        .into_iter()
+        .map(|a| a.map_or_else(Default::default, |(a, i)| (a.to_string(), i.to_string())))
+        .unzip();
+    let net = MatrixNetwork {
+        name,
+        ranks,
+        addresses,
+        interfaces,
+        result: pack(&result),
+        rtt_us: pack(&rtt),
+    };
+    (net, omitted)
 }
 
 fn code(r: LinkOutcome) -> u8 {
@@ -422,25 +597,30 @@ pub fn addresses(report: &Report) -> HashMap<u32, String> {
 /// `10.200.1.0/24`: the subnet of the link's target address; its interface's name when the
 /// facts do not hold the address (an older or trimmed report).
 pub fn network_label(report: &Report, l: &LinkResult) -> String {
+    label_of(report, l.to, &l.address, &l.interface)
+}
+
+/// [`network_label`] of a link to `address` (on `interface`) of rank `to`.
+fn label_of(report: &Report, to: u32, address: &str, interface: &str) -> String {
     let found = report
-        .node(l.to)
+        .node(to)
         .and_then(|n| {
             n.facts
                 .net
                 .interfaces
                 .iter()
                 .flat_map(|i| i.ipv4.iter())
-                .find(|a| a.addr.to_string() == l.address)
+                .find(|a| a.addr.to_string() == address)
         })
         .map(|a| a.prefix);
     let Some(prefix) = found else {
-        return if l.interface.is_empty() {
-            l.address.to_string()
+        return if interface.is_empty() {
+            address.to_string()
         } else {
-            l.interface.to_string()
+            interface.to_string()
         };
     };
-    match l.address.parse::<std::net::Ipv4Addr>() {
+    match address.parse::<std::net::Ipv4Addr>() {
         Ok(ip) => {
             let mask: u32 = if prefix == 0 {
                 0
@@ -452,7 +632,7 @@ pub fn network_label(report: &Report, l: &LinkResult) -> String {
                 std::net::Ipv4Addr::from(u32::from(ip) & mask)
             )
         }
-        Err(_) => l.address.to_string(),
+        Err(_) => address.to_string(),
     }
 }
 
@@ -550,6 +730,86 @@ mod tests {
         let whole = networks(&r);
         assert_eq!(whole[0].measured, 80 * 79);
         assert_eq!(addresses(&back)[&7], "10.0.0.8");
+    }
+
+    /// [`report`] plus what a table holds apart: a second network (rank 3's eth1), a second
+    /// address of rank 5 on the first, timeouts from rank 9, a retried link, RTTs that differ.
+    fn mixed(n: u32) -> (Report, Vec<LinkResult>) {
+        let mut r = report(n);
+        let mut links = std::mem::take(&mut r.links);
+        r.nodes[3].facts.net.interfaces.push(Interface {
+            name: "eth1".into(),
+            ipv4: vec![IfAddr {
+                addr: "10.9.0.4".parse().unwrap(),
+                prefix: 24,
+            }],
+            ..Default::default()
+        });
+        for from in (0..n).filter(|f| *f != 3) {
+            links.push(LinkResult {
+                from,
+                to: 3,
+                interface: "eth1".into(),
+                address: "10.9.0.4".into(),
+                result: LinkOutcome::Ok,
+                rtt_us: Some(7.0 + from as f32),
+                ..Default::default()
+            });
+        }
+        r.nodes[5].facts.net.interfaces[0].ipv4.push(IfAddr {
+            addr: "10.0.9.9".parse().unwrap(),
+            prefix: 16,
+        });
+        for from in (0..n).filter(|f| *f != 5 && f % 3 == 0) {
+            links.push(LinkResult {
+                from,
+                to: 5,
+                interface: "eth0".into(),
+                address: "10.0.9.9".into(),
+                result: LinkOutcome::Ok,
+                rtt_us: Some(3.0),
+                ..Default::default()
+            });
+        }
+        for l in links.iter_mut() {
+            if l.from == 9 && l.to % 4 == 0 {
+                l.result = LinkOutcome::Timeout;
+                l.rtt_us = None;
+                l.error = Some("timed out".into());
+            }
+            if (l.from, l.to) == (2, 7) {
+                l.retries = 1;
+            }
+        }
+        links.sort_by(|a, b| {
+            (a.from, a.to, a.address.as_str()).cmp(&(b.from, b.to, b.address.as_str()))
+        });
+        (r, links)
+    }
+
+    #[test]
+    fn a_table_is_compacted_from_its_cells_as_from_every_link() {
+        let (r, links) = mixed(90);
+        let table = Links::of(links.clone(), 90);
+        assert!(table.cells().is_some(), "every link in a cell");
+        let (mut from_cells, mut from_links) = (r.clone(), r);
+        compact_links(&mut from_cells, table);
+        compact_links(&mut from_links, Links::owned(links));
+        let m = from_cells.link_matrix.as_ref().unwrap();
+        assert_eq!(
+            m.networks.len(),
+            2,
+            "{:?}",
+            m.networks.iter().map(|n| &n.name).collect::<Vec<_>>()
+        );
+        assert!(from_cells.links.iter().any(|l| l.address == "10.0.9.9"));
+        assert!(
+            from_cells
+                .links
+                .iter()
+                .any(|l| l.result == LinkOutcome::Timeout)
+        );
+        assert_eq!(from_cells, from_links);
     }
 
     #[test]

@@ -173,7 +173,7 @@ impl Cluster {
             nodes: &nodes,
             nnodes: self.nnodes,
             expected_hosts: &self.expected,
-            links: &self.links,
+            links: &crate::core::Links::borrowed(&self.links),
             evals: &evals,
             chosen,
             master_port: 29500,

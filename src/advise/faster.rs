@@ -5,18 +5,26 @@
 //! set's (`advise::healthy::advise`), so `preflight launch --report FILE --healthy-set
 //! --exclude-slow` prints the same lines.
 
-use crate::advise::healthy::{HealthyInput, advise};
-use preflight_checks::cluster::healthy_set::faster::{Faster, faster_set};
+use crate::advise::healthy::{HealthyInput, advise_with};
+use preflight_checks::cluster::healthy_set::faster::{Faster, faster_set_with};
 use preflight_checks::hostlist::compress;
+use preflight_checks::model::Links;
 use preflight_checks::model::{FasterSetAdvice, Report};
 
 /// Sets `recommendation.faster_set` when the report's slow nodes cost the all-reduce more than
 /// their share of the work; leaves the report as it is otherwise.
 pub fn attach(report: &mut Report, input: &HealthyInput) {
-    let Some(faster) = faster_set(report, &input.opts) else {
+    let links = std::mem::take(&mut report.links);
+    attach_with(report, &Links::borrowed(&links), input);
+    report.links = links;
+}
+
+/// [`attach`] with the links given apart from the report (the coordinator's, held compactly).
+pub fn attach_with(report: &mut Report, links: &Links, input: &HealthyInput) {
+    let Some(faster) = faster_set_with(report, links, &input.opts) else {
         return;
     };
-    let advice = advice(report, &faster, input);
+    let advice = advice_with(report, links, &faster, input);
     if let Some(rec) = report.recommendation.as_mut() {
         rec.faster_set = Some(advice);
     }
@@ -24,7 +32,17 @@ pub fn attach(report: &mut Report, input: &HealthyInput) {
 
 /// The advice for a computed faster set.
 pub fn advice(report: &Report, f: &Faster, input: &HealthyInput) -> FasterSetAdvice {
-    let set = advise(report, &f.set, input);
+    advice_with(report, &Links::borrowed(&report.links), f, input)
+}
+
+/// [`advice`] with the links given apart from the report.
+pub fn advice_with(
+    report: &Report,
+    links: &Links,
+    f: &Faster,
+    input: &HealthyInput,
+) -> FasterSetAdvice {
+    let set = advise_with(report, links, &f.set, input);
     let names: Vec<String> = f
         .slow
         .iter()

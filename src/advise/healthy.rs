@@ -8,9 +8,10 @@
 use crate::advise::{ClusterAdviceInput, advise_cluster};
 use preflight_checks::cluster::healthy_set::{self, HealthyOptions, HealthySet};
 use preflight_checks::hostlist::compress;
+use preflight_checks::model::Links;
 use preflight_checks::model::{
-    Finding, Fix, HealthyConstraints, HealthyExclusion, HealthyLaunch, HealthySetAdvice,
-    LinkResult, NodeFacts, Report, Status,
+    Finding, Fix, HealthyConstraints, HealthyExclusion, HealthyLaunch, HealthySetAdvice, NodeFacts,
+    Report, Status,
 };
 use preflight_checks::networks;
 use std::collections::HashMap;
@@ -45,10 +46,18 @@ impl HealthyInput {
 /// `cluster.healthy-set` failure when the set misses the constraints the user gave
 /// (`--min-nodes`, `--nodes-multiple-of`). A passing report is left as it is.
 pub fn attach(report: &mut Report, input: &HealthyInput) {
-    let Some(set) = healthy_set::healthy_set(report, &input.opts) else {
+    let links = std::mem::take(&mut report.links);
+    attach_with(report, &Links::borrowed(&links), input);
+    report.links = links;
+}
+
+/// [`attach`] with the links given apart from the report (the coordinator's, held compactly:
+/// see `preflight_checks::links`).
+pub fn attach_with(report: &mut Report, links: &Links, input: &HealthyInput) {
+    let Some(set) = healthy_set::healthy_set_of(report, links, &input.opts) else {
         return;
     };
-    let advice = advise(report, &set, input);
+    let advice = advise_with(report, links, &set, input);
     // A failure of its own only for the constraints the user set: with none, the set's `why`
     // says what is missing, and the findings already fail the cluster.
     let asked = input.opts.min_nodes > 1 || input.opts.multiple_of > 1;
@@ -125,6 +134,16 @@ fn exclusions(set: &HealthySet) -> Vec<HealthyExclusion> {
 
 /// The set, its exclusions and the launch on it, as the report carries them.
 pub fn advise(report: &Report, set: &HealthySet, input: &HealthyInput) -> HealthySetAdvice {
+    advise_with(report, &Links::borrowed(&report.links), set, input)
+}
+
+/// [`advise`] with the links given apart from the report (see [`attach`]).
+pub fn advise_with(
+    report: &Report,
+    links: &Links,
+    set: &HealthySet,
+    input: &HealthyInput,
+) -> HealthySetAdvice {
     let facts: HashMap<u32, &NodeFacts> = report.nodes.iter().map(|n| (n.rank, &n.facts)).collect();
     let hostnames: HashMap<u32, &str> = report
         .nodes
@@ -150,20 +169,7 @@ pub fn advise(report: &Report, set: &HealthySet, input: &HealthyInput) -> Health
         .enumerate()
         .filter_map(|(i, r)| facts.get(r).map(|f| (i as u32, *f)))
         .collect();
-    let links: Vec<LinkResult> = report
-        .links
-        .iter()
-        .filter_map(|l| {
-            let (from, to) = (*new_rank.get(&l.from)?, *new_rank.get(&l.to)?);
-            Some(LinkResult {
-                from,
-                to,
-                ..l.clone()
-            })
-        })
-        .collect();
-    let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
-    let evals = networks::evaluate(&networks::discover(&nodes, &links), &links, &ranks);
+    let evals = set_networks(set, &facts, links, &new_rank);
     let rec = advise_cluster(
         &nodes,
         &evals,
@@ -237,4 +243,33 @@ pub fn advise(report: &Report, set: &HealthySet, input: &HealthyInput) -> Health
         ),
         why,
     }
+}
+
+/// The networks among the set's nodes, judged on their own ranks from the links as they are
+/// (no renumbered copy of every link: 16.7 million at 4096 nodes), then renumbered.
+fn set_networks(
+    set: &HealthySet,
+    facts: &HashMap<u32, &NodeFacts>,
+    links: &Links,
+    new_rank: &HashMap<u32, u32>,
+) -> Vec<networks::NetworkEval> {
+    let old_nodes: Vec<(u32, &NodeFacts)> = set
+        .order
+        .iter()
+        .filter_map(|r| facts.get(r).map(|f| (*r, *f)))
+        .collect();
+    let old_ranks: Vec<u32> = old_nodes.iter().map(|(r, _)| *r).collect();
+    let mut evals = networks::evaluate(&networks::discover(&old_nodes, links), links, &old_ranks);
+    for e in &mut evals {
+        e.network.members = std::mem::take(&mut e.network.members)
+            .into_iter()
+            .filter_map(|(r, m)| Some((*new_rank.get(&r)?, m)))
+            .collect();
+        for l in &mut e.failures {
+            if let (Some(f), Some(t)) = (new_rank.get(&l.from), new_rank.get(&l.to)) {
+                (l.from, l.to) = (*f, *t);
+            }
+        }
+    }
+    evals
 }

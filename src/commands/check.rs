@@ -64,7 +64,7 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
             .extend(preflight_checks::collective::check_collectives(
                 &preflight_checks::collective::CollectiveInput {
                     results: &results,
-                    links: &[],
+                    links: &preflight_checks::model::Links::none(),
                     min_busbw_gb_s: None,
                     not_run,
                     one_node: true,

@@ -17,7 +17,7 @@ pub fn simulate(mut job: SimulateJob) -> anyhow::Result<Outcome> {
         )
     });
     let heading = format!(
-        "simulated {} nodes on a modelled {} Gbit/s, {} us fabric ({} dead, {} slow, {} slow pairs, {} behind a slow uplink, {} bad links, {} lossy links; seed {}); computed in {:.1} s{memory}",
+        "simulated {} nodes on a modelled {} Gbit/s, {} us fabric ({} dead, {} slow, {} slow pairs, {} behind a slow uplink, {} bad links, {} lossy links; seed {}); computed in {:.2} s{memory}",
         f.nodes,
         f.gbit,
         f.latency_us,

@@ -4,7 +4,7 @@
 use super::members::JoinedNode;
 use super::rendezvous::Rendezvous;
 use crate::advise::{ClusterAdviceInput, advise_cluster};
-use preflight_checks::model::{self, LinkResult, NodeFacts};
+use preflight_checks::model::{self, Links, NodeFacts};
 use preflight_checks::networks;
 use std::collections::BTreeMap;
 
@@ -31,7 +31,7 @@ pub(crate) fn seen(members: &[JoinedNode]) -> Vec<Seen<'_>> {
 /// The advice from every joined node's facts and the links, with `env_override` set on top.
 pub(crate) fn advise(
     members: &[Seen],
-    links: &[LinkResult],
+    links: &Links,
     run: &Rendezvous,
     env_override: BTreeMap<String, String>,
     rail_verdict: Option<&preflight_checks::rails::localise::RailVerdict>,

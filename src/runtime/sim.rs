@@ -10,7 +10,6 @@ use super::budget::pings_per_link;
 use super::coordinator::{self, verdict};
 use super::dial::{self, CONNECT_WINDOW};
 use super::job::{AllreduceMode, AllreducePlan, ClusterJob, Timing};
-use super::members::{find, sort_links};
 use super::phases::allreduce::working_ring;
 use super::phases::retest::pick as second_pass_pick;
 use super::phases::{Outcome, Traffic};
@@ -18,12 +17,12 @@ use super::rendezvous::Rendezvous;
 use super::schedule;
 use crate::transport::auth::{Secret, SecretSource};
 use preflight_checks::model::{
-    BindResult, BindStatus, CollectiveResult, CollectiveRow, IfAddr, IfKind, Interface, Labels,
-    LinkOutcome, LinkResult, Measurement, NetFacts, NodeFacts, PhaseTime, PortFacts, Report,
-    SecondPass, SysFacts,
+    BindResult, BindStatus, CollectiveResult, CollectiveRow, DENSE_ABOVE, IfAddr, IfKind,
+    Interface, Label, Labels, LinkOutcome, LinkResult, Links, Measurement, NetFacts, NodeFacts,
+    PhaseTime, PortFacts, Report, SecondPass, SysFacts, Target,
 };
 use preflight_checks::networks;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -123,10 +122,15 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     let mut phases = Vec::new();
 
     // Connectivity: every ordered pair among the nodes that joined, dialed as the agent does.
-    let (mut links, probe_s) = connectivity(fabric, timing, &faults, &alive, n);
+    let Dialled {
+        mut links,
+        addrs,
+        seconds: probe_s,
+    } = connectivity(fabric, timing, &faults, &alive, n);
     phases.push(phase("connectivity", probe_s));
 
-    // Second pass: the real selection of nodes that failed with many peers.
+    // Second pass: the real selection of nodes that failed with many peers (from the links
+    // that failed, which are records).
     let second = second_pass(&alive, &links, &faults);
     if !second.is_empty() {
         let cost = rtt_s * (4.0 + timing.pings as f64) * second.len() as f64
@@ -140,9 +144,7 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
 
     // Throughput: the real schedule; each pair gets the slower end's rate.
     let rounds = schedule::schedule(&alive, timing.matchings, n as u64);
-    // Kept as the coordinator keeps them: in (from, to, address) order, found by binary search.
-    sort_links(&mut links);
-    throughput(&mut links, &rounds, &faults, bw);
+    throughput(&mut links, &addrs, &rounds, &faults, bw);
     let per_round = timing.bulk.as_secs_f64() + rtt_s * 4.0 + 2.0 * fabric.latency_us / 1e6 * 10.0;
     phases.push(phase("throughput", rounds.len() as f64 * per_round));
 
@@ -152,9 +154,6 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
         "path MTU",
         list_schedule(&mtu_costs, CONNECT_WINDOW, CONNECT_WINDOW),
     ));
-    for l in links.iter_mut().filter(|l| l.result == LinkOutcome::Ok) {
-        l.mtu = Some(9000);
-    }
 
     // Judgment: the real advice, ring and checks.
     let cfg = rendezvous(n, timing);
@@ -174,7 +173,7 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     let (outcome, allreduce_s) = allreduce(&evals, &alive, fabric, &faults, &cfg.job.allreduce);
     phases.push(phase("all-reduce", allreduce_s));
     let links_total = links.len() as u64;
-    let links_retried = links.iter().filter(|l| l.retries > 0).count() as u64;
+    let links_retried = links.records().filter(|l| l.retries > 0).count() as u64;
     drop(seen);
     let mut facts: Vec<Option<NodeFacts>> = facts.into_iter().map(Some).collect();
     let members = alive
@@ -222,71 +221,154 @@ pub fn simulate(fabric: &Fabric, timing: Timing) -> Simulated {
     }
 }
 
+/// The connectivity phase's links, each node's address label, and the phase's predicted
+/// seconds.
+struct Dialled {
+    links: Links<'static>,
+    addrs: Vec<Label>,
+    seconds: f64,
+}
+
 /// The connectivity phase on the modelled fabric: every ordered pair among the `alive` nodes,
-/// dialed in the agent's ring order and window; the links and the phase's predicted seconds.
+/// dialed in the agent's ring order and window, held as the coordinator holds them (a dense
+/// table above 64 nodes, records for the rest: see `preflight_checks::model::Links`), with the
+/// path MTU phase's answer (9000) on every link that connected.
 fn connectivity(
     fabric: &Fabric,
     timing: Timing,
     faults: &Faults,
     alive: &[u32],
     n: u32,
-) -> (Vec<LinkResult>, f64) {
+) -> Dialled {
     let rtt_s = 2.0 * fabric.latency_us / 1e6;
-    let mut links = Vec::with_capacity(alive.len() * alive.len().saturating_sub(1));
     // Strings shared as the coordinator shares them (see `members::links::collect_links`).
     let mut labels = Labels::default();
+    let eth0 = labels.get("eth0");
+    let filtered = labels.get("timed out (modelled: a filter on this link)");
+    // Each node's address, formatted and shared once (not once per link).
+    let addrs: Vec<Label> = (0..n)
+        .map(|r| labels.get(&address(r).to_string()))
+        .collect();
+    let mut links = empty_links(alive, n, &eth0, &addrs);
+    // The faults, looked up per link in sorted lists (a handful each).
+    let sorted = |set: &HashSet<(u32, u32)>| {
+        let mut v: Vec<(u32, u32)> = set.iter().copied().collect();
+        v.sort_unstable();
+        v
+    };
+    let (bad, lossy) = (sorted(&faults.bad), sorted(&faults.lossy));
     let mut slowest_probe = 0.0f64;
     // The pings per link the coordinator orders for this many peers.
     let pings = pings_per_link(timing.pings, alive.len().saturating_sub(1));
+    let (rtt, p99) = ((rtt_s * 1e6) as f32, (rtt_s * 1e6 * 1.5) as f32);
+    let one = rtt_s * (4.0 + pings as f64);
+    // A node whose every link is alike dials in the same time: scheduled once.
+    let mut alike: Option<f64> = None;
+    let mut targets: Vec<u32> = Vec::with_capacity(alive.len());
+    let mut costs = Vec::with_capacity(alive.len());
     for &from in alive {
-        let mut targets: Vec<u32> = alive.iter().copied().filter(|t| *t != from).collect();
-        targets.sort_by_key(|t| dial::ring_offset(from, *t, n));
-        let mut costs = Vec::with_capacity(targets.len());
+        let faulty = |list: &[(u32, u32)]| {
+            let at = list.partition_point(|(f, _)| *f < from);
+            list[at..].first().is_some_and(|(f, _)| *f == from)
+        };
+        let dense = links.is_dense();
+        if dense && !faulty(&bad) && !faulty(&lossy) {
+            links.fill_row_ok(from, rtt, p99, 9000);
+            let seconds = *alike.get_or_insert_with(|| {
+                let costs = vec![one; alive.len().saturating_sub(1)];
+                list_schedule(&costs, dial::START_WINDOW, CONNECT_WINDOW)
+            });
+            slowest_probe = slowest_probe.max(seconds);
+            continue;
+        }
+        // In ring order from `from` (dial::ring_offset): the higher ranks, then the lower ones
+        // (`alive` is in rank order, so a rotation, not a sort per node).
+        targets.clear();
+        let at = alive.partition_point(|r| *r <= from);
+        targets.extend(
+            alive[at..]
+                .iter()
+                .chain(&alive[..at])
+                .copied()
+                .filter(|t| *t != from),
+        );
+        costs.clear();
         for &to in &targets {
-            let (result, retries, cost) = if faults.bad.contains(&(from, to)) {
+            let (result, retries, cost) = if bad.binary_search(&(from, to)).is_ok() {
                 let attempts = 2.0;
                 (
                     LinkOutcome::Timeout,
                     1,
                     attempts * timing.connect_timeout.as_secs_f64() + 0.1,
                 )
+            } else if lossy.binary_search(&(from, to)).is_ok() {
+                (LinkOutcome::Ok, 1, one + rtt_s + 0.1)
             } else {
-                let one = rtt_s * (4.0 + pings as f64);
-                if faults.lossy.contains(&(from, to)) {
-                    (LinkOutcome::Ok, 1, one + rtt_s + 0.1)
-                } else {
-                    (LinkOutcome::Ok, 0, one)
-                }
+                (LinkOutcome::Ok, 0, one)
             };
             costs.push(cost);
+            let ok = result == LinkOutcome::Ok;
+            if ok
+                && retries == 0
+                && (dense || links.push_ok(from, to, &addrs[to as usize], rtt, p99, 9000))
+            {
+                // With a table, the row's plain links are filled below at once.
+                continue;
+            }
             links.push(LinkResult {
                 from,
                 to,
-                interface: labels.get("eth0"),
-                address: labels.get(&address(to).to_string()),
+                interface: eth0.clone(),
+                address: addrs[to as usize].clone(),
                 port: 40000,
                 result,
-                rtt_us: (result == LinkOutcome::Ok).then_some((rtt_s * 1e6) as f32),
-                rtt_p99_us: (result == LinkOutcome::Ok).then_some((rtt_s * 1e6 * 1.5) as f32),
-                error: (result != LinkOutcome::Ok)
-                    .then(|| labels.get("timed out (modelled: a filter on this link)")),
+                rtt_us: ok.then_some(rtt),
+                rtt_p99_us: ok.then_some(p99),
+                error: (!ok).then(|| filtered.clone()),
                 retries,
+                mtu: ok.then_some(9000),
                 ..Default::default()
             });
         }
+        links.fill_row_ok(from, rtt, p99, 9000);
         slowest_probe =
             slowest_probe.max(list_schedule(&costs, dial::START_WINDOW, CONNECT_WINDOW));
     }
+    // Kept as the coordinator keeps them: in (from, to, address) order.
+    links.settle();
     // The order to every node (all listeners, serialised once) leaves rank 0's NIC in parallel.
     let order_bytes = alive.len() as f64 * 60.0;
     let fan_out = order_bytes / 8.0 * alive.len() as f64 * 8.0 / (fabric.gbit * 1e9);
-    (links, slowest_probe + fan_out + rtt_s)
+    Dialled {
+        links,
+        addrs,
+        seconds: slowest_probe + fan_out + rtt_s,
+    }
 }
 
-/// Each pair of `rounds` that connected gets the slower end's rate, both directions (`links` in
-/// `members::links` order).
+/// The links of `alive` dialling each other before any is dialled: above 64 nodes a dense
+/// table of their targets (one per node: `eth0`, its address, the agent's port), else a list.
+fn empty_links(alive: &[u32], n: u32, eth0: &Label, addrs: &[Label]) -> Links<'static> {
+    if alive.len() > DENSE_ABOVE {
+        let targets = alive
+            .iter()
+            .map(|&to| Target {
+                to,
+                interface: eth0.clone(),
+                address: addrs[to as usize].clone(),
+                port: 40000,
+            })
+            .collect();
+        Links::dense(n, targets)
+    } else {
+        Links::owned(Vec::new())
+    }
+}
+
+/// Each pair of `rounds` that connected gets the slower end's rate, both directions.
 fn throughput(
-    links: &mut [LinkResult],
+    links: &mut Links,
+    addrs: &[Label],
     rounds: &[Vec<(u32, u32)>],
     faults: &Faults,
     bw: impl Fn(u32) -> f64,
@@ -294,12 +376,14 @@ fn throughput(
     for round in rounds {
         for &(a, b) in round {
             for (from, to) in [(a, b), (b, a)] {
-                let addr = address(to).to_string();
-                if let Some(i) = find(links, from, to, &addr)
-                    && links[i].result == LinkOutcome::Ok
-                {
-                    links[i].throughput_gbit_s = Some(faults.rate(from, to, &bw) as f32);
-                }
+                let Some(addr) = addrs.get(to as usize) else {
+                    continue;
+                };
+                links.update(from, to, addr, |l| {
+                    if l.result == LinkOutcome::Ok {
+                        l.throughput_gbit_s = Some(faults.rate(from, to, &bw) as f32);
+                    }
+                });
             }
         }
     }
@@ -316,22 +400,25 @@ fn phase(name: &str, seconds: f64) -> PhaseTime {
 /// of them at first, one more per fast one done, up to `window`.
 fn list_schedule(costs: &[f64], start: usize, window: usize) -> f64 {
     // The agent's adaptive window: it starts at `start` places and each fast open adds one
-    // (free from the moment it completed), up to `window`.
+    // (free from the moment it completed), up to `window`. The places are alike, so only when
+    // each is free matters: those times kept in order (the soonest taken from the front, a new
+    // time put back after every time not later than it: no scan of the window per link).
     let window = window.max(1);
-    let mut free = vec![0.0f64; start.clamp(1, window)];
+    let mut free: VecDeque<f64> = std::iter::repeat_n(0.0, start.clamp(1, window)).collect();
+    let put = |free: &mut VecDeque<f64>, t: f64| {
+        let at = free.iter().rposition(|f| *f <= t).map_or(0, |p| p + 1);
+        free.insert(at, t);
+    };
     let mut end = 0.0f64;
     for c in costs {
-        let (i, start) = free
-            .iter()
-            .copied()
-            .enumerate()
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .expect("window >= 1");
-        let done = start + c;
-        free[i] = done;
+        let Some(first) = free.pop_front() else {
+            break;
+        };
+        let done = first + c;
+        put(&mut free, done);
         end = end.max(done);
         if *c < dial::SLOW_OPEN.as_secs_f64() && free.len() < window {
-            free.push(done);
+            put(&mut free, done);
         }
     }
     end
@@ -463,8 +550,13 @@ fn draw_faults(f: &Fabric) -> Faults {
 }
 
 /// The runtime's selection for the second pass, with the model's answers.
-fn second_pass(alive: &[u32], links: &[LinkResult], faults: &Faults) -> Vec<SecondPass> {
-    let Some((partner, bad)) = second_pass_pick(alive, links) else {
+fn second_pass(alive: &[u32], links: &Links, faults: &Faults) -> Vec<SecondPass> {
+    let failed: Vec<LinkResult> = links
+        .records()
+        .filter(|l| l.result != LinkOutcome::Ok)
+        .cloned()
+        .collect();
+    let Some((partner, bad)) = second_pass_pick(alive, &failed) else {
         return Vec::new();
     };
     bad.into_iter()
@@ -747,5 +839,51 @@ mod tests {
             "{}",
             busbw.summary
         );
+    }
+
+    /// The window scanned for its soonest free place, as list_schedule did before issue 47.
+    fn list_schedule_by_scan(costs: &[f64], start: usize, window: usize) -> f64 {
+        let window = window.max(1);
+        let mut free = vec![0.0f64; start.clamp(1, window)];
+        let mut end = 0.0f64;
+        for c in costs {
+            let mut i = 0;
+            for (j, f) in free.iter().enumerate() {
+                if *f < free[i] {
+                    i = j;
+                }
+            }
+            let done = free[i] + c;
+            free[i] = done;
+            end = end.max(done);
+            if *c < dial::SLOW_OPEN.as_secs_f64() && free.len() < window {
+                free.push(done);
+            }
+        }
+        end
+    }
+
+    #[test]
+    fn the_ordered_window_schedules_as_the_scan_did() {
+        let slow = dial::SLOW_OPEN.as_secs_f64() * 2.0;
+        // Fast and slow opens mixed (a slow one every seventh, costs of varied sizes).
+        let costs: Vec<f64> = (0..500u32)
+            .map(|i| {
+                if i % 7 == 3 {
+                    slow
+                } else {
+                    f64::from(i % 13 + 1) * 1e-4
+                }
+            })
+            .collect();
+        for (start, window) in [(1, 1), (1, 8), (4, 64), (64, 64), (0, 0)] {
+            let got = list_schedule(&costs, start, window);
+            let want = list_schedule_by_scan(&costs, start, window);
+            assert!(
+                (got - want).abs() < 1e-9,
+                "start {start} window {window}: {got} vs {want}"
+            );
+        }
+        assert_eq!(list_schedule(&[], 4, 64), 0.0);
     }
 }

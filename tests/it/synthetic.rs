@@ -197,7 +197,7 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
             nodes: &nodes,
             nnodes: n,
             expected_hosts: &[],
-            links: &links,
+            links: &preflight_checks::model::Links::borrowed(&links),
             evals: &evals,
             chosen: networks::choose(&evals),
             master_port: 29500,
@@ -227,9 +227,10 @@ pub fn cluster(n: u32, faults: &Faults) -> Report {
         Vec::new()
     };
     if !collectives.is_empty() {
+        let table = preflight_checks::model::Links::borrowed(&links);
         let input = CollectiveInput {
             results: &collectives,
-            links: &links,
+            links: &table,
             min_busbw_gb_s: None,
             not_run: None,
             one_node: false,

@@ -3,7 +3,9 @@
 pub mod catalog;
 pub mod ids;
 
-use crate::core::{CollectiveResult, CollectiveRow, Finding, Fix, LinkResult, Status};
+#[cfg(test)]
+use crate::core::LinkResult;
+use crate::core::{AsLinks, CollectiveResult, CollectiveRow, Finding, Fix, Links, Status};
 
 /// The all-reduce is judged too slow when its large-message busbw is under this share of the
 /// slowest ring link's pairwise throughput.
@@ -13,8 +15,9 @@ pub const LINK_SHARE: f64 = 0.5;
 pub struct CollectiveInput<'a> {
     /// One result per transport and configuration measured.
     pub results: &'a [CollectiveResult],
-    /// The pairwise link results (for the slowest link in the ring).
-    pub links: &'a [LinkResult],
+    /// The pairwise link results (for the slowest link in the ring; a measured link is always
+    /// one of the records).
+    pub links: &'a Links<'a>,
     /// `--min-busbw` in GB/s.
     pub min_busbw_gb_s: Option<f64>,
     /// Why nothing was measured, when nothing was (e.g. "--allreduce off").
@@ -218,26 +221,41 @@ fn wrong_values(r: &CollectiveResult, input: &CollectiveInput) -> Finding {
 }
 
 /// The slowest pairwise link around the ring (`order[i] -> order[i+1]`), on the addresses the run used.
-pub fn slowest_ring_link(r: &CollectiveResult, links: &[LinkResult]) -> Option<(u32, u32, f64)> {
+pub fn slowest_ring_link(r: &CollectiveResult, links: impl AsLinks) -> Option<(u32, u32, f64)> {
+    links.with_links(|links| slowest_in(r, links))
+}
+
+fn slowest_in(r: &CollectiveResult, links: &Links) -> Option<(u32, u32, f64)> {
     let n = r.order.len();
     if n < 2 {
         return None;
     }
-    let mut slowest: Option<(u32, u32, f64)> = None;
-    for i in 0..n {
-        let (from, to) = (r.order[i], r.order[(i + 1) % n]);
-        let Some(addr) = r.addresses.get(&to.to_string()) else {
+    // The ring's steps with the address each used, then the best throughput of each from one
+    // pass over the records (a scan of every link per step is n³ at thousands of nodes).
+    let steps: Vec<(u32, u32, &str)> = (0..n)
+        .filter_map(|i| {
+            let (from, to) = (r.order[i], r.order[(i + 1) % n]);
+            let addr = r.addresses.get(&to.to_string())?;
+            Some((from, to, addr.as_str()))
+        })
+        .collect();
+    let mut best: std::collections::HashMap<(u32, u32, &str), Option<f64>> =
+        steps.iter().map(|k| (*k, None)).collect();
+    for l in links.records() {
+        let Some(slot) = best.get_mut(&(l.from, l.to, l.address.as_str())) else {
             continue;
         };
-        let tp = links
-            .iter()
-            .filter(|l| l.from == from && l.to == to && &l.address == addr)
-            .filter_map(|l| l.throughput_gbit_s.map(f64::from))
+        if let Some(t) = l
+            .throughput_gbit_s
+            .map(f64::from)
             .filter(|t| t.is_finite() && *t > 0.0)
-            .fold(None, |best: Option<f64>, t| {
-                Some(best.map_or(t, |b| b.max(t)))
-            });
-        if let Some(tp) = tp
+        {
+            *slot = Some(slot.map_or(t, |b| b.max(t)));
+        }
+    }
+    let mut slowest: Option<(u32, u32, f64)> = None;
+    for (from, to, addr) in steps {
+        if let Some(tp) = best.get(&(from, to, addr)).copied().flatten()
             && slowest.is_none_or(|(_, _, s)| tp < s)
         {
             slowest = Some((from, to, tp));
@@ -536,7 +554,7 @@ mod tests {
 
     fn input<'a>(
         results: &'a [CollectiveResult],
-        links: &'a [LinkResult],
+        links: &'a Links<'a>,
         min: Option<f64>,
     ) -> CollectiveInput<'a> {
         CollectiveInput {
@@ -554,7 +572,7 @@ mod tests {
     fn nothing_measured_skips_both_ids_with_the_reason() {
         let fs = check_collectives(&CollectiveInput {
             results: &[],
-            links: &[],
+            links: &crate::core::Links::none(),
             min_busbw_gb_s: None,
             not_run: Some("--allreduce off".into()),
             one_node: false,
@@ -571,7 +589,7 @@ mod tests {
         // 4 ranks, 64 MiB in 60 ms: algbw 1.118 GB/s, busbw 1.68 GB/s; links 10 Gbit/s = 1.25 GB/s.
         let r = [tcp_result(4, vec![row(64 << 20, 60_000.0, 4, 0)])];
         let links = full_links(4, 10.0);
-        let fs = check_collectives(&input(&r, &links, None));
+        let fs = check_collectives(&input(&r, &Links::borrowed(&links), None));
         let f = find(&fs, crate::collective::ids::BUSBW);
         assert_eq!(f.status, Status::Pass, "{}", f.summary);
         assert_eq!(f.evidence["slowest_link_gbit_s"], 10.0);
@@ -590,7 +608,7 @@ mod tests {
         for l in links.iter_mut().filter(|l| l.from == 2 && l.to == 3) {
             l.throughput_gbit_s = Some(4.0);
         }
-        let fs = check_collectives(&input(&r, &links, None));
+        let fs = check_collectives(&input(&r, &Links::borrowed(&links), None));
         let f = find(&fs, crate::collective::ids::BUSBW);
         assert_eq!(f.status, Status::Warn, "{}", f.summary);
         assert!(f.summary.contains("2->3"), "{}", f.summary);
@@ -600,7 +618,7 @@ mod tests {
         for l in links.iter_mut().filter(|l| l.from == 0 && l.to == 2) {
             l.throughput_gbit_s = Some(0.1);
         }
-        let fs = check_collectives(&input(&r, &links, None));
+        let fs = check_collectives(&input(&r, &Links::borrowed(&links), None));
         assert_eq!(
             find(&fs, crate::collective::ids::BUSBW).status,
             Status::Pass
@@ -613,7 +631,8 @@ mod tests {
         let r = [tcp_result(4, vec![row(64 << 20, 600_000.0, 4, 0)])];
         let links = full_links(4, 1.0);
         // The healthy pairs carry 10 Gbit/s and a slow node was found: warn, naming it.
-        let mut with_part = input(&r, &links, None);
+        let view = Links::borrowed(&links);
+        let mut with_part = input(&r, &view, None);
         with_part.slow_parts = vec!["rank 2 (node03), slow sending and receiving".into()];
         with_part.link_reference_gbit = Some(10.0);
         let fs = check_collectives(&with_part);
@@ -637,7 +656,8 @@ mod tests {
         );
         // Every pair fine, the ring slow against its links: a scale or congestion effect.
         let links = full_links(4, 10.0);
-        let mut clean = input(&r, &links, None);
+        let view = Links::borrowed(&links);
+        let mut clean = input(&r, &view, None);
         clean.link_reference_gbit = Some(10.0);
         let fs = check_collectives(&clean);
         let f = find(&fs, crate::collective::ids::BUSBW);
@@ -656,12 +676,12 @@ mod tests {
             vec![row(1 << 20, 1000.0, 2, 0), row(64 << 20, 100_000.0, 2, 0)],
         )];
         // Largest row: 64 MiB / 0.1 s = 0.671 GB/s algbw = busbw for n=2.
-        let fs = check_collectives(&input(&r, &[], Some(1.0)));
+        let fs = check_collectives(&input(&r, &Links::none(), Some(1.0)));
         let f = find(&fs, crate::collective::ids::BUSBW);
         assert_eq!(f.status, Status::Fail);
         assert!(f.summary.contains("--min-busbw 1"), "{}", f.summary);
         assert_eq!(f.evidence["bytes"], 64u64 << 20);
-        let fs = check_collectives(&input(&r, &[], Some(0.5)));
+        let fs = check_collectives(&input(&r, &Links::none(), Some(0.5)));
         assert_eq!(
             find(&fs, crate::collective::ids::BUSBW).status,
             Status::Pass
@@ -676,7 +696,7 @@ mod tests {
         );
         res.failed_ranks = vec![2];
         let r = [res];
-        let fs = check_collectives(&input(&r, &[], None));
+        let fs = check_collectives(&input(&r, &Links::none(), None));
         let f = find(&fs, crate::collective::ids::WRONG);
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.evidence["wrong_values"], 17);
@@ -688,7 +708,7 @@ mod tests {
     #[test]
     fn one_rank_skips_busbw() {
         let r = [tcp_result(1, vec![row(1 << 20, 10.0, 1, 0)])];
-        let fs = check_collectives(&input(&r, &[], Some(100.0)));
+        let fs = check_collectives(&input(&r, &Links::none(), Some(100.0)));
         assert_eq!(
             find(&fs, crate::collective::ids::BUSBW).status,
             Status::Skip
@@ -701,7 +721,7 @@ mod tests {
         res.error = Some("rank 1: connection to rank 2 at 10.200.0.3 timed out".into());
         res.failed_ranks = vec![1];
         let r = [res];
-        let fs = check_collectives(&input(&r, &[], None));
+        let fs = check_collectives(&input(&r, &Links::none(), None));
         let f = find(&fs, crate::collective::ids::ERROR);
         assert_eq!(f.status, Status::Error);
         assert!(f.summary.contains("rank 1"));
@@ -719,18 +739,18 @@ mod tests {
         res.env = BTreeMap::from([("NCCL_IB_DISABLE".to_string(), "1".to_string())]);
         res.net_mismatch = Some("advice sets NCCL_IB_DISABLE=1 but NCCL used NET/IB".into());
         let r = [res.clone()];
-        let fs = check_collectives(&input(&r, &[], None));
+        let fs = check_collectives(&input(&r, &Links::none(), None));
         let f = find(&fs, crate::collective::ids::NET);
         assert_eq!(f.status, Status::Warn);
         assert!(f.fix.as_ref().unwrap().commands[0].contains("NCCL_IB_DISABLE=1"));
         res.net_mismatch = None;
         let r = [res];
-        let fs = check_collectives(&input(&r, &[], None));
+        let fs = check_collectives(&input(&r, &Links::none(), None));
         assert_eq!(find(&fs, crate::collective::ids::NET).status, Status::Pass);
         // TCP results never carry a collective.net finding.
         let r = [tcp_result(2, vec![row(1 << 20, 100.0, 2, 0)])];
         assert!(
-            check_collectives(&input(&r, &[], None))
+            check_collectives(&input(&r, &Links::none(), None))
                 .iter()
                 .all(|f| f.id != crate::collective::ids::NET)
         );

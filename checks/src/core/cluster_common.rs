@@ -2,7 +2,7 @@
 
 use crate::core::ClusterInput;
 use crate::core::LinkResult;
-use crate::core::{Member, NetworkEval};
+use crate::core::{Label, Link, Links, NetworkEval, RankText};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -66,31 +66,60 @@ pub(crate) fn most_common<T: Ord + Clone>(values: &BTreeMap<u32, T>) -> Option<T
         .map(|(v, _)| v.clone())
 }
 
-fn is_member_address(member: &Member, address: &str) -> bool {
-    address
-        .trim_matches(|c| c == '[' || c == ']')
-        .parse::<IpAddr>()
-        .map(|a| a == member.address)
-        .unwrap_or_else(|_| member.address.to_string() == address)
+/// The member addresses of a network by rank, as text and as read, to tell the links that
+/// targeted one (each label compared once, with no parse when its text matches).
+pub(crate) struct MemberAddrs {
+    texts: RankText,
+    ips: BTreeMap<u32, IpAddr>,
+}
+
+impl MemberAddrs {
+    pub(crate) fn of(eval: &NetworkEval) -> MemberAddrs {
+        let members = &eval.network.members;
+        MemberAddrs {
+            texts: RankText::new(members.iter().map(|(r, m)| (*r, m.address.to_string()))),
+            ips: members.iter().map(|(r, m)| (*r, m.address)).collect(),
+        }
+    }
+
+    /// Whether `address` (brackets allowed) is `to`'s member address.
+    pub(crate) fn is_member(&self, to: u32, address: &Label) -> bool {
+        self.texts.matches(to, address, |a| {
+            a.trim_matches(|c| c == '[' || c == ']')
+                .parse::<IpAddr>()
+                .is_ok_and(|a| self.ips.get(&to) == Some(&a))
+        })
+    }
 }
 
 /// Links that targeted a member address of `eval`'s network.
-pub(crate) fn links_on<'a>(input: &'a ClusterInput, eval: &NetworkEval) -> Vec<&'a LinkResult> {
+pub(crate) fn links_on<'a>(
+    input: &'a ClusterInput,
+    eval: &NetworkEval,
+) -> impl Iterator<Item = Link<'a>> + 'a {
     links_to(input.links, eval)
 }
 
-/// Links among `links` that targeted a member address of `eval`'s network.
-/// Sized for every link at once: a list of a million grown by doubling would hold half as much
-/// again for a moment.
-pub(crate) fn links_to<'a>(links: &'a [LinkResult], eval: &NetworkEval) -> Vec<&'a LinkResult> {
-    let mut on = Vec::with_capacity(links.len());
-    on.extend(links.iter().filter(|l| {
-        l.from != l.to
-            && eval
-                .network
-                .members
-                .get(&l.to)
-                .is_some_and(|m| is_member_address(m, &l.address))
-    }));
-    on
+/// Links among `links` that targeted a member address of `eval`'s network, read as they are
+/// needed (never a list of every link: 16.7 million at 4096 nodes).
+pub(crate) fn links_to<'a>(
+    links: &'a Links<'a>,
+    eval: &NetworkEval,
+) -> impl Iterator<Item = Link<'a>> + 'a {
+    let members = MemberAddrs::of(eval);
+    links
+        .iter()
+        .filter(move |l| l.from != l.to && members.is_member(l.to, l.address))
+}
+
+/// [`links_to`] among the links held as records only (every one not ok or measured for
+/// throughput): for judgments of those alone, which then skip the table's plain cells.
+pub(crate) fn records_to<'a>(
+    links: &'a Links<'a>,
+    eval: &NetworkEval,
+) -> impl Iterator<Item = &'a LinkResult> + 'a {
+    let members = MemberAddrs::of(eval);
+    links
+        .records()
+        .filter(move |l| l.from != l.to && members.is_member(l.to, &l.address))
 }

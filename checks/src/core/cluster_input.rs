@@ -1,8 +1,11 @@
 //! What the cluster checks look at: every node's facts, the measured links, the candidate
 //! networks, the refused nodes and the retested pairs, with the helpers that name a rank.
 
-use super::{LinkResult, NetworkEval, NodeFacts, Refusal};
+use super::{Links, NetworkEval, NodeFacts, Refusal};
 use std::collections::BTreeSet;
+
+/// No links (judgments of the facts alone).
+static NO_LINKS: Links<'static> = Links::none();
 
 /// Everything the cluster checks look at.
 pub struct ClusterInput<'a> {
@@ -12,8 +15,9 @@ pub struct ClusterInput<'a> {
     pub nnodes: u32,
     /// Expected host per rank when known (from --hosts / Slurm), else empty.
     pub expected_hosts: &'a [String],
-    /// Every ordered pair x every candidate address of the target.
-    pub links: &'a [LinkResult],
+    /// Every ordered pair x every candidate address of the target (compact above 64 nodes:
+    /// see [`Links`]).
+    pub links: &'a Links<'a>,
     /// `networks::evaluate(...)`, best first.
     pub evals: &'a [NetworkEval],
     /// `networks::choose(...)`.
@@ -36,7 +40,7 @@ impl<'a> ClusterInput<'a> {
             nodes,
             nnodes,
             expected_hosts: &[],
-            links: &[],
+            links: &NO_LINKS,
             evals: &[],
             chosen: None,
             master_port: 29500,

@@ -11,7 +11,8 @@
 //! speed-up beats `n/k`: the slow nodes cost the collective more than their share of the work.
 //! (When compute dominates the step the gain is smaller; the numbers are an upper bound.)
 
-use super::{HealthyOptions, HealthySet, set_of, stragglers};
+use super::{HealthyOptions, HealthySet, set_of_with, stragglers};
+use crate::core::Links;
 use crate::core::{LinkOutcome, NodeFacts, Report, Status};
 use crate::net::networks::{discover, evaluate};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -85,6 +86,12 @@ pub fn seconds_per_gb(n: u32, busbw_gb_s: f64) -> f64 {
 /// predicted to pay for itself; None otherwise (no slow node, fewer than two nodes left, no
 /// measured rate, or a gain under the nodes' share).
 pub fn faster_set(report: &Report, opts: &HealthyOptions) -> Option<Faster> {
+    faster_set_with(report, &Links::borrowed(&report.links), opts)
+}
+
+/// [`faster_set`] with the links given apart from the report (the coordinator's, held
+/// compactly).
+pub fn faster_set_with(report: &Report, links: &Links, opts: &HealthyOptions) -> Option<Faster> {
     let slow_named = stragglers(report);
     if slow_named.is_empty() {
         return None;
@@ -95,7 +102,7 @@ pub fn faster_set(report: &Report, opts: &HealthyOptions) -> Option<Faster> {
     };
     // The launch it is compared with: every joined node, or the failing cluster's healthy set.
     let base: BTreeSet<u32> = if report.status == Status::Fail {
-        let set = set_of(report, &plain)?;
+        let set = set_of_with(report, links, &plain)?;
         if !set.met {
             return None;
         }
@@ -103,8 +110,9 @@ pub fn faster_set(report: &Report, opts: &HealthyOptions) -> Option<Faster> {
     } else {
         report.nodes.iter().map(|n| n.rank).collect()
     };
-    let set = set_of(
+    let set = set_of_with(
         report,
+        links,
         &HealthyOptions {
             exclude_slow: true,
             ..opts.clone()
@@ -119,7 +127,7 @@ pub fn faster_set(report: &Report, opts: &HealthyOptions) -> Option<Faster> {
         return None;
     }
     let bound = |members: &BTreeSet<u32>| -> Option<(u32, f64)> {
-        node_rates(report, set.network.as_deref(), members)
+        node_rates(report, links, set.network.as_deref(), members)
             .into_iter()
             .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
     };
@@ -150,12 +158,13 @@ pub fn faster_set(report: &Report, opts: &HealthyOptions) -> Option<Faster> {
 /// the other members, Gbit/s.
 fn node_rates(
     report: &Report,
+    links: &Links,
     network: Option<&str>,
     members: &BTreeSet<u32>,
 ) -> BTreeMap<u32, f64> {
     let facts: Vec<(u32, &NodeFacts)> = report.nodes.iter().map(|n| (n.rank, &n.facts)).collect();
     let ranks: Vec<u32> = facts.iter().map(|(r, _)| *r).collect();
-    let evals = evaluate(&discover(&facts, &report.links), &report.links, &ranks);
+    let evals = evaluate(&discover(&facts, links), links, &ranks);
     let eval = evals
         .iter()
         .find(|e| network.is_some_and(|n| e.network.id == n))
@@ -171,7 +180,8 @@ fn node_rates(
         .unwrap_or_default();
     let mut sends: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     let mut recvs: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    for l in &report.links {
+    // Measured links are kept as records (only plain connectivity is a table cell).
+    for l in links.records() {
         let on = address.get(&l.to).is_some_and(|a| *a == l.address)
             && members.contains(&l.from)
             && members.contains(&l.to);

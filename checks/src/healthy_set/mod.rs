@@ -11,7 +11,7 @@ pub mod catalog;
 pub mod faster;
 pub mod ids;
 
-use crate::core::{BindStatus, LinkOutcome, NetworkEval, NodeFacts, Report, Status};
+use crate::core::{BindStatus, Link, LinkOutcome, Links, NetworkEval, NodeFacts, Report, Status};
 use crate::link::vertex_cover::cover;
 use crate::net::networks::{discover, evaluate};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -156,9 +156,10 @@ fn group_key(f: &NodeFacts) -> (u32, Vec<Option<String>>) {
 }
 
 /// Mean measured throughput of each node's ok links, both directions.
-fn throughput(report: &Report) -> HashMap<u32, f64> {
+fn throughput(links: &Links) -> HashMap<u32, f64> {
     let mut sum: HashMap<u32, (f64, u32)> = HashMap::new();
-    for l in &report.links {
+    // A measured link is always a record.
+    for l in links.records() {
         if let (LinkOutcome::Ok, Some(t)) = (l.result, l.throughput_gbit_s.map(f64::from))
             && t.is_finite()
         {
@@ -187,7 +188,7 @@ pub(crate) fn stragglers(report: &Report) -> BTreeSet<u32> {
 /// The failed pairs (unordered) on a network among `alive`: a pair fails when a link to its
 /// member address failed and none to it succeeded.
 fn failed_pairs(
-    report: &Report,
+    links: &Links,
     address: &HashMap<u32, String>,
     alive: &BTreeSet<u32>,
 ) -> BTreeSet<(u32, u32)> {
@@ -196,15 +197,26 @@ fn failed_pairs(
             && alive.contains(&l.to)
             && address.get(&l.to).is_some_and(|a| *a == l.address)
     };
-    let mut failed: HashSet<(u32, u32)> = report
-        .links
-        .iter()
+    let on_link = |l: &Link| {
+        alive.contains(&l.from)
+            && alive.contains(&l.to)
+            && address.get(&l.to).is_some_and(|a| *a == **l.address)
+    };
+    let mut failed: HashSet<(u32, u32)> = links
+        .records()
         .filter(|l| l.result != LinkOutcome::Ok && on(l))
         .map(|l| (l.from, l.to))
         .collect();
-    if !failed.is_empty() {
-        for l in report.links.iter().filter(|l| l.result == LinkOutcome::Ok) {
-            if failed.contains(&(l.from, l.to)) && on(l) {
+    if links.is_dense() {
+        // A pair that failed on one link and connected on another: looked up, not scanned.
+        failed.retain(|(a, b)| {
+            !address
+                .get(b)
+                .is_some_and(|addr| links.connected(*a, *b, addr))
+        });
+    } else if !failed.is_empty() {
+        for l in links.iter().filter(|l| l.result == LinkOutcome::Ok) {
+            if failed.contains(&(l.from, l.to)) && on_link(&l) {
                 failed.remove(&(l.from, l.to));
             }
         }
@@ -305,7 +317,7 @@ fn node_faults(
 /// The largest set over the groups and networks: per network, the group's members on it less a
 /// vertex cover of its failed pairs; the other groups are out for their versions.
 fn best_candidate(
-    report: &Report,
+    links: &Links,
     groups: &[BTreeSet<u32>],
     evals: &[NetworkEval],
     facts: &BTreeMap<u32, &NodeFacts>,
@@ -338,7 +350,7 @@ fn best_candidate(
                 .iter()
                 .map(|(r, m)| (*r, m.address.to_string()))
                 .collect();
-            let edges = failed_pairs(report, &address, &alive);
+            let edges = failed_pairs(links, &address, &alive);
             let (removed, exact) = cover(&edges, tp);
             for r in &removed {
                 alive.remove(r);
@@ -393,15 +405,26 @@ fn best_candidate(
 
 /// The healthy set of a failing cluster report; None when the report is not a failing cluster.
 pub fn healthy_set(report: &Report, opts: &HealthyOptions) -> Option<HealthySet> {
+    healthy_set_of(report, &Links::borrowed(&report.links), opts)
+}
+
+/// [`healthy_set`] with the links given apart from the report (the coordinator's, held
+/// compactly: see [`Links`]).
+pub fn healthy_set_of(report: &Report, links: &Links, opts: &HealthyOptions) -> Option<HealthySet> {
     if report.status != Status::Fail {
         return None;
     }
-    set_of(report, opts)
+    set_of_with(report, links, opts)
 }
 
 /// The set the same rules keep, whatever the report's status (the faster set of a passing
 /// cluster is this with `exclude_slow`); None when the report is not a cluster's.
 pub fn set_of(report: &Report, opts: &HealthyOptions) -> Option<HealthySet> {
+    set_of_with(report, &Links::borrowed(&report.links), opts)
+}
+
+/// [`set_of`] with the links given apart from the report.
+pub fn set_of_with(report: &Report, links: &Links, opts: &HealthyOptions) -> Option<HealthySet> {
     if report.mode != crate::core::Mode::Cluster {
         return None;
     }
@@ -415,7 +438,7 @@ pub fn set_of(report: &Report, opts: &HealthyOptions) -> Option<HealthySet> {
     let nnodes = nnodes.max(joined.last().map_or(0, |r| r + 1));
     // Node-level faults: never joined, or a fail finding of its own.
     let mut out = node_faults(report, opts, &joined, nnodes);
-    let tp = throughput(report);
+    let tp = throughput(links);
     let facts: BTreeMap<u32, &NodeFacts> = report
         .nodes
         .iter()
@@ -439,9 +462,9 @@ pub fn set_of(report: &Report, opts: &HealthyOptions) -> Option<HealthySet> {
     });
     let pairs: Vec<(u32, &NodeFacts)> = facts.iter().map(|(r, f)| (*r, *f)).collect();
     let ranks: Vec<u32> = facts.keys().copied().collect();
-    let networks = discover(&pairs, &report.links);
-    let evals = evaluate(&networks, &report.links, &ranks);
-    let best = best_candidate(report, &groups, &evals, &facts, &tp);
+    let networks = discover(&pairs, links);
+    let evals = evaluate(&networks, links, &ranks);
+    let best = best_candidate(links, &groups, &evals, &facts, &tp);
     let mut best = best.unwrap_or(Candidate {
         keep: BTreeSet::new(),
         out: BTreeMap::new(),

@@ -88,28 +88,46 @@ enum Culprit {
 /// The links that were accepted and then failed their handshake, with no link of the same
 /// pair and address that worked.
 fn accepted_failures<'a>(input: &'a ClusterInput) -> Vec<&'a LinkResult> {
+    let failed: Vec<&LinkResult> = input
+        .links
+        .records()
+        .filter(|l| l.result != LinkOutcome::Ok && l.handshake.is_some() && l.from != l.to)
+        .collect();
+    if failed.is_empty() {
+        return failed;
+    }
+    if input.links.is_dense() {
+        return failed
+            .into_iter()
+            .filter(|l| !input.links.connected(l.from, l.to, &l.address))
+            .collect();
+    }
     let ok: HashSet<(u32, u32, &str)> = input
         .links
         .iter()
         .filter(|l| l.result == LinkOutcome::Ok)
-        .map(|l| (l.from, l.to, l.address.as_ref()))
+        .map(|l| (l.from, l.to, l.address.as_str()))
         .collect();
-    input
-        .links
-        .iter()
-        .filter(|l| l.result != LinkOutcome::Ok && l.handshake.is_some() && l.from != l.to)
+    failed
+        .into_iter()
         .filter(|l| !ok.contains(&(l.from, l.to, l.address.as_ref())))
         .collect()
 }
 
-/// The destinations (rank, address) that authenticated at least one dialer: a listener that
-/// completes other nodes' handshakes in time is not too slow for this one's.
-fn answering<'a>(input: &'a ClusterInput) -> BTreeSet<(u32, &'a str)> {
+/// Of the destinations (rank, address) of `failed`, those that authenticated at least one
+/// dialer: a listener that completes other nodes' handshakes in time is not too slow for this
+/// one's. One pass over the links, and none when nothing failed.
+fn answering<'a>(input: &'a ClusterInput, failed: &[&LinkResult]) -> BTreeSet<(u32, &'a str)> {
+    let wanted: BTreeSet<(u32, &str)> = failed.iter().map(|l| (l.to, l.address.as_str())).collect();
+    if wanted.is_empty() {
+        return BTreeSet::new();
+    }
     input
         .links
         .iter()
         .filter(|l| l.result == LinkOutcome::Ok)
-        .map(|l| (l.to, l.address.as_ref()))
+        .map(|l| (l.to, l.address.as_str()))
+        .filter(|k| wanted.contains(k))
         .collect()
 }
 
@@ -139,9 +157,10 @@ fn culprit(
 
 /// One `fail` per culprit (a node's rule, or the path into one destination), or one `pass`.
 pub(crate) fn intercepted(input: &ClusterInput) -> Vec<Finding> {
-    let answering = answering(input);
+    let failed = accepted_failures(input);
+    let answering = answering(input, &failed);
     let mut by: BTreeMap<Culprit, Vec<&LinkResult>> = BTreeMap::new();
-    for l in accepted_failures(input) {
+    for l in failed {
         if let Some(c) = culprit(input, l, &answering) {
             by.entry(c).or_default().push(l);
         }
@@ -550,7 +569,7 @@ mod tests {
                 .map(|(r, f)| (r as u32, f))
                 .collect();
             let fs = intercepted(&ClusterInput {
-                links: &links,
+                links: &crate::core::Links::borrowed(&links),
                 ..ClusterInput::of_nodes(&nodes, n)
             });
             assert_eq!(fs.len(), n as usize - 1);

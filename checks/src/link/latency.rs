@@ -4,7 +4,7 @@
 
 use crate::core::ClusterInput;
 use crate::core::NetworkEval;
-use crate::core::cluster_common::links_on;
+use crate::core::cluster_common::{links_on, records_to};
 use crate::core::{Finding, Fix, Status};
 use crate::link::fail_slow::{self, Cut, Sample, SlowNode, Verdict};
 
@@ -26,25 +26,7 @@ pub(crate) fn high_latency(input: &ClusterInput) -> Vec<Finding> {
         )];
     };
     let net = &eval.network.id;
-    let on = links_on(input, eval);
-    // The pairs measured for throughput (linear in n); all links only for a small cluster.
-    let scheduled = on.iter().any(|l| l.throughput_gbit_s.is_some());
-    let samples: Vec<Sample> = on
-        .iter()
-        .filter(|l| !scheduled || l.throughput_gbit_s.is_some())
-        .filter_map(|l| {
-            let rtt = l
-                .rtt_us
-                .map(f64::from)
-                .filter(|r| r.is_finite() && *r > 0.0)?;
-            Some(Sample {
-                from: l.from,
-                to: l.to,
-                value: fail_slow::rtt_speed(rtt),
-                floor: 0.0,
-            })
-        })
-        .collect();
+    let (samples, scheduled) = rtt_samples(input, eval);
     if samples.is_empty() || (!scheduled && samples.len() > ALL_LINKS_UP_TO) {
         return vec![
             Finding::new(
@@ -183,6 +165,34 @@ fn slow_cut(input: &ClusterInput, eval: &NetworkEval, reference: f64, c: &Cut) -
             .command(format!("tracepath -n {}   # on {}",
                 eval.network.members.get(&c.b[0]).map(|m| m.address.to_string()).unwrap_or_default(),
                 input.who(c.a[0]))))
+}
+
+/// The round trips to judge on `eval`, and whether any pair there was measured for
+/// throughput: those pairs' (linear in n: a measured link is always one of the records), else
+/// every pair's, read only up to one past [`ALL_LINKS_UP_TO`] (more are not judged).
+fn rtt_samples(input: &ClusterInput, eval: &NetworkEval) -> (Vec<Sample>, bool) {
+    let sample = |from: u32, to: u32, rtt: Option<f32>| {
+        let rtt = rtt.map(f64::from).filter(|r| r.is_finite() && *r > 0.0)?;
+        Some(Sample {
+            from,
+            to,
+            value: fail_slow::rtt_speed(rtt),
+            floor: 0.0,
+        })
+    };
+    let scheduled = records_to(input.links, eval).any(|l| l.throughput_gbit_s.is_some());
+    let samples = if scheduled {
+        records_to(input.links, eval)
+            .filter(|l| l.throughput_gbit_s.is_some())
+            .filter_map(|l| sample(l.from, l.to, l.rtt_us))
+            .collect()
+    } else {
+        links_on(input, eval)
+            .filter_map(|l| sample(l.from, l.to, l.rtt_us))
+            .take(ALL_LINKS_UP_TO + 1)
+            .collect()
+    };
+    (samples, scheduled)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use crate::core::ClusterInput;
 use crate::core::NetworkEval;
-use crate::core::cluster_common::{links_on, rank_map, ranks_phrase};
+use crate::core::cluster_common::{MemberAddrs, rank_map, ranks_phrase};
 use crate::core::{Finding, Fix, Status};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,13 +29,27 @@ pub(crate) fn mtu_mismatch(input: &ClusterInput) -> Finding {
     let interface_floor = mtus.values().copied().min();
     let (mut measured, mut measured_min) = (0usize, None::<u32>);
     let mut narrow_all: Vec<(u32, u32, u32)> = Vec::new();
-    for l in links_on(input, eval) {
-        let Some(m) = l.mtu else { continue };
+    let count = |from: u32, to: u32, mtu: Option<u32>| {
+        let Some(m) = mtu.filter(|_| from != to) else {
+            return;
+        };
         measured += 1;
         measured_min = Some(measured_min.map_or(m, |x| x.min(m)));
         if interface_floor.is_some_and(|i| m < i) {
-            narrow_all.push((l.from, l.to, m));
+            narrow_all.push((from, to, m));
         }
+    };
+    // The table's cells read as bytes (a target judged once), the records one by one.
+    let members = MemberAddrs::of(eval);
+    let count = std::cell::RefCell::new(count);
+    input.links.scan(
+        |to, address| members.is_member(to, address).then_some(()),
+        |l, ()| (count.borrow_mut())(l.from, l.to, l.mtu),
+        |l, ()| (count.borrow_mut())(l.from, l.to, l.mtu),
+    );
+    // A table's links in their (from, to) order, as the evidence lists them (a list's: as given).
+    if input.links.is_dense() {
+        narrow_all.sort_by_key(|(from, to, _)| (*from, *to));
     }
     let subject = eval
         .common_name()

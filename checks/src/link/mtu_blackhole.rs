@@ -40,7 +40,7 @@ pub(crate) fn mtu_blackhole(input: &ClusterInput) -> Finding {
     // A stall whose path MTU is below what the receiving interface is set to.
     let holes: Vec<Hole> = input
         .links
-        .iter()
+        .records()
         .filter(|l| l.stalled)
         .filter_map(|l| {
             let to = interface_mtu(input, l.to, &l.interface);
@@ -54,7 +54,7 @@ pub(crate) fn mtu_blackhole(input: &ClusterInput) -> Finding {
         })
         .collect();
     let Some((first, passed, from_if, to_if)) = holes.first().cloned() else {
-        let stalled: Vec<&LinkResult> = input.links.iter().filter(|l| l.stalled).collect();
+        let stalled: Vec<&LinkResult> = input.links.records().filter(|l| l.stalled).collect();
         return Finding::new(
             ID,
             Status::Pass,

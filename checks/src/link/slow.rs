@@ -4,8 +4,8 @@
 
 use crate::core::ClusterInput;
 use crate::core::NetworkEval;
-use crate::core::cluster_common::{GROUP_CHARS, links_on, links_to};
-use crate::core::{Finding, Fix, LinkResult, Status};
+use crate::core::cluster_common::{GROUP_CHARS, records_to};
+use crate::core::{AsLinks, Finding, Fix, Links, Status};
 use crate::link::fail_slow::{self, Cut, Direction, Sample, SlowNode, SlowPair, Verdict};
 use std::collections::HashSet;
 
@@ -77,12 +77,16 @@ pub(crate) fn slow_links(input: &ClusterInput) -> Vec<Finding> {
 /// speed of a link one stream can fill, or `--min-link-gbit`, whichever is higher. The
 /// coordinator judges its retest's suspects from the same samples.
 pub fn throughput_samples(
-    links: &[LinkResult],
+    links: impl AsLinks,
     eval: &NetworkEval,
     min_link_gbit: Option<f64>,
 ) -> Vec<Sample> {
-    links_to(links, eval)
-        .into_iter()
+    links.with_links(|links| samples_in(links, eval, min_link_gbit))
+}
+
+fn samples_in(links: &Links, eval: &NetworkEval, min_link_gbit: Option<f64>) -> Vec<Sample> {
+    // A measured link is always a record: the table's plain cells are skipped.
+    records_to(links, eval)
         .filter_map(|l| {
             let tp = l.throughput_gbit_s.map(f64::from)?;
             let rated = rated_gbit(eval, l.from, l.to)
@@ -531,8 +535,7 @@ impl Ctx<'_> {
             .iter()
             .filter(|e| e.network.id != self.eval.network.id)
             .filter_map(|e| {
-                let mut v: Vec<f64> = links_on(self.input, e)
-                    .into_iter()
+                let mut v: Vec<f64> = records_to(self.input.links, e)
                     .filter_map(|l| l.throughput_gbit_s.map(f64::from))
                     .filter(|t| t.is_finite())
                     .collect();

@@ -4,7 +4,8 @@
 //! wireless or management NIC) and what happens to the job without the advised value.
 
 use crate::core::ClusterInput;
-use crate::core::{Finding, Fix, Interface, LinkOutcome, LinkResult, Recommendation, Status};
+use crate::core::{Finding, Fix, Interface, LinkOutcome, Recommendation, Status};
+use crate::core::{Label, Links, side_of};
 use crate::net::ifname::{IfnameSpec, nccl_default_select};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -118,45 +119,108 @@ struct Dialled {
 /// The links' outcomes per destination rank and address text, for the addresses NCCL would
 /// pick: one pass over the links, then each node is judged against this index (never a scan of
 /// every link per node: that is n³ at thousands of nodes).
-struct DialIndex(HashMap<u32, Vec<(String, Dialled)>>);
+struct DialIndex {
+    /// Per node with picks: its picks' address texts with their outcomes.
+    slots: Vec<Vec<(String, Dialled)>>,
+    /// Rank -> slot: indexed by rank where the ranks are a cluster's, else the map.
+    near: Vec<u32>,
+    far: HashMap<u32, u32>,
+}
 
 impl DialIndex {
-    fn of(picks: &BTreeMap<u32, Vec<&Interface>>, links: &[LinkResult]) -> DialIndex {
-        let mut index: HashMap<u32, Vec<(String, Dialled)>> = HashMap::new();
+    fn of(picks: &BTreeMap<u32, Vec<&Interface>>, links: &Links) -> DialIndex {
+        let side = side_of(picks.keys().copied());
+        let mut index = DialIndex {
+            slots: Vec::new(),
+            near: Vec::new(),
+            far: HashMap::new(),
+        };
+        if side <= 1 << 20 {
+            index.near = vec![u32::MAX; side as usize];
+        }
         for (rank, p) in picks {
-            let mine = index.entry(*rank).or_default();
+            let mut mine: Vec<(String, Dialled)> = Vec::new();
             for a in p.iter().filter_map(|i| nccl_address(i)) {
                 let text = a.to_string();
                 if !mine.iter().any(|(t, _)| *t == text) {
                     mine.push((text, Dialled::default()));
                 }
             }
-        }
-        for l in links {
-            let Some(mine) = index.get_mut(&l.to) else {
-                continue;
-            };
-            let text = l.address.trim_matches(['[', ']']);
-            let Some((_, d)) = mine.iter_mut().find(|(t, _)| t == text) else {
-                continue;
-            };
-            d.tried += 1;
-            if l.result == LinkOutcome::Ok {
-                d.ok += 1;
-            } else if !d.words.contains(&l.result.as_str()) {
-                d.words.push(l.result.as_str());
+            let slot = index.slots.len() as u32;
+            index.slots.push(mine);
+            match index.near.get_mut(*rank as usize) {
+                Some(s) => *s = slot,
+                None => {
+                    index.far.insert(*rank, slot);
+                }
             }
         }
-        DialIndex(index)
+        // The table's cells read as bytes (a target judged once, its ok links counted), the
+        // records one by one: never a string compared per link.
+        let position = |to: u32, address: &Label| {
+            let slot = index.slot(to)?;
+            let text = address.trim_matches(['[', ']']);
+            let pos = index.slots[slot].iter().position(|(t, _)| t == text)?;
+            Some((slot, pos))
+        };
+        let mut plain_ok: Vec<Vec<usize>> = index.slots.iter().map(|m| vec![0; m.len()]).collect();
+        let mut records: Vec<(usize, usize, LinkOutcome)> = Vec::new();
+        match links.cells() {
+            // Every link in a cell: the plain ones counted per target from the state bytes.
+            Some(cells) => {
+                let every_row = vec![true; cells.rows() as usize];
+                let counts = cells.plain_counts(&every_row);
+                for (t, n) in cells.targets().iter().zip(counts) {
+                    if let Some((slot, pos)) = position(t.to, &t.address) {
+                        plain_ok[slot][pos] += n as usize;
+                    }
+                }
+                for l in links.records() {
+                    if let Some((slot, pos)) = position(l.to, &l.address) {
+                        records.push((slot, pos, l.result));
+                    }
+                }
+            }
+            None => links.scan(
+                position,
+                |_, (slot, pos)| plain_ok[slot][pos] += 1,
+                |l, (slot, pos)| records.push((slot, pos, l.result)),
+            ),
+        }
+        for (slot, counts) in plain_ok.into_iter().enumerate() {
+            for (pos, ok) in counts.into_iter().enumerate() {
+                let d = &mut index.slots[slot][pos].1;
+                d.tried += ok;
+                d.ok += ok;
+            }
+        }
+        for (slot, pos, result) in records {
+            let d = &mut index.slots[slot][pos].1;
+            d.tried += 1;
+            if result == LinkOutcome::Ok {
+                d.ok += 1;
+            } else if !d.words.contains(&result.as_str()) {
+                d.words.push(result.as_str());
+            }
+        }
+        index
+    }
+
+    fn slot(&self, rank: u32) -> Option<usize> {
+        let slot = if self.near.is_empty() {
+            *self.far.get(&rank)?
+        } else {
+            *self.near.get(rank as usize)?
+        };
+        (slot != u32::MAX).then_some(slot as usize)
     }
 
     /// (ok, tried, the failures' words) for `addr` on `rank`.
     fn get(&self, rank: u32, addr: IpAddr) -> (usize, usize, String) {
         let text = addr.to_string();
         let found = self
-            .0
-            .get(&rank)
-            .and_then(|mine| mine.iter().find(|(t, _)| *t == text));
+            .slot(rank)
+            .and_then(|s| self.slots[s].iter().find(|(t, _)| *t == text));
         found.map_or((0, 0, String::new()), |(_, d)| {
             let mut words = d.words.clone();
             words.sort_unstable();
@@ -450,7 +514,7 @@ mod tests {
             nodes: &nodes,
             nnodes: facts.len() as u32,
             expected_hosts: &[],
-            links,
+            links: &crate::core::Links::borrowed(links),
             evals: &evals,
             chosen: choose(&evals),
             master_port: 29500,

@@ -63,8 +63,8 @@ pub(super) fn fqdn(input: &ClusterInput) -> Finding {
     let mut reached: HashMap<u32, BTreeSet<IpAddr>> = HashMap::new();
     for l in input
         .links
-        .iter()
-        .filter(|l| l.to == 0 && l.result == LinkOutcome::Ok)
+        .to_rank(0)
+        .filter(|l| l.result == LinkOutcome::Ok)
     {
         if let Ok(ip) = l.address.parse::<IpAddr>() {
             reached.entry(l.from).or_default().insert(ip);

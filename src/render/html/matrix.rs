@@ -20,11 +20,8 @@ pub struct Grouped<'a> {
 pub fn group(report: &Report) -> Grouped<'_> {
     let nodes: Vec<(u32, &_)> = report.nodes.iter().map(|n| (n.rank, &n.facts)).collect();
     let ranks: Vec<u32> = report.nodes.iter().map(|n| n.rank).collect();
-    let evals = networks::evaluate(
-        &networks::discover(&nodes, &report.links),
-        &report.links,
-        &ranks,
-    );
+    let links = preflight_checks::model::Links::borrowed(&report.links);
+    let evals = networks::evaluate(&networks::discover(&nodes, &links), &links, &ranks);
     let mut groups: Vec<(String, Vec<&LinkResult>)> = evals
         .iter()
         .map(|e| (e.network.id.clone(), Vec::new()))

@@ -13,7 +13,7 @@ use super::phases::{self, Lap, PhaseCtx};
 use super::rendezvous::Rendezvous;
 use crate::transport::events::{Events, FinishOnDrop};
 use crate::transport::wire::{ReportRef, WireError, encode_msg};
-use preflight_checks::model::{Measurement, PhaseTime, Report};
+use preflight_checks::model::{Links, Measurement, PhaseTime, Report};
 use std::net::TcpListener;
 use std::sync::Arc;
 
@@ -41,6 +41,9 @@ pub fn coordinate(listener: TcpListener, run: Rendezvous) -> Report {
         found,
         ..
     } = ctx;
+    // Nothing changes a link from here: above 64 nodes the links that connected and carry
+    // nothing else go in a dense table (11 bytes a pair, not 80).
+    let links = Links::of(links, members.len());
     let (over, why) = found.preferred;
     let rails_verdict = found.traffic.rails.outcome.verdict.as_ref();
     let mut recommendation = match found.recommendation {
@@ -60,7 +63,7 @@ pub fn coordinate(listener: TcpListener, run: Rendezvous) -> Report {
     drop(finish);
     let measurement = Measurement {
         links_total: links.len() as u64,
-        links_retried: links.iter().filter(|l| l.retries > 0).count() as u64,
+        links_retried: links.records().filter(|l| l.retries > 0).count() as u64,
         connect_window: crate::runtime::dial::CONNECT_WINDOW as u32,
         throughput_schedule: found.bulk.schedule,
         throughput_rounds: found.bulk.rounds,

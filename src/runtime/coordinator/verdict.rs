@@ -9,7 +9,7 @@ use crate::runtime::rendezvous::Rendezvous;
 use preflight_checks::cluster::as_written::{Given, as_written};
 use preflight_checks::cluster::{ClusterInput, Refusal, check_cluster};
 use preflight_checks::collective::{CollectiveInput, check_collectives};
-use preflight_checks::model::{self, LinkResult, Mode, NodeFacts, Report};
+use preflight_checks::model::{self, Links, Mode, NodeFacts, Report};
 use preflight_checks::networks;
 
 /// A joined node handed to [`build_report`], its facts moved there (the report keeps them, so
@@ -34,10 +34,11 @@ pub(crate) fn take_members(members: &mut [JoinedNode]) -> Vec<Member> {
 }
 
 /// The report: every finding from the facts and `links` (both moved into the report, never
-/// copied: at a thousand nodes they are most of rank 0's memory), compacted above 64 nodes.
+/// copied: at a thousand nodes they are most of rank 0's memory), compacted above 64 nodes
+/// (from the links' dense table when they have one: never every link as a record).
 pub(crate) fn build_report(
     owned: Vec<Member>,
-    links: Vec<LinkResult>,
+    links: Links<'static>,
     run: &Rendezvous,
     recommendation: model::Recommendation,
     traffic: Traffic,
@@ -137,7 +138,6 @@ pub(crate) fn build_report(
     }
     let mut report = builder
         .findings(findings)
-        .links(links)
         .collectives(outcome.results)
         .recommendation(Some(recommendation))
         .placement(Some(run.placement_info()))
@@ -149,16 +149,17 @@ pub(crate) fn build_report(
         run.shape().nproc_per_node,
         &run.job.script,
     );
-    crate::advise::healthy::attach(&mut report, &healthy);
+    crate::advise::healthy::attach_with(&mut report, &links, &healthy);
     // When slow nodes cost the all-reduce more than their share: the set without them.
-    crate::advise::faster::attach(&mut report, &healthy);
+    crate::advise::faster::attach_with(&mut report, &links, &healthy);
     // The lemons: every node's own past runs (as it sent them) and this run.
     let rank0 = report.hostname(0).unwrap_or("rank0").to_string();
     let info = crate::history::run_info("cluster", &run.job.env, None, &rank0);
     report.run_id = Some(info.run.clone());
     crate::history::judge_lemons(&mut report, &info);
     // Above 64 nodes the links are kept compactly (the healthy set was computed from all).
-    crate::report_compact::compacted(report)
+    crate::report_compact::compact_links(&mut report, links);
+    report
 }
 
 /// `ib.rail-fault` from the localised per-rail results (a skip with the reason when they did

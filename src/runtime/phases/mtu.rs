@@ -40,7 +40,8 @@ impl Phase for Mtu {
 fn mtu_phase(members: &mut [JoinedNode], run: &Rendezvous, links: &mut [LinkResult]) {
     let refs = alive_facts(members);
     let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
-    let evals = networks::evaluate(&networks::discover(&refs, links), links, &ranks);
+    let view = preflight_checks::model::Links::borrowed(links);
+    let evals = networks::evaluate(&networks::discover(&refs, &view), &view, &ranks);
     let Some(chosen) = networks::choose(&evals).cloned() else {
         return;
     };

@@ -47,7 +47,8 @@ fn bulk_phase(members: &mut [JoinedNode], run: &Rendezvous, links: &mut [LinkRes
     let (ranks, evals) = {
         let refs = alive_facts(members);
         let ranks: Vec<u32> = refs.iter().map(|(r, _)| *r).collect();
-        let evals = networks::evaluate(&networks::discover(&refs, links), links, &ranks);
+        let view = preflight_checks::model::Links::borrowed(links);
+        let evals = networks::evaluate(&networks::discover(&refs, &view), &view, &ranks);
         (ranks, evals)
     };
     let k = run.job.timing.matchings;

@@ -4,8 +4,9 @@ mod destination;
 mod isolated;
 
 use crate::core::ClusterInput;
-use crate::core::cluster_common::{LIST_CAP, host_port, links_on, rank_map, ranks_phrase};
+use crate::core::cluster_common::{LIST_CAP, MemberAddrs, host_port, rank_map, ranks_phrase};
 use crate::core::{Finding, FirewallFacts, Fix, LinkOutcome, LinkResult, Status};
+use crate::core::{Links, PairSet, side_of};
 use crate::core::{Member, NetworkEval};
 use crate::firewall::{Direction, accept_peer_commands};
 use crate::link::attribution::{
@@ -67,33 +68,80 @@ enum PairState<'a> {
 /// linear in the links at thousands of nodes). The pairs that worked, most of a million at a
 /// thousand nodes, are a sorted list of 8 bytes each; only the failed ones are a map.
 struct Pairs<'a> {
-    ok: Vec<(u32, u32)>,
+    ok: PairSet,
+    /// Per destination rank: the members that connected to it (each once), when the set can
+    /// tell (a bit matrix); a destination every other member reached has no finding.
+    ok_into: Option<Vec<u32>>,
     /// Pairs with no link that worked: the first failed link.
     failed: HashMap<(u32, u32), &'a LinkResult>,
 }
 
 impl<'a> Pairs<'a> {
-    fn of(links: &[&'a LinkResult]) -> Pairs<'a> {
-        let mut ok: Vec<(u32, u32)> = Vec::with_capacity(links.len());
-        ok.extend(
-            links
-                .iter()
-                .filter(|l| l.result == LinkOutcome::Ok)
-                .map(|l| (l.from, l.to)),
+    /// The pairs of the links to `eval`'s member addresses: the table's cells read as bytes,
+    /// the records one by one.
+    fn of(links: &'a Links<'a>, eval: &NetworkEval, side: u32, joined: &[u32]) -> Pairs<'a> {
+        let members = MemberAddrs::of(eval);
+        let mut failed_links: Vec<&'a LinkResult> = Vec::new();
+        let mut ok_records: Vec<(u32, u32)> = Vec::new();
+        let mut ok = PairSet::new(side);
+        let mut member = vec![false; side as usize];
+        for r in joined
+            .iter()
+            .filter(|r| eval.network.members.contains_key(r))
+        {
+            member[*r as usize] = true;
+        }
+        let mut ok_into = Some(vec![0u32; side as usize]);
+        let count = |ok_into: &mut Option<Vec<u32>>, new: Option<bool>, from: u32, to: u32| match (
+            new,
+            ok_into.as_mut(),
+        ) {
+            (None, _) => *ok_into = None,
+            (Some(true), Some(into)) if member.get(from as usize) == Some(&true) => {
+                if let Some(n) = into.get_mut(to as usize) {
+                    *n += 1;
+                }
+            }
+            _ => {}
+        };
+        links.scan(
+            |to, address| members.is_member(to, address).then_some(()),
+            |l, ()| {
+                if l.from != l.to {
+                    let new = ok.insert(l.from, l.to);
+                    count(&mut ok_into, new, l.from, l.to);
+                }
+            },
+            |l, ()| {
+                if l.from == l.to {
+                    // Not a pair.
+                } else if l.result == LinkOutcome::Ok {
+                    ok_records.push((l.from, l.to));
+                } else {
+                    failed_links.push(l);
+                }
+            },
         );
-        ok.sort_unstable();
-        ok.dedup();
+        for (a, b) in ok_records {
+            let new = ok.insert(a, b);
+            count(&mut ok_into, new, a, b);
+        }
+        let ok = ok.done();
         let mut failed = HashMap::new();
-        for l in links.iter().filter(|l| l.result != LinkOutcome::Ok) {
-            if ok.binary_search(&(l.from, l.to)).is_err() {
-                failed.entry((l.from, l.to)).or_insert(*l);
+        for l in failed_links {
+            if !ok.contains(l.from, l.to) {
+                failed.entry((l.from, l.to)).or_insert(l);
             }
         }
-        Pairs { ok, failed }
+        Pairs {
+            ok,
+            ok_into,
+            failed,
+        }
     }
 
     fn state(&self, from: u32, to: u32) -> PairState<'a> {
-        if self.ok.binary_search(&(from, to)).is_ok() {
+        if self.ok.contains(from, to) {
             return PairState::Ok;
         }
         self.failed
@@ -153,8 +201,8 @@ pub(crate) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
         .copied()
         .filter(|r| !eval.network.members.contains_key(r))
         .collect();
-    let links = links_on(input, eval);
-    let pairs = Pairs::of(&links);
+    let side = side_of(joined.iter().copied());
+    let pairs = Pairs::of(input.links, eval, side, &joined);
     let mut out = Vec::new();
     if !absent.is_empty() {
         out.push(absent_members(input, eval, &absent, &others));
@@ -176,6 +224,11 @@ pub(crate) fn unreachable_links(input: &ClusterInput) -> Vec<Finding> {
         }
     }
     for to in members.iter().filter(|m| !isolated.contains(m)) {
+        // Every other member connected to it: nothing to say (no pair read).
+        let reached = pairs.ok_into.as_ref().and_then(|v| v.get(*to as usize));
+        if reached.is_some_and(|n| *n as usize + 1 == members.len()) {
+            continue;
+        }
         if let Some(f) =
             unreachable_destination(input, eval, &pairs, &members, &isolated, *to, &others)
         {

@@ -35,7 +35,13 @@ impl Phase for Allreduce {
         let run = ctx.run;
         run.events.step();
         let seen = advice::seen(&ctx.members);
-        let recommendation = advice::advise(&seen, &ctx.links, run, BTreeMap::new(), None);
+        let recommendation = advice::advise(
+            &seen,
+            &preflight_checks::model::Links::borrowed(&ctx.links),
+            run,
+            BTreeMap::new(),
+            None,
+        );
         let evals = {
             let nodes = advice::alive_or_joined(&seen);
             let ranks: Vec<u32> = nodes.iter().map(|(r, _)| *r).collect();
