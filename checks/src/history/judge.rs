@@ -155,20 +155,23 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
             node,
             partners,
             runs: n,
+            itself,
         } => (
             Some(node.as_str()),
             "link-moves",
             "links".to_string(),
-            if partners.is_empty() {
-                format!(
-                    "{node} was named slow or unreachable in {n} runs, with every partner: the fault moves with the node (its NIC, cable or switch port)"
-                )
-            } else {
-                format!(
-                    "{node} had link faults in {n} runs with different partners ({}): the fault moves with the node (its NIC, cable or switch port)",
-                    partners.join(", ")
-                )
-            },
+            format!(
+                "{node} had link faults in {n} runs, {}: the fault moves with the node (its NIC, cable or switch port)",
+                match (*itself, partners.is_empty()) {
+                    (true, true) =>
+                        "named slow or unreachable itself, with every partner".to_string(),
+                    (true, false) => format!(
+                        "named slow or unreachable itself, and with {}",
+                        partners.join(", ")
+                    ),
+                    _ => format!("with different partners ({})", partners.join(", ")),
+                }
+            ),
             escalated(["link.slow", "link.unreachable"].into_iter(), remedy),
             dates(node, &|f| f.id.starts_with("link.")),
         ),

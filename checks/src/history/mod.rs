@@ -45,6 +45,8 @@ pub enum Lemon {
         /// The partners named (empty when every finding named the node itself).
         partners: Vec<String>,
         runs: usize,
+        /// Some finding named the node itself slow or unreachable, whatever its partner.
+        itself: bool,
     },
     /// A fault that stays with one pair in >= 2 runs: its cable or port, not either node.
     Pair { a: String, b: String, runs: usize },
@@ -253,6 +255,7 @@ fn links(runs: &[NodeRun]) -> Vec<Lemon> {
             node: (*n).into(),
             partners: faulty[n].1.iter().map(|p| (*p).into()).collect(),
             runs: faulty[n].0.len(),
+            itself: faulty[n].2,
         })
         .collect();
     for ((a, b), rs) in &pairs {

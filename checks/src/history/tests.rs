@@ -128,7 +128,8 @@ fn link_fault_that_moves_with_the_node_names_the_node() {
         vec![Lemon::LinkMoves {
             node: "x".into(),
             partners: vec!["a".into(), "b".into()],
-            runs: 2
+            runs: 2,
+            itself: false
         }]
     );
 }
@@ -244,7 +245,8 @@ fn slow_node_named_by_itself_in_two_runs_moves_with_it() {
         vec![Lemon::LinkMoves {
             node: "s".into(),
             partners: vec![],
-            runs: 2
+            runs: 2,
+            itself: true
         }]
     );
 }
