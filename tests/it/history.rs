@@ -489,3 +489,44 @@ fn a_node_slow_in_three_of_six_runs_is_named_a_lemon_by_the_sixth() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn a_hostile_reports_folder_is_read_within_its_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // 10,000 files that are not reports, a garbage report, a 2 GiB sparse export, a line over
+    // 1 MiB, and one good export with a lemon in it.
+    for i in 0..10_000 {
+        std::fs::write(d.join(format!("x{i:05}.json")), "{\"schema\": 1}").unwrap();
+    }
+    std::fs::write(d.join("garbage.json"), [0xffu8, 0xfe, 0x00, 0x12]).unwrap();
+    let sparse = std::fs::File::create(d.join("huge.jsonl")).unwrap();
+    sparse.set_len(2 << 30).unwrap();
+    std::fs::write(d.join("long.jsonl"), "x".repeat(2 << 20)).unwrap();
+    let mut good = String::new();
+    for i in 0..6 {
+        let f = if i % 2 == 0 {
+            json!([{"id": "gpu.ecc", "status": "fail", "with": 1}])
+        } else {
+            json!([])
+        };
+        good.push_str(&rec("g1", i, 1, f));
+        good.push('\n');
+    }
+    std::fs::write(d.join("good.jsonl"), good).unwrap();
+    let start = Instant::now();
+    let out = bin()
+        .args(["history", "--format", "json", "--reports"])
+        .arg(d)
+        .output()
+        .unwrap();
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json_of(&out.stdout);
+    assert_eq!(v["runs"], 6);
+    assert_eq!(v["lemons"][0]["evidence"]["hostname"], "g1");
+    let notes = v["notes"].as_array().unwrap();
+    assert!(notes.len() <= 11, "{notes:?}");
+    assert!(v["notes"].to_string().contains("file(s) skipped in all"), "{notes:?}");
+}
