@@ -522,11 +522,19 @@ fn a_hostile_reports_folder_is_read_within_its_bounds() {
         .unwrap();
     let took = start.elapsed();
     assert!(took < Duration::from_secs(60), "took {took:?}");
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json_of(&out.stdout);
     assert_eq!(v["runs"], 6);
     assert_eq!(v["lemons"][0]["evidence"]["hostname"], "g1");
     let notes = v["notes"].as_array().unwrap();
     assert!(notes.len() <= 11, "{notes:?}");
-    assert!(v["notes"].to_string().contains("file(s) skipped in all"), "{notes:?}");
+    assert!(
+        v["notes"].to_string().contains("file(s) skipped in all"),
+        "{notes:?}"
+    );
 }
