@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("placement", 0),
     ("measure", 1),
     ("advise", 1),
+    ("history", 1),
     ("recipe", 1),
     ("cli", 1),
     ("launchline", 2),
