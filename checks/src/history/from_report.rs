@@ -101,7 +101,7 @@ fn records(report: &Report, f: &Finding, time: i64) -> Vec<(u32, FindingRec)> {
         ..FindingRec::default()
     };
     if let Some(rank) = f.node {
-        if f.id == "gpu.xid" {
+        if f.is(crate::gpu::ids::XID) {
             let at = f
                 .evidence
                 .get("newest_age_s")
@@ -234,7 +234,7 @@ mod tests {
             .flat_map(|r| {
                 r.findings
                     .iter()
-                    .filter(|f| f.id == "link.slow")
+                    .filter(|f| f.id == crate::link::ids::SLOW.as_str())
                     .map(|f| (r.node.clone(), f.partner.clone()))
             })
             .collect();
@@ -256,7 +256,7 @@ mod tests {
         let blamed: Vec<&FindingRec> = filtered[2]
             .findings
             .iter()
-            .filter(|f| f.id == "link.unreachable")
+            .filter(|f| f.id == crate::link::ids::UNREACHABLE.as_str())
             .collect();
         assert_eq!(blamed.len(), 1);
         assert_eq!(blamed[0].partner, None, "the node itself is named");
@@ -264,7 +264,7 @@ mod tests {
             filtered[0]
                 .findings
                 .iter()
-                .all(|f| f.id != "link.unreachable")
+                .all(|f| f.id != crate::link::ids::UNREACHABLE.as_str())
         );
     }
 

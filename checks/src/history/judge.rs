@@ -148,7 +148,7 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
                 super::BURST_MIN,
                 super::BURST_GAP_S
             ),
-            escalated(std::iter::once("gpu.xid"), remedy),
+            escalated(std::iter::once(crate::gpu::ids::XID.as_str()), remedy),
             dates(node, &|f| f.xid == Some(*xid) && f.gpu == Some(*gpu)),
         ),
         Lemon::LinkMoves {
@@ -172,7 +172,12 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
                     _ => format!("with different partners ({})", partners.join(", ")),
                 }
             ),
-            escalated(["link.slow", "link.unreachable"].into_iter(), remedy),
+            escalated(
+                [crate::link::ids::SLOW, crate::link::ids::UNREACHABLE]
+                    .iter()
+                    .map(|id| id.as_str()),
+                remedy,
+            ),
             dates(node, &|f| f.id.starts_with("link.")),
         ),
         Lemon::Pair { a, b, runs: n } => (

@@ -71,11 +71,11 @@ pub const BURST_WINDOW_S: i64 = 24 * 3600;
 
 /// Ids judged by a rule of their own (XID bursts, link faults that move), not by repeats.
 fn has_own_rule(id: &str) -> bool {
-    is_link(id) || id == "gpu.xid" || id.starts_with("history.")
+    is_link(id) || id == crate::gpu::ids::XID.as_str() || id.starts_with("history.")
 }
 
 fn is_link(id: &str) -> bool {
-    id == "link.slow" || id == "link.unreachable"
+    id == crate::link::ids::SLOW.as_str() || id == crate::link::ids::UNREACHABLE.as_str()
 }
 
 /// Every lemon the rules name over `runs`, in a stable order.
