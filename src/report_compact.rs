@@ -179,6 +179,61 @@ type Column<'a> = Option<(&'a str, &'a str)>;
 /// The links kept beside the matrix, a bit each (by their index in [`Links::iter`]'s order).
 struct Bits(Vec<u64>);
 
+/// The links of one matrix network kept as records beside its cells: the failed ones (up to a
+/// cap sized to the cluster), the slowest measured, and the [`WORST_RTT`] highest RTTs of the
+/// rest, kept as they come in a heap, not a list of every ok link.
+#[derive(Default)]
+struct Kept {
+    failed: Vec<usize>,
+    measured: Vec<(usize, f32)>,
+    worst_rtt: BinaryHeap<Reverse<(u64, Reverse<usize>)>>,
+}
+
+impl Kept {
+    /// Notes link `i` of the network.
+    fn note(
+        &mut self,
+        i: usize,
+        result: LinkOutcome,
+        throughput: Option<f32>,
+        rtt_us: Option<f32>,
+    ) {
+        if result != LinkOutcome::Ok {
+            self.failed.push(i);
+        } else if let Some(tp) = throughput {
+            self.measured.push((i, tp));
+        } else if let Some(r) = rtt_us.map(f64::from).filter(|r| r.is_finite() && *r >= 0.0) {
+            // A non-negative float orders as its bits do; of equal RTTs the first link stays. A
+            // link below the least of a full heap would leave it at once: not pushed.
+            let key = Reverse((r.to_bits(), Reverse(i)));
+            let heap = &mut self.worst_rtt;
+            if heap.len() < WORST_RTT || heap.peek().is_some_and(|least| key < *least) {
+                heap.push(key);
+                if heap.len() > WORST_RTT {
+                    heap.pop();
+                }
+            }
+        }
+    }
+
+    /// Marks the kept links in `keep` for a network of `n` nodes; the failed links left out.
+    fn mark(mut self, n: usize, keep: &mut Bits) -> u64 {
+        let cap = (FAILED_PER_NODE * n).max(FAILED_MIN);
+        let omitted = self.failed.len().saturating_sub(cap) as u64;
+        for &i in self.failed.iter().take(cap) {
+            keep.set(i);
+        }
+        self.measured.sort_by(|a, b| a.1.total_cmp(&b.1));
+        for &(i, _) in self.measured.iter().take(MEASURED_PER_NODE * n) {
+            keep.set(i);
+        }
+        for Reverse((_, Reverse(i))) in self.worst_rtt {
+            keep.set(i);
+        }
+        omitted
+    }
+}
+
 impl Bits {
     fn set(&mut self, i: usize) {
         self.0[i / 64] |= 1 << (i % 64);
@@ -274,10 +329,7 @@ fn matrix_of(
     let n = ranks.len();
     let mut result = vec![0u8; n * n];
     let mut rtt = vec![0u8; 2 * n * n];
-    let (mut failed, mut measured) = (Vec::new(), Vec::new());
-    // The links with the highest RTT, kept as they come: a heap of WORST_RTT, not a list of
-    // every ok link.
-    let mut worst_rtt: BinaryHeap<Reverse<(u64, Reverse<usize>)>> = BinaryHeap::new();
+    let mut kept = Kept::default();
     for (i, l) in members() {
         let (f, t) = (col.get(l.from), col.get(l.to));
         let on_column = addresses[t].is_some_and(|(a, _)| same(a, l.address));
@@ -293,38 +345,9 @@ fn matrix_of(
             r.round().clamp(1.0, 65535.0) as u16
         });
         rtt[2 * cell..2 * cell + 2].copy_from_slice(&us.unwrap_or(0).to_le_bytes());
-        if l.result != LinkOutcome::Ok {
-            failed.push(i);
-        } else if let Some(tp) = l.throughput_gbit_s {
-            measured.push((i, tp));
-        } else if let Some(r) = l
-            .rtt_us
-            .map(f64::from)
-            .filter(|r| r.is_finite() && *r >= 0.0)
-        {
-            // A non-negative float orders as its bits do; of equal RTTs the first link stays. A
-            // link below the least of a full heap would leave it at once: not pushed.
-            let key = Reverse((r.to_bits(), Reverse(i)));
-            if worst_rtt.len() < WORST_RTT || worst_rtt.peek().is_some_and(|least| key < *least) {
-                worst_rtt.push(key);
-                if worst_rtt.len() > WORST_RTT {
-                    worst_rtt.pop();
-                }
-            }
-        }
+        kept.note(i, l.result, l.throughput_gbit_s, l.rtt_us);
     }
-    let cap = (FAILED_PER_NODE * n).max(FAILED_MIN);
-    let omitted = failed.len().saturating_sub(cap) as u64;
-    for &i in failed.iter().take(cap) {
-        keep.set(i);
-    }
-    measured.sort_by(|a, b| a.1.total_cmp(&b.1));
-    for &(i, _) in measured.iter().take(MEASURED_PER_NODE * n) {
-        keep.set(i);
-    }
-    for Reverse((_, Reverse(i))) in worst_rtt {
-        keep.set(i);
-    }
+    let omitted = kept.mark(n, keep);
     let (addresses, interfaces) = addresses
         .into_iter()
         .map(|a| a.map_or_else(Default::default, |(a, i)| (a.to_string(), i.to_string())))

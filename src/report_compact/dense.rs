@@ -4,15 +4,11 @@
 //! [`super::compact_links`]'s general path gives (the same matrices, kept links and counts;
 //! a test holds the two alike).
 
-use super::{
-    Bits, ENCODING, FAILED_MIN, FAILED_PER_NODE, MEASURED_PER_NODE, WORST_RTT, code, label_of,
-    pack, same,
-};
+use super::{Bits, ENCODING, Kept, code, label_of, pack, same};
 use preflight_checks::model::{
     Cell, Cells, LinkMatrix, LinkOutcome, Links, MatrixNetwork, Report, Target,
 };
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
 /// What a non-empty cell holds, as the matrix reads it.
 struct Seen {
@@ -202,8 +198,7 @@ fn matrix_of(
         .collect();
     let mut result = vec![0u8; n * n];
     let mut rtt = vec![0u8; 2 * n * n];
-    let (mut failed, mut measured) = (Vec::new(), Vec::new());
-    let mut worst_rtt: BinaryHeap<Reverse<(u64, Reverse<usize>)>> = BinaryHeap::new();
+    let mut kept = Kept::default();
     // The last RTT rounded: its bits and its microseconds (NaN's bits: never an RTT here).
     let mut last = (f32::NAN.to_bits(), 0u16);
     for (row, f) in ranks.iter().map(|r| (*r, col[*r as usize] as usize)) {
@@ -240,38 +235,10 @@ fn matrix_of(
                 last.1
             });
             rtt[2 * cell..2 * cell + 2].copy_from_slice(&us.unwrap_or(0).to_le_bytes());
-            if l.result != LinkOutcome::Ok {
-                failed.push(i);
-            } else if let Some(tp) = l.throughput {
-                measured.push((i, tp));
-            } else if let Some(r) = l
-                .rtt_us
-                .map(f64::from)
-                .filter(|r| r.is_finite() && *r >= 0.0)
-            {
-                let key = Reverse((r.to_bits(), Reverse(i)));
-                if worst_rtt.len() < WORST_RTT || worst_rtt.peek().is_some_and(|least| key < *least)
-                {
-                    worst_rtt.push(key);
-                    if worst_rtt.len() > WORST_RTT {
-                        worst_rtt.pop();
-                    }
-                }
-            }
+            kept.note(i, l.result, l.throughput, l.rtt_us);
         }
     }
-    let cap = (FAILED_PER_NODE * n).max(FAILED_MIN);
-    let omitted = failed.len().saturating_sub(cap) as u64;
-    for &i in failed.iter().take(cap) {
-        keep.set(i);
-    }
-    measured.sort_by(|a, b| a.1.total_cmp(&b.1));
-    for &(i, _) in measured.iter().take(MEASURED_PER_NODE * n) {
-        keep.set(i);
-    }
-    for Reverse((_, Reverse(i))) in worst_rtt {
-        keep.set(i);
-    }
+    let omitted = kept.mark(n, keep);
     let named = |k: Option<usize>| {
         k.map_or_else(Default::default, |k| {
             let t: &Target = &targets[k];
