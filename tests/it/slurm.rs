@@ -337,20 +337,27 @@ rc=$?\n\
 echo \"exit $rc in $(( ($(date +%s%N) - start) / 1000000 )) ms\" >> @DIR@/health-$SLURMD_NODENAME.log\n\
 exit $rc\n";
 
-#[test]
-fn health_check_drains_the_faulty_node_keeps_foreign_reasons_and_resumes_its_own() {
-    let Some(mut c) = SlurmCluster::up(
-        "health",
-        3,
+/// A cluster of `n` nodes whose slurmd runs `health` every 10 s on nodes in any state, once
+/// every node is idle with no reason; `None` where the test is skipped.
+fn health_cluster(tag: &str, n: usize, health: String) -> Option<SlurmCluster> {
+    let c = SlurmCluster::up(
+        tag,
+        n,
         "HealthCheckProgram=@DIR@/health.sh\nHealthCheckInterval=10\nHealthCheckNodeState=ANY\n",
-        &[("health.sh", HEALTH.to_string())],
-    ) else {
-        return;
-    };
+        &[("health.sh", health)],
+    )?;
     let (ok, v) = c.wait_nodes(Duration::from_secs(20), |v| {
         v.values().all(|(s, r)| s == "idle" && r.is_empty())
     });
     assert!(ok, "not all idle at the start: {v:?}");
+    Some(c)
+}
+
+#[test]
+fn health_check_drains_the_faulty_node_keeps_foreign_reasons_and_resumes_its_own() {
+    let Some(mut c) = health_cluster("health", 3, HEALTH.to_string()) else {
+        return;
+    };
     // An operator drained node3 for a reason of their own; node2 and node3 then get a fault:
     // the master port held by a leftover process.
     let o = c.run(
@@ -436,18 +443,9 @@ fn health_check_drains_for_node_problems_only_and_resumes_a_node_drained_for_a_u
          @EXAMPLES@/preflight-health.sh\n",
     );
     assert_ne!(health, HEALTH);
-    let Some(mut c) = SlurmCluster::up(
-        "owner",
-        2,
-        "HealthCheckProgram=@DIR@/health.sh\nHealthCheckInterval=10\nHealthCheckNodeState=ANY\n",
-        &[("health.sh", health)],
-    ) else {
+    let Some(mut c) = health_cluster("owner", 2, health) else {
         return;
     };
-    let (ok, v) = c.wait_nodes(Duration::from_secs(20), |v| {
-        v.values().all(|(s, r)| s == "idle" && r.is_empty())
-    });
-    assert!(ok, "not all idle at the start: {v:?}");
     let left = "preflight: [user_problem] fix-config: env.socket-ifname: NCCL_SOCKET_IFNAME=nosuch0 matches no interface";
     let o = c.run(
         &[
@@ -487,6 +485,65 @@ fn health_check_drains_for_node_problems_only_and_resumes_a_node_drained_for_a_u
     let v = c.nodes();
     assert_eq!(v["node1"], ("idle".to_string(), String::new()), "{v:?}");
     assert!(!c.read("health-node1.log").contains("drained node1"));
+}
+
+/// A lemon on the real Slurm: the master port of node2 is held through three health checks
+/// (each drains it for `port.in-use` and is remembered in node2's own store), then freed. The
+/// next check passes every probe, but node2's history names it a lemon (`repeat`: the same
+/// node problem in 3 of its last 10 runs), so it stays drained, now for `history.lemon` with
+/// the escalated action (a port's `restart-job` becomes `reboot`); node1 is never touched.
+#[test]
+fn health_check_keeps_a_lemon_drained_after_its_fault_goes_away() {
+    let Some(mut c) = health_cluster("lemon", 2, HEALTH.to_string()) else {
+        return;
+    };
+    let failed = |c: &SlurmCluster| {
+        c.read("health-node2.log")
+            .lines()
+            .filter(|l| l.starts_with("exit 1 "))
+            .count()
+    };
+    let held = c.hold_port(2, 29500);
+    let start = std::time::Instant::now();
+    while failed(&c) < 3 && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let n = failed(&c);
+    assert!(
+        n >= 3,
+        "{n} failing health checks in 60 s:\n{}",
+        c.read("health-node2.log")
+    );
+    c.stop(held);
+    let lemon = "preflight: [node_problem] reboot: history.lemon: ";
+    let (ok, v) = c.wait_nodes(Duration::from_secs(40), |v| v["node2"].1.starts_with(lemon));
+    println!("sinfo -R with node2 a lemon:\n{}", c.sinfo_r());
+    let log2 = c.read("health-node2.log");
+    println!("node2's health check said:\n{log2}");
+    assert!(ok, "node2 not drained as a lemon: {v:?}\n{log2}");
+    assert!(v["node2"].0.starts_with("drain"), "{v:?}");
+    assert!(v["node2"].1.contains("port.in-use"), "{v:?}");
+    assert_eq!(v["node1"], ("idle".to_string(), String::new()), "{v:?}");
+    // More checks run with the port free: node2 stays drained as a lemon, never resumed.
+    std::thread::sleep(Duration::from_secs(12));
+    let v = c.nodes();
+    assert!(v["node2"].1.starts_with(lemon), "{v:?}");
+    assert!(!c.read("health-node2.log").contains("resumed node2"));
+    assert_eq!(v["node1"], ("idle".to_string(), String::new()), "{v:?}");
+    // The store on node2 names it too, and node1's does not.
+    let history = |i: usize| {
+        let store = format!("{}/history-node{i}.db", c.path());
+        c.node(
+            i,
+            &[bin(), "history", "--history", &store],
+            Duration::from_secs(30),
+        )
+    };
+    let o = history(2);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("port.in-use"), "{}", text(&o));
+    let o = history(1);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 // ---------------------------------------------------------------- TaskProlog

@@ -58,12 +58,15 @@ impl Action {
     }
 
     /// The next step for a node where this action did not help (a lemon: the same finding again
-    /// and again): a transient or the user's fix becomes a repair of the node, a GPU reset a
-    /// reboot, a reboot a repair, a repair a replacement. `replace` stays.
-    pub fn escalate(self) -> Action {
+    /// and again): a transient or the user's fix becomes a repair of the node, a restarted job a
+    /// GPU reset when the finding is a GPU's (`on_gpu`) and a reboot otherwise (a port or a
+    /// process that keeps coming back is no GPU's), a GPU reset a reboot, a reboot a repair, a
+    /// repair a replacement. `replace` stays.
+    pub fn escalate(self, on_gpu: bool) -> Action {
         match self {
             Action::None | Action::FixConfig => Action::DrainAndRepair,
-            Action::RestartJob => Action::ResetGpu,
+            Action::RestartJob if on_gpu => Action::ResetGpu,
+            Action::RestartJob => Action::Reboot,
             Action::ResetGpu => Action::Reboot,
             Action::Reboot => Action::DrainAndRepair,
             Action::DrainAndRepair | Action::Replace => Action::Replace,
@@ -135,8 +138,8 @@ impl Remedy {
     }
 
     /// [`Action::escalate`]; a problem that keeps coming back on one node is the node's.
-    pub fn escalate(self) -> Remedy {
-        Remedy::node(self.action.escalate())
+    pub fn escalate(self, on_gpu: bool) -> Remedy {
+        Remedy::node(self.action.escalate(on_gpu))
     }
 }
 
@@ -157,11 +160,15 @@ mod tests {
     #[test]
     fn escalation_never_goes_down_and_ends_at_replace() {
         for a in Action::ALL {
-            assert!(a.escalate() > a || a == Action::Replace, "{a}");
+            for gpu in [false, true] {
+                assert!(a.escalate(gpu) > a || a == Action::Replace, "{a}");
+            }
         }
-        assert_eq!(Action::ResetGpu.escalate(), Action::Reboot);
+        assert_eq!(Action::ResetGpu.escalate(true), Action::Reboot);
+        assert_eq!(Action::RestartJob.escalate(true), Action::ResetGpu);
+        assert_eq!(Action::RestartJob.escalate(false), Action::Reboot);
         assert_eq!(
-            Remedy::user(Action::FixConfig).escalate(),
+            Remedy::user(Action::FixConfig).escalate(false),
             Remedy::node(Action::DrainAndRepair)
         );
     }

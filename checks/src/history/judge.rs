@@ -98,16 +98,21 @@ fn trusted(l: &Lemon, runs: &[NodeRun]) -> bool {
     names(a, b) && names(b, a)
 }
 
-/// The worst catalog action among `ids`, escalated; a repair when none is known.
+/// The worst catalog action among `ids`, escalated (a GPU's finding towards a GPU reset, any
+/// other towards a reboot); a repair when none is known.
 fn escalated<'a>(
-    ids: impl Iterator<Item = &'a str>,
+    ids: impl Iterator<Item = &'a str> + Clone,
     remedy: &dyn Fn(&str) -> Option<Remedy>,
 ) -> Action {
+    let on_gpu = ids.clone().any(|id| id.starts_with(GPU_CONCERN));
     ids.filter_map(|id| remedy(id).map(|r| r.action))
         .max()
         .unwrap_or(Action::None)
-        .escalate()
+        .escalate(on_gpu)
 }
+
+/// The prefix every GPU finding id shares (`gpu.xid`, `gpu.ecc`, ...).
+const GPU_CONCERN: &str = "gpu.";
 
 fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>) -> Finding {
     let dates = |node: &str, pick: &dyn Fn(&FindingRec) -> bool| {
@@ -128,7 +133,7 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
             "repeat",
             finding.clone(),
             format!(
-                "{node} had {finding} in {n} of its last {} runs while other nodes of those runs passed it: the fault comes back with this node",
+                "{node} had {finding} in {n} of its last {} runs and no other node of those runs had it: the fault comes back with this node",
                 super::REPEAT_WINDOW
             ),
             escalated(std::iter::once(finding.as_str()), remedy),
@@ -197,7 +202,7 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
             format!(
                 "{node} was left out of the healthy set in {out} of its {n} runs (more than a third)"
             ),
-            Action::None.escalate(),
+            Action::None.escalate(false),
             (None, None),
         ),
     };
