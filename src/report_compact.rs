@@ -327,8 +327,7 @@ fn matrix_of(
     let addresses = first;
     let col = Cols::of(&ranks);
     let n = ranks.len();
-    let mut result = vec![0u8; n * n];
-    let mut rtt = vec![0u8; 2 * n * n];
+    let mut grid = Grid::new(n);
     let mut kept = Kept::default();
     for (i, l) in members() {
         let (f, t) = (col.get(l.from), col.get(l.to));
@@ -338,29 +337,64 @@ fn matrix_of(
             keep.set(i);
             continue;
         }
-        let cell = f * n + t;
-        result[cell] = code(l.result);
-        let us = l.rtt_us.filter(|r| r.is_finite() && *r >= 0.0).map(|r| {
-            // At least 1: 0 means "none".
-            r.round().clamp(1.0, 65535.0) as u16
-        });
-        rtt[2 * cell..2 * cell + 2].copy_from_slice(&us.unwrap_or(0).to_le_bytes());
+        grid.set(f, t, l.result, l.rtt_us.and_then(rtt_code));
         kept.note(i, l.result, l.throughput_gbit_s, l.rtt_us);
     }
     let omitted = kept.mark(n, keep);
-    let (addresses, interfaces) = addresses
+    let columns = addresses
         .into_iter()
-        .map(|a| a.map_or_else(Default::default, |(a, i)| (a.to_string(), i.to_string())))
-        .unzip();
-    let net = MatrixNetwork {
-        name,
-        ranks,
-        addresses,
-        interfaces,
-        result: pack(&result),
-        rtt_us: pack(&rtt),
-    };
-    (net, omitted)
+        .map(|a| a.map_or_else(Default::default, |(a, i)| (a.to_string(), i.to_string())));
+    (grid.network(name, ranks, columns), omitted)
+}
+
+/// One network's matrix as it is filled: per cell a result code and the RTT in whole
+/// microseconds (little-endian, 0 for none), packed into a [`MatrixNetwork`] once full.
+struct Grid {
+    n: usize,
+    result: Vec<u8>,
+    rtt: Vec<u8>,
+}
+
+impl Grid {
+    fn new(n: usize) -> Grid {
+        Grid {
+            n,
+            result: vec![0u8; n * n],
+            rtt: vec![0u8; 2 * n * n],
+        }
+    }
+
+    /// The cell of the link from column `from` to column `to`.
+    fn set(&mut self, from: usize, to: usize, result: LinkOutcome, rtt_us: Option<u16>) {
+        let cell = from * self.n + to;
+        self.result[cell] = code(result);
+        self.rtt[2 * cell..2 * cell + 2].copy_from_slice(&rtt_us.unwrap_or(0).to_le_bytes());
+    }
+
+    /// The network named `name` over `ranks`, each column's address and interface from
+    /// `columns` (in the ranks' order).
+    fn network(
+        self,
+        name: String,
+        ranks: Vec<u32>,
+        columns: impl Iterator<Item = (String, String)>,
+    ) -> MatrixNetwork {
+        let (addresses, interfaces) = columns.unzip();
+        MatrixNetwork {
+            name,
+            ranks,
+            addresses,
+            interfaces,
+            result: pack(&self.result),
+            rtt_us: pack(&self.rtt),
+        }
+    }
+}
+
+/// An RTT as a cell holds it: whole microseconds, at least 1 (0 means none) and at most 65535;
+/// `None` for a negative or not finite one.
+fn rtt_code(rtt_us: f32) -> Option<u16> {
+    (rtt_us.is_finite() && rtt_us >= 0.0).then(|| rtt_us.round().clamp(1.0, 65535.0) as u16)
 }
 
 fn code(r: LinkOutcome) -> u8 {

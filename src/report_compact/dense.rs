@@ -4,7 +4,7 @@
 //! [`super::compact_links`]'s general path gives (the same matrices, kept links and counts;
 //! a test holds the two alike).
 
-use super::{Bits, ENCODING, Kept, code, label_of, pack, same};
+use super::{Bits, ENCODING, Grid, Kept, label_of, rtt_code, same};
 use preflight_checks::model::{
     Cell, Cells, LinkMatrix, LinkOutcome, Links, MatrixNetwork, Report, Target,
 };
@@ -196,11 +196,10 @@ fn matrix_of(
             (c, here)
         })
         .collect();
-    let mut result = vec![0u8; n * n];
-    let mut rtt = vec![0u8; 2 * n * n];
+    let mut grid = Grid::new(n);
     let mut kept = Kept::default();
-    // The last RTT rounded: its bits and its microseconds (NaN's bits: never an RTT here).
-    let mut last = (f32::NAN.to_bits(), 0u16);
+    // The last RTT rounded: its bits and its cell's microseconds (NaN's are none).
+    let mut last = (f32::NAN.to_bits(), None);
     for (row, f) in ranks.iter().map(|r| (*r, col[*r as usize] as usize)) {
         if row >= cells.rows() {
             continue;
@@ -225,16 +224,14 @@ fn matrix_of(
                 keep.set(i);
                 continue;
             }
-            let cell = f * n + tc;
-            result[cell] = code(l.result);
             // Rounded once per run of equal RTTs (most of a row's, often).
-            let us = l.rtt_us.filter(|r| r.is_finite() && *r >= 0.0).map(|r| {
+            let us = l.rtt_us.and_then(|r| {
                 if r.to_bits() != last.0 {
-                    last = (r.to_bits(), r.round().clamp(1.0, 65535.0) as u16);
+                    last = (r.to_bits(), rtt_code(r));
                 }
                 last.1
             });
-            rtt[2 * cell..2 * cell + 2].copy_from_slice(&us.unwrap_or(0).to_le_bytes());
+            grid.set(f, tc, l.result, us);
             kept.note(i, l.result, l.throughput, l.rtt_us);
         }
     }
@@ -245,14 +242,8 @@ fn matrix_of(
             (t.address.to_string(), t.interface.to_string())
         })
     };
-    let (addresses, interfaces) = column.into_iter().map(named).unzip();
-    let net = MatrixNetwork {
-        name,
-        ranks,
-        addresses,
-        interfaces,
-        result: pack(&result),
-        rtt_us: pack(&rtt),
-    };
-    (net, omitted)
+    (
+        grid.network(name, ranks, column.into_iter().map(named)),
+        omitted,
+    )
 }
