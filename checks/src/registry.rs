@@ -190,13 +190,18 @@ fn run(c: &Concern, budget: Duration, check: impl FnOnce() -> Vec<Finding>) -> V
     out
 }
 
-/// What its catalog entry says to do when `id` fires; None for an id no concern registers.
-pub fn remedy(id: &str) -> Option<Remedy> {
+/// The catalog entry of `id`; None for an id no concern registers.
+pub fn entry(id: &str) -> Option<Entry> {
     CONCERNS
         .iter()
         .flat_map(|c| c.entries)
         .find(|e| e.id.as_str() == id)
-        .and_then(|e| e.remedy)
+        .copied()
+}
+
+/// What its catalog entry says to do when `id` fires; None for an id no concern registers.
+pub fn remedy(id: &str) -> Option<Remedy> {
+    entry(id).and_then(|e| e.remedy)
 }
 
 /// Gives every finding its `action` and `problem` where its check set none: `none` when it

@@ -23,9 +23,9 @@ pub fn history(job: HistoryJob) -> anyhow::Result<Outcome> {
     if let Some((report, times)) = &job.import {
         return import(&job.store, report, *times);
     }
-    let (runs, notes) = match &job.reports {
+    let (runs, notes, files) = match &job.reports {
         Some(dir) => read_folder(dir)?,
-        None => (read_store(&job.store)?, Vec::new()),
+        None => (read_store(&job.store)?, Vec::new(), None),
     };
     if job.export {
         let mut out = String::new();
@@ -35,8 +35,15 @@ pub fn history(job: HistoryJob) -> anyhow::Result<Outcome> {
         }
         return Ok(Outcome::Text(out));
     }
-    let mut v = view(&runs, &preflight_checks::registry::remedy);
+    let mut v = view(&runs, &preflight_checks::registry::entry);
     v.notes = notes;
+    v.reports = files;
+    if job.reports.is_none() {
+        v.store = job.store.path().map(|p| match job.store.why() {
+            Some(why) => format!("{} ({why})", p.display()),
+            None => p.display().to_string(),
+        });
+    }
     Ok(Outcome::History(Box::new(v), job.json))
 }
 
@@ -60,8 +67,8 @@ fn read_store(opt: &HistoryOpt) -> anyhow::Result<Vec<NodeRun>> {
 }
 
 /// Every report (`*.json`) and export (`*.jsonl`) of `dir`, as records; notes on what was
-/// skipped. Bounded in files, bytes per file, line length and runs.
-fn read_folder(dir: &Path) -> anyhow::Result<(Vec<NodeRun>, Vec<String>)> {
+/// skipped; the files read. Bounded in files, bytes per file, line length and runs.
+fn read_folder(dir: &Path) -> anyhow::Result<(Vec<NodeRun>, Vec<String>, Option<usize>)> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| anyhow::anyhow!("cannot read the folder {}: {e}", dir.display()))?;
     let mut paths: Vec<std::path::PathBuf> = Vec::new();
@@ -93,6 +100,7 @@ fn read_folder(dir: &Path) -> anyhow::Result<(Vec<NodeRun>, Vec<String>)> {
     }
     let mut runs = Vec::new();
     let mut skipped = 0usize;
+    let mut read = 0usize;
     for p in &paths {
         if runs.len() >= MAX_RUNS {
             note(
@@ -106,9 +114,12 @@ fn read_folder(dir: &Path) -> anyhow::Result<(Vec<NodeRun>, Vec<String>)> {
         } else {
             read_report(p, &mut runs)
         };
-        if let Err(why) = got {
-            skipped += 1;
-            note(&mut notes, format!("{} skipped: {why}", p.display()));
+        match got {
+            Ok(()) => read += 1,
+            Err(why) => {
+                skipped += 1;
+                note(&mut notes, format!("{} skipped: {why}", p.display()));
+            }
         }
     }
     if skipped > MAX_NOTES {
@@ -122,7 +133,7 @@ fn read_folder(dir: &Path) -> anyhow::Result<(Vec<NodeRun>, Vec<String>)> {
             dir.display()
         );
     }
-    Ok((runs, notes))
+    Ok((runs, notes, Some(read)))
 }
 
 fn read_report(p: &Path, runs: &mut Vec<NodeRun>) -> Result<(), String> {
@@ -198,7 +209,7 @@ fn read_export(p: &Path, runs: &mut Vec<NodeRun>) -> Result<(), String> {
 fn import(opt: &HistoryOpt, report: &Path, times: u32) -> anyhow::Result<Outcome> {
     let path = store_path(opt)?;
     let keep = match opt {
-        HistoryOpt::At(_, keep) => *keep,
+        HistoryOpt::At(_, keep, _) => *keep,
         HistoryOpt::Off => crate::history::Retention::default(),
     };
     let report = crate::recipe::read(report)?;

@@ -3,6 +3,7 @@
 //! every live run leaves. None of it ever fails or holds up a check: a store that cannot be
 //! used is a `history.store` warning.
 
+pub mod place;
 pub mod store;
 
 use preflight_checks::history::RunInfo;
@@ -17,8 +18,9 @@ pub enum HistoryOpt {
     /// `--history off`: nothing read or written.
     #[default]
     Off,
-    /// The store's file.
-    At(PathBuf, Retention),
+    /// The store's file, its retention, and why it is there when the default folder was on a
+    /// network file system ([`place::node_local`]).
+    At(PathBuf, Retention, Option<String>),
 }
 
 /// The file name inside the default folders.
@@ -27,15 +29,22 @@ const FILE: &str = "history.db";
 impl HistoryOpt {
     /// From `--history` (or `PREFLIGHT_HISTORY`, which clap reads into it): `off`, a path, or
     /// the default: `/var/lib/preflight/history.db` as root, else
-    /// `$XDG_STATE_HOME/preflight/history.db`, else `~/.local/state/preflight/history.db`; off
-    /// when none of those can be named. `PREFLIGHT_HISTORY_DAYS` / `PREFLIGHT_HISTORY_MAX_MB`
+    /// `$XDG_STATE_HOME/preflight/history.db`, else `~/.local/state/preflight/history.db`, moved
+    /// to a node-local folder when that is on a network file system; off when none of those can
+    /// be named. `PREFLIGHT_HISTORY_DAYS` / `PREFLIGHT_HISTORY_MAX_MB`
     /// set the retention.
     pub fn resolve(flag: Option<&str>, env: &BTreeMap<String, String>) -> HistoryOpt {
         let keep = retention(env);
         match flag.map(str::trim) {
             Some("off" | "none" | "0" | "false") => HistoryOpt::Off,
-            Some(p) if !p.is_empty() => HistoryOpt::At(PathBuf::from(p), keep),
-            _ => default_path(env).map_or(HistoryOpt::Off, |p| HistoryOpt::At(p, keep)),
+            Some(p) if !p.is_empty() => HistoryOpt::At(PathBuf::from(p), keep, None),
+            _ => default_path(env).map_or(HistoryOpt::Off, |p| {
+                // SAFETY: geteuid has no preconditions and cannot fail.
+                let uid = unsafe { libc::geteuid() };
+                let host = crate::placement::local_group::hostname();
+                let at = place::node_local(p, &host, uid, &place::shared_fs);
+                HistoryOpt::At(at.path, keep, at.why)
+            }),
         }
     }
 
@@ -43,7 +52,15 @@ impl HistoryOpt {
     pub fn path(&self) -> Option<&Path> {
         match self {
             HistoryOpt::Off => None,
-            HistoryOpt::At(p, _) => Some(p),
+            HistoryOpt::At(p, _, _) => Some(p),
+        }
+    }
+
+    /// Why the store is where it is, when not in the default folder (a network file system).
+    pub fn why(&self) -> Option<&str> {
+        match self {
+            HistoryOpt::Off => None,
+            HistoryOpt::At(_, _, why) => why.as_deref(),
         }
     }
 }
@@ -120,7 +137,7 @@ pub fn summary(opt: &HistoryOpt, hostname: &str) -> Option<HistorySummary> {
 /// Records `hostname`'s part of `report` (the run it took part in); the problem in words when
 /// the store could not keep it. Never panics; bounded by the store's busy timeout.
 pub fn record(opt: &HistoryOpt, report: &Report, info: &RunInfo, hostname: &str) -> Option<String> {
-    let HistoryOpt::At(path, keep) = opt else {
+    let HistoryOpt::At(path, keep, _) = opt else {
         return None;
     };
     let runs = preflight_checks::history::node_runs(report, info);
@@ -173,11 +190,12 @@ pub fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// The lemons of `report` (its nodes' `facts.history` and this run), added as `history.lemon`
-/// findings with each escalated action.
+/// What `report`'s nodes' `facts.history` says of this run: each finding that stands since it
+/// first appeared says so in its summary, and the lemons are added as `history.lemon` findings
+/// with each escalated action.
 pub fn judge_lemons(report: &mut Report, info: &RunInfo) {
-    let lemons =
-        preflight_checks::history::judge(report, info, &preflight_checks::registry::remedy);
+    preflight_checks::history::mark_standing(report, info);
+    let lemons = preflight_checks::history::judge(report, info, &preflight_checks::registry::entry);
     if !lemons.is_empty() {
         report.findings.extend(lemons);
         report.status = preflight_checks::model::overall_status(&report.findings);

@@ -1,6 +1,8 @@
 //! The SQLite file that keeps this node's runs: one row per run (its record as JSON), running
 //! totals per finding id that retention never prunes, WAL so several jobs' prologs can write at
 //! once, a busy timeout so no check waits long, and a file that is not a database set aside.
+//! On a network file system (a store the user placed there) it keeps SQLite's rollback journal
+//! instead of WAL, and never sets a file aside that another node may be using.
 
 use preflight_checks::model::{FindingTotal, NodeRun, TOTALS};
 use rusqlite::{Connection, ErrorCode, OpenFlags, params};
@@ -58,11 +60,21 @@ impl Store {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
-        match Self::open_once(path) {
+        let shared = super::place::shared_fs(path);
+        let journal = if shared.is_some() { "DELETE" } else { "WAL" };
+        match Self::open_once(path, journal) {
             Ok(store) => Ok(store),
             Err(e) if is_corrupt(&e) => {
+                if let Some(fs) = shared {
+                    return Err(format!(
+                        "{} is not a sound database, and it is on {fs}, where other nodes may be using it, so it was not set aside: when no job runs, move it away (`mv {} {}.corrupt`)",
+                        path.display(),
+                        path.display(),
+                        path.display()
+                    ));
+                }
                 let aside = set_aside(path)?;
-                let mut store = Self::open_once(path).map_err(|e| describe(path, &e))?;
+                let mut store = Self::open_once(path, journal).map_err(|e| describe(path, &e))?;
                 store.set_aside = Some(aside);
                 Ok(store)
             }
@@ -70,7 +82,8 @@ impl Store {
         }
     }
 
-    fn open_once(path: &Path) -> rusqlite::Result<Store> {
+    /// Opens the file with `journal` (`WAL` on a local disk, `DELETE` on a network file system).
+    fn open_once(path: &Path, journal: &str) -> rusqlite::Result<Store> {
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -86,7 +99,6 @@ impl Store {
         if version == 0 {
             conn.execute_batch(
                 "PRAGMA auto_vacuum = INCREMENTAL;
-                 PRAGMA journal_mode = WAL;
                  BEGIN IMMEDIATE;
                  CREATE TABLE IF NOT EXISTS runs (
                      seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -102,9 +114,8 @@ impl Store {
                  PRAGMA user_version = 1;
                  COMMIT;",
             )?;
-        } else {
-            conn.pragma_update(None, "journal_mode", "WAL")?;
         }
+        conn.pragma_update(None, "journal_mode", journal)?;
         Ok(Store {
             conn,
             path: path.to_path_buf(),

@@ -20,35 +20,27 @@ pub fn json(v: &HistoryView) -> String {
 
 /// A date as `YYYY-MM-DD HH:MM` UTC.
 fn date(t: i64) -> String {
-    let days = t.div_euclid(86_400);
-    let secs = t.rem_euclid(86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        secs / 3600,
-        (secs % 3600) / 60
-    )
+    preflight_checks::infra::date::utc_minute(t)
 }
 
 /// The table.
 pub fn table(v: &HistoryView, style: Style) -> String {
     let mut out = String::new();
     let nodes = v.nodes.len();
+    let read = match v.reports {
+        Some(files) => format!("{files} report(s) read: "),
+        None => String::new(),
+    };
     out.push_str(&format!(
-        "{} run(s) of {nodes} node(s); {} lemon(s)\n",
+        "{read}{} run(s) of {nodes} node(s), {} node-run(s) from {} record(s); {} lemon(s)\n",
         v.runs,
+        v.node_runs,
+        v.records,
         v.lemons.len()
     ));
+    if let Some(store) = &v.store {
+        out.push_str(&format!("store: {}\n", super::sanitize::line(store)));
+    }
     for n in v.nodes.iter().take(NODES_SHOWN) {
         out.push_str(&format!(
             "\n{}: {} run(s) {} .. {}, {} failed, {} flap(s)\n",
@@ -61,11 +53,12 @@ pub fn table(v: &HistoryView, style: Style) -> String {
         ));
         for f in &n.findings {
             out.push_str(&format!(
-                "  {:<28} {:>5} run(s)  first {}  last {}\n",
+                "  {:<28} {:>5} run(s)  first {}  last {}{}\n",
                 super::sanitize::line(&f.id),
                 f.runs,
                 date(f.first_seen),
-                date(f.last_seen)
+                date(f.last_seen),
+                if f.standing { "  standing" } else { "" }
             ));
         }
         if n.more_findings > 0 {
@@ -102,11 +95,14 @@ pub fn table(v: &HistoryView, style: Style) -> String {
             "    ",
         ));
         if let Some(fix) = &l.fix {
+            out.push_str(&super::doctor::wrap::wrap(
+                &format!("fix (node: {action}): {}", super::sanitize::line(&fix.hint)),
+                style.width as usize,
+                "    ",
+                "    ",
+            ));
             for c in fix.commands.iter().take(1) {
-                out.push_str(&format!(
-                    "    fix (node: {action}): {}\n",
-                    super::sanitize::line(c)
-                ));
+                out.push_str(&format!("        {}\n", super::sanitize::line(c)));
             }
         }
     }

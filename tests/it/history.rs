@@ -1,6 +1,7 @@
 //! The history store and the lemons (issue 44): concurrent writers, a killed writer, an
 //! unwritable and a corrupt store, planted histories through `preflight history --reports`, a
 //! node judged by its own history, and the Prometheus counters and alert rules under promtool.
+//! Issue 53: a standing fault is no lemon and leaves the report as it was; runs count once.
 
 use crate::common::{bin, fixture, json_of, report_of};
 use serde_json::{Value, json};
@@ -57,7 +58,9 @@ fn eight_concurrent_writers_of_a_thousand_runs_lose_no_row() {
         .output()
         .unwrap();
     let v = json_of(&out.stdout);
-    assert_eq!(v["runs"], 16_000);
+    // Each import run is one run of both nodes.
+    assert_eq!(v["runs"], 8_000);
+    assert_eq!(v["node_runs"], 16_000);
     assert_eq!(v["nodes"].as_array().unwrap().len(), 2);
 }
 
@@ -307,7 +310,9 @@ fn planted_histories_name_the_intermittent_node_and_the_pair_and_no_one_else() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "a lemon exits 1");
     let v = json_of(&out.stdout);
-    assert_eq!(v["runs"], 64 * 30);
+    // 30 runs of 64 nodes each: 1920 node-runs.
+    assert_eq!(v["runs"], 30);
+    assert_eq!(v["node_runs"], 64 * 30);
     let lemons: Vec<(String, String)> = v["lemons"]
         .as_array()
         .unwrap()
@@ -352,7 +357,10 @@ fn planted_histories_name_the_intermittent_node_and_the_pair_and_no_one_else() {
 fn prom_counters_and_the_lemon_gauge_pass_promtool_and_the_alert_rules_test() {
     let dir = tempfile::tempdir().unwrap();
     let ecc = json!([{"id": "gpu.ecc", "status": "fail", "with": 1}]);
-    let runs: Vec<Value> = (0..6).map(|i| past_run(i, ecc.clone())).collect();
+    // gpu.ecc comes and goes: in runs 0, 2 and 4.
+    let runs: Vec<Value> = (0..6)
+        .map(|i| past_run(i, if i % 2 == 0 { ecc.clone() } else { json!([]) }))
+        .collect();
     let prom = dir.path().join("p.prom");
     let history = json!({"runs": runs, "total_runs": 40,
         "totals": [{"id": "gpu.ecc", "status": "fail", "runs": 6}]});
@@ -536,5 +544,151 @@ fn a_hostile_reports_folder_is_read_within_its_bounds() {
     assert!(
         v["notes"].to_string().contains("file(s) skipped in all"),
         "{notes:?}"
+    );
+}
+
+/// A node checked ten times with the same three standing problems (a held master port, an
+/// `NCCL_SOCKET_IFNAME` that matches nothing, its hostname on loopback) prints the first
+/// report every time, apart from each finding's standing clause, and is never named a lemon.
+#[test]
+fn a_node_checked_ten_times_with_standing_problems_prints_the_same_report_and_no_lemon() {
+    use crate::netns::Cluster;
+    let Some(c) = Cluster::flat("standing", 1, "eth0").build() else {
+        return;
+    };
+    c.name_loopback(0);
+    c.hold_port(0, 29500);
+    let db = c.host_tmp(0).join("history.db");
+    let db = db.to_str().unwrap();
+    let check = |format: &str| {
+        c.exec(
+            0,
+            &[
+                "env",
+                "COLUMNS=80",
+                "NCCL_SOCKET_IFNAME=eth9",
+                env!("CARGO_BIN_EXE_preflight"),
+                "check",
+                "--no-gpu",
+                "--history",
+                db,
+                "--format",
+                format,
+            ],
+        )
+    };
+    // A heading without its standing clause (` · since 12-07 23:10 (4 runs)`), and whether it
+    // had one.
+    let strip = |l: &str| -> (String, bool) {
+        if let Some(i) = l.rfind(" · ") {
+            let tail = &l[i + " · ".len()..];
+            if (tail.starts_with("standing since ") || tail.starts_with("since "))
+                && tail.ends_with(" runs)")
+            {
+                return (l[..i].to_string(), true);
+            }
+        }
+        (l.to_string(), false)
+    };
+    let plain = |out: &std::process::Output| -> Vec<String> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| strip(l).0)
+            .collect()
+    };
+    let first = check("table");
+    assert_eq!(first.status.code(), Some(1));
+    let first_text = String::from_utf8_lossy(&first.stdout).into_owned();
+    for id in ["port.in-use", "env.socket-ifname", "net.hostname-loopback"] {
+        assert!(first_text.contains(id), "{id} missing:\n{first_text}");
+    }
+    for run in 2..=10 {
+        let out = check("table");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(!text.contains("history.lemon"), "run {run}:\n{text}");
+        assert!(!text.contains("replace"), "run {run}:\n{text}");
+        assert_eq!(
+            plain(&out),
+            plain(&first),
+            "run {run} differs from the first beyond the standing clause:\n{text}"
+        );
+        assert_eq!(text.lines().count(), first_text.lines().count());
+        assert_eq!(
+            text.lines().filter(|l| strip(l).1).count(),
+            3,
+            "run {run}: each of the three says it stands:\n{text}"
+        );
+    }
+    let report = report_of(&check("json"));
+    let findings = report["findings"].as_array().unwrap();
+    assert!(findings.iter().all(|f| f["id"] != "history.lemon"));
+    for id in ["port.in-use", "env.socket-ifname", "net.hostname-loopback"] {
+        let f = findings.iter().find(|f| f["id"] == id).unwrap();
+        assert_eq!(f["evidence"]["standing_runs"], 11, "{f}");
+        assert!(
+            f["summary"].as_str().unwrap().contains("; standing since "),
+            "{f}"
+        );
+    }
+    let o = c.exec(
+        0,
+        &[env!("CARGO_BIN_EXE_preflight"), "history", "--history", db],
+    );
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "no lemon: {text}");
+    assert!(text.starts_with("11 run(s) of 1 node(s)"), "{text}");
+    assert_eq!(text.matches("  standing").count(), 3, "{text}");
+}
+
+/// Six runs of a 4-node cluster whose every node wrote the whole report (as the hooks do):
+/// 24 files, 96 records, and `preflight history --reports` counts 6 runs, 24 node-runs.
+#[test]
+fn reports_of_one_run_from_every_node_count_as_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut report: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("reports/cluster-3-healthy.json")).unwrap(),
+    )
+    .unwrap();
+    report["findings"] = json!([]);
+    for run in 0..6 {
+        report["run_id"] = json!(format!("run-{run}"));
+        for node in 0..4 {
+            let path = dir.path().join(format!("node{node}-run{run}.json"));
+            std::fs::write(&path, report.to_string()).unwrap();
+        }
+    }
+    let out = bin()
+        .args(["history", "--format", "json", "--reports"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let v = json_of(&out.stdout);
+    let nodes = report["nodes"].as_array().unwrap().len();
+    assert_eq!(v["reports"], 24, "{v}");
+    assert_eq!(v["records"], 24 * nodes, "{v}");
+    assert_eq!(v["runs"], 6, "{v}");
+    assert_eq!(v["node_runs"], 6 * nodes, "{v}");
+    assert!(
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["runs"] == 6),
+        "{v}"
+    );
+    let table = bin()
+        .args(["history", "--reports"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(
+        text.starts_with(&format!(
+            "24 report(s) read: 6 run(s) of {nodes} node(s), {} node-run(s) from {} record(s)",
+            6 * nodes,
+            24 * nodes
+        )),
+        "{text}"
     );
 }

@@ -971,6 +971,19 @@ impl Cluster {
         }
     }
 
+    /// Host `rank`'s own name resolves to loopback there (`127.0.1.1`, as Debian's installer
+    /// writes it), the line that named its address dropped.
+    pub fn name_loopback(&self, rank: usize) {
+        let name = self.hostname(rank).to_string();
+        self.unname_host(rank, &name);
+        let path = self.netns_etc(rank).join("hosts");
+        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+        text.push_str(&format!("127.0.1.1\t{name}\n"));
+        if let Err(e) = std::fs::write(&path, text) {
+            panic!("cannot write {}: {e}", path.display());
+        }
+    }
+
     /// Drops every line naming `name` from host `rank`'s `/etc/hosts` (the name no longer
     /// resolves there through the file).
     pub fn unname_host(&self, rank: usize, name: &str) {

@@ -18,7 +18,8 @@ pub static ENTRIES: &[Entry] = &[
          `preflight cluster --compare-env`; run with `NCCL_DEBUG=INFO` to see which network NCCL \
          picked.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         WRONG,
         "fail",
@@ -30,7 +31,8 @@ pub static ENTRIES: &[Entry] = &[
          `all_reduce_perf -c 1` between those nodes, check `dmesg` and \
          `nvidia-smi -q -d ECC,PAGE_RETIREMENT`, and take the faulty node out of the job.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         NET,
         "warn",

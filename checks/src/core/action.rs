@@ -115,6 +115,56 @@ impl std::fmt::Display for Problem {
     }
 }
 
+/// What kind of fault a finding id reports, which decides how far a fault that keeps coming
+/// back escalates (NVIDIA's XID catalog and NVSentinel escalate hardware; nobody replaces a
+/// node for its configuration).
+#[derive(
+    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Fault {
+    /// The user's job or launch: never a node's lemon.
+    User,
+    /// The node's configuration or software: files, sysctls, limits, drivers, services, a
+    /// process. A fix that does not hold is restored by something (a config manager, the
+    /// image, a cron job): it escalates to finding that, never to a repair.
+    Config,
+    /// The node's hardware: a GPU, a NIC or rail, a link that moves with the node. It escalates
+    /// towards a repair and a replacement.
+    Hardware,
+}
+
+impl Fault {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::User => "user",
+            Fault::Config => "config",
+            Fault::Hardware => "hardware",
+        }
+    }
+
+    /// The next step when `action` did not help with a fault of this kind that keeps coming
+    /// back: hardware as [`Action::escalate`]; a configuration fault stays a change of
+    /// configuration (a process that keeps coming back: a reboot); a user's fault stays the
+    /// user's action.
+    pub fn escalate(self, action: Action, on_gpu: bool) -> Action {
+        match self {
+            Fault::Hardware => action.escalate(on_gpu),
+            Fault::Config => match action {
+                Action::RestartJob | Action::ResetGpu | Action::Reboot => Action::Reboot,
+                _ => Action::FixConfig,
+            },
+            Fault::User => action,
+        }
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An action with whose problem it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Remedy {
@@ -170,6 +220,29 @@ mod tests {
         assert_eq!(
             Remedy::user(Action::FixConfig).escalate(false),
             Remedy::node(Action::DrainAndRepair)
+        );
+    }
+
+    #[test]
+    fn only_hardware_escalates_to_a_repair_or_a_replacement() {
+        for a in Action::ALL {
+            for gpu in [false, true] {
+                let c = Fault::Config.escalate(a, gpu);
+                assert!(
+                    matches!(c, Action::FixConfig | Action::Reboot),
+                    "{a} -> {c}"
+                );
+                assert_eq!(Fault::User.escalate(a, gpu), a);
+                assert_eq!(Fault::Hardware.escalate(a, gpu), a.escalate(gpu));
+            }
+        }
+        assert_eq!(
+            Fault::Config.escalate(Action::RestartJob, false),
+            Action::Reboot
+        );
+        assert_eq!(
+            Fault::Config.escalate(Action::DrainAndRepair, false),
+            Action::FixConfig
         );
     }
 }

@@ -3,7 +3,7 @@
 //! `preflight explain ID` prints an entry; README's finding-id table lists them in
 //! the explain catalog's order.
 
-use super::{Action, FindingId, Remedy};
+use super::{Action, Fault, FindingId, Problem, Remedy};
 
 /// What one finding id means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +25,9 @@ pub struct Entry {
     /// What to do when it fires and whose problem it is ([`Entry::node`], [`Entry::user`]);
     /// every registered entry has one (the registry's test says so).
     pub remedy: Option<Remedy>,
+    /// What kind of fault it reports, where it is hardware ([`Entry::hardware`]); else
+    /// [`Entry::fault`] derives it from whose problem it is.
+    pub hardware: bool,
 }
 
 /// An entry; the area is the id's part before the dot.
@@ -43,6 +46,7 @@ pub const fn entry(
         fix,
         terminal_evidence: &[],
         remedy: None,
+        hardware: false,
     }
 }
 
@@ -65,6 +69,23 @@ impl Entry {
     pub const fn user(mut self, action: Action) -> Entry {
         self.remedy = Some(Remedy::user(action));
         self
+    }
+
+    /// Its fault is in the node's hardware (a GPU, a NIC or rail, a link that moves with the
+    /// node): one that keeps coming back escalates to a repair and a replacement.
+    pub const fn hardware(mut self) -> Entry {
+        self.hardware = true;
+        self
+    }
+
+    /// What kind of fault it reports: hardware where marked so, else the user's for a user
+    /// problem and the node's configuration or software for a node problem.
+    pub fn fault(&self) -> Fault {
+        match (self.hardware, self.remedy.map(|r| r.problem)) {
+            (true, _) => Fault::Hardware,
+            (false, Some(Problem::User)) => Fault::User,
+            _ => Fault::Config,
+        }
     }
 
     /// The part before the dot: `gpu`, `net`, `cluster`, ...

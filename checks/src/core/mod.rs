@@ -18,7 +18,7 @@ mod report;
 pub mod cluster_common;
 pub mod schema;
 
-pub use action::{Action, Problem, Remedy};
+pub use action::{Action, Fault, Problem, Remedy};
 pub use advice::*;
 pub use cluster_input::ClusterInput;
 pub use context::CheckContext;

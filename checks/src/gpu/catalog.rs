@@ -82,7 +82,8 @@ pub static ENTRIES: &[Entry] = &[
          `sudo lspci -vv -s <bus id> | grep -E 'LnkCap|LnkSta'` and \
          `nvidia-smi -q -i <gpu> -d PCIE`.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         PCIE_REPLAY,
         "warn",
@@ -92,7 +93,8 @@ pub static ENTRIES: &[Entry] = &[
         "Reseat the GPU and its riser or cable; if the counter keeps rising after a reboot \
          (`nvidia-smi -q -i <gpu> -d PCIE`), have the slot or GPU replaced.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         XID,
         "fail / warn / pass",
@@ -111,7 +113,8 @@ pub static ENTRIES: &[Entry] = &[
     )
     // The kernel's own words, and where they were read: the summary names only the XID.
     .terminal_evidence(&["lines", "source"])
-    .node(Action::ResetGpu),
+    .node(Action::ResetGpu)
+    .hardware(),
     entry(
         ECC,
         "fail / warn",
@@ -124,7 +127,8 @@ pub static ENTRIES: &[Entry] = &[
          are remapped; replace the GPU if errors return \
          (`nvidia-smi -q -i <gpu> -d ECC`).",
     )
-    .node(Action::ResetGpu),
+    .node(Action::ResetGpu)
+    .hardware(),
     entry(
         ROW_REMAP,
         "fail",
@@ -136,7 +140,8 @@ pub static ENTRIES: &[Entry] = &[
          a failed remap needs the GPU replaced \
          (`nvidia-smi -q -i <gpu> -d ROW_REMAPPER`).",
     )
-    .node(Action::ResetGpu),
+    .node(Action::ResetGpu)
+    .hardware(),
     entry(
         RETIRED_PAGES,
         "fail",
@@ -146,7 +151,8 @@ pub static ENTRIES: &[Entry] = &[
         "Reboot the node or reset the GPU (`sudo nvidia-smi -r -i <gpu>`); check with \
          `nvidia-smi -q -i <gpu> -d PAGE_RETIREMENT`.",
     )
-    .node(Action::ResetGpu),
+    .node(Action::ResetGpu)
+    .hardware(),
     entry(
         NVLINK,
         "fail",
@@ -157,7 +163,8 @@ pub static ENTRIES: &[Entry] = &[
         "Check `nvidia-smi nvlink --status -i <gpu>` and `nvidia-smi nvlink --errorcounters`; \
          reset the GPU or reboot, and have the baseboard serviced if the link stays down.",
     )
-    .node(Action::ResetGpu),
+    .node(Action::ResetGpu)
+    .hardware(),
     entry(
         FABRIC_MANAGER,
         "fail / warn",
@@ -193,7 +200,8 @@ pub static ENTRIES: &[Entry] = &[
         "Check cooling and power (`nvidia-smi -q -i <gpu> -d PERFORMANCE,TEMPERATURE,POWER`): \
          fans, airflow, inlet temperature, power supplies.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         PERSISTENCE,
         "warn",
@@ -215,7 +223,8 @@ pub static ENTRIES: &[Entry] = &[
         "Look at `gpu.pcie-link`, `nvidia-smi topo -m` and `nvidia-smi -q -i <gpu> -d PCIE`; \
          fix the link or placement and rerun `preflight check`.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         COMPUTE_SLOW,
         "fail / warn / skip",
@@ -230,7 +239,8 @@ pub static ENTRIES: &[Entry] = &[
          PERFORMANCE,CLOCK,POWER`); restore a lowered power limit (`nvidia-smi -pl`), fix \
          cooling, or drain the node and have the GPU replaced; rerun `preflight check --gemm`.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         COMPUTE_WRONG,
         "fail / skip",
@@ -242,7 +252,8 @@ pub static ENTRIES: &[Entry] = &[
         "Take the node out of the job now; run the vendor diagnostics (`dcgmi diag -r 3`, \
          `nvidia-smi -q -d ECC,ROW_REMAPPER`) and have the GPU replaced if they confirm it.",
     )
-    .node(Action::Replace),
+    .node(Action::Replace)
+    .hardware(),
     entry(
         COMPUTE_THROTTLE,
         "fail / warn / skip",
@@ -255,7 +266,8 @@ pub static ENTRIES: &[Entry] = &[
         "Check the GPU's cooling (fans, airflow, the liquid loop) or the node's power; rerun \
          `preflight check --burn 60`.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         PCIE_ACS,
         "warn / skip",
@@ -291,5 +303,6 @@ pub static ENTRIES: &[Entry] = &[
         "Fix the named node (see its gpu.* findings), or leave it out of the job with \
          `srun --exclude=<node>` or a host list without it.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
 ];

@@ -6,18 +6,18 @@
 use super::ids::LEMON;
 use super::{Lemon, RunInfo, lemons, node_runs};
 use crate::core::{
-    Action, Finding, FindingRec, Fix, NodeRun, Problem, RUN_FINDINGS, Remedy, Report, SUMMARY_RUNS,
-    Status,
+    Action, Entry, Fault, Finding, FindingRec, Fix, NodeRun, Problem, RUN_FINDINGS, Remedy, Report,
+    SUMMARY_RUNS, Status,
 };
+
+/// The catalog entry of a finding id (the registry's): its action, and the kind of fault that
+/// decides how far a lemon escalates.
+pub type Catalog<'a> = &'a dyn Fn(&str) -> Option<Entry>;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The `history.lemon` findings for `report`'s nodes: their past runs and this one. `remedy`
-/// gives a finding id's catalog action (the registry's), which a lemon escalates.
-pub fn judge(
-    report: &Report,
-    info: &RunInfo,
-    remedy: &dyn Fn(&str) -> Option<Remedy>,
-) -> Vec<Finding> {
+/// The `history.lemon` findings for `report`'s nodes: their past runs and this one. `catalog`
+/// gives a finding id's entry, whose action a lemon escalates as far as its kind of fault goes.
+pub fn judge(report: &Report, info: &RunInfo, catalog: Catalog) -> Vec<Finding> {
     let runs = runs_of(report, info);
     if runs.iter().all(|r| r.run == info.run) {
         return Vec::new();
@@ -37,7 +37,7 @@ pub fn judge(
                 Some(h) => Some(*ranks.get(h)?),
                 None => None,
             };
-            Some(finding(&l, &runs, remedy).on_node(rank))
+            Some(finding(&l, &runs, catalog).on_node(rank))
         })
         .collect()
 }
@@ -55,10 +55,10 @@ pub fn lemon_node(l: &Lemon) -> Option<&str> {
 
 /// Every lemon of `runs` (records of many nodes, as `preflight history` reads them) as a
 /// `history.lemon` finding without a rank.
-pub fn describe(runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>) -> Vec<Finding> {
+pub fn describe(runs: &[NodeRun], catalog: Catalog) -> Vec<Finding> {
     lemons(runs)
         .iter()
-        .map(|l| finding(l, runs, remedy))
+        .map(|l| finding(l, runs, catalog))
         .collect()
 }
 
@@ -98,23 +98,34 @@ fn trusted(l: &Lemon, runs: &[NodeRun]) -> bool {
     names(a, b) && names(b, a)
 }
 
-/// The worst catalog action among `ids`, escalated (a GPU's finding towards a GPU reset, any
-/// other towards a reboot); a repair when none is known.
-fn escalated<'a>(
-    ids: impl Iterator<Item = &'a str> + Clone,
-    remedy: &dyn Fn(&str) -> Option<Remedy>,
-) -> Action {
+/// The worst catalog action among `ids` and the kind of their fault (hardware over
+/// configuration), escalated as far as that kind goes ([`Fault::escalate`]: hardware towards a
+/// GPU reset, a reboot, a repair, a replacement; a configuration fault stays a change of
+/// configuration or a reboot). An id the catalog does not hold is hardware to repair.
+fn escalated<'a>(ids: impl Iterator<Item = &'a str> + Clone, catalog: Catalog) -> (Action, Fault) {
     let on_gpu = ids.clone().any(|id| id.starts_with(GPU_CONCERN));
-    ids.filter_map(|id| remedy(id).map(|r| r.action))
+    let entries: Vec<Option<Entry>> = ids.map(catalog).collect();
+    let action = entries
+        .iter()
+        .map(|e| {
+            e.and_then(|e| e.remedy)
+                .map_or(Action::DrainAndRepair, |r| r.action)
+        })
         .max()
-        .unwrap_or(Action::None)
-        .escalate(on_gpu)
+        .unwrap_or(Action::None);
+    let fault = entries
+        .iter()
+        .map(|e| e.map_or(Fault::Hardware, |e| e.fault()))
+        .max()
+        .unwrap_or(Fault::Hardware)
+        .max(Fault::Config);
+    (fault.escalate(action, on_gpu), fault)
 }
 
 /// The prefix every GPU finding id shares (`gpu.xid`, `gpu.ecc`, ...).
 const GPU_CONCERN: &str = "gpu.";
 
-fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>) -> Finding {
+fn finding(l: &Lemon, runs: &[NodeRun], catalog: Catalog) -> Finding {
     let dates = |node: &str, pick: &dyn Fn(&FindingRec) -> bool| {
         let t: Vec<i64> = runs
             .iter()
@@ -123,7 +134,7 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
             .collect();
         (t.iter().min().copied(), t.iter().max().copied())
     };
-    let (node, rule, subject, summary, action, (first, last)) = match l {
+    let (node, rule, subject, summary, (action, fault), (first, last)) = match l {
         Lemon::Repeat {
             node,
             finding,
@@ -133,10 +144,18 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
             "repeat",
             finding.clone(),
             format!(
-                "{node} had {finding} in {n} of its last {} runs and no other node of those runs had it: the fault comes back with this node",
-                super::REPEAT_WINDOW
+                "{node} had {finding} in {n} of its last {} runs and not in runs between them{}: the fault comes and goes with this node",
+                super::REPEAT_WINDOW,
+                if runs.iter().any(|r| r.node == *node
+                    && r.nodes > 1
+                    && r.findings.iter().any(|f| f.id == *finding))
+                {
+                    ", while the other nodes of those runs passed it"
+                } else {
+                    ""
+                }
             ),
-            escalated(std::iter::once(finding.as_str()), remedy),
+            escalated(std::iter::once(finding.as_str()), catalog),
             dates(node, &|f| f.id == *finding),
         ),
         Lemon::XidBursts {
@@ -153,7 +172,7 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
                 super::BURST_MIN,
                 super::BURST_GAP_S
             ),
-            escalated(std::iter::once(crate::gpu::ids::XID.as_str()), remedy),
+            escalated(std::iter::once(crate::gpu::ids::XID.as_str()), catalog),
             dates(node, &|f| f.xid == Some(*xid) && f.gpu == Some(*gpu)),
         ),
         Lemon::LinkMoves {
@@ -181,7 +200,7 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
                 [crate::link::ids::SLOW, crate::link::ids::UNREACHABLE]
                     .iter()
                     .map(|id| id.as_str()),
-                remedy,
+                catalog,
             ),
             dates(node, &|f| f.id.starts_with("link.")),
         ),
@@ -192,7 +211,7 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
             format!(
                 "the link between {a} and {b} failed in {n} runs while each worked with its other partners: its cable or switch port, not either node"
             ),
-            Action::DrainAndRepair,
+            (Action::DrainAndRepair, Fault::Hardware),
             dates(a, &|f| f.partner.as_deref() == Some(b.as_str())),
         ),
         Lemon::LeftOut { node, out, runs: n } => (
@@ -202,25 +221,38 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
             format!(
                 "{node} was left out of the healthy set in {out} of its {n} runs (more than a third)"
             ),
-            Action::None.escalate(false),
+            (Action::None.escalate(false), Fault::Hardware),
             (None, None),
         ),
     };
     let reason = format!("preflight: [node_problem] {action}: lemon ({rule}) {subject}");
-    let mut fix = Fix::new(format!(
-        "{} Take it out of service and {}; `preflight history` on the node lists every run that named it.",
-        match node {
-            Some(host) => format!("{host} is a lemon: the same fault returns run after run."),
-            None => "The fault stays with this pair of nodes.".to_string(),
-        },
-        match action {
-            Action::Replace => "replace the part (contact the vendor)",
-            Action::Reboot => "reboot it",
-            Action::ResetGpu => "reset the GPU",
-            _ => "repair it",
-        }
-    ));
-    if let Some(host) = node {
+    let mut fix = Fix::new(match (node, fault) {
+        (Some(host), Fault::Config | Fault::User) => format!(
+            "{host} keeps getting this back after it was fixed: the fix did not hold. Find what \
+             restores it (a configuration manager, the node image, a cron job or a service) and \
+             fix it there{}; `preflight history` on the node lists every run that named it.",
+            if action == Action::Reboot {
+                ", or reboot the node to clear what it left running"
+            } else {
+                ""
+            }
+        ),
+        (host, _) => format!(
+            "{} Take it out of service and {}; `preflight history` on the node lists every run that named it.",
+            match host {
+                Some(host) =>
+                    format!("{host} is a lemon: the same hardware fault returns run after run."),
+                None => "The fault stays with this pair of nodes.".to_string(),
+            },
+            match action {
+                Action::Replace => "replace the part (contact the vendor)",
+                Action::Reboot => "reboot it",
+                Action::ResetGpu => "reset the GPU",
+                _ => "repair it",
+            }
+        ),
+    });
+    if let (Some(host), Fault::Hardware) = (node, fault) {
         fix = fix.command(format!(
             "scontrol update NodeName={host} State=DRAIN Reason={}",
             crate::infra::shellword::quote(&reason)
@@ -229,6 +261,7 @@ fn finding(l: &Lemon, runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>)
     fix = fix.command("preflight history");
     let mut f = Finding::new(LEMON, Status::Warn, subject, summary)
         .with("rule", rule)
+        .with("fault", fault.as_str())
         .with("runs", lemon_runs(l))
         .remedy(Remedy {
             action,

@@ -9,9 +9,13 @@ mod from_report;
 pub mod ids;
 mod judge;
 mod node;
+pub mod runs;
+mod standing;
 mod view;
 
-pub use judge::{describe, judge, lemon_hosts, lemon_node};
+pub use judge::{Catalog, describe, judge, lemon_hosts, lemon_node};
+pub use runs::{comes_and_goes, merge, run_key};
+pub use standing::mark_standing;
 pub use view::{HistoryView, NodeView, view};
 
 pub use from_report::{RunInfo, node_runs};
@@ -25,7 +29,8 @@ pub use crate::core::{FindingRec, HistorySummary, NodeRun};
 /// Why a node (or a pair) was named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lemon {
-    /// Same finding in >= 3 of the node's last 10 runs while other nodes of those runs passed it.
+    /// Same finding in >= 3 of the node's last 10 runs while other nodes of those runs passed it,
+    /// and gone in a run between two that had it (a fault that stands is not a lemon).
     Repeat {
         node: String,
         finding: String,
@@ -50,7 +55,7 @@ pub enum Lemon {
     },
     /// A fault that stays with one pair in >= 2 runs: its cable or port, not either node.
     Pair { a: String, b: String, runs: usize },
-    /// Left out of the healthy set in more than a third of >= 3 runs.
+    /// Left out of the healthy set in more than a third of >= 3 runs, and back in it between.
     LeftOut {
         node: String,
         out: usize,
@@ -78,8 +83,10 @@ fn is_link(id: &str) -> bool {
     id == crate::link::ids::SLOW.as_str() || id == crate::link::ids::UNREACHABLE.as_str()
 }
 
-/// Every lemon the rules name over `runs`, in a stable order.
+/// Every lemon the rules name over `runs`, in a stable order. Each node's runs are counted
+/// once ([`merge`]), and each rule names only a fault that came back after it had gone.
 pub fn lemons(runs: &[NodeRun]) -> Vec<Lemon> {
+    let runs = &merge(runs)[..];
     let mut out = repeat(runs);
     out.extend(xid_bursts(runs));
     out.extend(links(runs));
@@ -118,25 +125,25 @@ fn repeat(runs: &[NodeRun]) -> Vec<Lemon> {
     let mut out = Vec::new();
     for (node, nr) in by_node(runs) {
         let last = &nr[nr.len().saturating_sub(REPEAT_WINDOW)..];
-        let mut count: BTreeMap<&str, usize> = BTreeMap::new();
-        for r in last {
-            let ids: BTreeSet<&str> = r
-                .findings
+        let ids_of = |r: &NodeRun| -> BTreeSet<String> {
+            r.findings
                 .iter()
                 .filter(|f| !f.user)
-                .map(|f| f.id.as_str())
-                .collect();
+                .map(|f| f.id.clone())
+                .collect()
+        };
+        let per_run: Vec<BTreeSet<String>> = last.iter().map(|r| ids_of(r)).collect();
+        let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+        for (r, ids) in last.iter().zip(&per_run) {
             for id in ids {
-                if !others_passed(r, id, &size, &had) {
-                    continue;
-                }
-                {
-                    *count.entry(id).or_default() += 1;
+                if others_passed(r, id, &size, &had) {
+                    *count.entry(id.as_str()).or_default() += 1;
                 }
             }
         }
         for (id, c) in count {
-            if c >= REPEAT_MIN && !has_own_rule(id) {
+            let returned = comes_and_goes(per_run.iter().map(|ids| ids.contains(id)));
+            if c >= REPEAT_MIN && returned && !has_own_rule(id) {
                 out.push(Lemon::Repeat {
                     node: node.into(),
                     finding: id.into(),
@@ -244,9 +251,17 @@ fn links(runs: &[NodeRun]) -> Vec<Lemon> {
             }
         }
     }
+    // A node's (or a pair's) link faults count only when they came and went over its runs.
+    let nodes = by_node(runs);
+    let returned = |node: &str, faulty_run: &dyn Fn(&str) -> bool| {
+        nodes
+            .get(node)
+            .is_some_and(|nr| comes_and_goes(nr.iter().map(|r| faulty_run(r.run.as_str()))))
+    };
     let moving: BTreeSet<&str> = faulty
         .iter()
         .filter(|(_, (rs, ps, any))| rs.len() >= 2 && (ps.len() >= 2 || *any))
+        .filter(|(n, (rs, _, _))| returned(n, &|run| rs.contains(run)))
         .map(|(n, _)| *n)
         .collect();
     let mut out: Vec<Lemon> = moving
@@ -259,7 +274,11 @@ fn links(runs: &[NodeRun]) -> Vec<Lemon> {
         })
         .collect();
     for ((a, b), rs) in &pairs {
-        if rs.len() >= 2 && !moving.contains(a) && !moving.contains(b) {
+        if rs.len() >= 2
+            && !moving.contains(a)
+            && !moving.contains(b)
+            && returned(a, &|run| rs.contains(run))
+        {
             out.push(Lemon::Pair {
                 a: (*a).into(),
                 b: (*b).into(),
@@ -275,7 +294,8 @@ fn left_out(runs: &[NodeRun]) -> Vec<Lemon> {
     for (node, nr) in by_node(runs) {
         let judged: Vec<bool> = nr.iter().filter_map(|r| r.healthy).collect();
         let o = judged.iter().filter(|h| !**h).count();
-        if judged.len() >= 3 && o * 3 > judged.len() {
+        let returned = comes_and_goes(judged.iter().map(|h| !*h));
+        if judged.len() >= 3 && o * 3 > judged.len() && returned {
             out.push(Lemon::LeftOut {
                 node: node.into(),
                 out: o,

@@ -120,8 +120,9 @@ fn link_fault_that_moves_with_the_node_names_the_node() {
     let runs = vec![
         run(0, "x", None, vec![link("a")]),
         run(0, "a", None, vec![link("x")]),
-        run(1, "x", None, vec![link("b")]),
-        run(1, "b", None, vec![]),
+        run(1, "x", None, vec![]),
+        run(2, "x", None, vec![link("b")]),
+        run(2, "b", None, vec![]),
     ];
     assert_eq!(
         lemons(&runs),
@@ -170,7 +171,10 @@ fn xid_bursts_counted_as_nvsentinel() {
 
 #[test]
 fn left_out_of_healthy_set_over_a_third() {
-    let runs: Vec<NodeRun> = (0..6).map(|r| run(r, "a", Some(r >= 3), vec![])).collect();
+    // Out in runs 0, 2 and 4, back in between.
+    let runs: Vec<NodeRun> = (0..6)
+        .map(|r| run(r, "a", Some(r % 2 == 1), vec![]))
+        .collect();
     assert_eq!(
         lemons(&runs),
         vec![Lemon::LeftOut {
@@ -181,6 +185,9 @@ fn left_out_of_healthy_set_over_a_third() {
     );
     let ok: Vec<NodeRun> = (0..6).map(|r| run(r, "a", Some(r >= 2), vec![])).collect();
     assert_eq!(lemons(&ok), vec![]);
+    // Left out in every run since the third: it stands (the healthy set names it each time).
+    let standing: Vec<NodeRun> = (0..6).map(|r| run(r, "a", Some(r < 2), vec![])).collect();
+    assert_eq!(lemons(&standing), vec![]);
 }
 
 #[test]
@@ -201,10 +208,19 @@ fn one_nodes_own_store_names_its_repeat_but_not_a_user_problem() {
         }],
         ..NodeRun::default()
     };
+    let clean = |i: usize| NodeRun {
+        run: format!("r{i}"),
+        time: i as i64,
+        node: "n".into(),
+        nodes: 1,
+        ..NodeRun::default()
+    };
     let named = vec![
         own(0, 1, 1, false),
-        own(1, 8, 1, false),
-        own(2, 8, 2, false),
+        clean(1),
+        own(2, 8, 1, false),
+        clean(3),
+        own(4, 8, 2, false),
     ];
     assert_eq!(
         lemons(&named),
@@ -216,12 +232,37 @@ fn one_nodes_own_store_names_its_repeat_but_not_a_user_problem() {
     );
     let shared = vec![
         own(0, 1, 1, false),
-        own(1, 8, 8, false),
-        own(2, 8, 1, false),
+        clean(1),
+        own(2, 8, 8, false),
+        clean(3),
+        own(4, 8, 1, false),
     ];
     assert_eq!(lemons(&shared), vec![]);
-    let user = vec![own(0, 1, 1, true), own(1, 1, 1, true), own(2, 1, 1, true)];
+    let user = vec![
+        own(0, 1, 1, true),
+        clean(1),
+        own(2, 1, 1, true),
+        clean(3),
+        own(4, 1, 1, true),
+    ];
     assert_eq!(lemons(&user), vec![]);
+    // The same fault in every one of ten runs since it appeared stands: not a lemon.
+    let standing: Vec<NodeRun> = (0..10).map(|i| own(i, 1, 1, false)).collect();
+    assert_eq!(lemons(&standing), vec![]);
+    let fixed_then_back: Vec<NodeRun> = (0..10)
+        .map(|i| {
+            if i == 5 {
+                clean(i)
+            } else {
+                own(i, 1, 1, false)
+            }
+        })
+        .collect();
+    assert_eq!(
+        lemons(&fixed_then_back).len(),
+        1,
+        "it came back after a run without it"
+    );
 }
 
 #[test]
@@ -239,9 +280,21 @@ fn slow_node_named_by_itself_in_two_runs_moves_with_it() {
         }],
         ..NodeRun::default()
     };
+    let fine = NodeRun {
+        run: "r1".into(),
+        time: 1,
+        node: "s".into(),
+        nodes: 6,
+        ..NodeRun::default()
+    };
     assert_eq!(lemons(&[slow(0)]), vec![]);
     assert_eq!(
         lemons(&[slow(0), slow(3)]),
+        vec![],
+        "slow in every run: it stands"
+    );
+    assert_eq!(
+        lemons(&[slow(0), fine, slow(3)]),
         vec![Lemon::LinkMoves {
             node: "s".into(),
             partners: vec![],
@@ -249,4 +302,90 @@ fn slow_node_named_by_itself_in_two_runs_moves_with_it() {
             itself: true
         }]
     );
+}
+
+#[test]
+fn a_node_that_alone_has_a_fault_in_every_cluster_run_is_not_a_lemon() {
+    // 4-node runs: "d" holds the port in all 6 while the others pass: it stands.
+    let mut runs = Vec::new();
+    for r in 0..6 {
+        for n in ["a", "b", "c", "d"] {
+            let has = n == "d";
+            runs.push(run(
+                r,
+                n,
+                None,
+                if has { vec![f("port.in-use")] } else { vec![] },
+            ));
+        }
+    }
+    assert_eq!(lemons(&runs), vec![]);
+}
+
+#[test]
+fn a_run_in_every_nodes_report_counts_once() {
+    // Each of 4 nodes wrote the whole cluster's report of the same 6 runs: 96 records, 24 runs.
+    let mut runs = Vec::new();
+    for _copy in 0..4 {
+        for r in 0..6 {
+            for n in ["a", "b", "c", "d"] {
+                let bad = n == "b" && r % 2 == 0;
+                runs.push(run(
+                    r,
+                    n,
+                    None,
+                    if bad { vec![f("gpu.ecc")] } else { vec![] },
+                ));
+            }
+        }
+    }
+    assert_eq!(
+        lemons(&runs),
+        vec![Lemon::Repeat {
+            node: "b".into(),
+            finding: "gpu.ecc".into(),
+            runs: 3
+        }]
+    );
+    let v = view(&runs, &|_| None);
+    assert_eq!((v.records, v.node_runs, v.runs), (96, 24, 6));
+    let b = v.nodes.iter().find(|n| n.node == "b").unwrap();
+    assert_eq!((b.runs, b.failed_runs, b.flaps), (6, 3, 5));
+    assert_eq!(b.findings[0].runs, 3);
+}
+
+#[test]
+fn escalation_follows_the_kind_of_fault() {
+    // The same three-in-ten pattern for a process, a file, a firewall and a GPU's memory.
+    let pattern = |id: &str| -> Vec<NodeRun> {
+        (0..10)
+            .map(|r| {
+                let bad = r % 3 == 0;
+                run(r, "n", None, if bad { vec![f(id)] } else { vec![] })
+            })
+            .collect()
+    };
+    let lemon = |id: &str| {
+        let got = describe(&pattern(id), &crate::registry::entry);
+        assert_eq!(got.len(), 1, "{id}: {got:?}");
+        got.into_iter().next().unwrap()
+    };
+    for (id, action, fault) in [
+        ("port.in-use", "reboot", "config"),
+        ("net.hostname-loopback", "fix-config", "config"),
+        ("firewall.rules", "fix-config", "config"),
+        ("gpu.ecc", "reboot", "hardware"),
+        ("gpu.pcie-link", "replace", "hardware"),
+    ] {
+        let l = lemon(id);
+        assert_eq!(l.action.map(|a| a.as_str()), Some(action), "{id}");
+        assert_eq!(l.evidence["fault"], fault, "{id}");
+        let fix = l.fix.unwrap();
+        let drains = fix.commands.iter().any(|c| c.contains("State=DRAIN"));
+        assert_eq!(drains, fault == "hardware", "{id}: {fix:?}");
+        if fault == "config" {
+            assert!(fix.hint.contains("the fix did not hold"), "{}", fix.hint);
+            assert!(!fix.hint.contains("replace"), "{}", fix.hint);
+        }
+    }
 }

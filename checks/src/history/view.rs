@@ -2,7 +2,8 @@
 //! how often it flapped between pass and fail, its findings by count, and the lemons with the
 //! rule that named each. Bounded for a person: the nodes with most failures first.
 
-use crate::core::{Finding, NodeRun, Remedy};
+use super::Catalog;
+use crate::core::{Finding, NodeRun};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -18,6 +19,8 @@ pub struct FindingCount {
     /// Unix seconds of the first and last run that had it.
     pub first_seen: i64,
     pub last_seen: i64,
+    /// In every run of the node since it first appeared: a standing fault, not a lemon.
+    pub standing: bool,
 }
 
 /// One node's runs.
@@ -40,8 +43,20 @@ pub struct NodeView {
 /// The whole answer.
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct HistoryView {
-    /// Runs read, over every node.
+    /// Runs: the records of one run id (or one job) count once however many nodes' reports
+    /// carry them.
     pub runs: usize,
+    /// Node-runs: each node's runs, once each, summed over the nodes.
+    pub node_runs: usize,
+    /// Records read (a report of a cluster run holds one per node; many reports repeat them).
+    pub records: usize,
+    /// Report and export files read (`--reports DIR`); absent for a store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reports: Option<usize>,
+    /// Where the store is and why there (a node-local place when the default folder is on a
+    /// network file system); absent for `--reports`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
     /// Nodes, those with most failed runs first.
     pub nodes: Vec<NodeView>,
     /// `history.lemon` findings, each with its rule, action and fix.
@@ -57,8 +72,10 @@ fn failed(r: &NodeRun) -> bool {
         .any(|f| f.status == "fail" || f.status == "error")
 }
 
-/// The view of `runs` (any order).
-pub fn view(runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>) -> HistoryView {
+/// The view of `runs` (any order; a run repeated in many reports counts once).
+pub fn view(records: &[NodeRun], catalog: Catalog) -> HistoryView {
+    let merged = super::merge(records);
+    let runs = &merged[..];
     let mut by: BTreeMap<&str, Vec<&NodeRun>> = BTreeMap::new();
     for r in runs {
         by.entry(r.node.as_str()).or_default().push(r);
@@ -78,12 +95,20 @@ pub fn view(runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>) -> Histor
                         runs: 0,
                         first_seen: r.time,
                         last_seen: r.time,
+                        standing: false,
                     });
                     c.runs += 1;
                     c.last_seen = r.time;
                 }
             }
             let mut findings: Vec<FindingCount> = ids.into_values().collect();
+            for c in &mut findings {
+                let since = rs.iter().skip_while(|r| r.time < c.first_seen);
+                c.standing = since.clone().count() > 1
+                    && since
+                        .clone()
+                        .all(|r| r.findings.iter().any(|f| f.id == c.id));
+            }
             findings.sort_by(|a, b| b.runs.cmp(&a.runs).then_with(|| a.id.cmp(&b.id)));
             let more_findings = findings.len().saturating_sub(FINDINGS_SHOWN);
             findings.truncate(FINDINGS_SHOWN);
@@ -106,10 +131,15 @@ pub fn view(runs: &[NodeRun], remedy: &dyn Fn(&str) -> Option<Remedy>) -> Histor
             .then_with(|| b.flaps.cmp(&a.flaps))
             .then_with(|| a.node.cmp(&b.node))
     });
+    let distinct: std::collections::BTreeSet<&str> = runs.iter().map(|r| r.run.as_str()).collect();
     HistoryView {
-        runs: runs.len(),
+        runs: distinct.len(),
+        node_runs: runs.len(),
+        records: records.len(),
+        reports: None,
+        store: None,
         nodes,
-        lemons: super::describe(runs, remedy),
+        lemons: super::describe(runs, catalog),
         notes: Vec::new(),
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod budget;
 pub mod child;
+pub mod date;
 pub mod endpoint;
 pub mod hostlist;
 pub mod root;

@@ -40,7 +40,8 @@ pub static ENTRIES: &[Entry] = &[
          for no route, check `ip route get <addr>`. The finding names the node and the exact \
          command.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         INTERCEPTED,
         "fail",
@@ -136,7 +137,8 @@ pub static ENTRIES: &[Entry] = &[
          (the switch ports between the groups, `ip route get <addr>`); rerun with `--thorough` \
          to confirm.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         LATENCY,
         "warn",
@@ -149,5 +151,6 @@ pub static ENTRIES: &[Entry] = &[
         "Check the node's load and CPU governor, `ethtool -c <if>` (interrupt coalescing) and \
          `tc qdisc show dev <if>`; for a cut, trace the route between the groups.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
 ];

@@ -20,7 +20,8 @@ pub static ENTRIES: &[Entry] = &[
          `ethtool <netdev>` for RoCE. If the port is not meant to be used, leave it out with \
          `NCCL_IB_HCA=<dev>:<port>,...`.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         VERBS,
         "warn",
@@ -71,7 +72,8 @@ pub static ENTRIES: &[Entry] = &[
          speed: `ibstat <hca> <port>`, `mlxlink -d <pci> -p <port> -m -c -e` (`ethtool <netdev>` \
          on RoCE). Until it is fixed, leave the rail out with `NCCL_IB_HCA`.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         RAILS,
         "warn",
@@ -83,7 +85,8 @@ pub static ENTRIES: &[Entry] = &[
          HCA; until then run with `NCCL_IB_HCA` listing the rails every node has (the \
          recommendation gives it).",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         FIRMWARE,
         "warn",
@@ -120,7 +123,8 @@ pub static ENTRIES: &[Entry] = &[
          bit-error rate), reseat or replace it, clear the counters (`perfquery -x -R -C <hca> -P \
          <port>`) and rerun preflight to see whether they grow again.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         COUNTERS_GREW,
         "warn / fail",
@@ -133,7 +137,8 @@ pub static ENTRIES: &[Entry] = &[
         "Reseat or replace the cable or transceiver on that port, check the switch port's log, and \
          leave the rail out with `NCCL_IB_HCA` until it holds.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
     entry(
         CONTAINER,
         "warn",
@@ -172,5 +177,6 @@ pub static ENTRIES: &[Entry] = &[
          -p <port> -m -c -e`, `ibportstate`), check the rail's switch (`ibdiagnet`), and leave \
          the bad rail out for now with the `NCCL_IB_HCA` the finding gives.",
     )
-    .node(Action::DrainAndRepair),
+    .node(Action::DrainAndRepair)
+    .hardware(),
 ];

@@ -132,6 +132,32 @@ fn capitalise(s: &str) -> String {
     }
 }
 
+/// A standing fault's clause (`standing since ... (N runs)`, which the history put at the end of
+/// its summary) moved onto the heading where it fits in `width`, so a node checked again and
+/// again prints as many lines as the first time: the summary without it, and the heading's
+/// tail. None when the finding does not stand or no form of the clause fits.
+fn standing_on_heading<'a>(
+    f: &'a Finding,
+    heading: &str,
+    width: usize,
+    dot: &str,
+) -> Option<(&'a str, String)> {
+    let clause = f.evidence.get("standing")?.as_str()?;
+    let rest = f.summary.strip_suffix(clause)?.strip_suffix("; ")?;
+    let since = f.evidence.get("standing_since")?.as_i64()?;
+    let runs = f.evidence.get("standing_runs")?.as_u64()?;
+    // `2026-12-07 23:10` without the year: `12-07 23:10`.
+    let date = preflight_checks::infra::date::utc_minute(since);
+    let day = date.get(5..10).unwrap_or(&date);
+    let short = format!("since {} ({runs} runs)", date.get(5..).unwrap_or(&date));
+    let shorter = format!("since {day} ({runs} runs)");
+    [clause.to_string(), short, shorter]
+        .into_iter()
+        .map(|c| format!(" {dot} {c}"))
+        .find(|tail| super::wrap::width_of(heading) + super::wrap::width_of(tail) <= width)
+        .map(|tail| (rest, tail))
+}
+
 /// One group of findings with the same id and status.
 fn block(report: &Report, g: &[&Finding], style: Style) -> String {
     let width = usize::from(style.width);
@@ -147,15 +173,22 @@ fn block(report: &Report, g: &[&Finding], style: Style) -> String {
         } else {
             String::new()
         };
-    let heading = format!(
+    let mut heading = format!(
         "{} {} {} {dot} {where_text}{subject}",
         paint::mark(first.status, style),
         paint::color(first.status, paint::word(first.status), style),
         paint::bold(&shown(&first.id), style),
     );
+    let mut summary = first.summary.as_str();
+    if g.len() == 1
+        && let Some((rest, short)) = standing_on_heading(first, &heading, width, dot)
+    {
+        heading.push_str(&short);
+        summary = rest;
+    }
     out.push_str(&wrap(&heading, width, "", TEXT));
     if same_summary {
-        out.push_str(&wrap(&shown(&first.summary), width, TEXT, TEXT));
+        out.push_str(&wrap(&shown(summary), width, TEXT, TEXT));
         if g.len() == 1 {
             if let Some(e) = evidence_words(first, style) {
                 out.push_str(&wrap(&format!("evidence: {e}"), width, TEXT, TEXT));
