@@ -2,7 +2,7 @@
 //! the action and whose problem, the drain reason) or the list.
 
 use preflight_checks::catalog::{self, Entry};
-use preflight_checks::model::Problem;
+use preflight_checks::model::{Fault, Problem};
 
 /// Width explanations are wrapped to.
 const WIDTH: usize = 78;
@@ -47,7 +47,16 @@ fn action(e: &Entry) -> String {
     } else {
         ""
     };
-    format!("{} ({whose}).{per_xid}", r.action)
+    let kind = match e.fault() {
+        Fault::Hardware => {
+            " Its fault is in the node's hardware: when it keeps coming back (a lemon), the action escalates towards a repair and a replacement."
+        }
+        Fault::Config => {
+            " Its fault is in the node's configuration or software: when it keeps coming back, the fix did not hold (find what restores it), never a repair of the part."
+        }
+        Fault::User => " It is never a node's lemon.",
+    };
+    format!("{} ({whose}).{per_xid}{kind}", r.action)
 }
 
 /// Every id with its one-line meaning, aligned.

@@ -181,7 +181,8 @@ pub fn markdown_table() -> String {
     s
 }
 
-/// The table's action: `` `reset-gpu` (node) ``; `gpu.xid`'s is NVIDIA's per XID.
+/// The table's action: `` `reset-gpu` (node, hardware) ``, `` `fix-config` (user) ``; `gpu.xid`'s
+/// is NVIDIA's per XID.
 fn action_cell(e: &Entry) -> String {
     let Some(r) = e.remedy else {
         return String::new();
@@ -192,7 +193,10 @@ fn action_cell(e: &Entry) -> String {
             r.action, r.problem
         );
     }
-    format!("`{}` ({})", r.action, r.problem)
+    match e.fault() {
+        crate::core::Fault::User => format!("`{}` ({})", r.action, r.problem),
+        fault => format!("`{}` ({}, {fault})", r.action, r.problem),
+    }
 }
 
 #[cfg(test)]

@@ -9,18 +9,23 @@ pub static ENTRIES: &[Entry] = &[
     entry(
         LEMON,
         "warn",
-        "a lemon: this node's history names it by one of the rules (the same node problem in 3 \
-         of its last 10 runs while the other nodes passed; one GPU's XID in 5 bursts within \
-         24 h; a link fault in 2 runs with different partners; left out of the healthy set in \
-         more than a third of its runs)",
+        "a lemon: a fault that comes and goes, named by one of the rules (the same node \
+         problem in 3 of its last 10 runs and gone in a run between, while the other nodes \
+         passed; one GPU's XID in 5 bursts within 24 h; a link fault that moves with the node \
+         or stays with a pair; left out of the healthy set in more than a third of its runs). \
+         A fault in every run since it appeared stands: its own finding says since when",
         "An intermittent node passes most checks and fails the jobs that land on it now and \
          then: each failure looks like bad luck, and the job restarts onto it again. Meta's \
          study of its research clusters (arXiv 2410.21680) found such lemon nodes among the \
-         costliest faults; NVIDIA NVSentinel drains a GPU whose XID comes in 5 bursts a day.",
-        "Take the node out of service and repair it, escalating past what did not help (the \
-         evidence names the rule, the finding and the runs): `scontrol update \
-         NodeName=<node> State=DRAIN Reason=\"preflight: [node_problem] lemon\"`, then \
-         `preflight history` on the node for every run that named it.",
+         costliest faults; NVIDIA NVSentinel drains a GPU whose XID comes in 5 bursts a day. \
+         A fault that never went away is not intermittent: its own finding and fix stand.",
+        "Follow the lemon's action, which depends on the kind of fault: hardware (a GPU, a \
+         NIC or rail, a link that moves with the node) escalates past what did not help \
+         towards a repair and a replacement, with `scontrol update NodeName=<node> \
+         State=DRAIN Reason=\"preflight: [node_problem] lemon\"`; a configuration fault \
+         (a file, a sysctl, a service, a process) that keeps coming back means the fix did not \
+         hold: find what restores it (a configuration manager, the image, a cron job). \
+         `preflight history` on the node lists every run that named it.",
     )
     .node(Action::DrainAndRepair),
     entry(

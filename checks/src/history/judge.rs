@@ -144,8 +144,12 @@ fn finding(l: &Lemon, runs: &[NodeRun], catalog: Catalog) -> Finding {
             "repeat",
             finding.clone(),
             format!(
-                "{node} had {finding} in {n} of its last {} runs and not in runs between them{}: the fault comes and goes with this node",
-                super::REPEAT_WINDOW,
+                "{node} had {finding} in {n} of its last {} runs, and it went away in between{}: the fault comes and goes with this node",
+                super::merge(runs)
+                    .iter()
+                    .filter(|r| r.node == *node)
+                    .count()
+                    .min(super::REPEAT_WINDOW),
                 if runs.iter().any(|r| r.node == *node
                     && r.nodes > 1
                     && r.findings.iter().any(|f| f.id == *finding))

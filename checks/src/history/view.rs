@@ -104,7 +104,8 @@ pub fn view(records: &[NodeRun], catalog: Catalog) -> HistoryView {
             let mut findings: Vec<FindingCount> = ids.into_values().collect();
             for c in &mut findings {
                 let since = rs.iter().skip_while(|r| r.time < c.first_seen);
-                c.standing = since.clone().count() > 1
+                c.standing = !c.id.starts_with("history.")
+                    && since.clone().count() > 1
                     && since
                         .clone()
                         .all(|r| r.findings.iter().any(|f| f.id == c.id));
