@@ -697,9 +697,10 @@ pub struct GemmWorkerArgs {
     pub seed: u64,
 }
 
-/// Parses argv; on bad flags clap prints the error and exits with code 2.
+/// Parses argv; on bad flags clap prints the error and exits with code 2. preflight's flags
+/// after a quoted torchrun line are read as preflight's (see `argv`).
 pub fn parse() -> Cli {
-    Cli::parse()
+    crate::argv::parse()
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 
 pub mod advise;
 pub mod app;
+pub mod argv;
 pub mod cleanup;
 pub mod cli;
 pub mod commands;

@@ -34,7 +34,8 @@ const fn opt(name: &'static str, spellings: &'static [&'static str], takes_value
     }
 }
 
-/// Every option of torch/distributed/run.py (plus launch.py's `--use-env`), in its order.
+/// Every option of torch/distributed/run.py (torch 2.11, plus launch.py's `--use-env`), in its
+/// order: argparse names the candidates of an ambiguous prefix in this order.
 pub const OPTIONS: &[OptSpec] = &[
     opt("nnodes", &["--nnodes"], true),
     opt(
@@ -75,6 +76,16 @@ pub const OPTIONS: &[OptSpec] = &[
         &["--local-ranks-filter", "--local_ranks_filter"],
         true,
     ),
+    opt(
+        "duplicate-stdout-filters",
+        &["--duplicate-stdout-filters", "--duplicate_stdout_filters"],
+        true,
+    ),
+    opt(
+        "duplicate-stderr-filters",
+        &["--duplicate-stderr-filters", "--duplicate_stderr_filters"],
+        true,
+    ),
     opt("node-rank", &["--node-rank", "--node_rank"], true),
     opt("master-addr", &["--master-addr", "--master_addr"], true),
     opt("master-port", &["--master-port", "--master_port"], true),
@@ -85,6 +96,11 @@ pub const OPTIONS: &[OptSpec] = &[
         "signals-to-handle",
         &["--signals-to-handle", "--signals_to_handle"],
         true,
+    ),
+    opt(
+        "virtual-local-rank",
+        &["--virtual-local-rank", "--virtual_local_rank"],
+        false,
     ),
     OptSpec {
         name: "use-env",
@@ -183,6 +199,42 @@ fn spec_of_spelling(table: &'static [OptSpec], spelling: &str) -> Option<&'stati
     table.iter().find(|o| o.spellings.contains(&spelling))
 }
 
+/// What an option word names, read as torch's argparse reads it (`allow_abbrev`, the default).
+enum Named {
+    One(&'static OptSpec),
+    /// A prefix of several long spellings, in argparse's order.
+    Ambiguous(Vec<&'static str>),
+    Unknown,
+}
+
+/// The exact spelling first; else, for torch's launchers, the one long spelling that starts
+/// with it (`--nproc-per` is `--nproc-per-node`, `--max_restart` is `--max_restarts`). Several
+/// matching spellings make it ambiguous, even two of one option, as argparse says
+/// ("ambiguous option: --nproc could match --nproc-per-node, --nproc_per_node").
+fn resolve(table: &'static [OptSpec], launcher: Launcher, spelling: &str) -> Named {
+    if let Some(spec) = spec_of_spelling(table, spelling) {
+        return Named::One(spec);
+    }
+    if !launcher.is_torch() || !spelling.starts_with("--") || spelling.len() < 3 {
+        return Named::Unknown;
+    }
+    let matches: Vec<(&'static OptSpec, &'static str)> = table
+        .iter()
+        .filter(|o| !o.launch_only || launcher == Launcher::Launch)
+        .flat_map(|o| {
+            o.spellings
+                .iter()
+                .filter(|s| s.starts_with("--") && s.starts_with(spelling))
+                .map(move |s| (o, *s))
+        })
+        .collect();
+    match matches.as_slice() {
+        [] => Named::Unknown,
+        [(spec, _)] => Named::One(spec),
+        many => Named::Ambiguous(many.iter().map(|(_, s)| *s).collect()),
+    }
+}
+
 /// How an option's value was written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ValueForm {
@@ -213,10 +265,23 @@ pub struct ParsedOpt {
 pub enum Problem {
     /// An option torchrun does not know (before the script).
     Unknown { index: usize, word: String },
+    /// A prefix of several options (`--nproc`): argparse stops with "ambiguous option".
+    Ambiguous {
+        index: usize,
+        word: String,
+        candidates: Vec<&'static str>,
+    },
     /// An option torchrun knows only under `torch.distributed.launch` (`--use-env` under torchrun).
     LaunchOnly { index: usize, word: String },
     /// An option that needs a value got none.
     MissingValue { index: usize, word: String },
+    /// A value torch's argparse refuses for the option's type or choices (`--master-port=abc`):
+    /// argparse's own message, "argument --master-port/--master_port: invalid int value: 'abc'".
+    BadValue {
+        index: usize,
+        word: String,
+        message: String,
+    },
     /// A store-true flag was given a value (`--standalone=1`).
     ValueOnFlag { index: usize, word: String },
     /// No script after the options.
@@ -393,7 +458,20 @@ pub fn parse(words: Vec<Word>) -> Parsed {
             break;
         }
         let (spelling, inline) = split_option(word);
-        let Some(spec) = spec_of_spelling(table, &spelling) else {
+        let spec = match resolve(table, launcher, &spelling) {
+            Named::One(spec) => Some(spec),
+            Named::Ambiguous(candidates) => {
+                problems.push(Problem::Ambiguous {
+                    index: i,
+                    word: word.to_string(),
+                    candidates,
+                });
+                i += 1;
+                continue;
+            }
+            Named::Unknown => None,
+        };
+        let Some(spec) = spec else {
             if !launcher.is_torch() {
                 // accelerate/deepspeed have many options of their own: known flags take no
                 // value, every other one takes the next word unless it is inline or an option.
@@ -447,6 +525,18 @@ pub fn parse(words: Vec<Word>) -> Parsed {
                 }
             }
         };
+        if let Some(message) = value
+            .as_deref()
+            // `$VAR` not expanded here is the shell's to fill in: judged once it is.
+            .filter(|v| launcher.is_torch() && !v.contains(['$', '`']))
+            .and_then(|v| bad_value(spec, v))
+        {
+            problems.push(Problem::BadValue {
+                index: i,
+                word: word.to_string(),
+                message,
+            });
+        }
         opts.push(ParsedOpt {
             name: spec.name,
             spelled: spelling,
@@ -456,8 +546,18 @@ pub fn parse(words: Vec<Word>) -> Parsed {
         });
         i += used;
     }
-    if script_index.is_none() {
-        problems.push(Problem::NoScript);
+    match script_index {
+        None => problems.push(Problem::NoScript),
+        Some(at)
+            if launcher.is_torch()
+                && at
+                    .checked_sub(1)
+                    .and_then(|k| words.get(k))
+                    .is_none_or(|w| w.value != "--") =>
+        {
+            problems.extend(ambiguous_in_script(&words, at, table, launcher));
+        }
+        Some(_) => {}
     }
     Parsed {
         words,
@@ -468,6 +568,80 @@ pub fn parse(words: Vec<Word>) -> Parsed {
         script_index,
         problems,
     }
+}
+
+/// argparse sorts every word before the first `--` into option or not before it hands the
+/// script its arguments, and stops at an ambiguous prefix there too: `torchrun train.py
+/// --nproc=9` fails ("ambiguous option: --nproc=9 could match ..."), while `--nproc-per=9`
+/// (one match) and exact names go to the script untouched.
+fn ambiguous_in_script(
+    words: &[Word],
+    script: usize,
+    table: &'static [OptSpec],
+    launcher: Launcher,
+) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (index, w) in words.iter().enumerate().skip(script + 1) {
+        if w.value == "--" {
+            break;
+        }
+        if !w.value.starts_with("--") {
+            continue;
+        }
+        let (spelling, _) = split_option(&w.value);
+        if let Named::Ambiguous(candidates) = resolve(table, launcher, &spelling) {
+            out.push(Problem::Ambiguous {
+                index,
+                word: w.value.clone(),
+                candidates,
+            });
+        }
+    }
+    out
+}
+
+/// argparse's complaint about a value of torchrun's typed options (`type=int`, `type=float`,
+/// `choices=`), as run.py declares them; None when torchrun takes it.
+fn bad_value(spec: &OptSpec, v: &str) -> Option<String> {
+    let choices: &[&str] = match spec.name {
+        "start-method" => &["spawn", "fork", "forkserver"],
+        "numa-binding" => &["node", "socket", "exclusive", "core-complex"],
+        _ => &[],
+    };
+    let kind = match spec.name {
+        "max-restarts" | "node-rank" | "master-port" => "int",
+        "monitor-interval" => "float",
+        _ if !choices.is_empty() => "choice",
+        _ => return None,
+    };
+    let ok = match kind {
+        "int" => python_int(v),
+        "float" => python_int(v) || v.trim().replace('_', "").parse::<f64>().is_ok(),
+        _ => choices.contains(&v),
+    };
+    let names = spec.spellings.join("/");
+    (!ok).then(|| match kind {
+        "choice" => format!(
+            "argument {names}: invalid choice: '{v}' (choose from {})",
+            choices
+                .iter()
+                .map(|c| format!("'{c}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => format!("argument {names}: invalid {kind} value: '{v}'"),
+    })
+}
+
+/// What Python's `int(str)` takes: spaces around, a sign, digits with single `_` between them.
+fn python_int(v: &str) -> bool {
+    let t = v.trim();
+    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+    !digits.is_empty()
+        && !digits.starts_with('_')
+        && !digits.ends_with('_')
+        && !digits.contains("__")
+        && digits.chars().all(|c| c.is_ascii_digit() || c == '_')
 }
 
 /// Parses argv-style strings (what a shell hands over).

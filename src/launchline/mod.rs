@@ -1,6 +1,8 @@
 //! The user's own launch line: its words, what torchrun will do with it, how it fares against
 //! this node, and the command printed back fixed (`preflight torchrun`).
 
+#[cfg(test)]
+mod argparse_tests;
 pub mod args;
 #[cfg(test)]
 mod corpus_tests;
@@ -275,7 +277,13 @@ mod tests {
                 fields[2].split(' ').collect::<Vec<_>>(),
                 "{source}: options"
             );
-            assert!(p.problems.is_empty(), "{source}: {:?}", p.problems);
+            // A placeholder from a doc (`--master-port [port]`) is what torchrun would refuse.
+            let real: Vec<_> = p
+                .problems
+                .iter()
+                .filter(|x| !matches!(x, args::Problem::BadValue { message, .. } if message.ends_with("'[port]'")))
+                .collect();
+            assert!(real.is_empty(), "{source}: {:?}", p.problems);
             assert_ne!(p.launcher, args::Launcher::Bare, "{source}");
             // Printed back with no correction and no environment: the same words, as written.
             let printed = rewrite::rewrite(&p, &[], &BTreeMap::new());

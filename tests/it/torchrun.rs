@@ -516,3 +516,88 @@ fn check_reads_the_launchers_environment() {
         "MASTER_PORT is the port checked, so env.master does not warn"
     );
 }
+
+/// Issue 55 (2): `preflight torchrun --no-run 'torchrun --standalone --max-restart=3
+/// --nproc-per=1 ok.py'` passes launch.unknown-flag, as torchrun's argparse takes a unique
+/// prefix; `--nproc=1` is ambiguous, in argparse's words.
+#[test]
+fn a_unique_prefix_is_torchruns_option_and_an_ambiguous_one_is_named() {
+    let run = |line: &str| {
+        let out = bin()
+            .args(["torchrun", "--no-run", "--no-gpu", "--format", "json", line])
+            .output()
+            .unwrap();
+        json_of(&out.stdout)
+    };
+    let ok = run("torchrun --standalone --max-restart=3 --nproc-per=1 ok.py");
+    let f = finding(&ok, "launch.unknown-flag");
+    assert_eq!(f["status"], "pass", "{f:#}");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("--max-restart is --max-restarts, --nproc-per is --nproc-per-node"),
+        "{f:#}"
+    );
+    let bad = run("torchrun --standalone --nproc=1 ok.py");
+    let f = finding(&bad, "launch.unknown-flag");
+    assert_eq!(f["status"], "fail");
+    assert_eq!(
+        f["summary"],
+        "torchrun on rank 0 stops with \"ambiguous option: --nproc=1 could match --nproc-per-node, --nproc_per_node\""
+    );
+    // In the script's arguments too: argparse classifies every word before a `--`.
+    let script = run("torchrun --standalone ok.py --master 1");
+    let f = finding(&script, "launch.unknown-flag");
+    assert_eq!(f["status"], "fail");
+    assert!(
+        f["fix"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("put -- before the script"),
+        "{f:#}"
+    );
+}
+
+/// Issue 55 (3): preflight's flags after the quoted line are preflight's; the command printed
+/// back is the user's line, never that line wrapped in another torchrun.
+#[test]
+fn preflight_flags_after_the_quoted_line_are_read_as_preflights() {
+    let out = bin()
+        .env_remove("PREFLIGHT_HISTORY")
+        .args([
+            "torchrun",
+            "--no-run",
+            "--no-gpu",
+            "torchrun --standalone --nproc-per-node=1 ok.py",
+            "--history",
+            "off",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let report = json_of(&out.stdout);
+    assert_eq!(finding(&report, "launch.args")["status"], "pass");
+    let command = command_of(&report);
+    assert!(
+        command.ends_with(" torchrun --standalone --nproc-per-node=1 ok.py"),
+        "{command}"
+    );
+    let refused = bin()
+        .args([
+            "torchrun",
+            "--no-run",
+            "torchrun --standalone ok.py",
+            "--epochs",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("preflight torchrun --no-run 'torchrun --standalone ok.py --epochs 5'"),
+        "{err}"
+    );
+}

@@ -13,6 +13,7 @@ pub(super) fn args(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correcti
                 "{word}: {} is a flag and takes no value (torchrun: \"ignored explicit argument\")",
                 word.split('=').next().unwrap_or(word)
             )),
+            Problem::BadValue { message, .. } => bad.push(format!("torchrun: \"{message}\"")),
             Problem::NoScript => bad.push(
                 "no training script: torchrun needs the script (or module with -m) after its options"
                     .into(),
@@ -66,6 +67,37 @@ pub(super) fn args(p: &Parsed, plan: &CommandShape) -> (Finding, Option<Correcti
     (f, None)
 }
 
+/// "; --nproc-per is --nproc-per-node" for the options written as a prefix, or nothing.
+fn prefixes(p: &Parsed) -> String {
+    let read: Vec<String> = p
+        .opts
+        .iter()
+        .filter_map(|o| {
+            let spec = p.spec(o.name)?;
+            (!spec.spellings.contains(&o.spelled.as_str()))
+                .then(|| format!("{} is {}", o.spelled, full_name(spec, &o.spelled)))
+        })
+        .collect();
+    if read.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {}: torchrun takes a prefix that only one option starts with",
+            read.join(", ")
+        )
+    }
+}
+
+/// The spelling a prefix stands for (`--max_restart` -> `--max_restarts`).
+fn full_name(spec: &crate::launchline::args::OptSpec, prefix: &str) -> &'static str {
+    spec.spellings
+        .iter()
+        .find(|s| s.starts_with(prefix))
+        .copied()
+        .or_else(|| spec.spellings.first().copied())
+        .unwrap_or(spec.name)
+}
+
 /// "; through srun, sudo; environment NCCL_SOCKET_IFNAME" for the summary, or nothing.
 fn around(p: &Parsed) -> String {
     let mut parts = Vec::new();
@@ -94,8 +126,29 @@ pub(super) fn unknown_flags(p: &Parsed, plan: &CommandShape) -> (Finding, Option
     let mut words = Vec::new();
     let mut hints = Vec::new();
     let mut correction = None;
+    // argparse stops at the first ambiguous prefix, before it collects unrecognized words.
+    let mut ambiguous = None;
     for problem in &p.problems {
         match problem {
+            Problem::Ambiguous {
+                index,
+                word,
+                candidates,
+            } => {
+                words.push(word.clone());
+                let names = candidates.join(", ");
+                hints.push(if p.script_index.is_some_and(|s| *index > s) {
+                    format!(
+                        "{word} is the script's, but torchrun's argparse reads it as a prefix of its own options: put -- before the script (torchrun ... -- {} ...)",
+                        p.script().unwrap_or("train.py")
+                    )
+                } else {
+                    format!(
+                        "{word}: write the whole name, one of {names} (torchrun takes a prefix only when one option starts with it)"
+                    )
+                });
+                ambiguous.get_or_insert(format!("ambiguous option: {word} could match {names}"));
+            }
             Problem::Unknown { word, .. } => {
                 words.push(word.clone());
                 hints.push(match suggest(word) {
@@ -120,8 +173,9 @@ pub(super) fn unknown_flags(p: &Parsed, plan: &CommandShape) -> (Finding, Option
             plan.rank,
             "options",
             format!(
-                "every option before the script is one torchrun knows ({} given)",
-                p.opts.len()
+                "every option before the script is one torchrun knows ({} given{})",
+                p.opts.len(),
+                prefixes(p)
             ),
         )
         .with(
@@ -136,9 +190,9 @@ pub(super) fn unknown_flags(p: &Parsed, plan: &CommandShape) -> (Finding, Option
         plan.rank,
         words.join(" "),
         format!(
-            "torchrun on rank {} stops with \"unrecognized arguments: {}\"",
+            "torchrun on rank {} stops with \"{}\"",
             plan.rank,
-            words.join(" ")
+            ambiguous.unwrap_or_else(|| format!("unrecognized arguments: {}", words.join(" ")))
         ),
     )
     .with("unknown", &words)

@@ -403,7 +403,7 @@ fn a_held_port_moves_to_the_free_one_in_the_flag_that_named_it() {
 #[test]
 fn backends_conf_and_unknown_flags() {
     let all = judge(
-        "torchrun --rdzv-backend=c10 --rdzv-conf=timeout --nproc-per-nod=2 --standalone t.py",
+        "torchrun --rdzv-backend=c10 --rdzv-conf=timeout --nproc-per-nodes=2 --standalone t.py",
         &ib_node(),
         &[],
     );
