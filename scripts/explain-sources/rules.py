@@ -49,6 +49,7 @@ NCCL = [
 ]
 
 GLOO = [
+    rule(r"Unable to find address for: ", "sig:gloo.no-interface", "interfaces"),
     rule(r"ss_family", "sig:gloo.family-mismatch", "interfaces"),
     rule(r"[Cc]onnection closed by peer|[Rr]ead timeout|[Rr]ead error|[Ww]rite error|[Cc]onnection reset|[Tt]imed out|[Ss]ocket closed|closed", "sig:gloo.peer-closed", "sockets"),
     rule(r"failed to connect|[Cc]onnect timeout|Error connecting to|connect: |[Cc]onnection refused", "sig:gloo.connect-full-mesh", "sockets"),

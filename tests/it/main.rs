@@ -22,6 +22,7 @@ mod explain_log;
 mod fabrics;
 mod fail_slow;
 mod faults;
+mod first_run;
 mod gemm;
 mod gpu_health;
 mod healthy_set;

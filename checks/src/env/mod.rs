@@ -94,6 +94,39 @@ fn names(v: &[&Interface]) -> String {
     }
 }
 
+/// Why each matched interface cannot carry the job: "lo, which is loopback (127.0.0.1): the
+/// other nodes cannot reach this node there", "eth1, which is down", "eth2, which has no
+/// usable address".
+fn why_unusable(matched: &[&Interface]) -> String {
+    matched
+        .iter()
+        .map(|i| {
+            let addrs: Vec<String> = i
+                .ipv4
+                .iter()
+                .chain(i.ipv6.iter())
+                .map(|a| a.addr.to_string())
+                .collect();
+            if i.up && (i.kind == IfKind::Loopback || i.name == "lo") {
+                let shown = if addrs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", addrs.join(", "))
+                };
+                format!(
+                    "{}, which is loopback{shown}: the other nodes cannot reach this node there, so their connections to it fail",
+                    i.name
+                )
+            } else if !i.up {
+                format!("{}, which is down", i.name)
+            } else {
+                format!("{}, which has no usable address", i.name)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Suspicious for NCCL: a container/VM bridge by name or kind, or no address other nodes can reach.
 fn is_virtual_pick(i: &Interface) -> bool {
     is_virtual_name(&i.name) || matches!(i.kind, IfKind::Docker | IfKind::Bridge | IfKind::Loopback)
@@ -140,24 +173,33 @@ fn judge_ifname(facts: &NodeFacts, var: &str, spec: &IfnameSpec) -> Finding {
         return base(
             Status::Fail,
             format!(
-                "{var}={value} matches no interface on this node (interfaces: {}); the job will fail with \"no socket interface found\"",
-                names(&all.iter().collect::<Vec<_>>())
+                "{var}={value} matches no interface on this node (interfaces: {}); the job will fail with {}",
+                names(&all.iter().collect::<Vec<_>>()),
+                if var == GLOO_IFNAME {
+                    format!("gloo's \"Unable to find address for: {}\"", spec.raw)
+                } else {
+                    "NCCL's \"Bootstrap : no socket interface found\"".to_string()
+                }
             ),
         )
         .fix(export_fix(facts, var, "Use an interface that exists on this node"));
     }
     if usable.is_empty() {
+        let loopback = matched
+            .iter()
+            .all(|i| i.up && (i.kind == IfKind::Loopback || i.name == "lo"));
         return base(
             Status::Fail,
-            format!(
-                "{var}={value} matches only {}, which is down or has no usable address",
-                names(&matched)
-            ),
+            format!("{var}={value} matches only {}", why_unusable(&matched)),
         )
         .fix(export_fix(
             facts,
             var,
-            "Use an interface that is up and has an address",
+            if loopback {
+                "Use the interface the other nodes reach this node on, not loopback"
+            } else {
+                "Use an interface that is up and has an address"
+            },
         ));
     }
     if usable.iter().all(|i| i.is_virtual()) {

@@ -635,6 +635,30 @@ pub(super) static BASE: &[Signature] = &[
         },
     },
     Signature {
+        id: "gloo.no-interface",
+        needles: &["Unable to find address for: "],
+        requires: &[],
+        near: &[],
+        source: "facebookincubator/gloo e6d509b5..70dc3602 gloo/transport/tcp/device.cc:84 \
+                 GLOO_ENFORCE(ifa != nullptr, \"Unable to find address for: \", iface), \
+                 gloo/transport/uv/device.cc:154, :165 (the same text)",
+        proves: "gloo found no interface of that exact name with an address on this node: GLOO_SOCKET_IFNAME (or the interface torch gave gloo) names one it lacks",
+        suggests: "GLOO_SOCKET_IFNAME names an interface this node lacks (bond0 on one node, eno1 on another), or one that is down",
+        tier: Tier::Cause,
+        causes: &[cause(
+            crate::env::ids::SOCKET_IFNAME.as_str(),
+            Reporter,
+            "GLOO_SOCKET_IFNAME names no interface with an address on the node that printed it (gloo takes exact names, no prefixes)",
+        )],
+        extract: |m, v| {
+            put(
+                v,
+                "interface",
+                after(m, "Unable to find address for: ").map(first_word),
+            );
+        },
+    },
+    Signature {
         id: "gloo.peer-closed",
         needles: &[
             "Connection closed by peer [",

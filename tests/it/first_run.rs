@@ -1,0 +1,77 @@
+//! What a newcomer runs on one machine and reads (issue 55): each command as typed, and the
+//! words that must be true of this node.
+
+use crate::common::{bin, json_of};
+use serde_json::Value;
+
+fn finding<'a>(report: &'a Value, id: &str, subject: &str) -> &'a Value {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id && f["subject"] == subject)
+        .unwrap_or_else(|| panic!("no {id} on {subject}: {report:#}"))
+}
+
+fn check(env: &[(&str, &str)], args: &[&str]) -> Value {
+    let mut c = bin();
+    c.env_remove("NCCL_SOCKET_IFNAME")
+        .env_remove("GLOO_SOCKET_IFNAME")
+        .args(["check", "--no-gpu", "--format", "json"])
+        .args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    json_of(&c.output().unwrap().stdout)
+}
+
+/// `NCCL_SOCKET_IFNAME=lo preflight check`: lo is up with 127.0.0.1; what is wrong is that it
+/// is loopback, not that it is down.
+#[test]
+fn socket_ifname_lo_is_named_loopback_not_down() {
+    let report = check(&[("NCCL_SOCKET_IFNAME", "lo")], &[]);
+    let f = finding(&report, "env.socket-ifname", "NCCL_SOCKET_IFNAME");
+    assert_eq!(f["status"], "fail");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary
+            .starts_with("NCCL_SOCKET_IFNAME=\"lo\" matches only lo, which is loopback (127.0.0.1"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("the other nodes cannot reach this node there"),
+        "{summary}"
+    );
+    assert!(!summary.contains("down"), "{summary}");
+}
+
+/// `GLOO_SOCKET_IFNAME=eth9 preflight check` predicts gloo's own words, and `explain --log`
+/// reads them back with their node cause.
+#[test]
+fn a_missing_gloo_interface_is_predicted_and_read_back_in_gloos_words() {
+    let report = check(&[("GLOO_SOCKET_IFNAME", "eth9")], &[]);
+    let f = finding(&report, "env.socket-ifname", "GLOO_SOCKET_IFNAME");
+    assert_eq!(f["status"], "fail");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.ends_with("the job will fail with gloo's \"Unable to find address for: eth9\""),
+        "{summary}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("job.log");
+    std::fs::write(
+        &log,
+        "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:84] ifa != nullptr. Unable to find address for: eth9\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["explain", "--format", "json", "--log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let v = json_of(&out.stdout);
+    let text = v.to_string();
+    assert!(text.contains("\"gloo.no-interface\""), "{v:#}");
+    assert!(text.contains("env.socket-ifname"), "{v:#}");
+    assert!(text.contains("\"interface\":\"eth9\""), "{v:#}");
+}
