@@ -59,9 +59,9 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
                 Some(format!("the one-node NCCL all-reduce did not run: {why}")),
             ),
         };
-        report
-            .findings
-            .extend(preflight_checks::collective::check_collectives(
+        crate::report::add_findings(
+            &mut report,
+            preflight_checks::collective::check_collectives(
                 &preflight_checks::collective::CollectiveInput {
                     results: &results,
                     links: &preflight_checks::model::Links::none(),
@@ -71,9 +71,9 @@ pub fn check(job: CheckJob) -> anyhow::Result<Outcome> {
                     slow_parts: Vec::new(),
                     link_reference_gbit: None,
                 },
-            ));
+            ),
+        );
         report.collectives = results;
-        report.status = preflight_checks::model::overall_status(&report.findings);
     }
     if let (Some(p), Some(rec)) = (&placed, report.recommendation.as_mut()) {
         let nproc = job.shape.nproc_per_node.unwrap_or_else(|| {

@@ -75,3 +75,83 @@ fn a_missing_gloo_interface_is_predicted_and_read_back_in_gloos_words() {
     assert!(text.contains("env.socket-ifname"), "{v:#}");
     assert!(text.contains("\"interface\":\"eth9\""), "{v:#}");
 }
+
+/// Every finding of every report a command builds carries its `action` and `problem`, the ones
+/// added after the report was put together (`check --thorough`'s collective findings, the
+/// launch line's, a one-node cluster's) included.
+#[test]
+fn every_finding_of_every_command_carries_action_and_problem() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let fixture = |f: &str| crate::common::fixture(&format!("facts/{f}"));
+    let mut runs: Vec<(String, Vec<String>)> = vec![
+        (
+            "check --thorough".into(),
+            vec!["check".into(), "--thorough".into()],
+        ),
+        (
+            "check --no-gpu".into(),
+            vec!["check".into(), "--no-gpu".into()],
+        ),
+        (
+            "torchrun --no-run".into(),
+            vec![
+                "torchrun".into(),
+                "--no-run".into(),
+                "torchrun --standalone --nproc-per=1 ok.py".into(),
+            ],
+        ),
+        (
+            "cluster --nnodes=1".into(),
+            [
+                "cluster",
+                "--nnodes=1",
+                "--quick",
+                "--no-gpu",
+                "--timeout=20",
+                "--master-addr=127.0.0.1",
+                "--master-port",
+                &port,
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+    ];
+    for f in ["ib-node.json", "three-problems.json", "gpu-hgx-faults.json"] {
+        runs.push((
+            format!("check --facts {f}"),
+            vec![
+                "check".into(),
+                "--facts".into(),
+                fixture(f).display().to_string(),
+            ],
+        ));
+    }
+    for (what, args) in runs {
+        let out = bin()
+            .args(&args)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        let report = json_of(&out.stdout);
+        let findings = report["findings"].as_array().unwrap();
+        assert!(!findings.is_empty(), "{what}");
+        for f in findings {
+            assert!(
+                f["action"].is_string() && f["problem"].is_string(),
+                "{what}: {} has no action or problem: {f:#}",
+                f["id"]
+            );
+        }
+        if what == "check --thorough" {
+            assert!(
+                findings.iter().any(|f| f["id"] == "collective.busbw"),
+                "{what}: no collective finding"
+            );
+        }
+    }
+}
