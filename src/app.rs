@@ -137,7 +137,16 @@ fn show(outcome: Outcome, events: &Events, started: Started) -> anyhow::Result<u
             }
         }
         Outcome::Explain(entry) => output::stdout(&render::explain::render(entry))?,
-        Outcome::ExplainList => output::stdout(&render::explain::render_list())?,
+        Outcome::ExplainSignature(s) => output::stdout(&render::explain_signature::render(s))?,
+        Outcome::ExplainJobCause(j) => output::stdout(&render::explain_signature::render_job(j))?,
+        Outcome::ExplainList => output::stdout(&format!(
+            "{}{}",
+            render::explain::render_list(),
+            render::explain_signature::render_list(
+                &preflight_checks::explain_log::SIGNATURES,
+                preflight_checks::explain_log::signatures_sources::JOB
+            )
+        ))?,
         Outcome::ExplainCoverage => {
             output::stdout(&render::explain_log::coverage(Style::detect(false)))?
         }

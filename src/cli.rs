@@ -235,8 +235,9 @@ pub struct LaunchArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ExplainArgs {
-    /// The finding id, as a report shows it (`port.in-use`).
-    #[arg(required_unless_present_any = ["list", "log", "coverage", "dumps", "ras"], conflicts_with_all = ["list", "log", "coverage", "dumps", "ras"])]
+    /// The finding id, as a report shows it (`port.in-use`), or an error id that `--log`
+    /// prints (`gloo.peer-closed`); `--list` lists them all.
+    #[arg(conflicts_with_all = ["list", "log", "coverage", "dumps", "ras"])]
     pub id: Option<String>,
     /// List every finding id with its one-line meaning.
     #[arg(long, conflicts_with_all = ["log", "coverage", "dumps", "ras"])]

@@ -300,7 +300,12 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
         } else if a.list {
             ExplainJob::List
         } else {
-            ExplainJob::One(a.id.unwrap_or_default().trim().to_string())
+            let Some(id) = a.id else {
+                anyhow::bail!(
+                    "explain needs what to explain: an id as a report or `explain --log` shows it (`preflight explain port.in-use`), `--list` for every id, or `--log FILE` for a failed job's output (`--dumps DIR` or `--ras FILE` for a hang)"
+                );
+            };
+            ExplainJob::One(id.trim().to_string())
         }),
         Command::History(a) => Job::History(HistoryJob {
             store: crate::history::HistoryOpt::resolve(a.history.as_deref(), env),

@@ -1,4 +1,5 @@
-//! `preflight explain ID` / `--list`: looks the id up in the finding catalog.
+//! `preflight explain ID` / `--list`: looks the id up in the finding catalog, then among the
+//! errors `--log` names (its signatures and the job's own faults).
 //! `preflight explain --log FILE`: names the known errors in a failed job's output, their
 //! causes and the commands that confirm them, with what NCCL's log says about its network.
 
@@ -7,6 +8,7 @@ use super::explain_log::explain_log_file;
 use crate::cli::ExplainFormat;
 use crate::config::ExplainJob;
 use preflight_checks::catalog;
+use preflight_checks::explain_log::{signatures, signatures_sources};
 
 /// The entry or the list; an unknown id is an error (exit 2) naming the closest ids. A log
 /// that cannot be read is an error too; a log with no known error is an answer.
@@ -16,6 +18,8 @@ pub fn explain(job: &ExplainJob) -> anyhow::Result<Outcome> {
         ExplainJob::Coverage => Ok(Outcome::ExplainCoverage),
         ExplainJob::One(id) => catalog::get(id)
             .map(Outcome::Explain)
+            .or_else(|| signatures::get(id).map(Outcome::ExplainSignature))
+            .or_else(|| signatures_sources::job(id).map(Outcome::ExplainJobCause))
             .ok_or_else(|| anyhow::anyhow!("{}", unknown_id_message(id))),
         ExplainJob::Log { path, format } => Ok(Outcome::ExplainLog(
             Box::new(explain_log_file(path)?),

@@ -34,6 +34,10 @@ pub enum Outcome {
         output: Option<PathBuf>,
     },
     Explain(&'static Entry),
+    /// `explain ID` for an error `explain --log` names (`gloo.peer-closed`).
+    ExplainSignature(&'static preflight_checks::explain_log::signatures::Signature),
+    /// `explain ID` for the job's own fault `explain --log` names (`job.mismatch`).
+    ExplainJobCause(&'static preflight_checks::explain_log::signatures_sources::JobCause),
     ExplainList,
     /// `explain --coverage`: the error texts `--log` recognises, by source.
     ExplainCoverage,

@@ -90,7 +90,7 @@ fn words(text: &str) -> Vec<String> {
 }
 
 /// Greedy word wrap; a word longer than the line gets a line of its own.
-fn wrap(text: &str, indent: &str, width: usize) -> String {
+pub(super) fn wrap(text: &str, indent: &str, width: usize) -> String {
     let mut s = String::new();
     let mut line = String::new();
     for w in words(text) {

@@ -6,6 +6,7 @@ pub mod drain;
 pub mod explain;
 pub mod explain_hang;
 pub mod explain_log;
+pub mod explain_signature;
 pub mod history;
 pub mod html;
 pub mod json;

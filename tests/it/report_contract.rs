@@ -809,12 +809,35 @@ fn explain_list_names_every_id() {
     let out = bin().args(["explain", "--list"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
-    let listed: Vec<&str> = text
+    let (findings, errors) = text
+        .split_once("\n\n")
+        .expect("the errors --log names follow");
+    let listed: Vec<&str> = findings
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     let all: Vec<&str> = catalog::all().iter().map(|e| e.id.as_str()).collect();
     assert_eq!(listed, all);
+    // Issue 55 (6): every id `explain --log` prints as a verdict is listed and explained.
+    let errors: Vec<&str> = errors
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for sig in preflight_checks::explain_log::SIGNATURES.iter() {
+        assert!(errors.contains(&sig.id), "{} not listed:\n{text}", sig.id);
+    }
+    for id in errors {
+        let one = bin().args(["explain", id]).output().unwrap();
+        assert_eq!(one.status.code(), Some(0), "explain {id}");
+        let shown = String::from_utf8(one.stdout).unwrap();
+        assert!(shown.starts_with(id), "{shown}");
+        if !id.starts_with("job.") {
+            for part in ["What it proves", "Likely causes, in order", "confirm "] {
+                assert!(shown.contains(part), "explain {id} lacks {part}:\n{shown}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -827,6 +850,15 @@ fn explain_unknown_id_exits_2_with_suggestions() {
     assert!(out.stdout.is_empty());
     let none = bin().arg("explain").output().unwrap();
     assert_eq!(none.status.code(), Some(2), "an id or --list is required");
+    // Issue 55 (10): the bare command says what it takes.
+    let err = String::from_utf8(none.stderr).unwrap();
+    for part in [
+        "`preflight explain port.in-use`",
+        "`--list`",
+        "`--log FILE`",
+    ] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
 }
 
 #[test]

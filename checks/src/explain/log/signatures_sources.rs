@@ -12,6 +12,7 @@ use super::signatures::{
 use Scope::{Cluster, Reporter, Target};
 
 /// A cause that is the job itself, not a node: its id, what it means, how to fix it.
+#[derive(Debug)]
 pub struct JobCause {
     pub id: &'static str,
     pub meaning: &'static str,
