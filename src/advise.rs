@@ -19,6 +19,9 @@ pub struct AdviceInput {
     pub nproc_per_node: Option<u32>,
     /// The user's script and its arguments (`train.py` when empty).
     pub script: Vec<String>,
+    /// Nodes in the job when known (`check --nnodes`, the launcher's environment): the launch
+    /// line's `--nnodes`; else `$NNODES` for the user to set.
+    pub nnodes: Option<u32>,
 }
 
 /// The value for NCCL_SOCKET_IFNAME that selects exactly `name` among `all_names`:
@@ -277,17 +280,12 @@ pub fn advise_node(facts: &NodeFacts, input: &AdviceInput) -> Recommendation {
     let addr = master_addr
         .clone()
         .unwrap_or_else(|| RANK0_PLACEHOLDER.into());
+    let nnodes = input
+        .nnodes
+        .map_or_else(|| "$NNODES".to_string(), |n| n.to_string());
     let launch = vec![LaunchCommand {
         node_rank: 0,
-        command: torchrun_command(
-            &env,
-            "$NNODES",
-            nproc,
-            "0",
-            &addr,
-            master_port,
-            &input.script,
-        ),
+        command: torchrun_command(&env, &nnodes, nproc, "0", &addr, master_port, &input.script),
     }];
     let standalone = format!(
         "{} torchrun --standalone --nproc-per-node={nproc} {}",

@@ -136,7 +136,9 @@ fn show(outcome: Outcome, events: &Events, started: Started) -> anyhow::Result<u
                 None => output::stdout(&text)?,
             }
         }
-        Outcome::Explain(entry) => output::stdout(&render::explain::render(entry))?,
+        Outcome::Explain(entry, here) => {
+            output::stdout(&render::explain::render_here(entry, here.as_ref()))?
+        }
         Outcome::ExplainSignature(s) => output::stdout(&render::explain_signature::render(s))?,
         Outcome::ExplainJobCause(j) => output::stdout(&render::explain_signature::render_job(j))?,
         Outcome::ExplainList => output::stdout(&format!(

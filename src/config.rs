@@ -128,7 +128,12 @@ pub struct RenderJob {
 /// `preflight explain`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExplainJob {
-    One(String),
+    /// An id, and the root this host's files are read under (`PREFLIGHT_ROOT`, else /): an
+    /// entry about this host's own setup says what this host has.
+    One {
+        id: String,
+        root: PathBuf,
+    },
     List,
     /// `--coverage`: the error texts `--log` recognises, by source.
     Coverage,
@@ -305,7 +310,12 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                     "explain needs what to explain: an id as a report or `explain --log` shows it (`preflight explain port.in-use`), `--list` for every id, or `--log FILE` for a failed job's output (`--dumps DIR` or `--ras FILE` for a hang)"
                 );
             };
-            ExplainJob::One(id.trim().to_string())
+            ExplainJob::One {
+                id: id.trim().to_string(),
+                root: env
+                    .get("PREFLIGHT_ROOT")
+                    .map_or_else(|| PathBuf::from("/"), PathBuf::from),
+            }
         }),
         Command::History(a) => Job::History(HistoryJob {
             store: crate::history::HistoryOpt::resolve(a.history.as_deref(), env),

@@ -16,8 +16,8 @@ pub fn explain(job: &ExplainJob) -> anyhow::Result<Outcome> {
     match job {
         ExplainJob::List => Ok(Outcome::ExplainList),
         ExplainJob::Coverage => Ok(Outcome::ExplainCoverage),
-        ExplainJob::One(id) => catalog::get(id)
-            .map(Outcome::Explain)
+        ExplainJob::One { id, root } => catalog::get(id)
+            .map(|e| Outcome::Explain(e, this_host(e, root)))
             .or_else(|| signatures::get(id).map(Outcome::ExplainSignature))
             .or_else(|| signatures_sources::job(id).map(Outcome::ExplainJobCause))
             .ok_or_else(|| anyhow::anyhow!("{}", unknown_id_message(id))),
@@ -30,6 +30,27 @@ pub fn explain(job: &ExplainJob) -> anyhow::Result<Outcome> {
             h.format == ExplainFormat::Json,
         )),
     }
+}
+
+/// For an entry about this host's own setup (`net.hostname-loopback`: its /etc/hosts line),
+/// this host's finding, so the entry names what this host has rather than a typical layout.
+fn this_host(
+    e: &catalog::Entry,
+    root: &std::path::Path,
+) -> Option<preflight_checks::model::Finding> {
+    let id = preflight_checks::sys::ids::HOSTNAME_LOOPBACK;
+    if e.id != id {
+        return None;
+    }
+    let facts = crate::runtime::node::probe_facts(
+        &preflight_checks::root::Root::at(root),
+        crate::placement::DEFAULT_MASTER_PORT,
+        true,
+        crate::runtime::seams::real().as_ref(),
+    );
+    preflight_checks::sys::check(&facts, &Default::default())
+        .into_iter()
+        .find(|f| f.id == id)
 }
 
 /// What to say about an id the catalog does not know.

@@ -33,7 +33,8 @@ pub enum Outcome {
         facts: Box<NodeFacts>,
         output: Option<PathBuf>,
     },
-    Explain(&'static Entry),
+    /// An entry, with this host's own finding where the entry is about this host's setup.
+    Explain(&'static Entry, Option<preflight_checks::model::Finding>),
     /// `explain ID` for an error `explain --log` names (`gloo.peer-closed`).
     ExplainSignature(&'static preflight_checks::explain_log::signatures::Signature),
     /// `explain ID` for the job's own fault `explain --log` names (`job.mismatch`).

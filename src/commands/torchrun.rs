@@ -149,6 +149,7 @@ fn node_only(job: TorchrunJob, judged: Judged, facts: NodeFacts) -> Outcome {
             master_port: port,
             nproc_per_node: validate::per_node(&judged.parsed, &judged.shape),
             script: judged.parsed.script_and_args(),
+            nnodes: shape.nnodes,
         },
     );
     if rec_nproc_unknown(&judged) {

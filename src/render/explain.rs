@@ -27,6 +27,26 @@ pub fn render(e: &Entry) -> String {
     s
 }
 
+/// [`render`], then what this host has ("On this host"): its finding's summary and the
+/// commands that fix it here.
+pub fn render_here(e: &Entry, here: Option<&preflight_checks::model::Finding>) -> String {
+    let mut s = render(e);
+    if let Some(f) = here {
+        s.push_str(&format!("\nOn this host ({})\n", f.status.as_str()));
+        s.push_str(&wrap(&f.summary, "  ", WIDTH));
+        if let Some(fix) = f
+            .fix
+            .as_ref()
+            .filter(|_| f.status != preflight_checks::model::Status::Pass)
+        {
+            for c in &fix.commands {
+                s.push_str(&format!("    {c}\n"));
+            }
+        }
+    }
+    s
+}
+
 /// What to do when it fires and whose problem it is, as JSON's `action` and `problem` say.
 fn action(e: &Entry) -> String {
     let Some(r) = e.remedy else {

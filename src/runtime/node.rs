@@ -127,6 +127,7 @@ pub fn judge_as(
             master_port,
             nproc_per_node: shape.nproc_per_node,
             script: script.to_vec(),
+            nnodes: shape.nnodes,
         },
     );
     ReportBuilder::single(Mode::Node, rank, facts)

@@ -155,3 +155,100 @@ fn every_finding_of_every_command_carries_action_and_problem() {
         }
     }
 }
+
+/// `preflight check --nnodes 4`: the launch line says 4 nodes, and asks to set nothing.
+#[test]
+fn check_nnodes_is_used_in_the_launch_line() {
+    let report = check(&[], &["--nnodes", "4"]);
+    let command = report["recommendation"]["launch"][0]["command"]
+        .as_str()
+        .unwrap();
+    assert!(command.contains(" --nnodes=4 "), "{command}");
+    let out = bin()
+        .args(["check", "--no-gpu", "--nnodes", "4"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("NNODES"), "{text}");
+    assert!(text.contains("torchrun --nnodes=4 "), "{text}");
+}
+
+/// The printed hosts fix, run on a copy of a cloud VM's /etc/hosts (`127.0.0.1 localhost vm`)
+/// and of a line that holds only the name: neither leaves a bare `127.0.0.1`, and the name no
+/// longer resolves to loopback there. `explain net.hostname-loopback` names this host's line.
+#[test]
+fn the_hosts_fix_leaves_localhost_and_explain_names_this_hosts_line() {
+    let root = crate::common::fixture("plain-vm");
+    let out = bin()
+        .env("PREFLIGHT_ROOT", &root)
+        .args(["check", "--no-gpu", "--format", "json"])
+        .output()
+        .unwrap();
+    let report = json_of(&out.stdout);
+    let f = finding(&report, "net.hostname-loopback", "vm");
+    let sed = f["fix"]["commands"][0].as_str().unwrap().to_string();
+    assert!(sed.starts_with("sed -i -E "), "{sed}");
+    let dir = tempfile::tempdir().unwrap();
+    for (given, want) in [
+        (
+            "127.0.0.1 localhost vm\n::1 ip6-localhost\n",
+            "127.0.0.1 localhost\n::1 ip6-localhost\n",
+        ),
+        ("127.0.0.1 vm\n", "127.0.0.1 localhost\n"),
+        (
+            "127.0.0.1\tvm  # the VM\n",
+            "127.0.0.1 localhost # the VM\n",
+        ),
+    ] {
+        let hosts = dir.path().join("hosts");
+        std::fs::write(&hosts, given).unwrap();
+        let cmd = sed.replace("/etc/hosts", &hosts.display().to_string());
+        let ran = std::process::Command::new("sh")
+            .args(["-c", &cmd])
+            .status()
+            .unwrap();
+        assert!(ran.success(), "{cmd}");
+        assert_eq!(std::fs::read_to_string(&hosts).unwrap(), want, "{given:?}");
+    }
+    let explained = bin()
+        .env("PREFLIGHT_ROOT", crate::common::fixture("plain-vm"))
+        .args(["explain", "net.hostname-loopback"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explained.stdout);
+    let here = text
+        .split_once("On this host")
+        .map(|x| x.1)
+        .unwrap_or_default();
+    assert!(
+        here.contains("hostname vm resolves to loopback 127.0.0.1"),
+        "{text}"
+    );
+    assert!(here.contains(&sed), "{text}");
+    assert!(!here.contains("127.0.1.1"), "{text}");
+}
+
+/// `/dev/shm` sizes read in GiB as the rest of the report does (`23.5 GiB (24683652 KiB)`),
+/// and the HTML report of one node names it once.
+#[test]
+fn shm_reads_in_gib_and_the_html_names_a_node_once() {
+    let report = check(&[], &[]);
+    let shm = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "sys.shm")
+        .unwrap();
+    let summary = shm["summary"].as_str().unwrap();
+    assert!(
+        !summary.contains(" KiB,") && !summary.ends_with(" KiB"),
+        "{summary}"
+    );
+    let html = bin()
+        .args(["check", "--no-gpu", "--format", "html"])
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&html.stdout);
+    let host = report["nodes"][0]["hostname"].as_str().unwrap();
+    assert!(page.contains(&format!("<p>node {host}</p>")), "{page}");
+}

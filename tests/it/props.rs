@@ -428,6 +428,7 @@ fn judge_facts(facts: &NodeFacts) -> Result<(), TestCaseError> {
                 master_port: 29500,
                 nproc_per_node: Some(8),
                 script: vec!["train.py".into(), "--epochs".into(), "1".into()],
+                nnodes: Some(4),
             },
         );
         let _ = visible_devices::visible_gpu_count(facts);

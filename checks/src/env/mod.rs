@@ -178,7 +178,7 @@ fn judge_ifname(facts: &NodeFacts, var: &str, spec: &IfnameSpec) -> Finding {
                 if var == GLOO_IFNAME {
                     format!("gloo's \"Unable to find address for: {}\"", spec.raw)
                 } else {
-                    "NCCL's \"Bootstrap : no socket interface found\"".to_string()
+                    "\"no socket interface found\"".to_string()
                 }
             ),
         )

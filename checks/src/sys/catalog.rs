@@ -15,10 +15,13 @@ pub static ENTRIES: &[Entry] = &[
          put `127.0.1.1 <hostname>` in /etc/hosts, so peers are told to connect to loopback and \
          get `Connection refused`, or the rendezvous times out. Also fires when the hostname \
          does not resolve at all.",
-        "Map the hostname to the node's cluster address in /etc/hosts (or DNS) and drop the \
-         127.0.1.1 line: `sudo sed -i '/^127.0.1.1/d' /etc/hosts` then \
-         `echo '<addr> <hostname>' | sudo tee -a /etc/hosts`; or pass \
-         `--master-addr=<IP>` instead of a name. Check with `getent hosts $(hostname)`.",
+        "Map the hostname to the node's cluster address in /etc/hosts (or DNS) and take it off \
+         its loopback line: on Debian and Ubuntu that is the `127.0.1.1 <hostname>` line \
+         (comment it out); where the name sits on the `127.0.0.1 localhost <hostname>` line, \
+         remove only the name. Then `echo '<addr> <hostname>' >> /etc/hosts`; or pass \
+         `--master-addr=<IP>` instead of a name. `preflight check` (and this entry, below) \
+         print this host's own line and the exact commands. Check with \
+         `getent hosts $(hostname)`.",
     )
     .node(Action::DrainAndRepair),
     entry(

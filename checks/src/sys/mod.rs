@@ -229,7 +229,8 @@ fn add_hosts_line(facts: &NodeFacts) -> Option<String> {
 }
 
 /// Comment out 127.0.1.1-style lines; on 127.0.0.1/::1 lines (shared with
-/// localhost) remove only the hostname; then map the name to the node's address.
+/// localhost) remove only the hostname, and a line left with no name gets `localhost` back;
+/// then map the name to the node's address.
 fn hosts_fix(facts: &NodeFacts, loopback: &[&IpAddr]) -> Fix {
     let host = facts.hostname.as_str();
     let mut fix = Fix::new(
@@ -246,7 +247,7 @@ fn hosts_fix(facts: &NodeFacts, loopback: &[&IpAddr]) -> Fix {
         let shared = matches!(a_str.as_str(), "127.0.0.1" | "::1");
         fix = fix.command(if shared {
             format!(
-                "sed -i -E '/^{a_re}[[:space:]]/ s/[[:space:]]{host_re}([[:space:]]|$)/\\1/' /etc/hosts"
+                "sed -i -E '/^{a_re}[[:space:]]/{{s/[[:space:]]{host_re}([[:space:]]|$)/\\1/;s/^({a_re})[[:space:]]*$/\\1 localhost/;s/^({a_re})[[:space:]]+#/\\1 localhost #/}}' /etc/hosts"
             )
         } else {
             format!("sed -i 's/^{a_re}\\([[:space:]]\\)/# {a_str}\\1/' /etc/hosts")

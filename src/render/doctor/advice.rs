@@ -49,21 +49,26 @@ pub fn advice(report: &Report, style: Style, rank: u32, whole: bool) -> String {
             };
             let text = if fs.len() == 1 {
                 format!(
-                    "{} {} on {} ({place})",
+                    "{} {} {} ({place})",
                     paint::mark(f.status, style),
                     shown(&f.id),
-                    where_(report, f.node),
+                    match f.node {
+                        None => "across the cluster".to_string(),
+                        Some(_) => format!("on {}", where_(report, f.node)),
+                    },
                 )
             } else {
                 let ranks: Vec<u32> = fs.iter().filter_map(|f| f.node).collect();
                 let wide = fs.iter().any(|f| f.node.is_none());
                 let on = match (ranks.is_empty(), wide) {
-                    (true, _) => "cluster-wide".to_string(),
-                    (false, false) => format!("ranks {}", ranks_text(&ranks)),
-                    (false, true) => format!("ranks {} and cluster-wide", ranks_text(&ranks)),
+                    (true, _) => "across the cluster".to_string(),
+                    (false, false) => format!("on ranks {}", ranks_text(&ranks)),
+                    (false, true) => {
+                        format!("on ranks {} and across the cluster", ranks_text(&ranks))
+                    }
                 };
                 format!(
-                    "{} {} on {on} ({} findings, {place})",
+                    "{} {} {on} ({} findings, {place})",
                     paint::mark(f.status, style),
                     shown(&f.id),
                     fs.len()
@@ -225,9 +230,14 @@ fn launch(report: &Report, rec: &Recommendation, style: Style) -> String {
     }
     for l in &rec.launch {
         let label = match report.mode {
-            Mode::Node if rec.standalone.is_some() => {
+            Mode::Node if rec.standalone.is_some() && l.command.contains("$NNODES") => {
                 "Launch on several nodes, this node as rank 0 (on the others use \
                  --node-rank=1..N-1; set NNODES):"
+                    .to_string()
+            }
+            Mode::Node if rec.standalone.is_some() => {
+                "Launch on several nodes, this node as rank 0 (on the others use \
+                 --node-rank=1..N-1):"
                     .to_string()
             }
             Mode::Node => format!("Launch on this node, rank {}:", l.node_rank),

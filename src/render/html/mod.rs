@@ -124,16 +124,23 @@ fn verdict(report: &Report) -> String {
         .collect();
     let more = report.nodes.len().saturating_sub(8);
     let status = report.status.as_str();
+    // A node report names its one host once ("node vm"); a cluster's lists its hosts.
+    let who = match report.mode {
+        Mode::Node => what(report),
+        Mode::Cluster => format!(
+            "{} · {}{}",
+            what(report),
+            hosts.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ),
+    };
     let mut out = format!(
-        "<header id=\"verdict\" class=\"st-{status}\" data-status=\"{status}\">\n<div class=\"badge big\">{}</div>\n<div>\n<h1>{headline}</h1>\n<p>{} · {}{}</p>\n<p class=\"meta\">{} {} · {} · ",
+        "<header id=\"verdict\" class=\"st-{status}\" data-status=\"{status}\">\n<div class=\"badge big\">{}</div>\n<div>\n<h1>{headline}</h1>\n<p>{who}</p>\n<p class=\"meta\">{} {} · {} · ",
         status.to_uppercase(),
-        what(report),
-        hosts.join(", "),
-        if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        },
         text(&report.tool.name),
         text(&report.tool.version),
         text(&report.schema),
