@@ -463,7 +463,9 @@ pub struct ClusterArgs {
     /// Read the shared secret from this file (a Kubernetes Secret, a file the job script writes); used when --token is not given.
     #[arg(long, alias = "token_file")]
     pub token_file: Option<PathBuf>,
-    /// Seconds to wait for every node to join; also bounds each phase.
+    /// Seconds to wait for every node to join (the coordinator waits as long again, plus any
+    /// --burn, while a node may still be testing its GPUs; --no-gemm leaves that out); also
+    /// bounds each phase: a run with a missing node ends after that wait and the measurements.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
     /// Shorter measurements (about 0.2 s per link).
@@ -613,7 +615,9 @@ pub struct TorchrunArgs {
     /// Read the shared secret from this file (a Kubernetes Secret, a file the job script writes); used when --token is not given.
     #[arg(long, alias = "token_file")]
     pub token_file: Option<PathBuf>,
-    /// Seconds to wait for every node to join; also bounds each phase.
+    /// Seconds to wait for every node to join (the coordinator waits as long again, plus any
+    /// --burn, while a node may still be testing its GPUs; --no-gemm leaves that out); also
+    /// bounds each phase: a run with a missing node ends after that wait and the measurements.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
     /// Shorter measurements (about 0.2 s per link).

@@ -252,3 +252,47 @@ fn shm_reads_in_gib_and_the_html_names_a_node_once() {
     let host = report["nodes"][0]["hostname"].as_str().unwrap();
     assert!(page.contains(&format!("<p>node {host}</p>")), "{page}");
 }
+
+/// `preflight cluster --timeout 2` with no second node: rank 0 says up front how long it
+/// waits for the nodes and why it may be longer than --timeout, and keeps to what it said
+/// (the join window, then the measurements, each bounded by --timeout).
+#[test]
+fn a_cluster_missing_a_node_says_what_bounds_its_wait_and_keeps_to_it() {
+    for (gemm, window) in [(true, 4u64), (false, 2)] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let mut c = bin();
+        c.args([
+            "cluster",
+            "--nnodes=2",
+            "--node-rank=0",
+            "--master-addr=127.0.0.1",
+            "--master-port",
+            &port,
+            "--timeout=2",
+            "--format=json",
+        ]);
+        if !gemm {
+            c.arg("--no-gemm");
+        }
+        let started = std::time::Instant::now();
+        let out = c.output().unwrap();
+        let took = started.elapsed().as_secs_f64();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let said = if gemm {
+            "waiting up to 4 s for 2 nodes to join: --timeout 2 s, and 2 s more while a node may still be testing its GPUs (--no-gemm leaves that out)".to_string()
+        } else {
+            "waiting up to 2 s (--timeout) for 2 nodes to join".to_string()
+        };
+        assert!(err.contains(&said), "{err}");
+        assert!(took >= window as f64, "{took} s < the {window} s window");
+        // The window, then each phase within --timeout: never the old 15 minutes of torchrun.
+        assert!(took < window as f64 + 15.0, "{took} s");
+        let report = json_of(&out.stdout);
+        assert_eq!(report["status"], "fail");
+    }
+}

@@ -77,13 +77,16 @@ pub(crate) fn rendezvous(input: &ClusterInput) -> Finding {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let (mhost, mport) = (input.master_label(), input.master_port);
+    let mport = input.master_port;
+    let (mhost, loopback_note) = dialed_master(input);
+    let at = host_port(&mhost, mport);
+    let master_shown = host_port(&input.master_label(), mport);
     Finding::new(
         crate::rendezvous::ids::RENDEZVOUS,
         Status::Fail,
         master.clone(),
         format!(
-            "{} of {} nodes {verb} the coordinator at {master}: {}{more_text}",
+            "{} of {} nodes {verb} the coordinator at {at}{loopback_note}: {}{more_text}",
             missing.len(),
             input.nnodes,
             described.join(", ")
@@ -94,6 +97,8 @@ pub(crate) fn rendezvous(input: &ClusterInput) -> Finding {
     .with("nnodes", input.nnodes)
     .with("master_port", input.master_port)
     .with("never_connected", &never)
+    .with("master", master_shown)
+    .with("dialed", &at)
     .fix(if never.is_empty() {
         Fix::new(
             "Start the refused nodes with the same flags as rank 0 (cluster.refused says what differs on each), then rerun on every node",
@@ -101,10 +106,52 @@ pub(crate) fn rendezvous(input: &ClusterInput) -> Finding {
         .command("ps -o args= -C preflight")
     } else {
         Fix::new(format!(
-            "Start `preflight cluster` with the same flags on {where_}; if it is running there, check from that host that it reaches {master} (a node that cannot reach the master says why in its own report)"
+            "Start `preflight cluster` with the same flags on {where_}; if it is running there, check from that host that it reaches {at} (a node that cannot reach the master says why in its own report)"
         ))
         .command(format!("nc -vz {mhost} {mport}"))
     })
+}
+
+/// The address the other nodes dial, as the summary and the `nc` line name it: rank 0's own
+/// address when the master name resolves to loopback on rank 0 itself (Debian's `127.0.1.1
+/// vm`), with a clause saying so; else the master as given to the nodes (or rank 0's name).
+fn dialed_master(input: &ClusterInput) -> (String, String) {
+    let rank0 = input.nodes.iter().find(|(r, _)| *r == 0).map(|(_, f)| *f);
+    let given = input
+        .nodes
+        .iter()
+        .find_map(|(_, f)| f.master_resolution.as_ref())
+        .map(|m| m.name.trim().to_string())
+        .filter(|n| !n.is_empty());
+    let label = input
+        .expected_host(0)
+        .or_else(|| given.clone())
+        .unwrap_or_else(|| input.master_label());
+    let Some(f) = rank0 else {
+        return (label, String::new());
+    };
+    let loopback: Vec<std::net::IpAddr> = f
+        .master_resolution
+        .as_ref()
+        .map(|m| m.addrs.iter().filter_map(|a| a.parse().ok()).collect())
+        .unwrap_or_default();
+    let own = crate::net::candidate_interfaces(&f.net)
+        .first()
+        .and_then(|i| i.usable_addrs().first().map(|a| a.addr));
+    match own {
+        Some(addr) if !loopback.is_empty() && loopback.iter().all(|a| a.is_loopback()) => (
+            addr.to_string(),
+            format!(
+                " (rank 0's address; the master name {label} resolves to loopback {} on rank 0, see net.hostname-loopback)",
+                loopback
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        _ => (label, String::new()),
+    }
 }
 
 /// Says, on a node's failed-join finding for an IP master address, the name torchrun's own
@@ -358,6 +405,32 @@ mod tests {
         assert_eq!(f.status, Status::Fail);
         assert!(f.summary.contains("rank 3 (unknown host)"), "{}", f.summary);
         assert_eq!(commands(f), vec!["nc -vz node01 29500"]);
+    }
+
+    /// Issue 55 (4): the master name resolves to loopback on rank 0 (`127.0.0.1 vm`): the
+    /// summary and the `nc` line name rank 0's own address, not the name.
+    #[test]
+    fn a_master_name_that_is_loopback_on_rank_0_names_rank_0s_address() {
+        let mut c = Cluster::healthy(1);
+        c.nnodes = 2;
+        for f in &mut c.facts {
+            f.master_resolution = Some(crate::core::MasterResolution {
+                name: "vm".into(),
+                addrs: vec!["127.0.0.1".into()],
+                joined_via: Some("127.0.0.1:29500".into()),
+                ..Default::default()
+            });
+        }
+        let fs = c.findings();
+        let f = only(&fs, crate::rendezvous::ids::RENDEZVOUS);
+        assert!(
+            f.summary.starts_with(
+                "1 of 2 nodes never joined the coordinator at 10.0.0.1:29500 (rank 0's address; the master name vm resolves to loopback 127.0.0.1 on rank 0, see net.hostname-loopback)"
+            ),
+            "{}",
+            f.summary
+        );
+        assert_eq!(commands(f), vec!["nc -vz 10.0.0.1 29500"]);
     }
 
     #[test]

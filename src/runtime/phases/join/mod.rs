@@ -137,6 +137,26 @@ enum Arrival {
     Refused(Refusal),
 }
 
+/// What bounds the wait for the nodes, in the user's flags: the join window is `--timeout`,
+/// longer while a node may still be multiplying on its GPUs; each phase after it is bounded
+/// by `--timeout` too, so the whole run can take several times it.
+fn join_window(run: &Rendezvous) -> String {
+    let timeout = run.join_timeout().as_secs();
+    let grace = run.join_grace().as_secs();
+    if grace == 0 {
+        format!(
+            "coordinator: waiting up to {timeout} s (--timeout) for {} nodes to join; each measurement after it is bounded by --timeout too",
+            run.nnodes()
+        )
+    } else {
+        format!(
+            "coordinator: waiting up to {} s for {} nodes to join: --timeout {timeout} s, and {grace} s more while a node may still be testing its GPUs (--no-gemm leaves that out); each measurement after it is bounded by --timeout too",
+            timeout + grace,
+            run.nnodes()
+        )
+    }
+}
+
 /// The nodes that joined, and those turned away.
 struct Admitted {
     members: Vec<JoinedNode>,
@@ -147,6 +167,7 @@ struct Admitted {
 /// speak preflight are dropped (logged); nodes that do but differ are refused and kept.
 fn admit(listener: TcpListener, run: &Rendezvous, gate: &Gate) -> Admitted {
     let deadline = Instant::now() + run.join_timeout() + run.join_grace();
+    run.events.log(join_window(run));
     let (tx, rx) = mpsc::channel::<Arrival>();
     listener.set_nonblocking(true).ok();
     let mut joined: BTreeMap<u32, JoinedNode> = BTreeMap::new();
