@@ -5,15 +5,24 @@
 # (`ip netns exec` bind-mounts /etc/netns/<ns>/hosts), so the report names two hosts as two
 # real nodes would.
 #
-#   sudo examples/two-hosts-netns.sh            # a healthy pair: exit 0, the advice for both
-#   sudo examples/two-hosts-netns.sh --firewall # host b drops NCCL's high ports: link.unreachable
+# As root (prefix `sudo` otherwise):
+#   examples/two-hosts-netns.sh            # a healthy pair: exit 0, the advice for both
+#   examples/two-hosts-netns.sh --firewall # host b drops NCCL's high ports: link.unreachable
 #
 # Needs root, iproute2, unshare and hostname (util-linux, hostname; and iptables for --firewall),
-# and `preflight` on PATH (or PREFLIGHT=path). Nothing is created outside the two namespaces but
-# their /etc/netns/<ns>/hosts; all are deleted on exit, whatever happens.
+# and `preflight`: on PATH, PREFLIGHT=path, or this checkout's `cargo build --release` build
+# (target/release/preflight). Nothing is created outside the two namespaces but their
+# /etc/netns/<ns>/hosts and the two reports' copies in /tmp (pf-demo-rank1.txt); the runs keep
+# no history (--history off), and the namespaces and hosts files are deleted on exit, whatever
+# happens.
 set -euo pipefail
 
+CHECKOUT=$(cd "$(dirname "$0")/.." && pwd)
+BUILT=$CHECKOUT/target/release/preflight
 PREFLIGHT=${PREFLIGHT:-$(command -v preflight || true)}
+if [[ -z $PREFLIGHT && -x $BUILT ]]; then
+    PREFLIGHT=$BUILT
+fi
 FAULT=${1:-}
 A=pf-demo-a
 B=pf-demo-b
@@ -24,7 +33,8 @@ if [[ $(id -u) -ne 0 ]]; then
     exit 2
 fi
 if [[ -z $PREFLIGHT || ! -x $PREFLIGHT ]]; then
-    echo "preflight not found: put it on PATH or set PREFLIGHT=/path/to/preflight" >&2
+    echo "preflight not found: build it in this checkout with \`cargo build --release\` (in $CHECKOUT;" >&2
+    echo "the script then finds $BUILT), put it on PATH, or set PREFLIGHT=/path/to/preflight" >&2
     exit 2
 fi
 for tool in ip timeout unshare hostname; do
@@ -69,7 +79,7 @@ node() {
     ip netns exec "$ns" unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "$name" \
         env NCCL_HOSTID="$name" timeout 60 "$PREFLIGHT" cluster \
         --nnodes=2 --node-rank="$rank" --master-addr=10.200.77.1 --master-port="$PORT" \
-        --token=demo-two-hosts --timeout=10 --quick
+        --token=demo-two-hosts --timeout=10 --quick --history off
 }
 
 node "$B" 1 demo-b >/tmp/pf-demo-rank1.txt 2>&1 &

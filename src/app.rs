@@ -149,9 +149,11 @@ fn show(outcome: Outcome, events: &Events, started: Started) -> anyhow::Result<u
                 preflight_checks::explain_log::signatures_sources::JOB
             )
         ))?,
-        Outcome::ExplainCoverage => {
-            output::stdout(&render::explain_log::coverage(Style::detect(false)))?
-        }
+        Outcome::ExplainCoverage(json) => output::stdout(&if json {
+            render::explain_log::coverage_json()
+        } else {
+            render::explain_log::coverage(Style::detect(false))
+        })?,
         Outcome::ExplainLog(e, json) => output::stdout(&if json {
             render::explain_log::json(&e)
         } else {

@@ -263,7 +263,8 @@ pub struct ExplainArgs {
     /// `[HOST:]PORT` of a live job's RAS port (28028) to query it (bounded connect and read).
     #[arg(long, value_name = "FILE|[HOST:]PORT")]
     pub ras: Option<String>,
-    /// With --log, --dumps or --ras: `table` for people, `json` (preflight.explain.v1) for scripts.
+    /// With --log, --dumps or --ras: `table` for people, `json` (preflight.explain.v1) for
+    /// scripts; with --coverage, `json` prints every format string read with its mapping.
     #[arg(long, value_enum, default_value_t = ExplainFormat::Table)]
     pub format: ExplainFormat,
 }

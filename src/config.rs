@@ -135,8 +135,10 @@ pub enum ExplainJob {
         root: PathBuf,
     },
     List,
-    /// `--coverage`: the error texts `--log` recognises, by source.
-    Coverage,
+    /// `--coverage`: the error texts `--log` recognises, by source; with `json`, each of them.
+    Coverage {
+        json: bool,
+    },
     /// `--log FILE` (`-`: standard input).
     Log {
         path: std::path::PathBuf,
@@ -301,7 +303,9 @@ pub fn job(cli: Cli, env: &BTreeMap<String, String>) -> anyhow::Result<Job> {
                 format: a.format,
             }
         } else if a.coverage {
-            ExplainJob::Coverage
+            ExplainJob::Coverage {
+                json: a.format == cli::ExplainFormat::Json,
+            }
         } else if a.list {
             ExplainJob::List
         } else {

@@ -307,7 +307,8 @@ def write_outputs(root, rows, versions):
           "Every error format string of these sources was read, grouped by the cause it can have and",
           "mapped to a finding (through a scanner signature, or by the errno or CUDA error it carries),",
           "to the job itself (its own CUDA error, mismatched collectives, API usage), or left unmapped",
-          "with the reason. The full list is `checks/src/explain/log/sources/inventory.tsv`.", "",
+          "with the reason. `preflight explain --coverage --format json` prints the full list (its",
+          "`formats`); in a checkout it is `checks/src/explain/log/sources/inventory.tsv`.", "",
           "| source | versions read | format strings | to a finding | to the job | unmapped | scanner patterns |",
           "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for s, c in cov.items():

@@ -15,7 +15,7 @@ use preflight_checks::explain_log::{signatures, signatures_sources};
 pub fn explain(job: &ExplainJob) -> anyhow::Result<Outcome> {
     match job {
         ExplainJob::List => Ok(Outcome::ExplainList),
-        ExplainJob::Coverage => Ok(Outcome::ExplainCoverage),
+        ExplainJob::Coverage { json } => Ok(Outcome::ExplainCoverage(*json)),
         ExplainJob::One { id, root } => catalog::get(id)
             .map(|e| Outcome::Explain(e, this_host(e, root)))
             .or_else(|| signatures::get(id).map(Outcome::ExplainSignature))

@@ -41,7 +41,8 @@ pub enum Outcome {
     ExplainJobCause(&'static preflight_checks::explain_log::signatures_sources::JobCause),
     ExplainList,
     /// `explain --coverage`: the error texts `--log` recognises, by source.
-    ExplainCoverage,
+    /// `explain --coverage`; true: as JSON, every format string with its mapping.
+    ExplainCoverage(bool),
     /// `explain --log`: the answer, as JSON when true.
     ExplainLog(
         Box<preflight_checks::explain_log::answer::Explanation>,

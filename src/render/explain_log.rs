@@ -254,6 +254,21 @@ fn verdict(e: &Explanation) -> String {
 
 /// `preflight explain --coverage`: every source the scanner's messages were read from, its
 /// versions, its format strings and where they went, then what was left unmapped and why.
+/// `explain --coverage --format json`: the counts by source and version, what is left out,
+/// and every format string read with its mapping (the inventory a checkout holds).
+pub fn coverage_json() -> String {
+    use preflight_checks::explain_log::coverage::{LEFT_OUT, SOURCES, VERSIONS, formats};
+    let v = serde_json::json!({
+        "sources": SOURCES,
+        "versions": VERSIONS,
+        "left_out": LEFT_OUT,
+        "formats": formats(),
+    });
+    let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
 pub fn coverage(style: Style) -> String {
     use preflight_checks::explain_log::SIGNATURES;
     use preflight_checks::explain_log::coverage::{LEFT_OUT, PATTERNS, SOURCES, VERSIONS};
@@ -334,8 +349,11 @@ pub fn coverage(style: Style) -> String {
     s.push_str(&wrap(
         "\"finding\": the format names a cause a preflight check confirms (through a signature, or by \
          the errno or CUDA error it carries); \"job\": the job itself (its own CUDA error, \
-         mismatched collectives, API usage). The full list: checks/src/explain_log/sources/inventory.tsv; \
-         scripts/explain-sources/extract.py makes it again from the sources.",
+         mismatched collectives, API usage). Every format string with its mapping: \
+         `preflight explain --coverage --format json` (its \"formats\"; in a checkout, \
+         checks/src/explain/log/sources/inventory.tsv, which scripts/explain-sources/extract.py \
+         makes again from the sources); the guide's page \"Explain: coverage of the error texts\" \
+         (docs/src/explain-coverage.md) has these counts.",
         width,
         "\n",
         "",

@@ -11,12 +11,16 @@ fn the_demo_names_its_two_hosts_apart() {
         return;
     }
     let preflight = env!("CARGO_BIN_EXE_preflight");
+    // Issue 55 (8): the demo keeps no history, whatever store the environment names.
+    let store = tempfile::tempdir().unwrap();
+    let history = store.path().join("history.db");
     let out = Command::new("timeout")
         .arg("150")
         .arg("bash")
         .arg(repo("examples/two-hosts-netns.sh"))
         .arg("--firewall")
         .env("PREFLIGHT", preflight)
+        .env("PREFLIGHT_HISTORY", &history)
         .env("NO_COLOR", "1")
         .env("COLUMNS", "80")
         .output()
@@ -43,7 +47,8 @@ fn the_demo_names_its_two_hosts_apart() {
         ["demo-a", "demo-b"],
         "{text}"
     );
-    // The script left nothing behind.
+    // The script left nothing behind: no history store either.
+    assert!(!history.exists(), "the demo wrote {}", history.display());
     for ns in ["pf-demo-a", "pf-demo-b"] {
         assert!(
             !std::path::Path::new("/etc/netns").join(ns).exists(),
@@ -54,4 +59,21 @@ fn the_demo_names_its_two_hosts_apart() {
             "namespace {ns} left behind"
         );
     }
+}
+
+/// Issue 55 (8): without a preflight to run, the demo says how to build one in this checkout.
+#[test]
+fn the_demo_without_preflight_says_how_to_build_it() {
+    if !crate::netns::usable(&["ip"]) {
+        return;
+    }
+    let out = Command::new("bash")
+        .arg(repo("examples/two-hosts-netns.sh"))
+        .env("PREFLIGHT", "/nonexistent/preflight")
+        .output()
+        .expect("the demo runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`cargo build --release`"), "{err}");
+    assert!(err.contains("target/release/preflight"), "{err}");
 }

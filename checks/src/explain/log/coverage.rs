@@ -5,6 +5,51 @@
 
 pub use super::generated::{LEFT_OUT, PATTERNS, SOURCES, VERSIONS};
 
+/// The inventory (`sources/inventory.tsv`): every format string read, with its versions, its
+/// place, its group and its mapping; `preflight explain --coverage --format json` prints it,
+/// since a binary's user has no checkout to read it in.
+pub const INVENTORY_TSV: &str = include_str!("sources/inventory.tsv");
+
+/// One row of [`INVENTORY_TSV`].
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Format<'a> {
+    pub source: &'a str,
+    pub versions: &'a str,
+    #[serde(rename = "where")]
+    pub place: &'a str,
+    pub kind: &'a str,
+    pub group: &'a str,
+    /// `sig:ID`, `job:WHAT`, `errno:CALL`, `cuda:code` or `unmapped`.
+    pub mapping: &'a str,
+    /// Why it is unmapped; empty when mapped.
+    pub why: &'a str,
+    pub format: &'a str,
+}
+
+/// Every row of the inventory (its comment and header lines left out).
+pub fn formats() -> Vec<Format<'static>> {
+    INVENTORY_TSV
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("source\t"))
+        .filter_map(|l| {
+            let c: Vec<&str> = l.splitn(8, '\t').collect();
+            match c.as_slice() {
+                [source, versions, place, kind, group, mapping, why, format] => Some(Format {
+                    source,
+                    versions,
+                    place,
+                    kind,
+                    group,
+                    mapping,
+                    why,
+                    format,
+                }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 /// One format string mapped to a signature: its literal pieces, in order, between the
 /// printf conversions (each conversion matches any text, an empty one too).
 #[derive(Clone, Copy, Debug)]
@@ -86,6 +131,22 @@ pub struct LeftOut {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_inventory_printed_holds_every_format_the_coverage_counts() {
+        let rows = formats();
+        let counted: u32 = SOURCES.iter().map(|s| s.formats).sum();
+        assert_eq!(rows.len() as u32, counted);
+        for s in SOURCES {
+            let mapped = rows
+                .iter()
+                .filter(|r| r.source == s.source && r.mapping != "unmapped")
+                .count() as u32;
+            assert_eq!(mapped, s.to_finding + s.to_job, "{}", s.source);
+        }
+        assert!(rows.iter().any(|r| r.mapping == "sig:gloo.no-interface"
+            && r.format.ends_with("Unable to find address for: %s")));
+    }
     use crate::explain::log::signatures;
 
     #[test]
