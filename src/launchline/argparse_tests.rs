@@ -243,7 +243,7 @@ fn preflight_accepts_and_rejects_every_test_line_as_torchs_argparse_does() {
     );
     let cases: Vec<Value> = lines
         .iter()
-        .filter_map(|l| torch_args(l))
+        .filter_map(torch_args)
         .map(|(legacy, args)| json!({"legacy": legacy, "args": args}))
         .collect();
     let Some(torch) = torch_verdicts(&json!(cases)) else {

@@ -296,3 +296,39 @@ fn a_cluster_missing_a_node_says_what_bounds_its_wait_and_keeps_to_it() {
         assert_eq!(report["status"], "fail");
     }
 }
+
+/// `preflight explain --coverage` points to a list a binary's user has: `--format json`
+/// prints every format string with its mapping; no path of a checkout that does not exist.
+#[test]
+fn explain_coverage_points_to_a_list_the_user_has() {
+    let out = bin().args(["explain", "--coverage"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).replace('\n', " ");
+    assert!(!text.contains("explain_log/"), "{text}");
+    assert!(
+        text.contains("`preflight explain --coverage --format json`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("checks/src/explain/log/sources/inventory.tsv"),
+        "{text}"
+    );
+    assert!(crate::common::repo("checks/src/explain/log/sources/inventory.tsv").exists());
+    let json = bin()
+        .args(["explain", "--coverage", "--format", "json"])
+        .output()
+        .unwrap();
+    let v = json_of(&json.stdout);
+    let formats = v["formats"].as_array().unwrap();
+    let counted: u64 = v["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["formats"].as_u64().unwrap())
+        .sum();
+    assert_eq!(formats.len() as u64, counted);
+    assert!(
+        formats
+            .iter()
+            .any(|f| f["mapping"] == "sig:gloo.no-interface")
+    );
+}

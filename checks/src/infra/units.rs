@@ -27,6 +27,16 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
+/// Parses a sysfs hex attribute such as `0x1003` or `1003`; None on garbage.
+pub fn parse_hex_u32(s: &str) -> Option<u32> {
+    let t = s.trim();
+    let t = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    u32::from_str_radix(t, 16).ok()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -37,14 +47,4 @@ mod tests {
         assert_eq!(format_bytes(64 << 10), "64 KiB");
         assert_eq!(format_bytes((1 << 30) + 1), "1.0 GiB (1073741825 bytes)");
     }
-}
-
-/// Parses a sysfs hex attribute such as `0x1003` or `1003`; None on garbage.
-pub fn parse_hex_u32(s: &str) -> Option<u32> {
-    let t = s.trim();
-    let t = t
-        .strip_prefix("0x")
-        .or_else(|| t.strip_prefix("0X"))
-        .unwrap_or(t);
-    u32::from_str_radix(t, 16).ok()
 }
