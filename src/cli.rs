@@ -703,12 +703,6 @@ pub struct GemmWorkerArgs {
     pub seed: u64,
 }
 
-/// Parses argv; on bad flags clap prints the error and exits with code 2. preflight's flags
-/// after a quoted torchrun line are read as preflight's (see `argv`).
-pub fn parse() -> Cli {
-    crate::argv::parse()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = preflight::cli::parse();
+    let cli = preflight::argv::parse();
     match preflight::app::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

@@ -112,11 +112,10 @@ impl ReportBuilder {
     }
 }
 
-/// Adds findings to a finished report and recomputes its status.
+/// Adds findings to a finished report: each gets its action, and the status is recomputed
+/// (`registry::add_findings`, the one way to add to a built report).
 pub fn add_findings(report: &mut Report, findings: impl IntoIterator<Item = Finding>) {
-    report.findings.extend(findings);
-    preflight_checks::registry::assign_remedies(&mut report.findings);
-    report.status = model::overall_status(&report.findings);
+    preflight_checks::registry::add_findings(report, findings);
 }
 
 #[cfg(test)]

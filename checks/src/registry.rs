@@ -204,6 +204,14 @@ pub fn remedy(id: &str) -> Option<Remedy> {
     entry(id).and_then(|e| e.remedy)
 }
 
+/// Adds findings to a built report: each gets its action (see [`assign_remedies`]) and the
+/// status is recomputed over every finding. The one way to add to a report once built.
+pub fn add_findings(report: &mut crate::core::Report, findings: impl IntoIterator<Item = Finding>) {
+    report.findings.extend(findings);
+    assign_remedies(&mut report.findings);
+    report.status = crate::core::overall_status(&report.findings);
+}
+
 /// Gives every finding its `action` and `problem` where its check set none: `none` when it
 /// passes or skips, else its catalog entry's; an id no concern registers is the node's to
 /// repair. Never changes what a check set (`gpu.xid` sets it per XID).

@@ -62,7 +62,7 @@ pub fn attach_with(report: &mut Report, links: &Links, input: &HealthyInput) {
     // says what is missing, and the findings already fail the cluster.
     let asked = input.opts.min_nodes > 1 || input.opts.multiple_of > 1;
     if let Some(why) = advice.why.as_ref().filter(|_| asked) {
-        crate::report::add_findings(report, [shortfall_finding(&set, &advice, why)]);
+        preflight_checks::registry::add_findings(report, [shortfall_finding(&set, &advice, why)]);
     }
     if let Some(rec) = report.recommendation.as_mut() {
         rec.healthy_set = Some(advice);

@@ -1,8 +1,6 @@
 //! The user's own launch line: its words, what torchrun will do with it, how it fares against
 //! this node, and the command printed back fixed (`preflight torchrun`).
 
-#[cfg(test)]
-mod argparse_tests;
 pub mod args;
 #[cfg(test)]
 mod corpus_tests;

@@ -20,6 +20,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("history", 1),
     ("recipe", 1),
     ("cli", 1),
+    ("argv", 2),
     ("launchline", 2),
     ("render", 2),
     ("runtime", 2),

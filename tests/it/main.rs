@@ -57,3 +57,4 @@ mod slurm;
 mod slurm_tasks;
 mod synthetic;
 mod torchrun;
+mod torchrun_argparse;

@@ -4,7 +4,7 @@
 //! for the legacy launcher) in one python3, and each accept or reject must match preflight's.
 //! Skips with a message where torch is not installed, unless `PREFLIGHT_REQUIRE_TORCH=1`.
 
-use super::args::{self, Launcher, Problem};
+use preflight::launchline::args::{self, Launcher, Problem};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::Write;
