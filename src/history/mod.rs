@@ -41,7 +41,9 @@ impl HistoryOpt {
             _ => default_path(env).map_or(HistoryOpt::Off, |p| {
                 // SAFETY: geteuid has no preconditions and cannot fail.
                 let uid = unsafe { libc::geteuid() };
-                let host = crate::placement::local_group::hostname();
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_string())
+                    .unwrap_or_default();
                 let at = place::node_local(p, &host, uid, &place::shared_fs);
                 HistoryOpt::At(at.path, keep, at.why)
             }),
