@@ -167,7 +167,10 @@ mod tests {
             parse_listpids(out),
             vec![(4242, "77".to_string()), (4250, "77".to_string())]
         );
-        assert!(parse_listpids("slurm_load_jobs error: Unable to contact slurm controller\n").is_empty());
+        assert!(
+            parse_listpids("slurm_load_jobs error: Unable to contact slurm controller\n")
+                .is_empty()
+        );
     }
 
     #[test]
@@ -183,18 +186,36 @@ mod tests {
         };
         mk(300, "preflight", 200, &["preflight"], &[]);
         mk(200, "sh (x)", 100, &["/bin/sh", "health.sh"], &[]);
-        mk(100, "slurmd", 1, &["/usr/sbin/slurmd", "-D", "-f", "/srv/slurm/slurm.conf"], &[]);
+        mk(
+            100,
+            "slurmd",
+            1,
+            &["/usr/sbin/slurmd", "-D", "-f", "/srv/slurm/slurm.conf"],
+            &[],
+        );
         assert_eq!(
             conf_from(&proc, 300, dir.path()),
             Some(PathBuf::from("/srv/slurm/slurm.conf"))
         );
-        mk(100, "slurmd", 1, &["/usr/sbin/slurmd"], &["PATH=/bin", "SLURM_CONF=/etc/x/slurm.conf"]);
+        mk(
+            100,
+            "slurmd",
+            1,
+            &["/usr/sbin/slurmd"],
+            &["PATH=/bin", "SLURM_CONF=/etc/x/slurm.conf"],
+        );
         assert_eq!(
             conf_from(&proc, 300, dir.path()),
             Some(PathBuf::from("/etc/x/slurm.conf"))
         );
         // Configless: slurmd knows no file; its cache does.
-        mk(100, "slurmd", 1, &["/usr/sbin/slurmd", "--conf-server", "ctl"], &[]);
+        mk(
+            100,
+            "slurmd",
+            1,
+            &["/usr/sbin/slurmd", "--conf-server", "ctl"],
+            &[],
+        );
         assert_eq!(conf_from(&proc, 300, dir.path()), None);
         let cache = dir.path().join("run/slurm/conf");
         std::fs::create_dir_all(&cache).unwrap();

@@ -44,9 +44,28 @@ pub struct Part {
     pub text: String,
 }
 
-/// `f`'s part of a reason.
+/// `f`'s part of a reason; a lemon's is short (`... history.lemon: repeat port.in-use`), so it
+/// fits beside the failure it is said with.
 pub fn part(f: &Finding) -> Part {
-    let text = reason(f, 0);
+    let text = if f.is(preflight_checks::history::ids::LEMON) {
+        let remedy = f
+            .remedy_of()
+            .map(|r| format!("{} {}: ", r.problem.tag(), r.action))
+            .unwrap_or_default();
+        let rule = f
+            .evidence
+            .get("rule")
+            .and_then(|r| r.as_str())
+            .unwrap_or("lemon");
+        format!(
+            "{PREFIX} {remedy}{}: {} {}",
+            f.id,
+            clean(rule, 16),
+            clean(&f.subject, 64)
+        )
+    } else {
+        reason(f, 0)
+    };
     Part {
         id: f.id.clone(),
         text: text
@@ -62,8 +81,7 @@ pub fn reason_of(parts: &[Part]) -> Option<String> {
     let mut s = format!("{PREFIX} {}", first.text);
     let mut shown = 1;
     for p in &parts[1..] {
-        if s.chars().count() + SEP.len() + p.text.chars().count() + " (+99 more)".len()
-            > MAX_REASON
+        if s.chars().count() + SEP.len() + p.text.chars().count() + " (+99 more)".len() > MAX_REASON
         {
             break;
         }

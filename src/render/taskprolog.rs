@@ -35,7 +35,13 @@ pub fn render(report: &Report, rank: u32) -> String {
         out.push_str(&format!("export {k}={v}\n"));
     }
     if let Some(f) = held_by_another_job(report) {
-        out.push_str(&format!("print preflight: {}\n", print_safe(&f.summary)));
+        // The job's reason, without the node's standing clause (a job's problem, not the node's).
+        let clause = f.evidence.get("standing").and_then(|c| c.as_str());
+        let summary = clause
+            .and_then(|c| f.summary.strip_suffix(c))
+            .and_then(|s| s.strip_suffix("; "))
+            .unwrap_or(&f.summary);
+        out.push_str(&format!("print preflight: {}\n", print_safe(summary)));
     }
     out
 }
@@ -81,10 +87,7 @@ pub fn fails_task(report: &Report) -> bool {
 
 /// A value or text on one `print` line: control characters dropped, at most 400 characters.
 fn print_safe(s: &str) -> String {
-    s.chars()
-        .filter(|c| !c.is_control())
-        .take(400)
-        .collect()
+    s.chars().filter(|c| !c.is_control()).take(400).collect()
 }
 
 /// The variables to export, after every rule of the module comment.
@@ -177,7 +180,10 @@ mod tests {
     #[test]
     fn a_users_value_is_kept_when_it_works_and_replaced_with_a_print_line_when_not() {
         let mut r = report(
-            &[("NCCL_SOCKET_IFNAME", "eth0"), ("GLOO_SOCKET_IFNAME", "eth0")],
+            &[
+                ("NCCL_SOCKET_IFNAME", "eth0"),
+                ("GLOO_SOCKET_IFNAME", "eth0"),
+            ],
             vec![Finding::new(
                 preflight_checks::core::FindingId::new("env.socket-ifname"),
                 Status::Fail,

@@ -53,6 +53,7 @@ mod scale;
 mod scale_cluster;
 mod signals;
 mod slurm;
+mod slurm_running;
 mod slurm_tasks;
 mod synthetic;
 mod torchrun;

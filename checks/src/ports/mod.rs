@@ -386,7 +386,11 @@ mod tests {
         let f = run(&other);
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.problem, Some(Problem::User));
-        assert!(f.summary.contains("job 78 must launch on another port"), "{}", f.summary);
+        assert!(
+            f.summary.contains("job 78 must launch on another port"),
+            "{}",
+            f.summary
+        );
         assert!(f.fix.unwrap().commands[0].contains("--master-port=29501"));
         // The job's own task, checked by its next task's TaskProlog: as it should be.
         let mut own = held_by("77", None);
@@ -396,9 +400,17 @@ mod tests {
         let f = run(&held_by("76", Some(false)));
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.problem, None, "the catalog's: the node's");
-        assert!(f.summary.contains("left behind by Slurm job 76"), "{}", f.summary);
+        assert!(
+            f.summary.contains("left behind by Slurm job 76"),
+            "{}",
+            f.summary
+        );
         // A job id from the environment that slurmd could not confirm: a leftover too.
-        assert_eq!(run(&held_by("75", None)).summary.contains("running Slurm job"), false);
+        assert!(
+            !run(&held_by("75", None))
+                .summary
+                .contains("running Slurm job")
+        );
     }
 
     #[test]

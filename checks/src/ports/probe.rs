@@ -277,7 +277,9 @@ pub fn job_in_cgroup(text: &str) -> Option<String> {
         .find_map(|path| {
             path.split('/')
                 .filter_map(|c| c.strip_prefix("job_"))
-                .find(|id| !id.is_empty() && id.len() <= 32 && id.bytes().all(|b| b.is_ascii_digit()))
+                .find(|id| {
+                    !id.is_empty() && id.len() <= 32 && id.bytes().all(|b| b.is_ascii_digit())
+                })
                 .map(str::to_string)
         })
 }
@@ -303,7 +305,10 @@ mod tests {
         assert_eq!(job_in_cgroup(v2).as_deref(), Some("4711"));
         let v1 = "12:pids:/slurm/uid_1000/job_42/step_0/task_1\n11:memory:/slurm/uid_1000/job_42/step_0\n";
         assert_eq!(job_in_cgroup(v1).as_deref(), Some("42"));
-        assert_eq!(job_in_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n"), None);
+        assert_eq!(
+            job_in_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n"),
+            None
+        );
         assert_eq!(job_in_cgroup("0::/docker/job_12\n"), None, "not Slurm's");
         assert_eq!(job_in_cgroup("garbage\n0::/slurm/job_x/\n"), None);
     }

@@ -181,8 +181,7 @@ mod tests {
         };
         assert!(reason.chars().count() <= drain::MAX_REASON, "{reason}");
         assert!(reason.ends_with(" more)"), "{reason}");
-        let Action::Drain { reason: grown } =
-            decide("n1", &st("drained", Some(OURS)), &many)
+        let Action::Drain { reason: grown } = decide("n1", &st("drained", Some(OURS)), &many)
         else {
             panic!()
         };
@@ -197,8 +196,7 @@ mod tests {
 
     #[test]
     fn never_overwrites_a_foreign_reason_and_resumes_only_its_own() {
-        let Action::Leave { why } = decide("n1", &st("drained", Some("bad DIMM")), &port())
-        else {
+        let Action::Leave { why } = decide("n1", &st("drained", Some("bad DIMM")), &port()) else {
             panic!("foreign reason replaced")
         };
         assert!(why.contains("bad DIMM"), "{why}");

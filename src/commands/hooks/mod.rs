@@ -180,8 +180,21 @@ fn verdict_lines(node: &str, bad: &[&Finding], report: &Report) -> Vec<String> {
         lines.push(format!("preflight: {node}: and {} more", bad.len() - SHOWN));
     }
     if bad.is_empty() {
+        // The warnings by id (a port a running job holds, a firewall rule): none drains.
+        let mut warned: Vec<&str> = report
+            .findings
+            .iter()
+            .filter(|f| f.status == Status::Warn)
+            .map(|f| f.id.as_str())
+            .collect();
+        warned.dedup();
+        let warned = if warned.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", warned.join(", "))
+        };
         lines.push(format!(
-            "preflight: {node}: passes (report status {})",
+            "preflight: {node}: passes (report status {}{warned})",
             report.status
         ));
     }

@@ -253,7 +253,9 @@ fn the_health_check_drains_for_node_problems_only_and_the_prolog_tags_whose() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(s.calls.borrow().is_empty(), "{:?}", s.calls.borrow());
     assert!(
-        r.lines.iter().any(|l| l.contains("TaskProlog fails its tasks")),
+        r.lines
+            .iter()
+            .any(|l| l.contains("TaskProlog fails its tasks")),
         "{r:?}"
     );
 }
@@ -272,13 +274,24 @@ fn lemon() -> Finding {
 fn a_lemon_that_passes_now_is_said_not_drained_and_a_drained_one_resumes() {
     let ours = "preflight: [node_problem] reboot: history.lemon: node7 had port.in-use";
     let s = FakeSlurm::new("drained", Some(ours));
-    let r = run(&hook(SlurmMode::Health, true, false), &report(vec![lemon()]), &s);
+    let r = run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![lemon()]),
+        &s,
+    );
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(s.calls.borrow()[0][2], "State=RESUME", "{r:?}");
-    assert!(r.lines.iter().any(|l| l.contains("lemon, not drained for")), "{r:?}");
+    assert!(
+        r.lines.iter().any(|l| l.contains("lemon, not drained for")),
+        "{r:?}"
+    );
     // With a failure now, the lemon is named in the reason after it.
     let s = FakeSlurm::new("idle", None);
-    run(&hook(SlurmMode::Health, true, false), &report(vec![held(), lemon()]), &s);
+    run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![held(), lemon()]),
+        &s,
+    );
     let reason = s.calls.borrow()[0][3].clone();
     assert!(
         reason.starts_with("Reason=preflight: [node_problem] restart-job: port.in-use: ")
@@ -303,11 +316,19 @@ fn a_warning_never_drains_and_a_fixed_node_is_resumed() {
         "the firewall filters input",
     );
     let s = FakeSlurm::new("idle", None);
-    let r = run(&hook(SlurmMode::Health, true, false), &report(vec![warn.clone()]), &s);
+    let r = run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![warn.clone()]),
+        &s,
+    );
     assert_eq!(r.code, 0);
     assert!(s.calls.borrow().is_empty());
     let ours = "preflight: [node_problem] restart-job: port.in-use: master port 29500";
     let s = FakeSlurm::new("drained", Some(ours));
-    run(&hook(SlurmMode::Health, true, false), &report(vec![warn]), &s);
+    run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![warn]),
+        &s,
+    );
     assert_eq!(s.calls.borrow()[0][2], "State=RESUME");
 }
