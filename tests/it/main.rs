@@ -22,6 +22,7 @@ mod explain_log;
 mod fabrics;
 mod fail_slow;
 mod faults;
+mod firewall_fixes;
 mod gemm;
 mod gpu_health;
 mod healthy_set;
