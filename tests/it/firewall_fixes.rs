@@ -150,7 +150,7 @@ fn run_and_fix(fw: Fw) {
         commands.join("\n  ")
     );
     let subnet = c.addr(1, "data");
-    let net = format!("{}.0/24", subnet.rsplitn(2, '.').nth(1).unwrap());
+    let net = format!("{}.0/24", subnet.rsplit_once('.').unwrap().0);
     assert!(
         commands.iter().any(|c| c.contains(&net)),
         "{fw:?}: the node's own network {net}: {commands:?}"
