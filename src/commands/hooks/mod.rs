@@ -118,7 +118,7 @@ pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
         lines.push(format!(
             "preflight: {node}: not drained: only user problems (the job's launch or environment, or another running job's, not the node){}",
             if hook.mode == SlurmMode::Prolog {
-                "; the prolog passes and the job's TaskProlog fails its tasks with the reason"
+                "; the prolog passes (Slurm drains the node of a failing prolog), and the job's TaskProlog says it in the task's output"
             } else {
                 ""
             }

@@ -243,7 +243,7 @@ fn the_health_check_drains_for_node_problems_only_and_the_prolog_tags_whose() {
     );
     assert!(!calls[0][3].contains("(+1 more)"), "{calls:?}");
     // The prolog passes a user problem (a failing prolog would drain the node): the job's
-    // TaskProlog fails its tasks with the reason instead.
+    // TaskProlog says it in the task's output instead.
     let s = FakeSlurm::new("idle", None);
     let r = run(
         &hook(SlurmMode::Prolog, true, false),
@@ -253,9 +253,7 @@ fn the_health_check_drains_for_node_problems_only_and_the_prolog_tags_whose() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(s.calls.borrow().is_empty(), "{:?}", s.calls.borrow());
     assert!(
-        r.lines
-            .iter()
-            .any(|l| l.contains("TaskProlog fails its tasks")),
+        r.lines.iter().any(|l| l.contains("the prolog passes")),
         "{r:?}"
     );
 }
