@@ -23,6 +23,9 @@ pub enum HistoryOpt {
     At(PathBuf, Retention, Option<String>),
 }
 
+/// Records read per run summarised: a job of several tasks leaves one per TaskProlog.
+const RECORDS_PER_RUN: usize = 10;
+
 /// The file name inside the default folders.
 const FILE: &str = "history.db";
 
@@ -118,9 +121,18 @@ pub fn summary(opt: &HistoryOpt, hostname: &str) -> Option<HistorySummary> {
             aside.display()
         ));
     }
+    // The last SUMMARY_RUNS runs, each job's records (its prolog, every task's TaskProlog, its
+    // cluster run) one run: read as many records as a job of several tasks leaves, then merge.
     let read = || -> Result<_, String> {
+        let records = store.recent(hostname, SUMMARY_RUNS * RECORDS_PER_RUN)?;
+        let mut runs = preflight_checks::history::merge(&records);
+        runs.sort_by_key(|r| r.time);
+        for r in &mut runs {
+            r.findings.truncate(preflight_checks::model::RUN_FINDINGS);
+        }
+        let start = runs.len().saturating_sub(SUMMARY_RUNS);
         Ok((
-            store.recent(hostname, SUMMARY_RUNS)?,
+            runs.split_off(start),
             store.total_runs(hostname)?,
             store.totals(hostname)?,
         ))
