@@ -37,7 +37,7 @@ LAYERS = {
         "lib",
     ],
     "src": [
-        "cleanup shell output",
+        "cleanup shell output slurmd",
         "transport measure advise history",
         "placement launchline",
         "report_compact",

@@ -123,8 +123,7 @@ fn show(outcome: Outcome, events: &Events, started: Started) -> anyhow::Result<u
         }
         Outcome::Hook(h) => {
             keep(&h.shown, started)?;
-            let mut text = h.result.lines.join("\n");
-            text.push('\n');
+            let text = crate::commands::hooks::stamped(&h.result.lines, &h.shown.report);
             output::stdout(&text)?
         }
         Outcome::Facts { facts, output } => {

@@ -424,6 +424,11 @@ pub struct SlurmHookArgs {
     /// This node's Slurm NodeName (default: SLURMD_NODENAME, else the short hostname).
     #[arg(long, alias = "slurm_node", value_name = "NAME")]
     pub slurm_node: Option<String>,
+    /// With --drain: also drain a lemon (a fault that comes and goes, history.lemon) while it
+    /// passes now, and keep it drained; by default a lemon is said in the reason and in
+    /// Prometheus and the operator decides.
+    #[arg(long, alias = "drain_lemons", requires = "drain")]
+    pub drain_lemons: bool,
 }
 
 /// `preflight cluster`: torchrun's own flags, or --hosts, or Slurm/torchrun/Kubernetes environment.

@@ -77,6 +77,8 @@ pub struct SlurmHook {
     pub node: Option<String>,
     /// `--strict`: a warn finding drains too.
     pub strict: bool,
+    /// `--drain-lemons`: a lemon drains (and keeps drained) a node that passes now.
+    pub drain_lemons: bool,
 }
 
 /// `preflight facts`.
@@ -502,6 +504,7 @@ fn slurm_hook(
         dry_run: a.dry_run,
         node,
         strict,
+        drain_lemons: a.drain_lemons,
     }))
 }
 

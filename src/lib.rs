@@ -29,6 +29,7 @@ pub mod report;
 pub mod report_compact;
 pub mod runtime;
 pub mod shell;
+pub mod slurmd;
 pub mod transport;
 
 /// No unit test keeps a history (see tests/it/main.rs).

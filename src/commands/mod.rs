@@ -242,8 +242,15 @@ impl Outcome {
         use preflight_checks::model::Status;
         match self {
             Outcome::Report(s) => match s.view.format {
-                // A TaskProlog's non-zero exit would stop the job's tasks: the advice is optional.
-                crate::cli::Format::TaskProlog => exit::OK,
+                // A TaskProlog's non-zero exit stops the job's tasks: only when the job's own
+                // MASTER_PORT is held by another running job (its print line says so).
+                crate::cli::Format::TaskProlog => {
+                    if crate::render::taskprolog::fails_task(&s.report) {
+                        exit::FINDINGS
+                    } else {
+                        exit::OK
+                    }
+                }
                 crate::cli::Format::Npd => crate::render::npd::exit_code(&s.report, s.view.strict),
                 _ => {
                     let code = report_exit_code(&s.report, s.view.strict);

@@ -23,6 +23,9 @@ pub enum HistoryOpt {
     At(PathBuf, Retention, Option<String>),
 }
 
+/// Records read per run summarised: a job of several tasks leaves one per TaskProlog.
+const RECORDS_PER_RUN: usize = 10;
+
 /// The file name inside the default folders.
 const FILE: &str = "history.db";
 
@@ -41,7 +44,9 @@ impl HistoryOpt {
             _ => default_path(env).map_or(HistoryOpt::Off, |p| {
                 // SAFETY: geteuid has no preconditions and cannot fail.
                 let uid = unsafe { libc::geteuid() };
-                let host = crate::placement::local_group::hostname();
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_string())
+                    .unwrap_or_default();
                 let at = place::node_local(p, &host, uid, &place::shared_fs);
                 HistoryOpt::At(at.path, keep, at.why)
             }),
@@ -116,9 +121,18 @@ pub fn summary(opt: &HistoryOpt, hostname: &str) -> Option<HistorySummary> {
             aside.display()
         ));
     }
+    // The last SUMMARY_RUNS runs, each job's records (its prolog, every task's TaskProlog, its
+    // cluster run) one run: read as many records as a job of several tasks leaves, then merge.
     let read = || -> Result<_, String> {
+        let records = store.recent(hostname, SUMMARY_RUNS * RECORDS_PER_RUN)?;
+        let mut runs = preflight_checks::history::merge(&records);
+        runs.sort_by_key(|r| r.time);
+        for r in &mut runs {
+            r.findings.truncate(preflight_checks::model::RUN_FINDINGS);
+        }
+        let start = runs.len().saturating_sub(SUMMARY_RUNS);
         Ok((
-            store.recent(hostname, SUMMARY_RUNS)?,
+            runs.split_off(start),
             store.total_runs(hostname)?,
             store.totals(hostname)?,
         ))

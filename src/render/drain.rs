@@ -31,6 +31,107 @@ pub fn reason(f: &Finding, more: usize) -> String {
     s
 }
 
+/// Longest reason preflight sets: the parts that fit, then `(+N more)`.
+pub const MAX_REASON: usize = 256;
+
+/// Between the parts of a reason that names several findings.
+const SEP: &str = " | ";
+
+/// One finding's part of a reason: its id and `[node_problem] <action>: <id>: <short cause>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub id: String,
+    pub text: String,
+}
+
+/// `f`'s part of a reason; a lemon's is short (`... history.lemon: repeat port.in-use`), so it
+/// fits beside the failure it is said with.
+pub fn part(f: &Finding) -> Part {
+    let text = if f.is(preflight_checks::history::ids::LEMON) {
+        let remedy = f
+            .remedy_of()
+            .map(|r| format!("{} {}: ", r.problem.tag(), r.action))
+            .unwrap_or_default();
+        let rule = f
+            .evidence
+            .get("rule")
+            .and_then(|r| r.as_str())
+            .unwrap_or("lemon");
+        format!(
+            "{PREFIX} {remedy}{}: {} {}",
+            f.id,
+            clean(rule, 16),
+            clean(&f.subject, 64)
+        )
+    } else {
+        reason(f, 0)
+    };
+    Part {
+        id: f.id.clone(),
+        text: text
+            .strip_prefix(PREFIX)
+            .map_or(text.clone(), |t| t.trim_start().to_string()),
+    }
+}
+
+/// A fresh reason for `parts`: `preflight: ` and as many parts as fit in [`MAX_REASON`]
+/// (the first always), then ` (+N more)`.
+pub fn reason_of(parts: &[Part]) -> Option<String> {
+    let first = parts.first()?;
+    let mut s = format!("{PREFIX} {}", first.text);
+    let mut shown = 1;
+    for p in &parts[1..] {
+        if s.chars().count() + SEP.len() + p.text.chars().count() + " (+99 more)".len() > MAX_REASON
+        {
+            break;
+        }
+        s.push_str(SEP);
+        s.push_str(&p.text);
+        shown += 1;
+    }
+    if shown < parts.len() {
+        s.push_str(&format!(" (+{} more)", parts.len() - shown));
+    }
+    Some(s)
+}
+
+/// The finding ids a reason preflight set names, in order (its parts, and the older
+/// `preflight: <id>: <cause>` form).
+pub fn ids_in(reason: &str) -> Vec<String> {
+    let Some(body) = reason.trim_start().strip_prefix(PREFIX) else {
+        return Vec::new();
+    };
+    let is_id = |t: &str| {
+        t.contains('.')
+            && !t.starts_with('.')
+            && !t.ends_with('.')
+            && t.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-')
+    };
+    body.split(SEP)
+        .filter_map(|p| p.split(": ").map(str::trim).find(|t| is_id(t)))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `old` (a reason preflight set) with the parts of findings it does not name yet appended,
+/// within [`MAX_REASON`]; None when it names them all or none fits (the reason and the drain's
+/// time are then kept as they are).
+pub fn appended(old: &str, parts: &[Part]) -> Option<String> {
+    let named = ids_in(old);
+    let mut s = old.trim().to_string();
+    let mut added = false;
+    for p in parts.iter().filter(|p| !named.contains(&p.id)) {
+        if s.chars().count() + SEP.len() + p.text.chars().count() > MAX_REASON {
+            break;
+        }
+        s.push_str(SEP);
+        s.push_str(&p.text);
+        added = true;
+    }
+    added.then_some(s)
+}
+
 /// True when preflight set this reason (Slurm may append `[user@time]` in some views).
 pub fn is_ours(reason: &str) -> bool {
     reason.trim_start().starts_with(PREFIX)

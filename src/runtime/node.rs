@@ -17,6 +17,10 @@ pub fn probe_facts(root: &Root, master_port: u16, no_gpu: bool, seams: &dyn Seam
         skip_gpu: no_gpu,
     };
     let mut facts = probe::collect(root, &opts);
+    if root.is_system() {
+        // Which running Slurm jobs hold the master port, as slurmd says (only when one may).
+        crate::slurmd::confirm_port_holders(&mut facts.ports);
+    }
     seams.probed(&mut facts);
     facts
 }

@@ -11,6 +11,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("output", 0),
     ("cleanup", 0),
     ("shell", 0),
+    ("slurmd", 0),
     ("transport", 0),
     ("report_compact", 0),
     ("report", 1),

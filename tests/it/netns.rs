@@ -931,6 +931,12 @@ impl Cluster {
             .unwrap_or_else(|| panic!("unknown network {net}"))
     }
 
+    /// Host `rank`'s private `/etc` entries: each file or folder there is mounted over its
+    /// `/etc` namesake for the host's commands (`ip netns exec`), and deleted with the cluster.
+    pub fn etc_of(&self, rank: usize) -> PathBuf {
+        self.netns_etc(rank)
+    }
+
     fn netns_etc(&self, rank: usize) -> PathBuf {
         Path::new("/etc/netns").join(&self.hosts[rank].ns)
     }

@@ -20,7 +20,7 @@ fn tool() -> PathBuf {
     repo("tests/tools/slurm-netns")
 }
 
-fn bin() -> &'static str {
+pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_preflight")
 }
 
@@ -58,7 +58,7 @@ fn bounded(cmd: &mut Command, limit: Duration) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {:?}: {e}", cmd.get_program()))
 }
 
-fn text(o: &Output) -> String {
+pub(crate) fn text(o: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -388,8 +388,27 @@ fn health_check_drains_the_faulty_node_keeps_foreign_reasons_and_resumes_its_own
     );
     assert!(v["node2"].0.starts_with("drain"), "{v:?}");
     assert_eq!(v["node1"], ("idle".to_string(), String::new()), "{v:?}");
-    // More checks run; node3 keeps the operator's reason.
-    std::thread::sleep(Duration::from_secs(12));
+    // More checks run: node2's first reason and the time Slurm stamped on it stay; node3
+    // keeps the operator's reason.
+    let stamped = |c: &SlurmCluster| {
+        text(&c.run(
+            &["sinfo", "-h", "-R", "-n", "node2", "-o", "%H|%E"],
+            Duration::from_secs(30),
+        ))
+    };
+    let first = stamped(&c);
+    std::thread::sleep(Duration::from_secs(22));
+    assert_eq!(
+        stamped(&c),
+        first,
+        "node2's reason or its time changed while the fault held"
+    );
+    assert!(
+        c.read("health-node2.log")
+            .contains("node2 stays drained for port.in-use"),
+        "{}",
+        c.read("health-node2.log")
+    );
     let v = c.nodes();
     assert_eq!(v["node3"].1, "bad DIMM, ticket 4711", "{v:?}");
     assert!(v["node3"].0.starts_with("drain"), "{v:?}");
@@ -487,11 +506,11 @@ fn health_check_drains_for_node_problems_only_and_resumes_a_node_drained_for_a_u
     assert!(!c.read("health-node1.log").contains("drained node1"));
 }
 
-/// A lemon on the real Slurm: the master port of node2 is held through three health checks
-/// (each drains it for `port.in-use` and is remembered in node2's own store), then freed. The
-/// next check passes every probe, but node2's history names it a lemon (`repeat`: the same
-/// node problem in 3 of its last 10 runs), so it stays drained, now for `history.lemon` with
-/// the escalated action (a port's `restart-job` becomes `reboot`); node1 is never touched.
+/// A lemon on the real Slurm (issues 53 and 54): the master port of node2 is held through three
+/// health checks, then freed: a standing fault, fixed, and node2 is resumed and no lemon. Held
+/// again, the fault came back after it had gone: a lemon, said in the reason of the drain for
+/// the port that fails now; freed again, node2 is back at the next check, the lemon in its log
+/// and store. node1 is never touched.
 #[test]
 fn health_check_resumes_a_fixed_standing_fault_and_drains_a_fault_that_comes_and_goes() {
     let Some(mut c) = health_cluster("lemon", 2, HEALTH.to_string()) else {
@@ -534,22 +553,38 @@ fn health_check_resumes_a_fixed_standing_fault_and_drains_a_fault_that_comes_and
     );
     assert!(!log2.contains("history.lemon"), "{log2}");
     assert!(log2.contains("resumed node2"), "{log2}");
-    // The fault comes back: held for one more check, then freed. Back after it had gone, it
-    // is a lemon from that check on (4 of node2's last 5 runs), drained with a reboot (a
-    // process keeps coming back: a configuration fault, never a replacement).
+    // The fault comes back: held for one more check. Back after it had gone, it is a lemon
+    // (4 of node2's last 5 runs): drained for the port that fails now, the lemon said in the
+    // reason after it (a process that keeps coming back: reboot, never a replacement).
     let failed = ended(&c, 1);
     let held = c.hold_port(2, 29500);
     until(&c, 1, failed + 1);
-    c.stop(held);
-    let lemon = "preflight: [node_problem] reboot: history.lemon: ";
-    let (ok, v) = c.wait_nodes(Duration::from_secs(30), |v| v["node2"].1.starts_with(lemon));
+    let drained = "preflight: [node_problem] restart-job: port.in-use: ";
+    let lemon = " | [node_problem] reboot: history.lemon: ";
+    let (ok, v) = c.wait_nodes(Duration::from_secs(30), |v| {
+        v["node2"].1.starts_with(drained) && v["node2"].1.contains(lemon)
+    });
     println!("sinfo -R with node2 a lemon:\n{}", c.sinfo_r());
     let log2 = c.read("health-node2.log");
-    println!("node2's health check said:\n{log2}");
-    assert!(ok, "node2 not drained as a lemon: {v:?}\n{log2}");
+    assert!(ok, "node2 not drained with its lemon said: {v:?}\n{log2}");
     assert!(v["node2"].0.starts_with("drain"), "{v:?}");
-    assert!(v["node2"].1.contains("port.in-use"), "{v:?}");
     assert_eq!(v["node1"], ("idle".to_string(), String::new()), "{v:?}");
+    // Freed: nothing fails now, so node2 is back at the next check; the lemon stays in its log
+    // and its store (the operator decides; --drain-lemons keeps such a node drained).
+    c.stop(held);
+    let (ok, v) = c.wait_nodes(Duration::from_secs(30), |v| {
+        v["node2"] == ("idle".to_string(), String::new())
+    });
+    let log2 = c.read("health-node2.log");
+    println!("node2's health check said:\n{log2}");
+    assert!(
+        ok,
+        "node2 not resumed once its port was freed: {v:?}\n{log2}"
+    );
+    assert!(
+        log2.contains("lemon, not drained for (it passes now"),
+        "{log2}"
+    );
     // The store on node2 names it too, and node1's does not.
     let history = |i: usize| {
         let store = format!("{}/history-node{i}.db", c.path());

@@ -46,12 +46,64 @@ pub struct Verdict {
 
 pub fn check(facts: &NodeFacts, ctx: &CheckContext) -> Vec<Finding> {
     let port = master_port(facts, ctx);
-    let fw = &facts.firewall;
+    let subnet = subnet_of(facts);
+    // A rule that accepts the cluster's network (its fix: `-s <subnet> -j ACCEPT`) decides every
+    // connection between the nodes, as if it had no source match.
+    let fw = &for_cluster(&facts.firewall, &subnet);
     let finding = match &fw.input {
-        Some(input) => judge(fw, input, port, &subnet_of(facts)),
-        None => unreadable(fw, port, &subnet_of(facts)),
+        Some(input) => judge(fw, input, port, &subnet),
+        None => unreadable(fw, port, &subnet),
     };
     vec![finding]
+}
+
+/// `fw` as the other nodes of the cluster meet it: an input rule whose only address match is a
+/// source covering the cluster's `subnet` (an output rule: a destination covering it) applies
+/// to every connection between the nodes, so it is judged without that match.
+fn for_cluster(fw: &FirewallFacts, subnet: &str) -> FirewallFacts {
+    let Some(net) = parse_v4_net(subnet) else {
+        return fw.clone();
+    };
+    let widen = |chain: &InputChain, pick: fn(&mut FwRule) -> &mut Option<String>| {
+        let widen_rules = |rules: &mut Vec<FwRule>| {
+            for r in rules {
+                let covers = pick(r)
+                    .as_deref()
+                    .and_then(parse_v4_net)
+                    .is_some_and(|outer| contains(outer, net));
+                if covers {
+                    *pick(r) = None;
+                }
+            }
+        };
+        let mut c = chain.clone();
+        widen_rules(&mut c.rules);
+        for link in c.then.iter_mut() {
+            widen_rules(&mut link.rules);
+        }
+        c
+    };
+    let mut out = fw.clone();
+    out.input = fw.input.as_ref().map(|c| widen(c, |r| &mut r.source));
+    out.output = fw.output.as_ref().map(|c| widen(c, |r| &mut r.destination));
+    out
+}
+
+/// `10.1.0.0/16` (or a bare address, a /32) as (network, prefix).
+fn parse_v4_net(s: &str) -> Option<(u32, u32)> {
+    let (addr, prefix) = match s.trim().split_once('/') {
+        Some((a, p)) => (a, p.parse::<u32>().ok().filter(|p| *p <= 32)?),
+        None => (s.trim(), 32),
+    };
+    let a: Ipv4Addr = addr.parse().ok()?;
+    let mask = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
+    Some((u32::from(a) & mask, prefix))
+}
+
+/// Whether network `outer` holds all of network `inner`.
+fn contains(outer: (u32, u32), inner: (u32, u32)) -> bool {
+    let mask = u32::MAX.checked_shl(32 - outer.1).unwrap_or(0);
+    outer.1 <= inner.1 && inner.0 & mask == outer.0
 }
 
 fn master_port(facts: &NodeFacts, ctx: &CheckContext) -> u16 {
@@ -479,25 +531,22 @@ fn blocked(
             .copied()
             .collect::<Vec<_>>()
             .join(" ");
-        let persist = fix.commands.iter().position(|c| c.contains(" > /etc/"));
         let mut out_cmds = Vec::new();
         if !e.master.accepted {
             out_cmds.push(out_tool.allow_out_port(port));
         }
         out_cmds.push(out_tool.allow_out_subnet(subnet));
-        match persist {
-            Some(i) => {
-                for (k, c) in out_cmds.into_iter().enumerate() {
-                    fix.commands.insert(i + k, c);
-                }
-            }
-            None => {
-                fix.commands.extend(out_cmds);
-                if matches!(out_tool, FixTool::Nft(_) | FixTool::Iptables) {
-                    fix.commands.push(out_tool.persist());
-                }
-            }
+        // The rules first (the input side's, then these), then what keeps them all.
+        let keeps = |c: &String| {
+            c.contains(" >> /etc/") || c.contains(" > /etc/") || c.starts_with("nft -c ")
+        };
+        let mut rules: Vec<String> = fix.commands.iter().filter(|c| !keeps(c)).cloned().collect();
+        rules.extend(out_cmds);
+        let mut all = rules.clone();
+        if matches!(out_tool, FixTool::Nft(_) | FixTool::Iptables) {
+            all.extend(out_tool.persist(&rules));
         }
+        fix.commands = all;
     }
     Finding::new(ID, Status::Warn, port.to_string(), summary).fix(fix)
 }
@@ -613,7 +662,8 @@ impl FixTool {
             commands.push(self.allow_subnet(subnet));
         }
         if matches!(self, FixTool::Nft(_) | FixTool::Iptables) {
-            commands.push(self.persist());
+            let kept = self.persist(&commands);
+            commands.extend(kept);
         }
         for c in commands {
             fix = fix.command(c);
@@ -665,10 +715,27 @@ impl FixTool {
         }
     }
 
-    fn persist(&self) -> String {
+    /// What keeps `commands` (this tool's, just printed) over a reboot, the way the tool does:
+    /// nftables' own file gets the same rules appended (the operator's file is kept, and `nft
+    /// -c` checks it still loads); iptables-persistent's file is written from the live rules,
+    /// as `netfilter-persistent save` writes it.
+    fn persist(&self, commands: &[String]) -> Vec<String> {
         match self {
-            FixTool::Nft(_) => "nft list ruleset > /etc/nftables.conf".into(),
-            _ => "iptables-save > /etc/iptables/rules.v4".into(),
+            FixTool::Nft(_) => {
+                let mut out: Vec<String> = commands
+                    .iter()
+                    .filter_map(|c| c.strip_prefix("nft "))
+                    .map(|rule| {
+                        format!(
+                            "echo {} >> /etc/nftables.conf",
+                            crate::infra::shellword::quote(rule)
+                        )
+                    })
+                    .collect();
+                out.push("nft -c -f /etc/nftables.conf".into());
+                out
+            }
+            _ => vec!["iptables-save > /etc/iptables/rules.v4".into()],
         }
     }
 }
@@ -680,12 +747,21 @@ fn subnet_of(facts: &NodeFacts) -> String {
     let with_v4 = |i: &&crate::core::Interface| {
         !i.is_virtual() && i.ipv4.iter().any(|a| crate::net::is_usable_addr(&a.addr))
     };
+    // In a container or a network namespace the data NIC is a veth: the node's own network
+    // still, where no physical one has an address (never a bridge it hosts, docker0 ...).
+    let data_veth = |i: &&crate::core::Interface| {
+        i.kind == crate::core::IfKind::Veth
+            && !crate::core::is_virtual_name(&i.name)
+            && i.ipv4.iter().any(|a| crate::net::is_usable_addr(&a.addr))
+    };
     ifaces
         .iter()
         .filter(with_v4)
         .find(|i| i.default_route)
         .or_else(|| ifaces.iter().find(with_v4))
-        .and_then(|i| i.ipv4.first())
+        .or_else(|| ifaces.iter().filter(data_veth).find(|i| i.default_route))
+        .or_else(|| ifaces.iter().find(data_veth))
+        .and_then(|i| i.ipv4.iter().find(|a| crate::net::is_usable_addr(&a.addr)))
         .and_then(network_of)
         .unwrap_or_else(|| SUBNET_PLACEHOLDER.to_string())
 }
@@ -783,11 +859,18 @@ mod tests {
     }
 
     fn run(fw: FirewallFacts) -> Finding {
+        run_on(fw, "10.1.0.11")
+    }
+
+    /// The check on a node at `addr`/16 (another network than the fixtures' 10.1.0.0/16 rules).
+    fn run_on(fw: FirewallFacts, addr: &str) -> Finding {
         let ctx = CheckContext {
             master_port: 29500,
             ..Default::default()
         };
-        let out = check(&node(fw), &ctx);
+        let mut n = node(fw);
+        n.net.interfaces[0].ipv4[0].addr = addr.parse().expect("ip");
+        let out = check(&n, &ctx);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].id, ID);
         out[0].clone()
@@ -847,8 +930,10 @@ mod tests {
         assert!(decide(&input, 29500).accepted);
         assert!(decide(&input, 29600).accepted);
         assert!(!decide(&input, 29601).accepted);
-        let f = run(fw);
-        // High ports are open only from 10.1.0.0/16: not plainly allowed.
+        let f = run_on(fw.clone(), "10.9.0.11");
+        // High ports are open only from 10.1.0.0/16, not this node's network: not plainly
+        // allowed. On 10.1.0.0/16 itself that rule lets every other node in.
+        assert_eq!(run(fw).status, Status::Pass);
         assert_eq!(f.status, Status::Warn);
         assert_eq!(f.evidence["nccl_ports_allowed"], false);
         assert_eq!(
@@ -865,7 +950,9 @@ mod tests {
                 master_port: 40000,
                 ..Default::default()
             };
-            check(&node(fw.clone()), &ctx).remove(0)
+            let mut n = node(fw.clone());
+            n.net.interfaces[0].ipv4[0].addr = "10.9.0.11".parse().expect("ip");
+            check(&n, &ctx).remove(0)
         };
         assert_eq!(f.status, Status::Warn);
         assert!(f.summary.contains("only conditionally"), "{}", f.summary);
@@ -875,6 +962,70 @@ mod tests {
             input.rules[4].source = None;
         }
         assert_eq!(run(fw).status, Status::Pass);
+    }
+
+    #[test]
+    fn the_printed_fix_clears_its_own_warning() {
+        // The demo's firewall: the master port accepted, every other new connection dropped.
+        for fw in [iptables("iptables-range.txt"), nft("nft-allow.json")] {
+            let f = run_on(fw.clone(), "10.9.0.11");
+            assert_eq!(f.status, Status::Warn);
+            let fix = f.fix.expect("fix");
+            let rule = &fix.commands[0];
+            let source = "10.9.0.0/16";
+            assert!(rule.contains(source), "{rule}");
+            // Applied: the accept of the node's network goes first in the chain.
+            let mut applied = fw.clone();
+            if let Some(input) = applied.input.as_mut() {
+                input.rules.insert(
+                    0,
+                    FwRule {
+                        action: FwAction::Accept,
+                        source: Some(source.into()),
+                        text: rule.clone(),
+                        ..Default::default()
+                    },
+                );
+            }
+            let after = run_on(applied, "10.9.0.11");
+            assert_eq!(after.status, Status::Pass, "{}", after.summary);
+        }
+        // A source that is one address, or another network, lets only part of the cluster in.
+        let mut one = iptables("iptables-range.txt");
+        if let Some(input) = one.input.as_mut() {
+            input.rules.insert(
+                0,
+                FwRule {
+                    action: FwAction::Accept,
+                    source: Some("10.9.0.12".into()),
+                    text: "-A INPUT -s 10.9.0.12/32 -j ACCEPT".into(),
+                    ..Default::default()
+                },
+            );
+        }
+        assert_eq!(run_on(one, "10.9.0.11").status, Status::Warn);
+        assert!(contains(
+            parse_v4_net("10.0.0.0/8").unwrap(),
+            parse_v4_net("10.9.0.0/16").unwrap()
+        ));
+        assert!(!contains(
+            parse_v4_net("10.9.0.0/24").unwrap(),
+            parse_v4_net("10.9.0.0/16").unwrap()
+        ));
+        assert_eq!(parse_v4_net("10.9.1.7/16"), parse_v4_net("10.9.0.0/16"));
+        assert_eq!(parse_v4_net("garbage/99"), None);
+    }
+
+    #[test]
+    fn a_veth_in_a_namespace_or_container_is_the_nodes_own_network() {
+        let mut n = node(iptables("iptables-range.txt"));
+        n.net.interfaces[0].kind = IfKind::Veth;
+        n.net.interfaces[0].name = "eth0".into();
+        n.net.interfaces[0].ipv4[0].addr = "10.250.1.2".parse().expect("ip");
+        n.net.interfaces[0].ipv4[0].prefix = 24;
+        assert_eq!(subnet_of(&n), "10.250.1.0/24");
+        n.net.interfaces[0].name = "docker0".into();
+        assert_eq!(subnet_of(&n), SUBNET_PLACEHOLDER);
     }
 
     #[test]
@@ -926,7 +1077,7 @@ mod tests {
 
     #[test]
     fn nft_ruleset_allowing_the_port_uses_nft_commands() {
-        let f = run(nft("nft-allow.json"));
+        let f = run_on(nft("nft-allow.json"), "10.9.0.11");
         assert_eq!(f.status, Status::Warn);
         assert_eq!(f.evidence["master_port_allowed"], true);
         assert_eq!(
@@ -936,14 +1087,24 @@ mod tests {
         let fix = f.fix.expect("fix");
         assert_eq!(
             fix.commands[0],
-            "nft insert rule inet filter input ip saddr 10.1.0.0/16 accept"
+            "nft insert rule inet filter input ip saddr 10.9.0.0/16 accept"
+        );
+        // Kept over a reboot by appending to nftables' own file, which is then checked.
+        assert_eq!(
+            fix.commands[1..],
+            [
+                "echo 'insert rule inet filter input ip saddr 10.9.0.0/16 accept' >> /etc/nftables.conf",
+                "nft -c -f /etc/nftables.conf"
+            ]
         );
         let blocked = {
             let ctx = CheckContext {
                 master_port: 29700,
                 ..Default::default()
             };
-            check(&node(nft("nft-allow.json")), &ctx).remove(0)
+            let mut n = node(nft("nft-allow.json"));
+            n.net.interfaces[0].ipv4[0].addr = "10.9.0.11".parse().expect("ip");
+            check(&n, &ctx).remove(0)
         };
         assert_eq!(
             blocked.fix.expect("fix").commands[0],

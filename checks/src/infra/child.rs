@@ -53,9 +53,21 @@ pub fn run(
     timeout: Duration,
     max_bytes: usize,
 ) -> Result<Output, String> {
+    run_with(program, args, &[], timeout, max_bytes)
+}
+
+/// [`run`] with `env` added to the child's environment (`SLURM_CONF` for Slurm's clients).
+pub fn run_with(
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    timeout: Duration,
+    max_bytes: usize,
+) -> Result<Output, String> {
     // Its own process group, so stopping it stops what it started (`sh -c`'s children) too.
     let mut child = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .env("LC_ALL", "C")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

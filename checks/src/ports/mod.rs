@@ -13,13 +13,55 @@ pub use crate::ports::ids::IN_USE as ID;
 const SUMMARY_COMMAND_CHARS: usize = 80;
 
 pub fn check(facts: &NodeFacts, _ctx: &CheckContext) -> Vec<Finding> {
-    vec![judge(&facts.ports)]
+    let this_job = facts
+        .env
+        .get("SLURM_JOB_ID")
+        .map(String::as_str)
+        .filter(|j| !j.is_empty());
+    vec![judge(&facts.ports, this_job)]
 }
 
-fn judge(p: &PortFacts) -> Finding {
+/// Who holds a port, by the Slurm job of each holder: this job itself (a rank of the job that
+/// this check runs for, in its TaskProlog), another job that runs on this node now (that job's
+/// port, the user's problem, never the node's), or nothing that runs (a leftover: the node's).
+#[derive(Debug, PartialEq)]
+enum Owner<'a> {
+    ThisJob,
+    RunningJobs(Vec<&'a str>),
+    Leftover,
+}
+
+fn owner<'a>(p: &'a PortFacts, this_job: Option<&str>) -> Owner<'a> {
+    if p.holders.is_empty() {
+        return Owner::Leftover;
+    }
+    let mut others: Vec<&str> = Vec::new();
+    for h in &p.holders {
+        match (h.slurm_job.as_deref(), h.job_running) {
+            (Some(j), r) if Some(j) == this_job && r != Some(false) => {}
+            (Some(j), Some(true)) => {
+                if !others.contains(&j) {
+                    others.push(j);
+                }
+            }
+            _ => return Owner::Leftover,
+        }
+    }
+    if others.is_empty() {
+        Owner::ThisJob
+    } else {
+        Owner::RunningJobs(others)
+    }
+}
+
+fn judge(p: &PortFacts, this_job: Option<&str>) -> Finding {
     let (v4, v6) = (p.ipv4.status, p.ipv6.status);
     let finding = if v4 == BindStatus::InUse || v6 == BindStatus::InUse {
-        in_use(p)
+        match owner(p, this_job) {
+            Owner::Leftover => in_use(p),
+            Owner::ThisJob => held_by_this_job(p, this_job.unwrap_or_default()),
+            Owner::RunningJobs(jobs) => held_by_running_jobs(p, &jobs, this_job),
+        }
     } else if v4 == BindStatus::Error || v6 == BindStatus::Error {
         bind_error(p)
     } else if v4 == BindStatus::Denied || v6 == BindStatus::Denied {
@@ -54,11 +96,93 @@ fn in_use(p: &PortFacts) -> Finding {
         let names: Vec<String> = known.iter().map(|h| describe_holder(h)).collect();
         format!("by {}", names.join(", "))
     };
+    let ended: Vec<&str> = p
+        .holders
+        .iter()
+        .filter(|h| h.job_running == Some(false))
+        .filter_map(|h| h.slurm_job.as_deref())
+        .collect();
+    let left = match ended.first() {
+        Some(j) => format!(", left behind by Slurm job {j}, which no longer runs here"),
+        None => String::new(),
+    };
     let summary = format!(
-        "master port {} is already in use {who}; torchrun will fail with \"Address already in use\"",
+        "master port {} is already in use {who}{left}; torchrun will fail with \"Address already in use\"",
         p.port
     );
     Finding::new(ID, Status::Fail, p.port.to_string(), summary).fix(in_use_fix(p, &known))
+}
+
+/// The port is held by the job this check runs for (another of its tasks is listening): as it
+/// should be.
+fn held_by_this_job(p: &PortFacts, job: &str) -> Finding {
+    Finding::new(
+        ID,
+        Status::Pass,
+        p.port.to_string(),
+        format!(
+            "master port {} is held by this job's own process ({}, Slurm job {job}): its rendezvous is up",
+            p.port,
+            holders_text(p)
+        ),
+    )
+    .with("owner", "this-job")
+}
+
+/// The port is held by other Slurm jobs running on this node: their port, not a leftover and
+/// not the node's fault. The job this check runs for must launch on another port (a failure,
+/// the user's); a check outside any job (the health check) only says so.
+fn held_by_running_jobs(p: &PortFacts, jobs: &[&str], this_job: Option<&str>) -> Finding {
+    let free = p
+        .suggested_free
+        .map(|f| format!("; port {f} is free"))
+        .unwrap_or_default();
+    let named = jobs.join(", ");
+    let (status, summary) = match this_job {
+        Some(me) => (
+            Status::Fail,
+            format!(
+                "master port {} is held by running Slurm job {named} ({}), not a leftover: job {me} must launch on another port{free}",
+                p.port,
+                holders_text(p)
+            ),
+        ),
+        None => (
+            Status::Warn,
+            format!(
+                "master port {} is held by running Slurm job {named} ({}): that job's own port, not a leftover; another job on this node must use another{free}",
+                p.port,
+                holders_text(p)
+            ),
+        ),
+    };
+    let mut fix = Fix::new(format!(
+        "Give each job on a shared node its own master port (torchrun --master-port, or MASTER_PORT derived from the job id); job {named} is running and keeps {}.",
+        p.port
+    ));
+    if let Some(free) = p.suggested_free {
+        fix = fix.command(format!("torchrun --master-port={free} ..."));
+    }
+    fix = fix.command(r#"export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))"#);
+    Finding::new(ID, status, p.port.to_string(), summary)
+        .with("owner", "running-job")
+        .with("jobs", jobs)
+        .remedy(crate::core::Remedy::user(crate::core::Action::FixConfig))
+        .fix(fix)
+}
+
+fn holders_text(p: &PortFacts) -> String {
+    let known: Vec<String> = p
+        .holders
+        .iter()
+        .filter(|h| h.pid.is_some())
+        .map(describe_holder)
+        .collect();
+    if known.is_empty() {
+        "a process this user cannot see".into()
+    } else {
+        known.join(", ")
+    }
 }
 
 fn describe_holder(h: &PortHolder) -> String {
@@ -221,6 +345,7 @@ mod tests {
             command: Some("/usr/bin/python3 -m torch.distributed.run train.py".into()),
             local_address: "[::]:29500".into(),
             inode: 3141592,
+            ..Default::default()
         }];
         let f = run(&nf);
         assert_eq!(f.status, Status::Fail);
@@ -233,6 +358,61 @@ mod tests {
         assert_eq!(f.evidence["ipv6"]["status"], "in-use");
     }
 
+    fn held_by(job: &str, running: Option<bool>) -> NodeFacts {
+        let mut nf = facts(29500, BindStatus::InUse, BindStatus::InUse);
+        nf.ports.suggested_free = Some(29501);
+        nf.ports.holders = vec![PortHolder {
+            pid: Some(4242),
+            command: Some("python3 train.py".into()),
+            slurm_job: Some(job.into()),
+            job_running: running,
+            ..Default::default()
+        }];
+        nf
+    }
+
+    #[test]
+    fn a_port_a_running_job_holds_is_that_jobs_and_never_the_nodes_problem() {
+        use crate::core::Problem;
+        // The health check (no job of its own): a warning, the user's.
+        let f = run(&held_by("77", Some(true)));
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.problem, Some(Problem::User));
+        assert!(f.summary.contains("running Slurm job 77"), "{}", f.summary);
+        assert!(f.summary.contains("port 29501 is free"), "{}", f.summary);
+        // Another job's prolog or TaskProlog: that job fails, as the user's problem.
+        let mut other = held_by("77", Some(true));
+        other.env.insert("SLURM_JOB_ID".into(), "78".into());
+        let f = run(&other);
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(f.problem, Some(Problem::User));
+        assert!(
+            f.summary.contains("job 78 must launch on another port"),
+            "{}",
+            f.summary
+        );
+        assert!(f.fix.unwrap().commands[0].contains("--master-port=29501"));
+        // The job's own task, checked by its next task's TaskProlog: as it should be.
+        let mut own = held_by("77", None);
+        own.env.insert("SLURM_JOB_ID".into(), "77".into());
+        assert_eq!(run(&own).status, Status::Pass);
+        // A job that ended and left its process: a leftover, the node's.
+        let f = run(&held_by("76", Some(false)));
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(f.problem, None, "the catalog's: the node's");
+        assert!(
+            f.summary.contains("left behind by Slurm job 76"),
+            "{}",
+            f.summary
+        );
+        // A job id from the environment that slurmd could not confirm: a leftover too.
+        assert!(
+            !run(&held_by("75", None))
+                .summary
+                .contains("running Slurm job")
+        );
+    }
+
     #[test]
     fn unknown_holder_says_to_look_as_root() {
         let mut nf = facts(29500, BindStatus::InUse, BindStatus::InUse);
@@ -241,6 +421,7 @@ mod tests {
             command: None,
             local_address: "0.0.0.0:29500".into(),
             inode: 99,
+            ..Default::default()
         }];
         let f = run(&nf);
         assert_eq!(f.status, Status::Fail);

@@ -118,17 +118,23 @@ pub fn holders(root: &Root, port: u16) -> Vec<PortHolder> {
     let mut out = Vec::new();
     for socket in sockets {
         match owners.get(&socket.inode) {
-            Some(pids) => out.extend(pids.iter().map(|pid| PortHolder {
-                pid: Some(*pid),
-                command: command_of(root, *pid),
-                local_address: socket.local_address.clone(),
-                inode: socket.inode,
+            Some(pids) => out.extend(pids.iter().map(|pid| {
+                let (slurm_job, job_running) = slurm_job_of(root, *pid);
+                PortHolder {
+                    pid: Some(*pid),
+                    command: command_of(root, *pid),
+                    local_address: socket.local_address.clone(),
+                    inode: socket.inode,
+                    slurm_job,
+                    job_running,
+                }
             })),
             None => out.push(PortHolder {
                 pid: None,
                 command: None,
                 local_address: socket.local_address,
                 inode: socket.inode,
+                ..PortHolder::default()
             }),
         }
     }
@@ -241,6 +247,43 @@ fn socket_inode(link: &str) -> Option<u64> {
 
 /// The command line as a shell user would type it (each NUL-separated argument quoted when it
 /// needs it, `$'...'` for a newline or another control character), else `comm`.
+/// The Slurm job `pid` belongs to, and whether it is known to run: Slurm's cgroup for the job
+/// (`/slurm/uid_0/job_42/step_0` with cgroup v1, `/system.slice/slurmstepd.scope/job_42/...`
+/// with v2) exists only while the job runs; an environment's `SLURM_JOB_ID` outlives its job,
+/// so it names the job but not whether it still runs.
+pub fn slurm_job_of(root: &Root, pid: u32) -> (Option<String>, Option<bool>) {
+    if let Ok(text) = root.read(format!("/proc/{pid}/cgroup"))
+        && let Some(job) = job_in_cgroup(&text)
+    {
+        return (Some(job), Some(true));
+    }
+    let env = root
+        .read_bytes(format!("/proc/{pid}/environ"))
+        .unwrap_or_default();
+    let job = env
+        .split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(b"SLURM_JOB_ID="))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .filter(|v| !v.is_empty() && v.len() <= 32 && v.bytes().all(|b| b.is_ascii_digit()));
+    (job, None)
+}
+
+/// The job id in a `/proc/<pid>/cgroup` text, from a Slurm path (one naming `slurm`) with a
+/// `job_<digits>` component.
+pub fn job_in_cgroup(text: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .filter(|path| path.contains("slurm"))
+        .find_map(|path| {
+            path.split('/')
+                .filter_map(|c| c.strip_prefix("job_"))
+                .find(|id| {
+                    !id.is_empty() && id.len() <= 32 && id.bytes().all(|b| b.is_ascii_digit())
+                })
+                .map(str::to_string)
+        })
+}
+
 fn command_of(root: &Root, pid: u32) -> Option<String> {
     let cmdline = root.read(format!("/proc/{pid}/cmdline")).ok().map(|raw| {
         crate::infra::shellword::command_line(raw.split('\0').filter(|a| !a.is_empty()))
@@ -255,6 +298,20 @@ fn command_of(root: &Root, pid: u32) -> Option<String> {
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    #[test]
+    fn a_slurm_jobs_cgroup_names_the_job_with_v1_and_v2_layouts() {
+        let v2 = "0::/system.slice/slurmstepd.scope/job_4711/step_batch/user/task_0\n";
+        assert_eq!(job_in_cgroup(v2).as_deref(), Some("4711"));
+        let v1 = "12:pids:/slurm/uid_1000/job_42/step_0/task_1\n11:memory:/slurm/uid_1000/job_42/step_0\n";
+        assert_eq!(job_in_cgroup(v1).as_deref(), Some("42"));
+        assert_eq!(
+            job_in_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n"),
+            None
+        );
+        assert_eq!(job_in_cgroup("0::/docker/job_12\n"), None, "not Slurm's");
+        assert_eq!(job_in_cgroup("garbage\n0::/slurm/job_x/\n"), None);
+    }
 
     proptest::proptest! {
         #![proptest_config(crate::infra::testutil::proptest_config())]

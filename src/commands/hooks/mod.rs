@@ -28,16 +28,16 @@ pub struct HookResult {
 const SHOWN: usize = 5;
 
 /// The findings that make the node unfit: `fail` (with `strict`, `warn` too), fails first, and
-/// among them the node's problems first, the costliest action first.
-pub fn unfit(report: &Report, strict: bool) -> Vec<&Finding> {
+/// among them the node's problems first, the costliest action first. A lemon (a fault that
+/// comes and goes) while the node passes now is said, not drained for, unless `drain_lemons`.
+pub fn unfit(report: &Report, strict: bool, drain_lemons: bool) -> Vec<&Finding> {
     let mut v: Vec<&Finding> = report
         .findings
         .iter()
         .filter(|f| {
-            f.status == Status::Fail
-                || (strict && f.status == Status::Warn)
-                // A lemon warns (this run may pass) but its node is to be repaired.
-                || f.is(preflight_checks::history::ids::LEMON)
+            let lemon = f.is(preflight_checks::history::ids::LEMON);
+            (!lemon && (f.status == Status::Fail || (strict && f.status == Status::Warn)))
+                || (lemon && drain_lemons)
         })
         .collect();
     v.sort_by_key(|f| {
@@ -50,19 +50,28 @@ pub fn unfit(report: &Report, strict: bool) -> Vec<&Finding> {
     v
 }
 
+/// The lemons the report names (said in the verdict and the drain reason, drained for only with
+/// `--drain-lemons`).
+fn lemons(report: &Report) -> Vec<&Finding> {
+    report
+        .findings
+        .iter()
+        .filter(|f| f.is(preflight_checks::history::ids::LEMON))
+        .collect()
+}
+
 /// The node's problem, or one whose owner is not known (a report of an older release): what a
 /// health check drains for. A user problem (the job's launch or environment) is not.
 pub fn node_problem(f: &Finding) -> bool {
     f.problem != Some(Problem::User)
 }
 
-/// The findings the hook drains for: in the health check the node's problems only; in the
-/// prolog all of them (its failing exit drains the node anyway; the reason says whose it is).
-fn drain_worthy<'a>(hook: &SlurmHook, bad: &[&'a Finding]) -> Vec<&'a Finding> {
-    bad.iter()
-        .copied()
-        .filter(|f| hook.mode == SlurmMode::Prolog || node_problem(f))
-        .collect()
+/// The findings the hook drains for: the node's problems only, in the health check and in the
+/// prolog alike (a prolog that fails makes Slurm drain the node, so a user problem there, such
+/// as a port another running job holds, passes the prolog and fails the job's tasks in its
+/// TaskProlog instead).
+fn drain_worthy<'a>(bad: &[&'a Finding]) -> Vec<&'a Finding> {
+    bad.iter().copied().filter(|f| node_problem(f)).collect()
 }
 
 /// The node's Slurm name: `--slurm-node`/SLURMD_NODENAME, else the hostname up to its first dot.
@@ -80,18 +89,39 @@ pub fn node_name(hook: &SlurmHook, report: &Report) -> String {
 /// Runs the hook over this node's report.
 pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
     let node = node_name(hook, report);
-    let bad = unfit(report, hook.strict);
+    let bad = unfit(report, hook.strict, hook.drain_lemons);
     let mut lines = verdict_lines(&node, &bad, report);
-    let verdict = if bad.is_empty() {
-        exit::OK
-    } else {
-        exit::FINDINGS
+    let worthy = drain_worthy(&bad);
+    let user_only = worthy.is_empty() && !bad.is_empty();
+    let lemons = lemons(report);
+    if !hook.drain_lemons {
+        for l in &lemons {
+            lines.push(format!(
+                "preflight: {node}: lemon, not drained for (it passes now; --drain-lemons drains): {}",
+                sanitize::line(&l.summary)
+            ));
+        }
+    }
+    // Health: Slurm only logs the status. Prolog: a failing exit drains the node and requeues
+    // the job, so only the node's own problems fail it.
+    let verdict = match hook.mode {
+        SlurmMode::Prolog if user_only => exit::OK,
+        _ if bad.is_empty() => exit::OK,
+        _ => exit::FINDINGS,
     };
-    let worthy = drain_worthy(hook, &bad);
-    let want = worthy.first().map(|f| drain::reason(f, worthy.len() - 1));
-    if hook.drain && worthy.is_empty() && !bad.is_empty() {
+    // The reason: the drain-worthy findings, then the lemons the operator should know of.
+    let mut parts: Vec<drain::Part> = worthy.iter().map(|f| drain::part(f)).collect();
+    if !parts.is_empty() && !hook.drain_lemons {
+        parts.extend(lemons.iter().map(|f| drain::part(f)));
+    }
+    if user_only {
         lines.push(format!(
-            "preflight: {node}: not drained: only user problems (the job's launch or environment, not the node)"
+            "preflight: {node}: not drained: only user problems (the job's launch or environment, or another running job's, not the node){}",
+            if hook.mode == SlurmMode::Prolog {
+                "; the prolog passes (Slurm drains the node of a failing prolog), and the job's TaskProlog says it in the task's output"
+            } else {
+                ""
+            }
         ));
     }
     if !hook.drain {
@@ -109,16 +139,26 @@ pub fn run(hook: &SlurmHook, report: &Report, slurm: &dyn Slurm) -> HookResult {
             code: failed_call(hook, verdict),
         };
     }
-    let user_only = worthy.is_empty() && !bad.is_empty();
-    drain_or_resume(
-        hook,
-        slurm,
-        &node,
-        want.as_deref(),
-        user_only,
-        verdict,
-        lines,
-    )
+    drain_or_resume(hook, slurm, &node, &parts, user_only, verdict, lines)
+}
+
+/// Each line of a hook's output with the time (UTC, to the second) and the job it ran for,
+/// as a log file wants them: `2026-12-07T23:41:07Z job 42 preflight: node2: ...`.
+pub fn stamped(lines: &[String], report: &Report) -> String {
+    let now = crate::history::now();
+    let day = preflight_checks::infra::date::utc_minute(now).replacen(' ', "T", 1);
+    let stamp = format!("{day}:{:02}Z", now.rem_euclid(60));
+    let job = report
+        .nodes
+        .first()
+        .and_then(|n| n.facts.env.get("SLURM_JOB_ID"))
+        .map(|j| format!(" job {}", sanitize::line(j)))
+        .unwrap_or_default();
+    let mut out = String::new();
+    for l in lines {
+        out.push_str(&format!("{stamp}{job} {l}\n"));
+    }
+    out
 }
 
 /// What the hook prints of the node's verdict: the findings that make it unfit, or that it passes.
@@ -140,8 +180,21 @@ fn verdict_lines(node: &str, bad: &[&Finding], report: &Report) -> Vec<String> {
         lines.push(format!("preflight: {node}: and {} more", bad.len() - SHOWN));
     }
     if bad.is_empty() {
+        // The warnings by id (a port a running job holds, a firewall rule): none drains.
+        let mut warned: Vec<&str> = report
+            .findings
+            .iter()
+            .filter(|f| f.status == Status::Warn)
+            .map(|f| f.id.as_str())
+            .collect();
+        warned.dedup();
+        let warned = if warned.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", warned.join(", "))
+        };
         lines.push(format!(
-            "preflight: {node}: passes (report status {})",
+            "preflight: {node}: passes (report status {}{warned})",
             report.status
         ));
     }
@@ -155,7 +208,7 @@ fn drain_or_resume(
     hook: &SlurmHook,
     slurm: &dyn Slurm,
     node: &str,
-    want: Option<&str>,
+    want: &[drain::Part],
     user_only: bool,
     verdict: u8,
     mut lines: Vec<String>,

@@ -2,16 +2,11 @@
 //! `scontrol update` drains or resumes it. Each call is bounded by [`CALL_TIMEOUT`].
 
 use super::decide::NodeState;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Longest any one Slurm client call may take (two calls stay well inside Slurm's 60 s
 /// HealthCheckTimeout and PrologTimeout).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Where Slurm's clients live when PATH is unset (slurmd runs HealthCheckProgram with an
-/// empty environment).
-const BIN_DIRS: [&str; 4] = ["/usr/bin", "/usr/local/bin", "/opt/slurm/bin", "/bin"];
 
 /// What a hook needs from Slurm.
 pub trait Slurm {
@@ -68,23 +63,12 @@ fn one_line(s: &str) -> String {
     }
 }
 
-fn find(tool: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain(BIN_DIRS.iter().map(PathBuf::from))
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| PathBuf::from(tool))
-}
-
 /// Runs a Slurm client with `LC_ALL=C` under [`CALL_TIMEOUT`] (the crate's one bounded
 /// runner); its stdout, or why it failed.
 fn run(tool: &str, args: &[&str]) -> Result<String, String> {
-    let program = find(tool);
     let shown = format!("{tool} {}", args.join(" "));
-    let out = preflight_checks::infra::child::run(&program, args, CALL_TIMEOUT, 1 << 20)
+    // With the configuration slurmd uses when SLURM_CONF is unset (crate::slurmd::conf).
+    let out = crate::slurmd::client(tool, args, CALL_TIMEOUT)
         .map_err(|e| format!("{e} (is slurm-client installed?)"))?;
     match out.status {
         None => Err(format!(

@@ -52,6 +52,7 @@ fn hook(mode: SlurmMode, drain: bool, dry_run: bool) -> SlurmHook {
         dry_run,
         node: None,
         strict: false,
+        drain_lemons: false,
     }
 }
 
@@ -241,17 +242,91 @@ fn the_health_check_drains_for_node_problems_only_and_the_prolog_tags_whose() {
         "{calls:?}"
     );
     assert!(!calls[0][3].contains("(+1 more)"), "{calls:?}");
-    // The prolog (Slurm drains a failing prolog's node anyway) names the user problem.
+    // The prolog passes a user problem (a failing prolog would drain the node): the job's
+    // TaskProlog says it in the task's output instead.
     let s = FakeSlurm::new("idle", None);
-    run(
+    let r = run(
         &hook(SlurmMode::Prolog, true, false),
         &report(vec![wrong_ifname()]),
         &s,
     );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(s.calls.borrow().is_empty(), "{:?}", s.calls.borrow());
     assert!(
-        s.calls.borrow()[0][3]
-            .starts_with("Reason=preflight: [user_problem] fix-config: env.socket-ifname: "),
-        "{:?}",
-        s.calls.borrow()
+        r.lines.iter().any(|l| l.contains("the prolog passes")),
+        "{r:?}"
     );
+}
+
+fn lemon() -> Finding {
+    Finding::new(
+        preflight_checks::history::ids::LEMON,
+        Status::Warn,
+        "port.in-use",
+        "node7 had port.in-use in 3 of its last 10 runs, and it went away in between",
+    )
+    .remedy(preflight_checks::model::Remedy::node(ModelAction::Reboot))
+}
+
+#[test]
+fn a_lemon_that_passes_now_is_said_not_drained_and_a_drained_one_resumes() {
+    let ours = "preflight: [node_problem] reboot: history.lemon: node7 had port.in-use";
+    let s = FakeSlurm::new("drained", Some(ours));
+    let r = run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![lemon()]),
+        &s,
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(s.calls.borrow()[0][2], "State=RESUME", "{r:?}");
+    assert!(
+        r.lines.iter().any(|l| l.contains("lemon, not drained for")),
+        "{r:?}"
+    );
+    // With a failure now, the lemon is named in the reason after it.
+    let s = FakeSlurm::new("idle", None);
+    run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![held(), lemon()]),
+        &s,
+    );
+    let reason = s.calls.borrow()[0][3].clone();
+    assert!(
+        reason.starts_with("Reason=preflight: [node_problem] restart-job: port.in-use: ")
+            && reason.contains(" | [node_problem] reboot: history.lemon: "),
+        "{reason}"
+    );
+    // --drain-lemons: drained for the lemon alone.
+    let mut h = hook(SlurmMode::Health, true, false);
+    h.drain_lemons = true;
+    let s = FakeSlurm::new("idle", None);
+    let r = run(&h, &report(vec![lemon()]), &s);
+    assert_eq!(r.code, 1);
+    assert!(s.calls.borrow()[0][3].contains("history.lemon"));
+}
+
+#[test]
+fn a_warning_never_drains_and_a_fixed_node_is_resumed() {
+    let warn = Finding::new(
+        preflight_checks::firewall::ids::RULES,
+        Status::Warn,
+        "INPUT",
+        "the firewall filters input",
+    );
+    let s = FakeSlurm::new("idle", None);
+    let r = run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![warn.clone()]),
+        &s,
+    );
+    assert_eq!(r.code, 0);
+    assert!(s.calls.borrow().is_empty());
+    let ours = "preflight: [node_problem] restart-job: port.in-use: master port 29500";
+    let s = FakeSlurm::new("drained", Some(ours));
+    run(
+        &hook(SlurmMode::Health, true, false),
+        &report(vec![warn]),
+        &s,
+    );
+    assert_eq!(s.calls.borrow()[0][2], "State=RESUME");
 }

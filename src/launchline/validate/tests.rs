@@ -24,6 +24,7 @@ fn held(mut facts: NodeFacts, port: u16) -> NodeFacts {
         command: Some("python train.py".into()),
         local_address: format!("0.0.0.0:{port}"),
         inode: 1,
+        ..Default::default()
     }];
     facts
 }

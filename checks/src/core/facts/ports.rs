@@ -43,4 +43,13 @@ pub struct PortHolder {
     pub command: Option<String>,
     pub local_address: String,
     pub inode: u64,
+    /// The Slurm job the holding process belongs to: its cgroup (`.../job_<id>/...`), else its
+    /// environment's `SLURM_JOB_ID`. None outside Slurm.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<String>,
+    /// Whether that job runs on this node now: `true` when the process sits in the job's own
+    /// cgroup or slurmd lists it (`scontrol listpids`), `false` when slurmd lists no such pid
+    /// (the job ended and left it behind), None when it could not be told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_running: Option<bool>,
 }
