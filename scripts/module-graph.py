@@ -43,7 +43,7 @@ LAYERS = {
         "report_compact",
         "report recipe",
         "runtime",
-        "cli config",
+        "cli config argv",
         "render",
         "commands",
         "app",

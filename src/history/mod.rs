@@ -211,8 +211,7 @@ pub fn judge_lemons(report: &mut Report, info: &RunInfo) {
     preflight_checks::history::mark_standing(report, info);
     let lemons = preflight_checks::history::judge(report, info, &preflight_checks::registry::entry);
     if !lemons.is_empty() {
-        report.findings.extend(lemons);
-        report.status = preflight_checks::model::overall_status(&report.findings);
+        preflight_checks::registry::add_findings(report, lemons);
     }
 }
 
