@@ -50,7 +50,9 @@ import json, sys
 v = json.load(open(sys.argv[1]))
 got = sorted((l["evidence"]["rule"], l["subject"]) for l in v["lemons"])
 want = sorted([("repeat", "gpu.ecc"), ("pair", "gpu0005<->gpu0006"), ("xid-bursts", "GPU 2 XID 79")])
-assert v["runs"] == int(sys.argv[2]) * int(sys.argv[3]), v["runs"]
+# Every node's record of run cN is one run: runs counts runs, node_runs counts each node's.
+assert v["runs"] == int(sys.argv[3]), v["runs"]
+assert v["node_runs"] == int(sys.argv[2]) * int(sys.argv[3]), v["node_runs"]
 assert got == want, got
 print(f"history bench: verdict ok: {got}")
 PY

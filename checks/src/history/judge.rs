@@ -139,17 +139,13 @@ fn finding(l: &Lemon, runs: &[NodeRun], catalog: Catalog) -> Finding {
             node,
             finding,
             runs: n,
+            window,
         } => (
             Some(node.as_str()),
             "repeat",
             finding.clone(),
             format!(
-                "{node} had {finding} in {n} of its last {} runs, and it went away in between{}: the fault comes and goes with this node",
-                super::merge(runs)
-                    .iter()
-                    .filter(|r| r.node == *node)
-                    .count()
-                    .min(super::REPEAT_WINDOW),
+                "{node} had {finding} in {n} of its last {window} runs, and it went away in between{}: the fault comes and goes with this node",
                 if runs.iter().any(|r| r.node == *node
                     && r.nodes > 1
                     && r.findings.iter().any(|f| f.id == *finding))

@@ -35,6 +35,8 @@ pub enum Lemon {
         node: String,
         finding: String,
         runs: usize,
+        /// The node's runs the rule looked at (its last [`REPEAT_WINDOW`], or all it has).
+        window: usize,
     },
     /// Same XID on one GPU in >= 5 bursts within 24 h (bursts split by 180 s quiet; NVSentinel).
     XidBursts {
@@ -86,7 +88,13 @@ fn is_link(id: &str) -> bool {
 /// Every lemon the rules name over `runs`, in a stable order. Each node's runs are counted
 /// once ([`merge`]), and each rule names only a fault that came back after it had gone.
 pub fn lemons(runs: &[NodeRun]) -> Vec<Lemon> {
-    let runs = &merge(runs)[..];
+    let merged;
+    let runs = if runs::is_merged(runs) {
+        runs
+    } else {
+        merged = merge(runs);
+        &merged[..]
+    };
     let mut out = repeat(runs);
     out.extend(xid_bursts(runs));
     out.extend(links(runs));
@@ -148,6 +156,7 @@ fn repeat(runs: &[NodeRun]) -> Vec<Lemon> {
                     node: node.into(),
                     finding: id.into(),
                     runs: c,
+                    window: last.len(),
                 });
             }
         }

@@ -45,6 +45,19 @@ pub fn merge(runs: &[NodeRun]) -> Vec<NodeRun> {
     out
 }
 
+/// Whether `runs` are already one record per node and run, as [`merge`] leaves them (each
+/// record's run id its key, no node and key twice): merging them again would only copy them.
+pub fn is_merged(runs: &[NodeRun]) -> bool {
+    let mut seen: std::collections::BTreeSet<(&str, &str)> = std::collections::BTreeSet::new();
+    runs.iter().all(|r| {
+        let keyed = match r.job.as_deref().filter(|j| !j.is_empty()) {
+            Some(job) => r.run.strip_prefix("job:") == Some(job),
+            None => true,
+        };
+        keyed && seen.insert((r.node.as_str(), r.run.as_str()))
+    })
+}
+
 fn same(a: &FindingRec, b: &FindingRec) -> bool {
     a.id == b.id && a.partner == b.partner && a.gpu == b.gpu && a.xid == b.xid && a.at == b.at
 }
@@ -133,6 +146,8 @@ mod tests {
             }
         }
         assert_eq!(merge(&runs).len(), 4);
+        assert!(!is_merged(&runs));
+        assert!(is_merged(&merge(&runs)));
         let job = vec![
             rec("slurm-prolog-7", "a", Some("7"), "firewall.rules", "warn"),
             rec("taskprolog-7", "a", Some("7"), "firewall.rules", "warn"),

@@ -52,7 +52,8 @@ fn intermittent_node_among_64_over_30_runs_is_named() {
         l.contains(&Lemon::Repeat {
             node: "n17".into(),
             finding: "gpu.ecc".into(),
-            runs: 3
+            runs: 3,
+            window: 10
         }),
         "{l:?}"
     );
@@ -227,7 +228,8 @@ fn one_nodes_own_store_names_its_repeat_but_not_a_user_problem() {
         vec![Lemon::Repeat {
             node: "n".into(),
             finding: "gpu.ecc".into(),
-            runs: 3
+            runs: 3,
+            window: 5
         }]
     );
     let shared = vec![
@@ -344,7 +346,8 @@ fn a_run_in_every_nodes_report_counts_once() {
         vec![Lemon::Repeat {
             node: "b".into(),
             finding: "gpu.ecc".into(),
-            runs: 3
+            runs: 3,
+            window: 6
         }]
     );
     let v = view(&runs, &|_| None);

@@ -74,8 +74,13 @@ fn failed(r: &NodeRun) -> bool {
 
 /// The view of `runs` (any order; a run repeated in many reports counts once).
 pub fn view(records: &[NodeRun], catalog: Catalog) -> HistoryView {
-    let merged = super::merge(records);
-    let runs = &merged[..];
+    let merged;
+    let runs = if super::runs::is_merged(records) {
+        records
+    } else {
+        merged = super::merge(records);
+        &merged[..]
+    };
     let mut by: BTreeMap<&str, Vec<&NodeRun>> = BTreeMap::new();
     for r in runs {
         by.entry(r.node.as_str()).or_default().push(r);
