@@ -5,6 +5,7 @@ pub mod args;
 #[cfg(test)]
 mod corpus_tests;
 pub mod head;
+pub mod options;
 pub mod rewrite;
 pub mod validate;
 

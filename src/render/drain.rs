@@ -16,19 +16,19 @@ pub const MAX_CAUSE: usize = 100;
 /// pid 4242 (python3 ...)`, with ` (+N more)` when `more` other findings would drain the node
 /// too; without the tag and action for a finding that has none (a report of an older release).
 pub fn reason(f: &Finding, more: usize) -> String {
-    let remedy = f
-        .remedy_of()
-        .map(|r| format!("{} {}: ", r.problem.tag(), r.action))
-        .unwrap_or_default();
-    let mut s = format!(
-        "{PREFIX} {remedy}{}: {}",
-        clean(&f.id, 64),
-        short_cause(&f.summary)
-    );
+    let mut s = format!("{PREFIX} {}", part(f).text);
     if more > 0 {
         s.push_str(&format!(" (+{more} more)"));
     }
     s
+}
+
+/// `[node_problem] restart-job: ` (whose problem and the action), or nothing for a finding
+/// that has none (a report of an older release).
+fn tag(f: &Finding) -> String {
+    f.remedy_of()
+        .map(|r| format!("{} {}: ", r.problem.tag(), r.action))
+        .unwrap_or_default()
 }
 
 /// Longest reason preflight sets: the parts that fit, then `(+N more)`.
@@ -47,30 +47,19 @@ pub struct Part {
 /// `f`'s part of a reason; a lemon's is short (`... history.lemon: repeat port.in-use`), so it
 /// fits beside the failure it is said with.
 pub fn part(f: &Finding) -> Part {
-    let text = if f.is(preflight_checks::history::ids::LEMON) {
-        let remedy = f
-            .remedy_of()
-            .map(|r| format!("{} {}: ", r.problem.tag(), r.action))
-            .unwrap_or_default();
+    let what = if f.is(preflight_checks::history::ids::LEMON) {
         let rule = f
             .evidence
             .get("rule")
             .and_then(|r| r.as_str())
             .unwrap_or("lemon");
-        format!(
-            "{PREFIX} {remedy}{}: {} {}",
-            f.id,
-            clean(rule, 16),
-            clean(&f.subject, 64)
-        )
+        format!("{} {}", clean(rule, 16), clean(&f.subject, 64))
     } else {
-        reason(f, 0)
+        short_cause(&f.summary)
     };
     Part {
         id: f.id.clone(),
-        text: text
-            .strip_prefix(PREFIX)
-            .map_or(text.clone(), |t| t.trim_start().to_string()),
+        text: format!("{}{}: {what}", tag(f), clean(&f.id, 64)),
     }
 }
 
